@@ -1,0 +1,180 @@
+"""The benchmark registry: each benchmark is one small module that turns upstream rows into questions.
+
+A module registers itself with ``@benchmark(name, scale=(lo, hi))`` on a function mapping the upstream
+rows (dicts with the upstream's own column names) to ``Question`` objects. Where the file is and which
+columns it must have come from ``data/datasets.toml``.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import tomllib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from ..errors import DataError, UsageError
+from ..resources import resource_dir, sha256_file
+
+__all__ = ["BENCHMARKS", "Benchmark", "Dataset", "Question", "benchmark", "load", "pull", "registry", "resolve"]
+
+FORMATS = (".jsonl", ".json", ".csv", ".parquet")
+
+
+@dataclass(frozen=True)
+class Question:
+    benchmark: str
+    question_id: str
+    turns: list[str]
+    reference: str | None = None
+    criteria: str | None = None
+    category: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    scale: tuple[int, int]  # the judge's score range
+    convert: Callable[[list[dict]], Iterable[Question]]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One benchmark's questions plus the provenance recorded in ``runs``."""
+
+    benchmark: str
+    path: Path
+    sha256: str
+    rows: int
+    questions: list[Question]
+    known_version: bool
+
+    def provenance(self) -> dict:
+        return {
+            "file": str(self.path),
+            "sha256": self.sha256,
+            "rows": self.rows,
+            "questions": len(self.questions),
+            "known_version": self.known_version,
+        }
+
+
+BENCHMARKS: dict[str, Benchmark] = {}
+
+
+def benchmark(name: str, *, scale: tuple[int, int]) -> Callable:
+    def register(fn: Callable[[list[dict]], Iterable[Question]]) -> Callable:
+        BENCHMARKS[name] = Benchmark(name, scale, fn)
+        return fn
+
+    return register
+
+
+def registry() -> dict[str, dict]:
+    with open(resource_dir("data") / "datasets.toml", "rb") as fh:
+        return tomllib.load(fh)
+
+
+def resolve(spec: str) -> list[str]:
+    """``all`` or a comma-separated list of benchmark names, validated."""
+    everything = [n for n in registry() if n in BENCHMARKS]
+    names = everything if spec.strip() == "all" else [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown or not names:
+        raise UsageError(
+            f"unknown benchmark {', '.join(unknown) or repr(spec)}; choose from: all, {', '.join(everything)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def locate(name: str, data_dir: Path) -> Path:
+    entry = registry()[name]
+    stem = data_dir / entry["file"]
+    for ext in FORMATS:
+        if stem.with_suffix(ext).is_file():
+            return stem.with_suffix(ext)
+    raise DataError(
+        f"{name}: no dataset file at {stem}.{{jsonl,csv,parquet}}; put {entry['hf_repo']}'s "
+        f"{entry['hf_file']} there, or run: shaberi data pull --data-dir {data_dir}"
+    )
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Rows of a JSON Lines, JSON array, CSV or Parquet file, with the file's own column names."""
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(path).to_pylist()
+        if path.suffix == ".csv":
+            with open(path, newline="", encoding="utf-8-sig") as fh:
+                return list(csv.DictReader(fh))
+        text = path.read_bytes()
+        if path.suffix == ".json" and text.lstrip().startswith(b"["):
+            return orjson.loads(text)
+        return [orjson.loads(line) for line in text.splitlines() if line.strip()]
+    except (orjson.JSONDecodeError, UnicodeDecodeError, OSError, ValueError) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
+
+
+def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:
+    """Load, validate and convert one benchmark's upstream file."""
+    entry = registry()[name]
+    path = locate(name, data_dir)
+    rows = read_rows(path)
+    if rows:
+        missing = [c for c in entry["columns"] if c not in rows[0]]
+        if missing:
+            raise DataError(
+                f"{name}: {path} lacks the upstream column(s) {', '.join(missing)} "
+                f"(it has {', '.join(rows[0])}); use the file from {entry['hf_repo']}"
+            )
+    questions = list(_take(BENCHMARKS[name].convert(rows), limit))
+    if not questions:
+        raise DataError(f"{name}: {path} holds no questions; re-download it with: shaberi data pull")
+    digest = sha256_file(path)
+    return Dataset(name, path, digest, len(rows), questions, digest in entry.get("sha256", []))
+
+
+def pull(name: str, data_dir: Path) -> Path:
+    """Download the registered upstream file from the Hugging Face hub into the data directory."""
+    entry = registry()[name]
+    suffix = Path(entry["hf_file"]).suffix
+    target = (data_dir / entry["file"]).with_suffix(suffix)
+    try:
+        from huggingface_hub import hf_hub_download
+
+        cached = hf_hub_download(entry["hf_repo"], entry["hf_file"], repo_type="dataset",
+                                 revision=entry["hf_revision"])
+    except Exception as exc:
+        raise DataError(
+            f"{name}: cannot download {entry['hf_repo']}/{entry['hf_file']} from the Hugging Face hub "
+            f"({type(exc).__name__}); without internet, copy that file to {target} by hand"
+        ) from None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for ext in FORMATS:  # one file per benchmark, so the loader cannot pick a stale one
+        target.with_suffix(ext).unlink(missing_ok=True)
+    shutil.copyfile(cached, target)
+    return target
+
+
+def _take(it: Iterable[Question], limit: int | None) -> Iterator[Question]:
+    for i, q in enumerate(it):
+        if limit is not None and i >= limit:
+            return
+        yield q
+
+
+def _text(value: object) -> str | None:
+    """Upstream cells may be None, NaN-as-empty (CSV) or numbers; questions hold text or None."""
+    if value is None:
+        return None
+    s = str(value)
+    return s if s.strip() else None
+
+
+from . import elyza, mt_bench, rakuda, tengu  # noqa: E402,F401  (registration)

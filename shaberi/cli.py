@@ -1,0 +1,207 @@
+"""The command line: parse, call a stage, print. Bad input ends in one ``error:`` line and exit code 2."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .client import AIMDConfig, ClientConfig
+from .errors import ShaberiError, UsageError
+from .generate import GenerationConfig
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    help="Batch evaluation of LLMs on Japanese chat benchmarks. Results are Parquet tables; query them "
+    "with `shaberi sql`.",
+)
+data_app = typer.Typer(no_args_is_help=True, help="Benchmark data files.")
+app.add_typer(data_app, name="data")
+
+ResultsDir = Annotated[Path, typer.Option("--results-dir", envvar="SHABERI_RESULTS_DIR",
+                                          help="Results root holding tables/.")]
+DataDir = Annotated[Path, typer.Option("--data-dir", envvar="SHABERI_DATA_DIR",
+                                       help="Folder with the benchmark files (ja/<name>.jsonl|csv|parquet).")]
+DEFAULT_RESULTS = Path("results")
+DEFAULT_DATA = Path("datasets")
+Format = Annotated[str, typer.Option("--format", help="table, csv or json.")]
+
+
+@app.command()
+def run(
+    model: Annotated[str, typer.Option("--model", help="Model name sent to the endpoint.")],
+    base_url: Annotated[str, typer.Option("--base-url", help="OpenAI-compatible base URL, e.g. "
+                                          "http://127.0.0.1:8000/v1.")],
+    api_key_env: Annotated[str | None, typer.Option(
+        "--api-key-env", help="Variable holding the API key [default: OPENAI_API_KEY, optional on loopback].")] = None,
+    benchmark: Annotated[str, typer.Option("--benchmark", help="all, or a comma list of elyza,tengu,mt_bench,rakuda.")
+                         ] = "all",
+    tag: Annotated[str, typer.Option("--tag", help="Names the run together with --model.")] = "default",
+    limit: Annotated[int | None, typer.Option("--limit", help="First N questions of each benchmark.")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight; the adaptive "
+                                             "limit stays at or below it.")] = 60,
+    stages: Annotated[str, typer.Option("--stages", help="Comma list of stages to run.")] = "generate",
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.2,
+    max_tokens: Annotated[int, typer.Option(help="Completion token limit.")] = 6000,
+    frequency_penalty: Annotated[float | None, typer.Option(help="Sent only when given.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sent only when given.")] = None,
+    rerun: Annotated[bool, typer.Option("--rerun", help="Call again even for answers already stored.")] = False,
+    retry_errors: Annotated[int, typer.Option(help="Re-call an errored answer on resume up to this many "
+                                              "more times.")] = 2,
+    rpm: Annotated[float | None, typer.Option(help="Requests-per-minute cap.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 600.0,
+    max_retries: Annotated[int, typer.Option(help="Retries per request for 429, 5xx, timeouts, "
+                                             "connection errors and bad bodies.")] = 6,
+    concurrency_start: Annotated[int, typer.Option(rich_help_panel="Adaptive concurrency")] = 40,
+    concurrency_min: Annotated[int, typer.Option(rich_help_panel="Adaptive concurrency")] = 1,
+    aimd_increase: Annotated[int, typer.Option(help="Added per success.",
+                                               rich_help_panel="Adaptive concurrency")] = 1,
+    aimd_decrease: Annotated[float, typer.Option(help="Multiplied on 429.",
+                                                 rich_help_panel="Adaptive concurrency")] = 0.5,
+    aimd_cooldown: Annotated[float, typer.Option(help="Seconds between decreases.",
+                                                 rich_help_panel="Adaptive concurrency")] = 2.0,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: DataDir = DEFAULT_DATA,
+) -> None:
+    """Generate answers for the Japanese benchmarks (resumable: re-run the same command to continue)."""
+    from .pipeline import RunRequest
+
+    if concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    aimd = AIMDConfig(concurrency_start, concurrency_min, 60, aimd_increase, aimd_decrease, aimd_cooldown)
+    request = RunRequest(
+        model=model, base_url=base_url, results_dir=results_dir, data_dir=data_dir, benchmark=benchmark,
+        tag=tag, api_key_env=api_key_env, limit=limit, stages=stages,
+        generation=GenerationConfig(temperature, max_tokens, frequency_penalty, seed),
+        client=ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, aimd=aimd.capped(concurrency)),
+        rerun=rerun, retry_errors=retry_errors,
+    )
+    _run(request)
+
+
+def _run(request: object) -> None:
+    from .display import live_progress
+    from .pipeline import run as run_pipeline
+
+    console = Console(stderr=True)
+
+    async def go() -> tuple:
+        async with live_progress(console) as slot:
+            return await run_pipeline(request, on_start=lambda progress, client: slot.extend([progress, client]))
+
+    info, progress = asyncio.run(go())
+    done = sum(b.done for b in progress.benchmarks.values())
+    cached = sum(b.cached for b in progress.benchmarks.values())
+    failed = sum(b.errors for b in progress.benchmarks.values())
+    tokens = sum(b.tokens for b in progress.benchmarks.values())
+    typer.echo(f"run {info.run_id}: {done} answers ({cached} reused, {progress.calls} called, {failed} errors), "
+               f"{tokens:,} tokens")
+    if failed:
+        typer.echo("  errored answers are retried by running the same command again (see answers.error_type)")
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="DuckDB SQL over the views runs, questions, answers, "
+                                         "judgements, pass_deltas, token_usage.")],
+    format: Format = "table",
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: DataDir = DEFAULT_DATA,
+) -> None:
+    """Run SQL over the results tables."""
+    import duckdb
+
+    from .sql import connect
+
+    if format not in ("table", "csv", "json"):
+        raise UsageError(f"--format {format!r} is not one of table, csv, json")
+    try:
+        cursor = connect(results_dir).execute(query)
+    except duckdb.Error as exc:
+        raise UsageError(f"SQL: {str(exc).splitlines()[0]}") from None
+    names = [d[0] for d in cursor.description or []]
+    rows = cursor.fetchall()
+    if format == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(names)
+        writer.writerows(rows)
+    elif format == "json":
+        sys.stdout.write(orjson.dumps([dict(zip(names, r, strict=True)) for r in rows],
+                                      option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
+    else:
+        table = Table(*names)
+        for r in rows:
+            table.add_row(*("" if v is None else str(v) for v in r))
+        Console().print(table)
+
+
+@data_app.command("pull")
+def data_pull(
+    benchmark: Annotated[str, typer.Option("--benchmark")] = "all",
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: DataDir = DEFAULT_DATA,
+) -> None:
+    """Download the upstream benchmark files from the Hugging Face hub into --data-dir."""
+    from .benchmarks import pull, resolve
+
+    for name in resolve(benchmark):
+        path = pull(name, data_dir)
+        typer.echo(f"{name}: {path}")
+
+
+@app.command()
+def demo(
+    limit: Annotated[int, typer.Option("--limit", help="Questions per benchmark.")] = 3,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Default: the hand-written samples "
+                                                  "shipped in data/samples.")] = None,
+) -> None:
+    """Run every stage end to end against the project's loopback test server (no key, no network)."""
+    from .pipeline import RunRequest
+    from .resources import resource_dir
+    from .testing import LoopbackServer
+
+    with LoopbackServer(latency_ms=20) as server:
+        typer.echo(f"loopback test server at {server.base_url} (answers are canned, scores meaningless)")
+        _run(RunRequest(model="shaberi-loopback", base_url=server.base_url, results_dir=results_dir,
+                        data_dir=data_dir or resource_dir("data") / "samples", tag="demo", limit=limit))
+    sql(query="SELECT benchmark, count(*) AS answers, count(answers.error) AS errors, sum(completion_tokens) AS "
+              "completion_tokens FROM answers JOIN runs USING (run_id) WHERE runs.tag = 'demo' "
+              "GROUP BY benchmark ORDER BY benchmark", format="table", results_dir=results_dir,
+        data_dir=DEFAULT_DATA)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: ShaberiError becomes one line on stderr and exit code 2."""
+    try:
+        app(args=argv, standalone_mode=True)
+    except ShaberiError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+def run_evals_main() -> None:
+    main(["run", *sys.argv[1:]])
+
+
+def _later(command: str, issue: str) -> None:
+    typer.echo(f"error: {command} is not implemented yet ({issue}); query the tables with `shaberi sql` "
+               "meanwhile", err=True)
+    sys.exit(2)
+
+
+def view_scores_main() -> None:
+    _later("view-scores", "it arrives with scores and statistics")
+
+
+def inspect_output_main() -> None:
+    _later("inspect-output", "it arrives with the output browser")

@@ -1,0 +1,69 @@
+"""Live progress for the terminal: one bar per benchmark (done/total, tokens, requests/s, errors,
+current concurrency), refreshed from the stage's plain counters a few times a second."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .client import ChatClient
+from .generate import Progress as Counters
+
+__all__ = ["live_progress"]
+
+
+@contextlib.asynccontextmanager
+async def live_progress(console: Console) -> AsyncIterator[list]:
+    """Yields a one-slot list; put (counters, client) in it when the stage starts."""
+    slot: list = []
+    bars = Progress(
+        TextColumn("{task.description:<9}"),
+        BarColumn(bar_width=24),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[tokens]:>9,} tok  {task.fields[rps]:>6.1f} req/s  "
+                   "{task.fields[errors]} err  conc {task.fields[conc]}"),
+        TimeElapsedColumn(),
+        console=console,
+        refresh_per_second=4,
+    )
+    stop = asyncio.Event()
+
+    async def refresh() -> None:
+        tasks: dict[str, int] = {}
+        started: dict[str, float] = {}
+        while True:
+            if slot:
+                counters, client = slot
+                _update(bars, tasks, started, counters, client)
+            if stop.is_set():
+                return
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.25)
+
+    with bars:
+        task = asyncio.create_task(refresh())
+        try:
+            yield slot
+        finally:
+            stop.set()
+            await task
+
+
+def _update(
+    bars: Progress, tasks: dict[str, int], started: dict[str, float], counters: Counters, client: ChatClient
+) -> None:
+    now = time.monotonic()
+    for name, b in counters.benchmarks.items():
+        if name not in tasks:
+            tasks[name] = bars.add_task(name, total=b.total, tokens=0, rps=0.0, errors=0, conc=0)
+        called = b.done - b.cached
+        if called and name not in started:
+            started[name] = now
+        elapsed = now - started.get(name, now)
+        bars.update(tasks[name], completed=b.done, tokens=b.tokens, errors=b.errors,
+                    rps=called / max(elapsed, 0.25), conc=client.limiter.limit)

@@ -1,0 +1,226 @@
+"""Generation stage: answer every question, resumably, streaming rows to the run's tables.
+
+Resume rule: a planned request is identified by ``request_hash`` = sha256(base URL, the exact JSON body
+— model, messages, parameters — and the sample index). An existing answer row with the same key and hash
+is reused; a missing row, a row whose hash differs, or an error row that has been called fewer than
+``1 + retry_errors`` times is called again; ``rerun`` calls everything. Each finished call is journaled
+at once (see ``store``), with its token usage, so a killed run loses only what was in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import orjson
+
+from . import errors
+from .benchmarks import Dataset, Question
+from .client import ChatClient
+from .prompts import generation_messages
+from .store import Journal, Store, now_us
+
+__all__ = ["GenerationConfig", "Progress", "generate", "split_reasoning"]
+
+_TAGS = "think|thinking|reasoning|thought"
+_BLOCK = re.compile(rf"<({_TAGS})>(.*?)</\1>", re.S | re.I)
+_CLOSE = re.compile(rf"</({_TAGS})>", re.I)
+_OPEN = re.compile(rf"<({_TAGS})>", re.I)
+
+
+def split_reasoning(content: str | None, reasoning: str | None = None) -> tuple[str | None, str | None]:
+    """Separate ``<think>…</think>``-style reasoning from the answer the judge should see.
+
+    Also handles a closing tag with no opening one (chat templates that put ``<think>`` in the prompt)
+    and an opening tag never closed (cut off by max_tokens: everything after it is reasoning).
+    """
+    if content is None or "<" not in content:
+        return content, reasoning or None
+    found = [reasoning] if reasoning else []
+
+    def grab(m: re.Match[str]) -> str:
+        found.append(m.group(2).strip())
+        return ""
+
+    text = _BLOCK.sub(grab, content)
+    if m := _CLOSE.search(text):
+        found.append(text[: m.start()].strip())
+        text = text[m.end() :]
+    if m := _OPEN.search(text):
+        found.append(text[m.end() :].strip())
+        text = text[: m.start()]
+    if len(found) == (1 if reasoning else 0):
+        return content, reasoning or None
+    return text.strip(), "\n\n".join(f for f in found if f) or None
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    temperature: float = 0.2
+    max_tokens: int = 6000
+    frequency_penalty: float | None = None
+    seed: int | None = None
+    samples: int = 1  # answers per question (sample_index 0..samples-1)
+
+    def body(self, model: str, messages: list[dict], sample_index: int) -> dict:
+        body: dict = {"model": model, "messages": messages, "temperature": self.temperature,
+                      "max_tokens": self.max_tokens}
+        if self.frequency_penalty is not None:
+            body["frequency_penalty"] = self.frequency_penalty
+        if self.seed is not None:
+            body["seed"] = self.seed + sample_index
+        return body
+
+
+@dataclass
+class BenchmarkProgress:
+    total: int
+    done: int = 0
+    cached: int = 0
+    errors: int = 0
+    tokens: int = 0
+
+
+@dataclass
+class Progress:
+    """Counters the CLI renders; plain ints so the hot path stays cheap."""
+
+    benchmarks: dict[str, BenchmarkProgress] = field(default_factory=dict)
+    calls: int = 0
+
+
+@dataclass
+class _Work:
+    question: Question
+    sample_index: int
+    body: bytes
+    request_hash: str
+    calls: int  # this row's call count once this call is made
+    attempts_before: int
+
+
+def _plan(
+    datasets: list[Dataset], model: str, base_url: str, config: GenerationConfig,
+    existing: dict[tuple, tuple], rerun: bool, retry_errors: int, progress: Progress,
+) -> Iterator[_Work]:
+    """Yield the calls still needed, lazily, counting reused rows as it goes."""
+    for ds in datasets:
+        stats = progress.benchmarks[ds.benchmark]
+        for q in ds.questions:
+            messages = generation_messages(q)
+            for s in range(config.samples):
+                body = orjson.dumps(config.body(model, messages, s))
+                digest = hashlib.sha256(b"%s\n%s\n%d" % (base_url.encode(), body, s)).hexdigest()[:32]
+                old = existing.get((q.benchmark, q.question_id, s))
+                calls, attempts = 1, 0
+                if old is not None and old[0] == digest and not rerun:
+                    _, error, old_calls, old_attempts = old
+                    if error is None or old_calls >= 1 + retry_errors:
+                        stats.done += 1
+                        stats.cached += error is None
+                        stats.errors += error is not None
+                        continue
+                    calls, attempts = old_calls + 1, old_attempts
+                yield _Work(q, s, body, digest, calls, attempts)
+
+
+async def generate(
+    store: Store,
+    run_id: str,
+    model: str,
+    datasets: list[Dataset],
+    client: ChatClient,
+    config: GenerationConfig,
+    *,
+    rerun: bool = False,
+    retry_errors: int = 2,
+    progress: Progress | None = None,
+    batch_rows: int = 1000,
+) -> Progress:
+    """Answer what is missing; return the counters (also updated live in ``progress``)."""
+    progress = progress or Progress()
+    for ds in datasets:
+        progress.benchmarks[ds.benchmark] = BenchmarkProgress(total=len(ds.questions) * config.samples)
+    have = store.read("answers", run_id, ["benchmark", "question_id", "sample_index", "strategy",
+                                          "request_hash", "error", "calls", "attempts"]).to_pylist()
+    existing = {
+        (r["benchmark"], r["question_id"], r["sample_index"]):
+        (r["request_hash"], r["error"], r["calls"] or 1, r["attempts"] or 0)
+        for r in have if not r["strategy"]
+    }
+    del have
+    work = _plan(datasets, model, client.base_url, config, existing, rerun, retry_errors, progress)
+    journal = store.journal(run_id, batch_rows=batch_rows)
+    try:
+        stop = asyncio.Event()
+        ticker = asyncio.create_task(_flush_when_due(journal, stop))
+        workers = [asyncio.create_task(_worker(work, client, journal, run_id, model, progress))
+                   for _ in range(client.limiter.config.max)]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for w in workers:
+                w.cancel()
+            stop.set()
+            await ticker
+        cached = {name: b.cached for name, b in progress.benchmarks.items() if b.cached}
+        for name, n in cached.items():
+            journal.append("token_usage", _usage(run_id, name, model, 0, 0, 0, cached=n))
+    finally:
+        journal.close()
+    store.compact("answers", run_id)
+    store.compact("token_usage", run_id)
+    return progress
+
+
+async def _flush_when_due(journal: Journal, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        if journal.due():
+            journal.flush()
+        try:
+            await asyncio.wait_for(stop.wait(), 0.5)
+        except TimeoutError:
+            pass
+
+
+async def _worker(
+    work: Iterator[_Work], client: ChatClient, journal: Journal, run_id: str, model: str, progress: Progress
+) -> None:
+    for item in work:  # the shared iterator hands each item to exactly one worker
+        q = item.question
+        row = {
+            "run_id": run_id, "benchmark": q.benchmark, "question_id": q.question_id,
+            "sample_index": item.sample_index, "strategy": "", "model": model,
+            "request_hash": item.request_hash, "calls": item.calls,
+        }
+        try:
+            done = await client.chat(item.body)
+        except errors.LLMError as exc:
+            row |= {"error": str(exc)[:2000], "error_type": exc.error_type,
+                    "attempts": item.attempts_before + exc.attempts, "created_at": now_us()}
+            usage = _usage(run_id, q.benchmark, model, exc.attempts, 0, 0)
+        else:
+            content, reasoning = split_reasoning(done.content, done.reasoning)
+            row |= {"content": content or "", "reasoning": reasoning, "finish_reason": done.finish_reason,
+                    "attempts": item.attempts_before + done.attempts, "latency_ms": done.latency_ms,
+                    "prompt_tokens": done.prompt_tokens, "completion_tokens": done.completion_tokens,
+                    "created_at": now_us()}
+            usage = _usage(run_id, q.benchmark, model, done.attempts, done.prompt_tokens,
+                           done.completion_tokens)
+        journal.append_many([("answers", row), ("token_usage", usage)])
+        stats = progress.benchmarks[q.benchmark]
+        stats.done += 1
+        stats.errors += "error" in row
+        stats.tokens += usage["prompt_tokens"] + usage["completion_tokens"]
+        progress.calls += 1
+
+
+def _usage(run_id: str, benchmark: str, model: str, requests: int, prompt: int, completion: int,
+           cached: int = 0) -> dict:
+    return {"run_id": run_id, "stage": "generation", "benchmark": benchmark, "model": model,
+            "requests": requests, "prompt_tokens": prompt, "completion_tokens": completion,
+            "cached_requests": cached, "created_at": now_us()}

@@ -1,0 +1,125 @@
+"""What identifies a run and what its ``runs`` row records.
+
+A run is (model, tag). Its ``run_id`` is a readable, path-safe slug of both plus a short hash of the
+exact pair, so two names that slug alike never share a partition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import platform
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from .errors import UsageError
+from .store import now_us
+
+__all__ = ["RunInfo", "git_state", "key_fingerprint", "package_versions", "run_id_for", "validate_name"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_RUN_TAG = re.compile(r"^(?P<base>.+)-run(?P<index>\d+)$")
+
+
+def validate_name(kind: str, value: str) -> str:
+    """Refuse names that are empty, control characters, or look like paths out of the results root."""
+    if not value or not value.strip():
+        raise UsageError(f"--{kind} must not be empty")
+    if any(ord(c) < 32 for c in value):
+        raise UsageError(f"--{kind} {value!r} contains control characters")
+    parts = value.replace("\\", "/").split("/")
+    if value.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:", value) or ".." in parts:
+        raise UsageError(
+            f"--{kind} {value!r} looks like a path outside the results root; use a plain name such as "
+            "'org/model' or 'baseline-v2'"
+        )
+    return value
+
+
+def run_id_for(model: str, tag: str) -> str:
+    digest = hashlib.sha256(orjson.dumps([model, tag])).hexdigest()[:8]
+    slug = lambda s: _UNSAFE.sub("-", s.replace("/", "__")).strip("-.")[:80]  # noqa: E731
+    return f"{slug(tag)}__{slug(model)}__{digest}"
+
+
+def key_fingerprint(api_key: str | None) -> str | None:
+    """Enough to tell two keys apart in ``runs``; never the key."""
+    return hashlib.sha256(api_key.encode()).hexdigest()[:12] if api_key else None
+
+
+def git_state() -> tuple[str | None, bool | None]:
+    """Commit and dirty flag of the shaberi checkout this code runs from (None outside a checkout)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        if commit.returncode != 0:
+            return None, None
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5,
+        )
+        return commit.stdout.strip(), bool(status.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in ("shaberi", "aiohttp", "pyarrow", "duckdb", "polars", "jinja2", "orjson"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            versions[name] = importlib.metadata.version(name)
+    return versions
+
+
+@dataclass
+class RunInfo:
+    """The identity and configuration of one run, turned into its ``runs`` row."""
+
+    model: str
+    tag: str
+    base_url: str
+    api_key: str | None
+    generation_config: dict
+    benchmarks: list[str]
+    datasets: dict
+    prompt_hashes: dict
+    judges: tuple[str, ...] = ()
+    passes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.run_id = run_id_for(self.model, self.tag)
+        self.created_at = now_us()
+
+    def row(self, status: str, error: str | None = None, concurrency_history: list | None = None) -> dict:
+        match = _RUN_TAG.match(self.tag)
+        commit, dirty = git_state()
+        return {
+            "run_id": self.run_id,
+            "tag": self.tag,
+            "base_tag": match["base"] if match else self.tag,
+            "run_index": int(match["index"]) if match else 1,
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key_sha256": key_fingerprint(self.api_key),
+            "generation_config": orjson.dumps(self.generation_config).decode(),
+            "benchmarks": self.benchmarks,
+            "judges": list(self.judges),
+            "passes": list(self.passes),
+            "datasets": orjson.dumps(self.datasets).decode(),
+            "prompt_hashes": orjson.dumps(self.prompt_hashes).decode(),
+            "git_commit": commit,
+            "git_dirty": dirty,
+            "package_versions": orjson.dumps(package_versions()).decode(),
+            "concurrency_history": orjson.dumps(concurrency_history or []).decode(),
+            "status": status,
+            "error": error,
+            "created_at": self.created_at,
+            "updated_at": now_us(),
+        }

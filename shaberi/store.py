@@ -1,0 +1,271 @@
+"""The results root: Parquet parts per table and run, a write-ahead journal, and a per-run lock.
+
+Layout under the root::
+
+    tables/<table>/run_id=<run_id>/part-<seq>.parquet   what readers (DuckDB, polars) see
+    journal/<run_id>/<seq>.jsonl                        rows not yet in a part
+    locks/<run_id>.lock                                 held by the one process writing the run
+
+Why a journal: a completed LLM call is paid for, so its row must survive a SIGKILL that comes before
+the next Parquet part is due. Each finished row is appended to the journal with one ``write`` (kept by
+the kernel even if the process dies); every ``batch_rows`` rows or ``batch_seconds`` the journal becomes
+``part-<seq>.parquet`` in each table it touched (temp file, then rename) and is deleted. A journal found
+at start-up is converted the same way; parts that already exist for its ``seq`` are not written twice,
+so a crash between the two steps neither loses nor duplicates rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from filelock import FileLock, Timeout
+
+from .errors import RunLockedError
+from .schema import TABLES, Table
+
+__all__ = ["Journal", "Store", "now_us"]
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+class Store:
+    """One results root."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self._last_seq = 0
+
+    # -- paths -------------------------------------------------------------------------------
+    def run_dir(self, table: str, run_id: str) -> Path:
+        return self.root / "tables" / table / f"run_id={run_id}"
+
+    def parts(self, table: str, run_id: str) -> list[Path]:
+        d = self.run_dir(table, run_id)
+        return sorted(d.glob("part-*.parquet")) if d.is_dir() else []
+
+    def next_seq(self) -> int:
+        """A part/journal sequence number: increasing within this process, time-ordered across runs."""
+        self._last_seq = max(self._last_seq + 1, time.time_ns())
+        return self._last_seq
+
+    # -- writing -----------------------------------------------------------------------------
+    def write_part(self, table: str, run_id: str, data: pa.Table | list[dict], seq: int | None = None) -> Path:
+        """Write one part atomically (temp name, fsync, rename) and return its path."""
+        spec = TABLES[table]
+        if isinstance(data, list):
+            data = pa.Table.from_pylist(data, schema=spec.schema)
+        d = self.run_dir(table, run_id)
+        d.mkdir(parents=True, exist_ok=True)
+        final = d / f"part-{seq if seq is not None else self.next_seq()}.parquet"
+        tmp = d / f".{final.name}.tmp"
+        pq.write_table(data, tmp, compression="zstd")
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+        return final
+
+    def replace(self, table: str, run_id: str, data: pa.Table | list[dict]) -> None:
+        """Make ``data`` the whole content of the run's partition (new part first, then old ones go)."""
+        old = self.parts(table, run_id)
+        new = self.write_part(table, run_id, data)
+        for p in old:
+            if p != new:
+                p.unlink(missing_ok=True)
+
+    # -- reading -----------------------------------------------------------------------------
+    def read(self, table: str, run_id: str, columns: list[str] | None = None) -> pa.Table:
+        """The run's rows, latest version of each key (or summed increments for additive tables)."""
+        spec = TABLES[table]
+        parts = self.parts(table, run_id)
+        if not parts:
+            empty = spec.schema if columns is None else pa.schema([spec.schema.field(c) for c in columns])
+            return empty.empty_table()
+        need = None if columns is None else list(dict.fromkeys([*columns, *spec.key, "created_at"]))
+        data = pa.concat_tables(
+            [_conform(pq.read_table(p, columns=_present(p, need)), spec, need) for p in parts]
+        )
+        data = _sum_increments(data, spec) if spec.additive else _latest(data, spec)
+        return data if columns is None else data.select(columns)
+
+    def compact(self, table: str, run_id: str) -> None:
+        """Rewrite a run's partition as one part holding only current rows, streaming part by part."""
+        spec = TABLES[table]
+        parts = self.parts(table, run_id)
+        if len(parts) <= 1 and not spec.additive:
+            return
+        if spec.additive:
+            self.replace(table, run_id, self.read(table, run_id))
+            return
+        # Pass 1: which (part, row) holds the latest version of each key.
+        keys, cols = [], [*spec.key, "created_at"]
+        for i, p in enumerate(parts):
+            k = _conform(pq.read_table(p, columns=_present(p, cols)), spec, cols)
+            k = k.append_column("__part", pa.array([i] * k.num_rows, pa.int32()))
+            keys.append(k.append_column("__row", pa.array(range(k.num_rows), pa.int64())))
+        winners = _latest(pa.concat_tables(keys), spec).select(["__part", "__row"]).to_pydict()
+        keep: dict[int, list[int]] = defaultdict(list)
+        for part, row in zip(winners["__part"], winners["__row"], strict=True):
+            keep[part].append(row)
+        # Pass 2: copy the winners, one part in memory at a time.
+        d = self.run_dir(table, run_id)
+        final = d / f"part-{self.next_seq()}.parquet"
+        tmp = d / f".{final.name}.tmp"
+        with pq.ParquetWriter(tmp, spec.schema, compression="zstd") as writer:
+            for i, p in enumerate(parts):
+                if keep.get(i):
+                    rows = _conform(pq.read_table(p), spec, None).take(sorted(keep[i]))
+                    writer.write_table(rows.select(spec.columns).cast(spec.schema))
+        os.replace(tmp, final)
+        for p in parts:
+            p.unlink(missing_ok=True)
+
+    # -- concurrency and durability -----------------------------------------------------------
+    @contextlib.contextmanager
+    def lock(self, run_id: str, what: str) -> Iterator[None]:
+        """Hold the run's lock; a second writer fails at once with a clear message."""
+        path = self.root / "locks" / f"{run_id}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(path, timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise RunLockedError(
+                f"{what} is being written by another shaberi process; wait for it to finish "
+                "or use a different --tag"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def journal(self, run_id: str, batch_rows: int = 1000, batch_seconds: float = 5.0) -> Journal:
+        return Journal(self, run_id, batch_rows, batch_seconds)
+
+
+class Journal:
+    """Write-ahead log of rows for one run; see the module docstring."""
+
+    def __init__(self, store: Store, run_id: str, batch_rows: int, batch_seconds: float) -> None:
+        self.store, self.run_id = store, run_id
+        self.batch_rows, self.batch_seconds = batch_rows, batch_seconds
+        self.dir = store.root / "journal" / run_id
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.recover()
+        self._open()
+
+    def _open(self) -> None:
+        self.seq = self.store.next_seq()
+        self.path = self.dir / f"{self.seq}.jsonl"
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.count = 0
+        self.opened = time.monotonic()
+
+    def append(self, table: str, row: dict) -> None:
+        self.append_many([(table, row)])
+
+    def append_many(self, rows: list[tuple[str, dict]]) -> None:
+        """Journal rows that belong together with one ``write``: durable against process death once
+        this returns. Converts the journal to Parquet parts when a batch is full."""
+        data = memoryview(b"".join(orjson.dumps(item) + b"\n" for item in rows))
+        while data:
+            data = data[os.write(self.fd, data) :]
+        self.count += len(rows)
+        if self.count >= self.batch_rows:
+            self.flush()
+
+    def due(self) -> bool:
+        return self.count > 0 and time.monotonic() - self.opened >= self.batch_seconds
+
+    def flush(self) -> None:
+        os.close(self.fd)
+        if self.count:
+            self._convert(self.path)
+        else:
+            self.path.unlink(missing_ok=True)
+        self._open()
+
+    def close(self) -> None:
+        self.flush()
+        os.close(self.fd)
+        self.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.dir.rmdir()
+
+    def recover(self) -> int:
+        """Turn journals left by a killed process into parts; return the number of rows recovered."""
+        rows = 0
+        for path in sorted(self.dir.glob("*.jsonl"), key=lambda p: int(p.stem)):
+            rows += self._convert(path)
+        return rows
+
+    def _convert(self, path: Path) -> int:
+        seq = int(path.stem)
+        by_table: dict[str, list[dict]] = defaultdict(list)
+        for line in path.read_bytes().splitlines():
+            try:
+                table, row = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # a line torn by a kill mid-write: that call was still in flight
+            by_table[table].append(row)
+        for table, rows in by_table.items():
+            target = self.store.run_dir(table, self.run_id) / f"part-{seq}.parquet"
+            if not target.exists():
+                self.store.write_part(table, self.run_id, rows, seq=seq)
+        path.unlink()
+        return sum(len(r) for r in by_table.values())
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _present(path: Path, columns: list[str] | None) -> list[str] | None:
+    """Columns of ``columns`` that this part has (older parts may predate a column)."""
+    if columns is None:
+        return None
+    names = set(pq.read_schema(path).names)
+    return [c for c in columns if c in names]
+
+
+def _conform(data: pa.Table, spec: Table, columns: list[str] | None) -> pa.Table:
+    """Add missing columns as nulls and cast to the declared types, so parts of any age concatenate."""
+    want = spec.columns if columns is None else columns
+    arrays = []
+    for name in want:
+        field = spec.schema.field(name)
+        if name in data.column_names:
+            arrays.append(data.column(name).cast(field.type))
+        else:
+            arrays.append(pa.nulls(data.num_rows, field.type))
+    return pa.table(arrays, names=want)
+
+
+def _latest(data: pa.Table, spec: Table) -> pa.Table:
+    """Keep, per key, the row with the greatest created_at (ties: the one written last)."""
+    if data.num_rows == 0:
+        return data
+    data = data.append_column("__order", pa.array(range(data.num_rows), pa.int64()))
+    data = data.sort_by([("created_at", "ascending"), ("__order", "ascending")])
+    data = data.append_column("__pos", pa.array(range(data.num_rows), pa.int64()))
+    last = data.group_by(list(spec.key), use_threads=False).aggregate([("__pos", "max")])
+    pos = last.column("__pos_max")
+    return data.take(pc.take(pos, pc.sort_indices(pos))).drop_columns(["__order", "__pos"])
+
+
+def _sum_increments(data: pa.Table, spec: Table) -> pa.Table:
+    if data.num_rows == 0:
+        return data
+    counts = [c for c in spec.columns if c not in spec.key and c != "created_at"]
+    summed = data.group_by(list(spec.key), use_threads=False).aggregate(
+        [(c, "sum") for c in counts] + [("created_at", "max")]
+    )
+    renamed = {f"{c}_sum": c for c in counts} | {"created_at_max": "created_at"}
+    return _conform(summed.rename_columns([renamed.get(n, n) for n in summed.column_names]), spec, None)

@@ -1,0 +1,57 @@
+"""Test support shipped with the package: a loopback OpenAI-compatible server in its own process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from types import TracebackType
+
+__all__ = ["LoopbackServer"]
+
+
+class LoopbackServer:
+    """Start ``shaberi.testing.server`` in a subprocess on 127.0.0.1 and stop it on exit.
+
+    A separate process, like a real endpoint: the client under test gets no shared event loop or GIL.
+    """
+
+    def __init__(self, latency_ms: float = 0.0, capacity: int = 0) -> None:
+        self.args = ["--latency-ms", str(latency_ms), "--capacity", str(capacity)]
+        self.proc: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    def start(self) -> LoopbackServer:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "shaberi.testing.server", "--port", "0", *self.args],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("READY "):
+            self.stop()
+            raise RuntimeError(f"loopback server did not start: {line!r}")
+        self.base_url = line.split(" ", 1)[1]
+        return self
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def stats(self) -> dict:
+        root = self.base_url.removesuffix("/v1")
+        with urllib.request.urlopen(f"{root}/_stats", timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def reset(self) -> None:
+        root = self.base_url.removesuffix("/v1")
+        urllib.request.urlopen(urllib.request.Request(f"{root}/_reset", method="POST"), timeout=10).close()
+
+    def __enter__(self) -> LoopbackServer:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,169 @@
+"""A loopback OpenAI-compatible chat server for the test suite, the demo and the benchmarks.
+
+It behaves like a small real endpoint: it answers ``POST /v1/chat/completions`` with a deterministic
+Japanese reply and ``usage`` tokens, ``GET /v1/models`` with one model, after ``--latency-ms``.
+Beyond ``--capacity`` requests in flight it answers 429 (the client is not told the capacity).
+
+Faults are injected per request by a marker anywhere in the messages, counted per distinct request
+body so that a retry of the same request sees the next outcome::
+
+    [[fail:503*2]]      the first 2 attempts get HTTP 503, later ones succeed
+    [[fail:429*1]]      one 429 carrying ``Retry-After: 1``
+    [[fail:garbage*1]]  one 200 whose body is not JSON
+    [[fail:hang*1]]     one request that never answers (the client's timeout must fire)
+    [[fail:401]]        always 401 (no ``*n``: every attempt)
+    [[think]]           the reply starts with a ``<think>…</think>`` block
+
+``GET /_stats`` returns call counts (total, per request key, per status), and the peak in-flight count;
+``POST /_reset`` clears them. Run it with ``python -m shaberi.testing.server --port 0``; it prints
+``READY <base_url>`` once listening.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import re
+import sys
+from collections import Counter
+
+import orjson
+from aiohttp import web
+
+__all__ = ["FakeLLM", "main", "request_key"]
+
+_FAULT = re.compile(r"\[\[fail:(\w+)(?:\*(\d+))?\]\]")
+
+
+def request_key(messages: list[dict]) -> str:
+    """The key the server counts calls by: a hash of the last user message."""
+    text = messages[-1].get("content") or "" if messages else ""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class FakeLLM:
+    """The server's state: configuration, fault counters and statistics."""
+
+    def __init__(self, latency_ms: float = 0.0, capacity: int = 0, model: str = "fake-model") -> None:
+        self.latency = latency_ms / 1000
+        self.capacity = capacity
+        self.model = model
+        self.reset()
+
+    def reset(self) -> None:
+        self.calls = 0
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.by_key: Counter[str] = Counter()
+        self.by_status: Counter[int] = Counter()
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/_stats", self.stats)
+        app.router.add_post("/_reset", self.reset_handler)
+        return app
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+
+    async def stats(self, request: web.Request) -> web.Response:
+        body = {
+            "calls": self.calls,
+            "in_flight": self.in_flight,
+            "peak_in_flight": self.peak_in_flight,
+            "by_key": dict(self.by_key),
+            "by_status": {str(k): v for k, v in self.by_status.items()},
+        }
+        return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+    async def reset_handler(self, request: web.Request) -> web.Response:
+        self.reset()
+        return web.Response(text="ok")
+
+    def _respond(self, status: int, body: bytes, headers: dict | None = None) -> web.Response:
+        self.by_status[status] += 1
+        return web.Response(status=status, body=body, content_type="application/json", headers=headers)
+
+    async def chat(self, request: web.Request) -> web.Response:
+        self.calls += 1
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            return await self._chat(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        try:
+            payload = orjson.loads(await request.read())
+            messages = payload["messages"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return self._respond(400, b'{"error": {"message": "invalid request body"}}')
+        key = request_key(messages)
+        attempt = self.by_key[key]
+        self.by_key[key] += 1
+        if self.capacity and self.in_flight > self.capacity:
+            return self._respond(429, b'{"error": {"message": "capacity exceeded"}}')
+        text = "\n".join(str(m.get("content") or "") for m in messages)
+        fault = _FAULT.search(text)
+        if fault and (fault.group(2) is None or attempt < int(fault.group(2))):
+            kind = fault.group(1)
+            if kind == "hang":
+                await asyncio.sleep(3600)
+            if kind == "garbage":
+                return self._respond(200, b"<html>upstream proxy error</html>")
+            status = int(kind)
+            headers = {"Retry-After": "1"} if status == 429 else None
+            return self._respond(status, b'{"error": {"message": "injected fault"}}', headers)
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        question = str(messages[-1].get("content") or "")
+        content = f"「{question[:24]}」についてお答えします。これはテスト用サーバーの応答です。"
+        if "[[think]]" in text:
+            content = "<think>まず質問を整理します。</think>" + content
+        prompt_tokens = max(1, len(text) // 2)
+        completion_tokens = max(1, len(content) // 2)
+        body = {
+            "id": f"chatcmpl-{key}-{attempt}",
+            "object": "chat.completion",
+            "model": payload.get("model", self.model),
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+        return self._respond(200, orjson.dumps(body))
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    state = FakeLLM(latency_ms=args.latency_ms, capacity=args.capacity)
+    runner = web.AppRunner(state.app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=1024)
+    await site.start()
+    port = runner.addresses[0][1]
+    print(f"READY http://127.0.0.1:{port}/v1", flush=True)
+    await asyncio.Event().wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--capacity", type=int, default=0, help="429 beyond this many in flight (0: none)")
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(_serve(args))
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
