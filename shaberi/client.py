@@ -62,6 +62,7 @@ class Transport(Protocol):
 class AiohttpTransport:
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     async def request(
         self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], timeout: float
@@ -69,9 +70,11 @@ class AiohttpTransport:
         if self._session is None:
             # No connector limit: the AdaptiveLimiter decides how many requests are in flight.
             self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        if timeout not in self._timeouts:
+            self._timeouts[timeout] = aiohttp.ClientTimeout(total=timeout)
         try:
             async with self._session.request(
-                method, url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
+                method, url, data=body, headers=headers, timeout=self._timeouts[timeout]
             ) as resp:
                 return Response(resp.status, resp.headers, await resp.read())
         except TimeoutError:

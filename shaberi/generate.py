@@ -139,7 +139,7 @@ async def generate(
     rerun: bool = False,
     retry_errors: int = 2,
     progress: Progress | None = None,
-    batch_rows: int = 1000,
+    batch_rows: int = 4000,
 ) -> Progress:
     """Answer what is missing; return the counters (also updated live in ``progress``)."""
     progress = progress or Progress()
@@ -172,7 +172,8 @@ async def generate(
             journal.append("token_usage", _usage(run_id, name, model, 0, 0, 0, cached=n))
     finally:
         journal.close()
-    store.compact("answers", run_id)
+    if existing or len(store.parts("answers", run_id)) > 16:
+        store.compact("answers", run_id)  # drop rows superseded by this session's calls
     store.compact("token_usage", run_id)
     return progress
 
@@ -181,10 +182,8 @@ async def _flush_when_due(journal: Journal, stop: asyncio.Event) -> None:
     while not stop.is_set():
         if journal.due():
             journal.flush()
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 0.5)
-        except TimeoutError:
-            pass
 
 
 async def _worker(

@@ -19,6 +19,7 @@ def _env() -> jinja2.Environment:
         loader=jinja2.FileSystemLoader(resource_dir("prompts")),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
+        auto_reload=False,  # templates do not change during a run; skips a stat() per render
     )
 
 

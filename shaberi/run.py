@@ -13,6 +13,7 @@ import platform
 import re
 import subprocess
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import orjson
@@ -52,6 +53,7 @@ def key_fingerprint(api_key: str | None) -> str | None:
     return hashlib.sha256(api_key.encode()).hexdigest()[:12] if api_key else None
 
 
+@cache
 def git_state() -> tuple[str | None, bool | None]:
     """Commit and dirty flag of the shaberi checkout this code runs from (None outside a checkout)."""
     root = Path(__file__).resolve().parent.parent
@@ -70,6 +72,7 @@ def git_state() -> tuple[str | None, bool | None]:
         return None, None
 
 
+@cache
 def package_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for name in ("shaberi", "aiohttp", "pyarrow", "duckdb", "polars", "jinja2", "orjson"):

@@ -8,10 +8,11 @@ Layout under the root::
 
 Why a journal: a completed LLM call is paid for, so its row must survive a SIGKILL that comes before
 the next Parquet part is due. Each finished row is appended to the journal with one ``write`` (kept by
-the kernel even if the process dies); every ``batch_rows`` rows or ``batch_seconds`` the journal becomes
-``part-<seq>.parquet`` in each table it touched (temp file, then rename) and is deleted. A journal found
-at start-up is converted the same way; parts that already exist for its ``seq`` are not written twice,
-so a crash between the two steps neither loses nor duplicates rows.
+the kernel even if the process dies); every ``batch_rows`` rows, 32 MiB or ``batch_seconds`` the journal
+becomes ``part-<seq>.parquet`` in each table it touched (temp file, then rename) and is deleted. The next
+writer of the run converts a leftover journal the same way as soon as it takes the lock, before it reads
+anything; parts that already exist for that ``seq`` are not written twice, so a crash between the two
+steps neither loses nor duplicates rows.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from filelock import FileLock, Timeout
 from .errors import RunLockedError
 from .schema import TABLES, Table
 
-__all__ = ["Journal", "Store", "now_us"]
+__all__ = ["Journal", "Store", "now_us", "recover"]
 
 
 def now_us() -> int:
@@ -145,30 +146,32 @@ class Store:
                 "or use a different --tag"
             ) from None
         try:
+            recover(self, run_id)  # before anyone reads the run: what a killed writer journaled counts
             yield
         finally:
             lock.release()
 
-    def journal(self, run_id: str, batch_rows: int = 1000, batch_seconds: float = 5.0) -> Journal:
+    def journal(self, run_id: str, batch_rows: int = 4000, batch_seconds: float = 10.0) -> Journal:
         return Journal(self, run_id, batch_rows, batch_seconds)
 
 
 class Journal:
     """Write-ahead log of rows for one run; see the module docstring."""
 
-    def __init__(self, store: Store, run_id: str, batch_rows: int, batch_seconds: float) -> None:
+    def __init__(
+        self, store: Store, run_id: str, batch_rows: int, batch_seconds: float, batch_bytes: int = 32 << 20
+    ) -> None:
         self.store, self.run_id = store, run_id
-        self.batch_rows, self.batch_seconds = batch_rows, batch_seconds
+        self.batch_rows, self.batch_seconds, self.batch_bytes = batch_rows, batch_seconds, batch_bytes
         self.dir = store.root / "journal" / run_id
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.recover()
         self._open()
 
     def _open(self) -> None:
         self.seq = self.store.next_seq()
         self.path = self.dir / f"{self.seq}.jsonl"
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self.count = 0
+        self.count = self.bytes = 0
         self.opened = time.monotonic()
 
     def append(self, table: str, row: dict) -> None:
@@ -178,10 +181,11 @@ class Journal:
         """Journal rows that belong together with one ``write``: durable against process death once
         this returns. Converts the journal to Parquet parts when a batch is full."""
         data = memoryview(b"".join(orjson.dumps(item) + b"\n" for item in rows))
+        self.bytes += len(data)
         while data:
             data = data[os.write(self.fd, data) :]
         self.count += len(rows)
-        if self.count >= self.batch_rows:
+        if self.count >= self.batch_rows or self.bytes >= self.batch_bytes:
             self.flush()
 
     def due(self) -> bool:
@@ -202,28 +206,36 @@ class Journal:
         with contextlib.suppress(OSError):
             self.dir.rmdir()
 
-    def recover(self) -> int:
-        """Turn journals left by a killed process into parts; return the number of rows recovered."""
-        rows = 0
-        for path in sorted(self.dir.glob("*.jsonl"), key=lambda p: int(p.stem)):
-            rows += self._convert(path)
-        return rows
-
     def _convert(self, path: Path) -> int:
-        seq = int(path.stem)
-        by_table: dict[str, list[dict]] = defaultdict(list)
-        for line in path.read_bytes().splitlines():
-            try:
-                table, row = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue  # a line torn by a kill mid-write: that call was still in flight
-            by_table[table].append(row)
-        for table, rows in by_table.items():
-            target = self.store.run_dir(table, self.run_id) / f"part-{seq}.parquet"
-            if not target.exists():
-                self.store.write_part(table, self.run_id, rows, seq=seq)
-        path.unlink()
-        return sum(len(r) for r in by_table.values())
+        return _convert(self.store, self.run_id, path)
+
+
+def recover(store: Store, run_id: str) -> int:
+    """Turn journals left by a killed writer of this run into parts; return the rows recovered."""
+    d = store.root / "journal" / run_id
+    paths = sorted(d.glob("*.jsonl"), key=lambda p: int(p.stem)) if d.is_dir() else []
+    return sum(_convert(store, run_id, p) for p in paths)
+
+
+def _convert(store: Store, run_id: str, path: Path) -> int:
+    """Journal file -> one part per table it holds (skipping parts that already exist) -> delete it."""
+    seq = int(path.stem)
+    by_table: dict[str, list[dict]] = defaultdict(list)
+    for line in path.read_bytes().splitlines():
+        try:
+            table, row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue  # a line torn by a kill mid-write: that call was still in flight
+        by_table[table].append(row)
+    for table, rows in by_table.items():
+        spec = TABLES[table]
+        if not (store.run_dir(table, run_id) / f"part-{seq}.parquet").exists():
+            data = pa.Table.from_pylist(rows, schema=spec.schema)
+            if spec.additive:  # increments are summed anyway: one row per key per part
+                data = _sum_increments(data, spec)
+            store.write_part(table, run_id, data, seq=seq)
+    path.unlink()
+    return sum(len(r) for r in by_table.values())
 
 
 # -- helpers -----------------------------------------------------------------------------------

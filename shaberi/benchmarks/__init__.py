@@ -127,7 +127,8 @@ def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:
     path = locate(name, data_dir)
     rows = read_rows(path)
     if rows:
-        missing = [c for c in entry["columns"] if c not in rows[0]]
+        alternatives = [[c] if isinstance(c, str) else c for c in entry["columns"]]
+        missing = ["/".join(a) for a in alternatives if not any(c in rows[0] for c in a)]
         if missing:
             raise DataError(
                 f"{name}: {path} lacks the upstream column(s) {', '.join(missing)} "

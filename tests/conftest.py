@@ -1,0 +1,57 @@
+"""Fixtures: the real datasets (SHABERI_DATA_DIR), a loopback LLM server, and a CLI runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shaberi.sql import connect
+from shaberi.testing import LoopbackServer
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = Path(os.environ.get("SHABERI_DATA_DIR", REPO.parent / "shared" / "datasets"))
+    if not (path / "ja").is_dir():
+        pytest.fail(f"benchmark data not found at {path}; set SHABERI_DATA_DIR to the shared datasets folder")
+    return path
+
+
+@pytest.fixture(scope="session")
+def _server():
+    with LoopbackServer(latency_ms=5) as server:
+        yield server
+
+
+@pytest.fixture
+def server(_server: LoopbackServer) -> LoopbackServer:
+    """A shared loopback server with its call statistics cleared."""
+    _server.reset()
+    return _server
+
+
+def write_rakuda(data_dir: Path, texts: list[str]) -> Path:
+    """A tiny data dir whose Rakuda file holds these question texts (fault markers welcome)."""
+    (data_dir / "ja").mkdir(parents=True, exist_ok=True)
+    with open(data_dir / "ja" / "rakuda.jsonl", "w", encoding="utf-8") as fh:
+        for i, text in enumerate(texts):
+            fh.write(json.dumps({"category": "test", "question_id": f"q{i}", "text": text}, ensure_ascii=False) + "\n")
+    return data_dir
+
+
+def shaberi(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the real command line in a subprocess, as a user would."""
+    base = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "SHABERI_RESULTS_DIR")}
+    return subprocess.run([sys.executable, "-m", "shaberi", *args], capture_output=True, text=True,
+                          env={**base, **(env or {})}, timeout=timeout)
+
+
+def query(results: Path, sql: str) -> list[tuple]:
+    return connect(results).execute(sql).fetchall()
