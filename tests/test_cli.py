@@ -1,0 +1,117 @@
+"""The command line as users meet it: bad input gives one line and exit 2 and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from shaberi.run import run_id_for
+
+from .conftest import shaberi, write_rakuda
+
+
+def assert_clean_refusal(proc: subprocess.CompletedProcess[str], results, *needles: str) -> None:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    for needle in needles:
+        assert needle in lines[0]
+    assert not list(results.rglob("*.parquet")), "bad input must leave no rows behind"
+
+
+def run_args(server, tmp_path, data_dir, *extra: str) -> list[str]:
+    return ["run", "--model", "m", "--base-url", server.base_url, "--results-dir", str(tmp_path / "results"),
+            "--data-dir", str(data_dir), *extra]
+
+
+def test_unknown_benchmark(server, tmp_path, data_dir):
+    proc = shaberi(*run_args(server, tmp_path, data_dir, "--benchmark", "elyza,jcommonsenseqa"))
+    assert_clean_refusal(proc, tmp_path, "unknown benchmark jcommonsenseqa", "elyza, tengu, mt_bench, rakuda")
+
+
+def test_missing_data_file(server, tmp_path):
+    proc = shaberi(*run_args(server, tmp_path, tmp_path / "nowhere"))
+    assert_clean_refusal(proc, tmp_path, "elyza_tasks_100", "shaberi data pull")
+
+
+def test_empty_dataset(server, tmp_path):
+    data = write_rakuda(tmp_path / "data", [])
+    proc = shaberi(*run_args(server, tmp_path, data, "--benchmark", "rakuda"))
+    assert_clean_refusal(proc, tmp_path, "holds no questions")
+
+
+def test_unreachable_base_url(tmp_path, data_dir):
+    proc = shaberi("run", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--results-dir",
+                   str(tmp_path / "results"), "--data-dir", str(data_dir))
+    assert_clean_refusal(proc, tmp_path, "cannot reach http://127.0.0.1:9/v1")
+
+
+def test_missing_api_key_variable(server, tmp_path, data_dir):
+    remote = shaberi("run", "--model", "gpt-4.1", "--base-url", "https://api.openai.com/v1", "--results-dir",
+                     str(tmp_path / "results"), "--data-dir", str(data_dir))
+    assert_clean_refusal(remote, tmp_path, "OPENAI_API_KEY is not set", "--api-key-env")
+    named = shaberi(*run_args(server, tmp_path, data_dir, "--api-key-env", "SHABERI_TEST_NO_SUCH_KEY"))
+    assert_clean_refusal(named, tmp_path, "SHABERI_TEST_NO_SUCH_KEY is not set")
+
+
+@pytest.mark.parametrize(("model", "tag"), [("m", "../../etc"), ("m", "/tmp/x"), ("/abs/m", "t"),
+                                           ("org/../../x", "t"), ("m", " ")])
+def test_names_that_would_escape_the_results_root(server, tmp_path, data_dir, model, tag):
+    proc = shaberi("run", "--model", model, "--tag", tag, "--base-url", server.base_url,
+                   "--results-dir", str(tmp_path / "results"), "--data-dir", str(data_dir))
+    assert_clean_refusal(proc, tmp_path, "--model" if model != "m" else "--tag")
+
+
+def test_unknown_stage_and_bad_limit(server, tmp_path, data_dir):
+    assert_clean_refusal(shaberi(*run_args(server, tmp_path, data_dir, "--stages", "generate,judgee")), tmp_path,
+                         "unknown stage judgee")
+    assert_clean_refusal(shaberi(*run_args(server, tmp_path, data_dir, "--limit", "0")), tmp_path, "--limit")
+
+
+def test_run_then_sql_in_three_formats(server, tmp_path, data_dir):
+    proc = shaberi(*run_args(server, tmp_path, data_dir, "--benchmark", "rakuda,tengu", "--limit", "2"))
+    assert proc.returncode == 0, proc.stderr
+    assert "4 answers (0 reused, 4 called, 0 errors)" in proc.stdout
+
+    results = str(tmp_path / "results")
+    q = "SELECT benchmark, count(*) AS n FROM answers GROUP BY 1 ORDER BY 1"
+    as_json = shaberi("sql", q, "--format", "json", "--results-dir", results)
+    assert json.loads(as_json.stdout) == [{"benchmark": "rakuda", "n": 2}, {"benchmark": "tengu", "n": 2}]
+    as_csv = shaberi("sql", q, "--format", "csv", "--results-dir", results)
+    assert as_csv.stdout.splitlines() == ["benchmark,n", "rakuda,2", "tengu,2"]
+    as_table = shaberi("sql", q, "--results-dir", results)
+    assert "rakuda" in as_table.stdout and "tengu" in as_table.stdout
+
+    env_dir = shaberi("sql", "SELECT count(*) AS n FROM runs", "--format", "csv", env={"SHABERI_RESULTS_DIR": results})
+    assert env_dir.stdout.splitlines() == ["n", "1"]
+    bad = shaberi("sql", "SELECT nope FROM answers", "--results-dir", results)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: SQL: Binder Error") and len(bad.stderr.splitlines()) == 1
+
+
+def test_run_evals_is_shaberi_run(server, tmp_path, data_dir):
+    exe = subprocess.run([sys.executable, "-c", "import sys; from shaberi.cli import run_evals_main; "
+                          "sys.argv[0] = 'run-evals'; run_evals_main()", *run_args(server, tmp_path, data_dir)[1:],
+                          "--benchmark", "rakuda", "--limit", "1"], capture_output=True, text=True)
+    assert exe.returncode == 0 and "1 answers" in exe.stdout, exe.stderr
+
+
+def test_a_second_process_on_the_same_run_exits_with_a_clear_message(server, tmp_path, data_dir):
+    results = tmp_path / "results"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from shaberi.store import Store\n"
+         "with Store(sys.argv[1]).lock(sys.argv[2], 'x'):\n print('held', flush=True); time.sleep(60)",
+         str(results), run_id_for("m", "default")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = shaberi(*run_args(server, tmp_path, data_dir, "--benchmark", "rakuda"))
+    finally:
+        holder.kill()
+        holder.wait()
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1
+    assert "run 'm' tag 'default' is being written by another shaberi process" in lines[0]
+    assert server.stats()["calls"] == 0
