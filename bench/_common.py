@@ -50,17 +50,17 @@ async def bare_aiohttp(base_url: str, n: int, concurrency: int) -> float:
         return n / (time.perf_counter() - start)
 
 
-def run_cli(args: list[str], env: dict | None = None) -> tuple[float, int, str]:
-    """Run ``shaberi`` as a user would; return (wall seconds, peak RSS in MB of the child, stderr tail)."""
-    import resource
+def run_cli(args: list[str]) -> tuple[float, int]:
+    """Run ``shaberi`` as a user would; return (wall seconds, peak RSS of that process in MB).
 
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    The command runs under a fresh intermediate interpreter so that RUSAGE_CHILDREN sees only it.
+    """
+    probe = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)")
     start = time.perf_counter()
-    proc = subprocess.run([str(BIN / "shaberi"), *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run([sys.executable, "-c", probe, str(BIN / "shaberi"), *args], capture_output=True,
+                          text=True, env={k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"})
     wall = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     if proc.returncode != 0:
         sys.exit(f"shaberi failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    # ru_maxrss of children is the max over all waited children: only meaningful if this one is the largest.
-    return wall, max(peak, before) // 1024, proc.stdout[-500:]
+    return wall, int(proc.stdout.strip().splitlines()[-1]) // 1024

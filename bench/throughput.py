@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import bare_aiohttp, run_cli, synthetic_data_dir
 
-from shaberi.pipeline import RunRequest, run
+from shaberi.pipeline import RunRequest, execute
 from shaberi.testing import LoopbackServer
 
 
@@ -37,10 +37,10 @@ def main() -> None:
         req = RunRequest(model="bench", base_url=server.base_url, results_dir=results, data_dir=data,
                          benchmark="rakuda", tag="stage")
         start = time.perf_counter()
-        _, progress = asyncio.run(run(req))
+        _, progress = execute(req)
         stage_rps = progress.calls / (time.perf_counter() - start)
 
-        wall, _, _ = run_cli(["run", "--model", "bench", "--base-url", server.base_url, "--benchmark", "rakuda",
+        wall, _ = run_cli(["run", "--model", "bench", "--base-url", server.base_url, "--benchmark", "rakuda",
                               "--tag", "process", "--results-dir", str(results), "--data-dir", str(data)])
         process_rps = args.n / wall
         calls = server.stats()["calls"]

@@ -98,7 +98,12 @@ def _run(request: object) -> None:
         async with live_progress(console) as slot:
             return await run_pipeline(request, on_start=lambda progress, client: slot.extend([progress, client]))
 
-    info, progress = asyncio.run(go())
+    try:
+        import uvloop
+    except ImportError:  # not on Windows
+        info, progress = asyncio.run(go())
+    else:
+        info, progress = uvloop.run(go())
     done = sum(b.done for b in progress.benchmarks.values())
     cached = sum(b.cached for b in progress.benchmarks.values())
     failed = sum(b.errors for b in progress.benchmarks.values())

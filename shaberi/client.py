@@ -69,7 +69,9 @@ class AiohttpTransport:
     ) -> Response:
         if self._session is None:
             # No connector limit: the AdaptiveLimiter decides how many requests are in flight.
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0), cookie_jar=aiohttp.DummyCookieJar()
+            )
         if timeout not in self._timeouts:
             self._timeouts[timeout] = aiohttp.ClientTimeout(total=timeout)
         try:

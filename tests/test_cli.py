@@ -89,7 +89,8 @@ def test_run_then_sql_in_three_formats(server, tmp_path, data_dir):
     env_dir = shaberi("sql", "SELECT count(*) AS n FROM runs", "--format", "csv", env={"SHABERI_RESULTS_DIR": results})
     assert env_dir.stdout.splitlines() == ["n", "1"]
     bad = shaberi("sql", "SELECT nope FROM answers", "--results-dir", results)
-    assert bad.returncode == 2 and bad.stderr.startswith("error: SQL: Binder Error") and len(bad.stderr.splitlines()) == 1
+    assert bad.returncode == 2 and bad.stderr.startswith("error: SQL: Binder Error")
+    assert len(bad.stderr.splitlines()) == 1
 
 
 def test_run_evals_is_shaberi_run(server, tmp_path, data_dir):

@@ -1,0 +1,55 @@
+"""Latency-bound throughput: 100 ms per request, a server capacity of 64 the client is not told.
+
+    python bench/latency.py [--n 3000]
+
+Prints wall time over the ideal N × 0.1 s / 64 (the server's capacity fully used from the first to the
+last request) and the share of requests answered 429. Target: ratio <= 1.15, 429 < 5 %. For scale it
+also prints a bare aiohttp loop holding 60 requests in flight (the default AIMD maximum) against the
+same server: 64/60 = 1.067 is the best any client capped at 60 can do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import bare_aiohttp, synthetic_data_dir
+
+from shaberi.pipeline import RunRequest, execute
+from shaberi.testing import LoopbackServer
+
+LATENCY, CAPACITY = 0.100, 64
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=3000)
+    args = parser.parse_args()
+    data = synthetic_data_dir(args.n)
+    ideal = args.n * LATENCY / CAPACITY
+    with LoopbackServer(latency_ms=LATENCY * 1000, capacity=CAPACITY) as server:
+        bare = args.n / asyncio.run(bare_aiohttp(server.base_url, args.n, 60))
+        server.reset()
+        req = RunRequest(model="bench", base_url=server.base_url, results_dir=Path(tempfile.mkdtemp()),
+                         data_dir=data, benchmark="rakuda")
+        start = time.perf_counter()
+        _, progress = execute(req)
+        wall = time.perf_counter() - start
+        stats = server.stats()
+    sent = stats["calls"]
+    rejected = stats["by_status"].get("429", 0)
+    print(f"requests                {args.n} answered, {sent} sent, peak {stats['peak_in_flight']} in flight")
+    print(f"ideal (N x 0.1 s / 64)  {ideal:6.2f} s")
+    print(f"bare aiohttp loop, 60   {bare:6.2f} s  ratio {bare / ideal:.3f}  (what 60 in flight costs here)")
+    print(f"shaberi                 {wall:6.2f} s  ratio {wall / ideal:.3f}  (target <= 1.15)")
+    print(f"429 responses           {rejected} = {100 * rejected / sent:.2f} % of requests  (target < 5 %)")
+    assert progress.calls == args.n
+
+
+if __name__ == "__main__":
+    main()
