@@ -215,7 +215,7 @@ class ChatClient:
         self.config = config
         self.transport = transport or AiohttpTransport()
         self.limiter = AdaptiveLimiter(config.aimd)
-        self.rpm = AsyncLimiter(config.rpm, 60) if config.rpm else None
+        self.rpm = _per_minute(config.rpm) if config.rpm else None
         self.headers = {"Content-Type": "application/json"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
@@ -282,6 +282,14 @@ class ChatClient:
 
     async def aclose(self) -> None:
         await self.transport.aclose()
+
+
+def _per_minute(rpm: float) -> AsyncLimiter:
+    """At most ``rpm`` requests a minute, in bursts of at most one second's share (never a minute's)."""
+    if rpm <= 0:
+        raise errors.UsageError(f"--rpm must be positive, got {rpm:g}")
+    burst = max(1.0, rpm / 60)
+    return AsyncLimiter(burst, burst * 60 / rpm)
 
 
 def _parse(resp: Response) -> tuple[str | None, str | None, str | None, dict]:

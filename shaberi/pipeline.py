@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import benchmarks as bm
 from .client import ChatClient, ClientConfig
@@ -158,13 +159,24 @@ def _merge_previous(store: Store, info: RunInfo) -> None:
 
 
 def _write_questions(store: Store, run_id: str, datasets: list[bm.Dataset]) -> None:
-    now = now_us()
+    """The run's questions: this invocation's benchmarks replaced, others kept (built column-wise: fast)."""
     fresh = {d.benchmark for d in datasets}
-    kept = [r for r in store.read("questions", run_id).to_pylist() if r["benchmark"] not in fresh]
-    rows = kept + [
-        {"run_id": run_id, "benchmark": q.benchmark, "question_id": q.question_id, "turns": q.turns,
-         "reference": q.reference, "criteria": q.criteria, "category": q.category,
-         "extra": orjson.dumps(q.extra).decode() if q.extra else None, "created_at": now}
-        for d in datasets for q in d.questions
-    ]
-    store.replace("questions", run_id, pa.Table.from_pylist(rows, schema=TABLES["questions"].schema))
+    old = store.read("questions", run_id)
+    kept = old.filter(pc.invert(pc.is_in(old["benchmark"], pa.array(sorted(fresh)))))
+    qs = [q for d in datasets for q in d.questions]
+    new = pa.table(
+        {
+            "run_id": [run_id] * len(qs),
+            "benchmark": [q.benchmark for q in qs],
+            "question_id": [q.question_id for q in qs],
+            "turns": [q.turns for q in qs],
+            "reference": [q.reference for q in qs],
+            "criteria": [q.criteria for q in qs],
+            "category": [q.category for q in qs],
+            "extra": [orjson.dumps(q.extra).decode() if q.extra else None for q in qs],
+            "created_at": pa.array([now_us()] * len(qs), pa.int64()).cast(TABLES["questions"].schema.field(
+                "created_at").type),
+        },
+        schema=TABLES["questions"].schema,
+    )
+    store.replace("questions", run_id, pa.concat_tables([kept, new]))

@@ -63,6 +63,17 @@ def test_retry_after_is_honoured(server):
     assert done.attempts == 2 and time.monotonic() - start >= 1.0
 
 
+def test_rpm_cap_spaces_requests(server):
+    async def go() -> float:
+        client = ChatClient(server.base_url, None, ClientConfig(rpm=600))  # 10 a second
+        start = time.monotonic()
+        await asyncio.gather(*(client.chat(body(f"rpm {i}")) for i in range(30)))
+        await client.aclose()
+        return time.monotonic() - start
+
+    assert 1.8 <= asyncio.run(go()) < 6  # a burst of 10, then 20 more at 10/s
+
+
 def test_a_hung_request_times_out_and_is_retried(server):
     start = time.monotonic()
     done = asyncio.run(call(server.base_url, "[[fail:hang*1]] 質問", ClientConfig(timeout=0.5, backoff_base=0.01)))

@@ -148,7 +148,9 @@ def pull(name: str, data_dir: Path) -> Path:
     target = (data_dir / entry["file"]).with_suffix(suffix)
     try:
         from huggingface_hub import hf_hub_download
+        from huggingface_hub.utils import logging as hf_logging
 
+        hf_logging.set_verbosity_error()  # its retry chatter would bury our one-line error
         cached = hf_hub_download(entry["hf_repo"], entry["hf_file"], repo_type="dataset",
                                  revision=entry["hf_revision"])
     except Exception as exc:
