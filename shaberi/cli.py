@@ -16,6 +16,7 @@ from rich.table import Table
 from .client import AIMDConfig, ClientConfig
 from .errors import ShaberiError, UsageError
 from .generate import GenerationConfig
+from .pipeline import RunRequest
 
 __all__ = ["app", "main"]
 
@@ -47,8 +48,8 @@ def run(
                          ] = "all",
     tag: Annotated[str, typer.Option("--tag", help="Names the run together with --model.")] = "default",
     limit: Annotated[int | None, typer.Option("--limit", help="First N questions of each benchmark.")] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight; the adaptive "
-                                             "limit stays at or below it.")] = 60,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight: the upper bound "
+                                             "of the adaptive limit.")] = 60,
     stages: Annotated[str, typer.Option("--stages", help="Comma list of stages to run.")] = "generate",
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.2,
     max_tokens: Annotated[int, typer.Option(help="Completion token limit.")] = 6000,
@@ -73,22 +74,21 @@ def run(
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
     """Generate answers for the Japanese benchmarks (resumable: re-run the same command to continue)."""
-    from .pipeline import RunRequest
-
     if concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
-    aimd = AIMDConfig(concurrency_start, concurrency_min, 60, aimd_increase, aimd_decrease, aimd_cooldown)
+    aimd = AIMDConfig(min(concurrency_start, concurrency), min(concurrency_min, concurrency), concurrency,
+                      aimd_increase, aimd_decrease, aimd_cooldown)
     request = RunRequest(
         model=model, base_url=base_url, results_dir=results_dir, data_dir=data_dir, benchmark=benchmark,
         tag=tag, api_key_env=api_key_env, limit=limit, stages=stages,
         generation=GenerationConfig(temperature, max_tokens, frequency_penalty, seed),
-        client=ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, aimd=aimd.capped(concurrency)),
+        client=ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, aimd=aimd),
         rerun=rerun, retry_errors=retry_errors,
     )
     _run(request)
 
 
-def _run(request: object) -> None:
+def _run(request: RunRequest) -> None:
     from .display import live_progress
     from .pipeline import run as run_pipeline
 
@@ -98,12 +98,7 @@ def _run(request: object) -> None:
         async with live_progress(console) as slot:
             return await run_pipeline(request, on_start=lambda progress, client: slot.extend([progress, client]))
 
-    try:
-        import uvloop
-    except ImportError:  # not on Windows
-        info, progress = asyncio.run(go())
-    else:
-        info, progress = uvloop.run(go())
+    info, progress = asyncio.run(go())
     done = sum(b.done for b in progress.benchmarks.values())
     cached = sum(b.cached for b in progress.benchmarks.values())
     failed = sum(b.errors for b in progress.benchmarks.values())
@@ -167,11 +162,10 @@ def data_pull(
 def demo(
     limit: Annotated[int, typer.Option("--limit", help="Questions per benchmark.")] = 3,
     results_dir: ResultsDir = DEFAULT_RESULTS,
-    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Default: the hand-written samples "
-                                                  "shipped in data/samples.")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", envvar="SHABERI_DATA_DIR", help="Default: the "
+                                                  "hand-written samples shipped in data/samples.")] = None,
 ) -> None:
     """Run every stage end to end against the project's loopback test server (no key, no network)."""
-    from .pipeline import RunRequest
     from .resources import resource_dir
     from .testing import LoopbackServer
 

@@ -115,14 +115,6 @@ class AIMDConfig:
     decrease_factor: float = 0.5
     cooldown: float = 2.0
 
-    def capped(self, cap: int | None) -> AIMDConfig:
-        """The same policy with ``max`` (and ``start``) no higher than a user's ``--concurrency``."""
-        if cap is None:
-            return self
-        top = max(self.min, min(self.max, cap))
-        return AIMDConfig(min(self.start, top), min(self.min, top), top, self.increase,
-                          self.decrease_factor, self.cooldown)
-
 
 class AdaptiveLimiter:
     """A semaphore whose size follows AIMD; ``history`` records each change as (seconds, limit, why)."""

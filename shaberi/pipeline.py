@@ -138,12 +138,8 @@ async def run(
 
 def execute(req: RunRequest, on_start: Callable[[Progress, ChatClient], object] | None = None
             ) -> tuple[RunInfo, Progress]:
-    """``run`` on a fresh event loop: uvloop where installed (about 15 % less CPU per call), else asyncio."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(run(req, on_start))
-    return uvloop.run(run(req, on_start))
+    """``run`` on a fresh event loop."""
+    return asyncio.run(run(req, on_start))
 
 
 def _merge_previous(store: Store, info: RunInfo) -> None:

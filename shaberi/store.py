@@ -103,7 +103,7 @@ class Store:
         """Rewrite a run's partition as one part holding only current rows, streaming part by part."""
         spec = TABLES[table]
         parts = self.parts(table, run_id)
-        if len(parts) <= 1 and not spec.additive:
+        if len(parts) <= 1:
             return
         if spec.additive:
             self.replace(table, run_id, self.read(table, run_id))

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from shaberi.run import run_id_for
+from shaberi.testing import LoopbackServer
 
 from .conftest import shaberi, write_rakuda
 
@@ -116,3 +117,14 @@ def test_a_second_process_on_the_same_run_exits_with_a_clear_message(server, tmp
     assert proc.returncode == 2 and len(lines) == 1
     assert "run 'm' tag 'default' is being written by another shaberi process" in lines[0]
     assert server.stats()["calls"] == 0
+
+
+@pytest.mark.parametrize(("cap", "low", "high"), [(5, 5, 5), (100, 61, 100)])
+def test_concurrency_bounds_requests_in_flight(tmp_path, data_dir, cap, low, high):
+    with LoopbackServer(latency_ms=150) as slow:
+        proc = shaberi("run", "--model", "m", "--base-url", slow.base_url, "--concurrency", str(cap),
+                       "--results-dir", str(tmp_path), "--data-dir", str(data_dir),
+                       *(["--benchmark", "elyza", "--limit", "30"] if cap < 10 else []))
+        peak = slow.stats()["peak_in_flight"]
+    assert proc.returncode == 0, proc.stderr
+    assert low <= peak <= high

@@ -127,7 +127,6 @@ def test_aimd_rules():
     limiter.release()  # a 5xx or timeout: no change
     assert limiter.limit == 6
     loop.close()
-    assert AIMDConfig().capped(8) == AIMDConfig(start=8, min=1, max=8)
     with pytest.raises(errors.UsageError):
         AdaptiveLimiter(AIMDConfig(start=5, min=10))
 
