@@ -170,8 +170,7 @@ def _write_questions(store: Store, run_id: str, datasets: list[bm.Dataset]) -> N
             "criteria": [q.criteria for q in qs],
             "category": [q.category for q in qs],
             "extra": [orjson.dumps(q.extra).decode() if q.extra else None for q in qs],
-            "created_at": pa.array([now_us()] * len(qs), pa.int64()).cast(TABLES["questions"].schema.field(
-                "created_at").type),
+            "created_at": [now_us()] * len(qs),
         },
         schema=TABLES["questions"].schema,
     )

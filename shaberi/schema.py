@@ -36,7 +36,9 @@ def _t(name: str, key: tuple[str, ...], fields: list[tuple[str, pa.DataType]], a
     return Table(name, pa.schema(fields), key, additive)
 
 
-_ANSWER_KEY = ("run_id", "benchmark", "question_id", "sample_index", "strategy")
+# An answer's identity: also the first columns of every table that refers to an answer.
+_ANSWER_FIELDS = [("run_id", STR), ("benchmark", STR), ("question_id", STR), ("sample_index", I32), ("strategy", STR)]
+_ANSWER_KEY = tuple(name for name, _ in _ANSWER_FIELDS)
 
 TABLES: dict[str, Table] = {
     t.name: t
@@ -87,11 +89,7 @@ TABLES: dict[str, Table] = {
             "answers",
             _ANSWER_KEY,
             [
-                ("run_id", STR),
-                ("benchmark", STR),
-                ("question_id", STR),
-                ("sample_index", I32),
-                ("strategy", STR),  # "" for raw answers
+                *_ANSWER_FIELDS,  # strategy is "" for raw answers
                 ("model", STR),
                 ("content", STR),  # null when the call failed
                 ("reasoning", STR),  # stripped <think> text and reasoning_content
@@ -111,11 +109,7 @@ TABLES: dict[str, Table] = {
             "judgements",
             (*_ANSWER_KEY, "judge"),
             [
-                ("run_id", STR),
-                ("benchmark", STR),
-                ("question_id", STR),
-                ("sample_index", I32),
-                ("strategy", STR),
+                *_ANSWER_FIELDS,
                 ("judge", STR),
                 ("score", F64),  # null when unparseable, never 0
                 ("score_scale", STR),
@@ -133,11 +127,7 @@ TABLES: dict[str, Table] = {
             "pass_deltas",
             (*_ANSWER_KEY, "judge", "pass_name"),
             [
-                ("run_id", STR),
-                ("benchmark", STR),
-                ("question_id", STR),
-                ("sample_index", I32),
-                ("strategy", STR),
+                *_ANSWER_FIELDS,
                 ("judge", STR),
                 ("pass_name", STR),
                 ("pass_version", STR),

@@ -71,9 +71,7 @@ class Store:
         final = d / f"part-{seq if seq is not None else self.next_seq()}.parquet"
         tmp = d / f".{final.name}.tmp"
         pq.write_table(data, tmp, compression="zstd")
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
+        _commit(tmp, final)
         return final
 
     def replace(self, table: str, run_id: str, data: pa.Table | list[dict]) -> None:
@@ -125,9 +123,8 @@ class Store:
         with pq.ParquetWriter(tmp, spec.schema, compression="zstd") as writer:
             for i, p in enumerate(parts):
                 if keep.get(i):
-                    rows = _conform(pq.read_table(p), spec, None).take(sorted(keep[i]))
-                    writer.write_table(rows.select(spec.columns).cast(spec.schema))
-        os.replace(tmp, final)
+                    writer.write_table(_conform(pq.read_table(p), spec, None).take(sorted(keep[i])))
+        _commit(tmp, final)
         for p in parts:
             p.unlink(missing_ok=True)
 
@@ -239,6 +236,13 @@ def _convert(store: Store, run_id: str, path: Path) -> int:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+def _commit(tmp: Path, final: Path) -> None:
+    """Make a fully written temp file visible under its final name (fsync first: no torn part after a crash)."""
+    with open(tmp, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, final)
+
+
 def _present(path: Path, columns: list[str] | None) -> list[str] | None:
     """Columns of ``columns`` that this part has (older parts may predate a column)."""
     if columns is None:

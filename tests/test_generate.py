@@ -10,6 +10,7 @@ import sys
 import time
 
 import orjson
+import polars as pl
 import pytest
 
 from shaberi.client import ClientConfig
@@ -40,6 +41,9 @@ def test_every_question_is_answered_exactly_once_and_resume_calls_nothing(server
         ("elyza", 100, 100, 0), ("mt_bench", 60, 60, 0), ("rakuda", 40, 40, 0), ("tengu", 115, 115, 0)]
     assert query(tmp_path, "SELECT count(*) FROM raw_answers") == [(315,)]
     assert query(tmp_path, "SELECT count(*) FROM questions") == [(315,)]
+    # Notebook users read the lake directly; the hive folders and the in-file run_id agree.
+    lake = pl.read_parquet(tmp_path / "tables" / "answers" / "**" / "*.parquet")
+    assert lake.height == 315 and lake["run_id"].n_unique() == 1
     tokens = query(tmp_path, "SELECT sum(requests), sum(prompt_tokens), sum(cached_requests) FROM token_usage")
     answered = query(tmp_path, "SELECT sum(prompt_tokens) FROM answers")
     assert tokens == [(315, answered[0][0], 0)]
