@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import re
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
 
 from . import errors
 from .benchmarks import Dataset, Question
-from .client import ChatClient
+from .client import ChatClient, Completion
 from .prompts import generation_messages
 from .store import Journal, Store, now_us
 
@@ -158,13 +160,10 @@ async def generate(
     try:
         stop = asyncio.Event()
         ticker = asyncio.create_task(_flush_when_due(journal, stop))
-        workers = [asyncio.create_task(_worker(work, client, journal, run_id, model, progress))
-                   for _ in range(client.limiter.config.max)]
         try:
-            await asyncio.gather(*workers)
+            record = functools.partial(_record, journal, run_id, model, progress)
+            await _Dispatcher(work, client, record, depth=client.limiter.config.max).run()
         finally:
-            for w in workers:
-                w.cancel()
             stop.set()
             await ticker
         cached = {name: b.cached for name, b in progress.benchmarks.items() if b.cached}
@@ -186,36 +185,96 @@ async def _flush_when_due(journal: Journal, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), 0.5)
 
 
-async def _worker(
-    work: Iterator[_Work], client: ChatClient, journal: Journal, run_id: str, model: str, progress: Progress
-) -> None:
-    for item in work:  # the shared iterator hands each item to exactly one worker
-        q = item.question
-        row = {
-            "run_id": run_id, "benchmark": q.benchmark, "question_id": q.question_id,
-            "sample_index": item.sample_index, "strategy": "", "model": model,
-            "request_hash": item.request_hash, "calls": item.calls,
-        }
+_Outcome = tuple[_Work, Completion | None, errors.LLMError | None]
+
+
+class _Dispatcher:
+    """One worker per concurrency slot, each sending its next request before any bookkeeping.
+
+    Why: answers tend to arrive in bursts, and every microsecond a worker spends journaling or rendering
+    a prompt delays the next send of every worker behind it in the burst. So workers take requests
+    planned ahead of time from ``ready`` and drop outcomes in ``finished``; a callback one loop iteration
+    later records them and plans more. An outcome waits at most that one iteration before its journal
+    write, no longer than the call itself was in flight.
+    """
+
+    def __init__(self, work: Iterator[_Work], client: ChatClient, record: Callable[[_Outcome], None],
+                 depth: int) -> None:
+        self.work, self.client, self.record, self.depth = work, client, record, depth
+        self.ready: deque[_Work] = deque()
+        self.finished: list[_Outcome] = []
+        self.scheduled = self.closed = False
+        self.failure: BaseException | None = None
+
+    async def run(self) -> None:
+        workers = [asyncio.create_task(self._worker()) for _ in range(self.client.limiter.config.max)]
         try:
-            done = await client.chat(item.body)
-        except errors.LLMError as exc:
-            row |= {"error": str(exc)[:2000], "error_type": exc.error_type,
-                    "attempts": item.attempts_before + exc.attempts, "created_at": now_us()}
-            usage = _usage(run_id, q.benchmark, model, exc.attempts, 0, 0)
-        else:
-            content, reasoning = split_reasoning(done.content, done.reasoning)
-            row |= {"content": content or "", "reasoning": reasoning, "finish_reason": done.finish_reason,
-                    "attempts": item.attempts_before + done.attempts, "latency_ms": done.latency_ms,
-                    "prompt_tokens": done.prompt_tokens, "completion_tokens": done.completion_tokens,
-                    "created_at": now_us()}
-            usage = _usage(run_id, q.benchmark, model, done.attempts, done.prompt_tokens,
-                           done.completion_tokens)
-        journal.append_many([("answers", row), ("token_usage", usage)])
-        stats = progress.benchmarks[q.benchmark]
-        stats.done += 1
-        stats.errors += "error" in row
-        stats.tokens += usage["prompt_tokens"] + usage["completion_tokens"]
-        progress.calls += 1
+            await asyncio.gather(*workers)
+        finally:
+            for w in workers:
+                w.cancel()
+            self.closed = True
+            self._drain()
+        if self.failure is not None:
+            raise self.failure
+
+    async def _worker(self) -> None:
+        while self.failure is None:
+            if not self.ready:
+                self._plan_ahead()
+                if not self.ready:
+                    return
+            item = self.ready.popleft()
+            try:
+                outcome: _Outcome = (item, await self.client.chat(item.body), None)
+            except errors.LLMError as exc:
+                outcome = (item, None, exc)
+            self.finished.append(outcome)  # after the await: _drain swaps the list meanwhile
+            if not self.scheduled:
+                self.scheduled = True
+                asyncio.get_running_loop().call_soon(self._drain)
+
+    def _plan_ahead(self) -> None:
+        while len(self.ready) < self.depth and (item := next(self.work, None)) is not None:
+            self.ready.append(item)
+
+    def _drain(self) -> None:
+        self.scheduled = False
+        finished, self.finished = self.finished, []
+        try:
+            for outcome in finished:
+                self.record(outcome)
+            if not self.closed:
+                self._plan_ahead()
+        except BaseException as exc:  # a failed journal write must stop the run, not vanish in a callback
+            self.failure = exc
+
+
+def _record(journal: Journal, run_id: str, model: str, progress: Progress, outcome: _Outcome) -> None:
+    """Journal one finished call (answer row and its token usage, in one write) and count it."""
+    item, done, exc = outcome
+    q = item.question
+    row = {
+        "run_id": run_id, "benchmark": q.benchmark, "question_id": q.question_id,
+        "sample_index": item.sample_index, "strategy": "", "model": model,
+        "request_hash": item.request_hash, "calls": item.calls, "created_at": now_us(),
+    }
+    if done is None:
+        assert exc is not None
+        row |= {"error": str(exc)[:2000], "error_type": exc.error_type, "attempts": item.attempts_before + exc.attempts}
+        usage = _usage(run_id, q.benchmark, model, exc.attempts, 0, 0)
+    else:
+        content, reasoning = split_reasoning(done.content, done.reasoning)
+        row |= {"content": content or "", "reasoning": reasoning, "finish_reason": done.finish_reason,
+                "attempts": item.attempts_before + done.attempts, "latency_ms": done.latency_ms,
+                "prompt_tokens": done.prompt_tokens, "completion_tokens": done.completion_tokens}
+        usage = _usage(run_id, q.benchmark, model, done.attempts, done.prompt_tokens, done.completion_tokens)
+    journal.append_many([("answers", row), ("token_usage", usage)])
+    stats = progress.benchmarks[q.benchmark]
+    stats.done += 1
+    stats.errors += done is None
+    stats.tokens += usage["prompt_tokens"] + usage["completion_tokens"]
+    progress.calls += 1
 
 
 def _usage(run_id: str, benchmark: str, model: str, requests: int, prompt: int, completion: int,

@@ -117,12 +117,12 @@ async def run(
         store = Store(req.results_dir)
         with store.lock(info.run_id, f"run {req.model!r} tag {req.tag!r}"):
             _merge_previous(store, info)
-            store.replace("runs", info.run_id, [info.row("running")])
-            _write_questions(store, info.run_id, datasets)
             progress = Progress()
             if on_start:
                 on_start(progress, client)
             try:
+                store.replace("runs", info.run_id, [info.row("running")])
+                _write_questions(store, info.run_id, datasets)
                 if "generate" in stages:
                     await generate(store, info.run_id, req.model, datasets, client, req.generation,
                                    rerun=req.rerun, retry_errors=req.retry_errors, progress=progress)
