@@ -14,8 +14,7 @@ import contextlib
 import functools
 import hashlib
 import re
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -23,6 +22,7 @@ import orjson
 from . import errors
 from .benchmarks import Dataset, Question
 from .client import ChatClient, Completion
+from .dispatch import Dispatcher
 from .prompts import generation_messages
 from .store import Journal, Store, now_us
 
@@ -162,7 +162,7 @@ async def generate(
         ticker = asyncio.create_task(_flush_when_due(journal, stop))
         try:
             record = functools.partial(_record, journal, run_id, model, progress)
-            await _Dispatcher(work, client, record, depth=client.limiter.config.max).run()
+            await Dispatcher(work, lambda item: client.chat(item.body), record, client.limiter.config.max).run()
         finally:
             stop.set()
             await ticker
@@ -185,74 +185,9 @@ async def _flush_when_due(journal: Journal, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), 0.5)
 
 
-_Outcome = tuple[_Work, Completion | None, errors.LLMError | None]
-
-
-class _Dispatcher:
-    """One worker per concurrency slot, each sending its next request before any bookkeeping.
-
-    Why: answers tend to arrive in bursts, and every microsecond a worker spends journaling or rendering
-    a prompt delays the next send of every worker behind it in the burst. So workers take requests
-    planned ahead of time from ``ready`` and drop outcomes in ``finished``; a callback one loop iteration
-    later records them and plans more. An outcome waits at most that one iteration before its journal
-    write, no longer than the call itself was in flight.
-    """
-
-    def __init__(self, work: Iterator[_Work], client: ChatClient, record: Callable[[_Outcome], None],
-                 depth: int) -> None:
-        self.work, self.client, self.record, self.depth = work, client, record, depth
-        self.ready: deque[_Work] = deque()
-        self.finished: list[_Outcome] = []
-        self.scheduled = self.closed = False
-        self.failure: BaseException | None = None
-
-    async def run(self) -> None:
-        workers = [asyncio.create_task(self._worker()) for _ in range(self.client.limiter.config.max)]
-        try:
-            await asyncio.gather(*workers)
-        finally:
-            for w in workers:
-                w.cancel()
-            self.closed = True
-            self._drain()
-        if self.failure is not None:
-            raise self.failure
-
-    async def _worker(self) -> None:
-        while self.failure is None:
-            if not self.ready:
-                self._plan_ahead()
-                if not self.ready:
-                    return
-            item = self.ready.popleft()
-            try:
-                outcome: _Outcome = (item, await self.client.chat(item.body), None)
-            except errors.LLMError as exc:
-                outcome = (item, None, exc)
-            self.finished.append(outcome)  # after the await: _drain swaps the list meanwhile
-            if not self.scheduled:
-                self.scheduled = True
-                asyncio.get_running_loop().call_soon(self._drain)
-
-    def _plan_ahead(self) -> None:
-        while len(self.ready) < self.depth and (item := next(self.work, None)) is not None:
-            self.ready.append(item)
-
-    def _drain(self) -> None:
-        self.scheduled = False
-        finished, self.finished = self.finished, []
-        try:
-            for outcome in finished:
-                self.record(outcome)
-            if not self.closed:
-                self._plan_ahead()
-        except BaseException as exc:  # a failed journal write must stop the run, not vanish in a callback
-            self.failure = exc
-
-
-def _record(journal: Journal, run_id: str, model: str, progress: Progress, outcome: _Outcome) -> None:
+def _record(journal: Journal, run_id: str, model: str, progress: Progress, item: _Work, done: Completion | None,
+            exc: errors.LLMError | None) -> None:
     """Journal one finished call (answer row and its token usage, in one write) and count it."""
-    item, done, exc = outcome
     q = item.question
     row = {
         "run_id": run_id, "benchmark": q.benchmark, "question_id": q.question_id,

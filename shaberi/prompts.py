@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from functools import cache
 
 import jinja2
@@ -10,7 +11,7 @@ import jinja2
 from .benchmarks import Question
 from .resources import resource_dir
 
-__all__ = ["generation_messages", "template_hash"]
+__all__ = ["generation_messages", "judge_fallback", "judge_messages", "judging_hash", "template_hash"]
 
 
 @cache
@@ -36,7 +37,31 @@ def generation_template(benchmark: str) -> str:
 
 def generation_messages(question: Question) -> list[dict[str, str]]:
     """System message (the template's ``system`` variable) and the rendered user turn."""
-    module = _env().get_template(generation_template(question.benchmark)).make_module({"question": question})
+    return _messages(generation_template(question.benchmark), {"question": question})
+
+
+def judging_hash(benchmark: str) -> str:
+    """One hash over every template a benchmark's judging reads (its folder and the shared ``_*.jinja``)."""
+    root = resource_dir("prompts") / "judging"
+    files = sorted([*root.glob("_*.jinja"), *(root / benchmark).glob("*.jinja")])
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def judge_messages(benchmark: str, question: Mapping, answer: str, scale: tuple[int, int]) -> list[dict[str, str]]:
+    """The primary judging prompt: system instructions, then question, reference, criteria and the answer."""
+    return _messages(f"judging/{benchmark}/primary.jinja", {"question": question, "answer": answer, "scale": scale})
+
+
+def judge_fallback(benchmark: str, scale: tuple[int, int]) -> str:
+    """The follow-up asking only for the score, sent after the judge's unparseable reply."""
+    return _env().get_template(f"judging/{benchmark}/fallback.jinja").render(scale=scale).strip()
+
+
+def _messages(template: str, context: dict) -> list[dict[str, str]]:
+    module = _env().get_template(template).make_module(context)
     messages = []
     system = str(getattr(module, "system", "") or "").strip()
     if system:

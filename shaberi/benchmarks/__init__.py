@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 
 from ..errors import DataError, UsageError
+from ..extract import COMMON_RULES
 from ..resources import resource_dir, sha256_file
 
 __all__ = ["BENCHMARKS", "Benchmark", "Dataset", "Question", "benchmark", "load", "pull", "registry", "resolve"]
@@ -40,6 +41,7 @@ class Benchmark:
     name: str
     scale: tuple[int, int]  # the judge's score range
     convert: Callable[[list[dict]], Iterable[Question]]
+    rules: tuple[str, ...]  # score-extraction rules, in order (see shaberi.extract)
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,9 @@ class Dataset:
 BENCHMARKS: dict[str, Benchmark] = {}
 
 
-def benchmark(name: str, *, scale: tuple[int, int]) -> Callable:
+def benchmark(name: str, *, scale: tuple[int, int], rules: tuple[str, ...] = COMMON_RULES) -> Callable:
     def register(fn: Callable[[list[dict]], Iterable[Question]]) -> Callable:
-        BENCHMARKS[name] = Benchmark(name, scale, fn)
+        BENCHMARKS[name] = Benchmark(name, scale, fn, rules)
         return fn
 
     return register

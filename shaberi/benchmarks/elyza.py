@@ -7,10 +7,11 @@ benchmark score is the mean × 2 so that it sits on the same 0–10 scale as the
 
 from collections.abc import Iterator
 
+from ..extract import COMMON_RULES
 from . import Question, _text, benchmark
 
 
-@benchmark("elyza", scale=(1, 5))
+@benchmark("elyza", rules=(*COMMON_RULES, "bare_number"), scale=(1, 5))
 def convert(rows: list[dict]) -> Iterator[Question]:
     for i, row in enumerate(rows, start=1):
         yield Question(

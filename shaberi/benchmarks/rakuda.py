@@ -5,10 +5,11 @@ Upstream columns: ``category``, ``question_id`` (a string id kept as is), ``text
 
 from collections.abc import Iterator
 
+from ..extract import COMMON_RULES
 from . import Question, _text, benchmark
 
 
-@benchmark("rakuda", scale=(1, 10))
+@benchmark("rakuda", rules=(*COMMON_RULES, "slash_ten"), scale=(1, 10))
 def convert(rows: list[dict]) -> Iterator[Question]:
     for row in rows:
         yield Question(

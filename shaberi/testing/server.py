@@ -13,6 +13,12 @@ body so that a retry of the same request sees the next outcome::
     [[fail:hang*1]]     one request that never answers (the client's timeout must fire)
     [[fail:401]]        always 401 (no ``*n``: every attempt)
     [[think]]           the reply starts with a ``<think>…</think>`` block
+    <<answer: TEXT>>    a candidate's reply is TEXT (``\n`` for newlines)
+
+A request whose system message contains ``FINAL SCORE`` is a judge call. Its reply is
+``<<judge: PRIMARY || FALLBACK>>`` from the prompt when present (FALLBACK once the conversation already
+holds the judge's first reply), else a short reasoning line and ``FINAL SCORE: n`` with n in 1..5 from
+a hash of the prompt, valid on every benchmark's scale.
 
 ``GET /_stats`` returns call counts (total, per request key, per status), and the peak in-flight count;
 ``POST /_reset`` clears them. Run it with ``python -m shaberi.testing.server --port 0``; it prints
@@ -34,6 +40,8 @@ from aiohttp import web
 __all__ = ["FakeLLM", "main", "request_key"]
 
 _FAULT = re.compile(r"\[\[fail:(\w+)(?:\*(\d+))?\]\]")
+_ANSWER = re.compile(r"<<answer:(.*?)>>", re.S)
+_JUDGE = re.compile(r"<<judge:(.*?)>>", re.S)
 
 
 def request_key(messages: list[dict]) -> str:
@@ -120,10 +128,7 @@ class FakeLLM:
             return self._respond(status, b'{"error": {"message": "injected fault"}}', headers)
         if self.latency:
             await asyncio.sleep(self.latency)
-        question = str(messages[-1].get("content") or "")
-        content = f"「{question[:24]}」についてお答えします。これはテスト用サーバーの応答です。"
-        if "[[think]]" in text:
-            content = "<think>まず質問を整理します。</think>" + content
+        content = self._reply(messages, text, key)
         prompt_tokens = max(1, len(text) // 2)
         completion_tokens = max(1, len(content) // 2)
         body = {
@@ -140,6 +145,23 @@ class FakeLLM:
             },
         }
         return self._respond(200, orjson.dumps(body))
+
+
+    @staticmethod
+    def _reply(messages: list[dict], text: str, key: str) -> str:
+        if any(m.get("role") == "system" and "FINAL SCORE" in str(m.get("content")) for m in messages):
+            if m := _JUDGE.search(text):
+                primary, _, fallback = m.group(1).partition("||")
+                second = any(msg.get("role") == "assistant" for msg in messages)
+                return (fallback if second else primary).strip().replace("\\n", "\n")
+            return f"テスト用の採点です。\nFINAL SCORE: {1 + int(key, 16) % 5}"
+        if m := _ANSWER.search(text):
+            return m.group(1).strip().replace("\\n", "\n")
+        question = str(messages[-1].get("content") or "")
+        content = f"「{question[:24]}」についてお答えします。これはテスト用サーバーの応答です。"
+        if "[[think]]" in text:
+            content = "<think>まず質問を整理します。</think>" + content
+        return content
 
 
 async def _serve(args: argparse.Namespace) -> None:
