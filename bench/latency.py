@@ -42,7 +42,7 @@ def main() -> None:
         req = RunRequest(model="bench", base_url=server.base_url, results_dir=results, data_dir=data,
                          benchmark="rakuda")
         start = time.perf_counter()
-        _, progress = execute(req)
+        progress = execute(req).generation
         wall = time.perf_counter() - start
         stats = server.stats()
     ((span,),) = connect(results).execute(

@@ -37,7 +37,7 @@ def main() -> None:
         req = RunRequest(model="bench", base_url=server.base_url, results_dir=results, data_dir=data,
                          benchmark="rakuda", tag="stage")
         start = time.perf_counter()
-        _, progress = execute(req)
+        progress = execute(req).generation
         stage_rps = progress.calls / (time.perf_counter() - start)
 
         wall, _ = run_cli(["run", "--model", "bench", "--base-url", server.base_url, "--benchmark", "rakuda",

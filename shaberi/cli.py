@@ -16,7 +16,9 @@ from rich.table import Table
 from .client import AIMDConfig, ClientConfig
 from .errors import ShaberiError, UsageError
 from .generate import GenerationConfig
-from .pipeline import RunRequest
+from .judge import JudgeConfig
+from .pipeline import Outcome, RunRequest, reprocess_run
+from .run import run_id_for
 
 __all__ = ["app", "main"]
 
@@ -40,8 +42,8 @@ Format = Annotated[str, typer.Option("--format", help="table, csv or json.")]
 @app.command()
 def run(
     model: Annotated[str, typer.Option("--model", help="Model name sent to the endpoint.")],
-    base_url: Annotated[str, typer.Option("--base-url", help="OpenAI-compatible base URL, e.g. "
-                                          "http://127.0.0.1:8000/v1.")],
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible base URL, e.g. "
+                                                 "http://127.0.0.1:8000/v1 (not needed with --reprocess).")] = None,
     api_key_env: Annotated[str | None, typer.Option(
         "--api-key-env", help="Variable holding the API key [default: OPENAI_API_KEY, optional on loopback].")] = None,
     benchmark: Annotated[str, typer.Option("--benchmark", help="all, or a comma list of elyza,tengu,mt_bench,rakuda.")
@@ -50,7 +52,22 @@ def run(
     limit: Annotated[int | None, typer.Option("--limit", help="First N questions of each benchmark.")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight: the upper bound "
                                              "of the adaptive limit.")] = 60,
-    stages: Annotated[str, typer.Option("--stages", help="Comma list of stages to run.")] = "generate",
+    stages: Annotated[str | None, typer.Option("--stages", help="Comma list of generate,judge [default: "
+                                               "generate, and judge when --judge is given].")] = None,
+    judge: Annotated[list[str] | None, typer.Option("--judge", "--judge-model", help="Judge model, repeatable: "
+                                                    "MODEL (on --judge-base-url) or MODEL@BASE_URL.")] = None,
+    judge_base_url: Annotated[str | None, typer.Option(help="Endpoint of judges given without @URL [default: "
+                                                       "--base-url].")] = None,
+    judge_api_key_env: Annotated[str | None, typer.Option(help="Variable holding the judges' key [default: "
+                                                          "the candidate's; optional on loopback].")] = None,
+    judge_concurrency: Annotated[int | None, typer.Option(help="Most judge requests in flight per judge endpoint, "
+                                                          "shared by every shaberi process on this machine "
+                                                          "[default: --concurrency].")] = None,
+    judge_temperature: Annotated[float, typer.Option(help="Judge sampling temperature.")] = 0.0,
+    judge_max_tokens: Annotated[int, typer.Option(help="Judge completion token limit.")] = 1024,
+    rejudge: Annotated[bool, typer.Option("--rejudge", help="Call the judges again on existing answers.")] = False,
+    reprocess: Annotated[bool, typer.Option("--reprocess", help="Only re-parse stored judge replies with the "
+                                            "current rules: no API calls.")] = False,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.2,
     max_tokens: Annotated[int, typer.Option(help="Completion token limit.")] = 6000,
     frequency_penalty: Annotated[float | None, typer.Option(help="Sent only when given.")] = None,
@@ -74,8 +91,14 @@ def run(
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
     """Generate answers for the Japanese benchmarks (resumable: re-run the same command to continue)."""
-    if concurrency < 1:
-        raise UsageError("--concurrency must be at least 1")
+    if reprocess:
+        changed = asyncio.run(reprocess_run(results_dir, model, tag))
+        typer.echo(f"reprocessed run {run_id_for(model, tag)}: {changed} judgements changed, 0 API calls")
+        return
+    if base_url is None:
+        raise UsageError("--base-url is required (the OpenAI-compatible endpoint serving --model)")
+    if concurrency < 1 or (judge_concurrency is not None and judge_concurrency < 1):
+        raise UsageError("--concurrency and --judge-concurrency must be at least 1")
     aimd = AIMDConfig(min(concurrency_start, concurrency), min(concurrency_min, concurrency), concurrency,
                       aimd_increase, aimd_decrease, aimd_cooldown)
     request = RunRequest(
@@ -83,7 +106,9 @@ def run(
         tag=tag, api_key_env=api_key_env, limit=limit, stages=stages,
         generation=GenerationConfig(temperature, max_tokens, frequency_penalty, seed),
         client=ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, aimd=aimd),
-        rerun=rerun, retry_errors=retry_errors,
+        rerun=rerun, retry_errors=retry_errors, judges=judge or [], judge_base_url=judge_base_url,
+        judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
+        judging=JudgeConfig(judge_temperature, judge_max_tokens), rejudge=rejudge,
     )
     _run(request)
 
@@ -94,17 +119,19 @@ def _run(request: RunRequest) -> None:
 
     console = Console(stderr=True)
 
-    async def go() -> tuple:
+    async def go() -> Outcome:
         async with live_progress(console) as slot:
-            return await run_pipeline(request, on_start=lambda progress, client: slot.extend([progress, client]))
+            return await run_pipeline(request, on_start=slot.append)
 
-    info, progress = asyncio.run(go())
-    done = sum(b.done for b in progress.benchmarks.values())
-    cached = sum(b.cached for b in progress.benchmarks.values())
-    failed = sum(b.errors for b in progress.benchmarks.values())
-    tokens = sum(b.tokens for b in progress.benchmarks.values())
-    typer.echo(f"run {info.run_id}: {done} answers ({cached} reused, {progress.calls} called, {failed} errors), "
-               f"{tokens:,} tokens")
+    outcome = asyncio.run(go())
+    g = outcome.generation.benchmarks.values()
+    failed = sum(b.errors for b in g)
+    typer.echo(f"run {outcome.info.run_id}: {sum(b.done for b in g)} answers ({sum(b.cached for b in g)} reused, "
+               f"{outcome.generation.calls} called, {failed} errors), {sum(b.tokens for b in g):,} tokens")
+    j = outcome.judging
+    if j.total:
+        typer.echo(f"  judged {j.done} ({j.reused} reused, {j.judged} called, {j.fallbacks} needed the fallback "
+                   f"prompt, {j.null_scores} without a score)")
     if failed:
         typer.echo("  errored answers are retried by running the same command again (see answers.error_type)")
 
@@ -172,11 +199,13 @@ def demo(
     with LoopbackServer(latency_ms=20) as server:
         typer.echo(f"loopback test server at {server.base_url} (answers are canned, scores meaningless)")
         _run(RunRequest(model="shaberi-loopback", base_url=server.base_url, results_dir=results_dir,
-                        data_dir=data_dir or resource_dir("data") / "samples", tag="demo", limit=limit))
-    sql(query="SELECT benchmark, count(*) AS answers, count(answers.error) AS errors, sum(completion_tokens) AS "
-              "completion_tokens FROM answers JOIN runs USING (run_id) WHERE runs.tag = 'demo' "
-              "GROUP BY benchmark ORDER BY benchmark", format="table", results_dir=results_dir,
-        data_dir=DEFAULT_DATA)
+                        data_dir=data_dir or resource_dir("data") / "samples", tag="demo", limit=limit,
+                        judges=["shaberi-loopback-judge"]))
+    sql(query="SELECT a.benchmark, count(*) AS answers, count(a.error) AS errors, sum(a.completion_tokens) AS "
+              "completion_tokens, round(avg(j.score), 2) AS mean_judge_score, count(j.score) AS scored "
+              "FROM answers a JOIN runs USING (run_id) LEFT JOIN judgements j USING (run_id, benchmark, question_id, "
+              "sample_index, strategy) WHERE runs.tag = 'demo' GROUP BY 1 ORDER BY 1",
+        format="table", results_dir=results_dir, data_dir=DEFAULT_DATA)
 
 
 def main(argv: list[str] | None = None) -> None:

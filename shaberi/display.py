@@ -11,15 +11,14 @@ from collections.abc import AsyncIterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .client import ChatClient
-from .generate import Progress as Counters
+from .pipeline import Outcome
 
 __all__ = ["live_progress"]
 
 
 @contextlib.asynccontextmanager
 async def live_progress(console: Console) -> AsyncIterator[list]:
-    """Yields a one-slot list; put (counters, client) in it when the stage starts."""
+    """Yields a one-slot list; put the run's Outcome in it when the run starts."""
     slot: list = []
     bars = Progress(
         TextColumn("{task.description:<9}"),
@@ -38,8 +37,7 @@ async def live_progress(console: Console) -> AsyncIterator[list]:
         started: dict[str, float] = {}
         while True:
             if slot:
-                counters, client = slot
-                _update(bars, tasks, started, counters, client)
+                _update(bars, tasks, started, slot[0])
             if stop.is_set():
                 return
             with contextlib.suppress(asyncio.TimeoutError):
@@ -54,16 +52,20 @@ async def live_progress(console: Console) -> AsyncIterator[list]:
             await task
 
 
-def _update(
-    bars: Progress, tasks: dict[str, int], started: dict[str, float], counters: Counters, client: ChatClient
-) -> None:
+def _update(bars: Progress, tasks: dict[str, int], started: dict[str, float], outcome: Outcome) -> None:
     now = time.monotonic()
-    for name, b in counters.benchmarks.items():
+    limit = outcome.clients[0].limiter.limit
+    rows = [(name, b.total, b.done, b.done - b.cached, b.tokens, b.errors, limit)
+            for name, b in outcome.generation.benchmarks.items()]
+    j = outcome.judging
+    if j.total:
+        judge_limit = max(c.limiter.limit for c in outcome.clients[1:]) if len(outcome.clients) > 1 else limit
+        rows.append(("judging", j.total, j.done, j.judged, 0, j.null_scores, judge_limit))
+    for name, total, done, called, tokens, errors, conc in rows:
         if name not in tasks:
-            tasks[name] = bars.add_task(name, total=b.total, tokens=0, rps=0.0, errors=0, conc=0)
-        called = b.done - b.cached
+            tasks[name] = bars.add_task(name, total=total, tokens=0, rps=0.0, errors=0, conc=0)
         if called and name not in started:
             started[name] = now
         elapsed = now - started.get(name, now)
-        bars.update(tasks[name], completed=b.done, tokens=b.tokens, errors=b.errors,
-                    rps=called / max(elapsed, 0.25), conc=client.limiter.limit)
+        bars.update(tasks[name], total=total, completed=done, tokens=tokens, errors=errors,
+                    rps=called / max(elapsed, 0.25), conc=conc)

@@ -1,6 +1,6 @@
 """``shaberi run`` end to end: check every input, then run the requested stages under the run's lock.
 
-Everything that can be wrong with the input (names, benchmarks, dataset files, API key, endpoint) is
+Everything that can be wrong with the input (names, benchmarks, dataset files, API keys, endpoints) is
 checked before the first row is written, so bad input never leaves partial rows behind.
 """
 
@@ -10,7 +10,7 @@ import asyncio
 import ipaddress
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -19,17 +19,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import benchmarks as bm
-from .client import ChatClient, ClientConfig
+from .client import AIMDConfig, ChatClient, ClientConfig
 from .errors import UsageError
 from .generate import GenerationConfig, Progress, generate
-from .prompts import generation_template, template_hash
-from .run import RunInfo, validate_name
+from .judge import Judge, JudgeConfig, JudgeProgress, judge, reprocess
+from .prompts import generation_template, judging_hash, template_hash
+from .run import RunInfo, run_id_for, validate_name
 from .schema import TABLES
 from .store import Store, now_us
 
-__all__ = ["STAGES", "RunRequest", "execute", "run"]
+__all__ = ["STAGES", "Outcome", "RunRequest", "execute", "reprocess_run", "run"]
 
-STAGES = ("generate",)
+STAGES = ("generate", "judge")
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 
@@ -43,11 +44,27 @@ class RunRequest:
     tag: str = "default"
     api_key_env: str | None = None  # None: OPENAI_API_KEY, optional for a loopback endpoint
     limit: int | None = None
-    stages: str = "generate"
+    stages: str | None = None  # None: generate, and judge when there are judges
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     client: ClientConfig = field(default_factory=ClientConfig)
     rerun: bool = False
     retry_errors: int = 2
+    judges: list[str] = field(default_factory=list)  # "MODEL" or "MODEL@BASE_URL"
+    judge_base_url: str | None = None  # for judges without @URL; default: the candidate's base URL
+    judge_api_key_env: str | None = None  # default: the candidate's key variable
+    judge_concurrency: int | None = None  # default: the candidate's maximum
+    judging: JudgeConfig = field(default_factory=JudgeConfig)
+    rejudge: bool = False
+
+
+@dataclass
+class Outcome:
+    """What a run did, updated live while it runs (the CLI's progress display reads it)."""
+
+    info: RunInfo
+    generation: Progress = field(default_factory=Progress)
+    judging: JudgeProgress = field(default_factory=JudgeProgress)
+    clients: list[ChatClient] = field(default_factory=list)
 
 
 def is_loopback(base_url: str) -> bool:
@@ -60,7 +77,7 @@ def is_loopback(base_url: str) -> bool:
         return False
 
 
-def resolve_api_key(base_url: str, env_var: str | None) -> str | None:
+def resolve_api_key(base_url: str, env_var: str | None, option: str = "--api-key-env") -> str | None:
     """The key from the named variable; a loopback endpoint may do without one unless a variable is named."""
     name = env_var or DEFAULT_KEY_ENV
     key = os.environ.get(name)
@@ -70,16 +87,29 @@ def resolve_api_key(base_url: str, env_var: str | None) -> str | None:
         return None
     raise UsageError(
         f"environment variable {name} is not set; export your API key in it or name another variable "
-        "with --api-key-env"
+        f"with {option}"
     )
 
 
-def parse_stages(spec: str) -> list[str]:
+def parse_stages(spec: str | None, have_judges: bool) -> list[str]:
+    if spec is None:
+        return ["generate", "judge"] if have_judges else ["generate"]
     stages = [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [s for s in stages if s not in STAGES]
     if unknown or not stages:
         raise UsageError(f"unknown stage {', '.join(unknown) or repr(spec)}; choose from: {', '.join(STAGES)}")
+    if "judge" in stages and not have_judges:
+        raise UsageError("--stages judge needs at least one --judge MODEL (or MODEL@BASE_URL)")
     return stages
+
+
+def parse_judge(spec: str, default_url: str) -> tuple[str, str]:
+    """``MODEL`` or ``MODEL@BASE_URL`` -> (model, base URL)."""
+    name, sep, url = spec.partition("@")
+    if not name.strip() or (sep and not url.strip()):
+        raise UsageError(f"--judge {spec!r} should be MODEL or MODEL@BASE_URL, e.g. gpt-4.1@https://api.openai.com/v1")
+    validate_name("judge", name)
+    return name, (url if sep else default_url).rstrip("/")
 
 
 def _check_base_url(base_url: str) -> None:
@@ -88,56 +118,93 @@ def _check_base_url(base_url: str) -> None:
         raise UsageError(f"--base-url {base_url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
 
 
-async def run(
-    req: RunRequest, on_start: Callable[[Progress, ChatClient], object] | None = None
-) -> tuple[RunInfo, Progress]:
-    """Validate, then generate; returns the run and its counters. Raises UsageError on bad input."""
+async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = None) -> Outcome:
+    """Validate, then generate and judge; returns what was done. Raises UsageError on bad input."""
     validate_name("model", req.model)
     validate_name("tag", req.tag)
     _check_base_url(req.base_url)
-    stages = parse_stages(req.stages)
+    stages = parse_stages(req.stages, bool(req.judges))
     names = bm.resolve(req.benchmark)
     if req.limit is not None and req.limit < 1:
         raise UsageError("--limit must be at least 1")
     datasets = [bm.load(n, req.data_dir, req.limit) for n in names]
     api_key = resolve_api_key(req.base_url, req.api_key_env)
-    client = ChatClient(req.base_url, api_key, req.client)
+    candidate = ChatClient(req.base_url, api_key, req.client)
+    clients = {(candidate.base_url, api_key): candidate}
     try:
-        await client.check()
+        judges = _judges(req, clients, api_key) if "judge" in stages else []
+        for client in clients.values():
+            await client.check()
         info = RunInfo(
             model=req.model,
             tag=req.tag,
-            base_url=client.base_url,
+            base_url=candidate.base_url,
             api_key=api_key,
-            generation_config=asdict(req.generation),
+            generation_config=asdict(req.generation) | {"judging": asdict(req.judging)},
             benchmarks=names,
             datasets={d.benchmark: d.provenance() for d in datasets},
-            prompt_hashes={generation_template(n): template_hash(generation_template(n)) for n in names},
+            prompt_hashes={generation_template(n): template_hash(generation_template(n)) for n in names}
+            | {f"judging/{n}": judging_hash(n) for n in names},
+            judges=tuple(f"{j.name}@{j.client.base_url}" for j in judges),
         )
+        outcome = Outcome(info, clients=list(clients.values()))
         store = Store(req.results_dir)
         with store.lock(info.run_id, f"run {req.model!r} tag {req.tag!r}"):
             _merge_previous(store, info)
-            progress = Progress()
             if on_start:
-                on_start(progress, client)
+                on_start(outcome)
             try:
                 store.replace("runs", info.run_id, [info.row("running")])
                 _write_questions(store, info.run_id, datasets)
                 if "generate" in stages:
-                    await generate(store, info.run_id, req.model, datasets, client, req.generation,
-                                   rerun=req.rerun, retry_errors=req.retry_errors, progress=progress)
+                    await generate(store, info.run_id, req.model, datasets, candidate, req.generation,
+                                   rerun=req.rerun, retry_errors=req.retry_errors, progress=outcome.generation)
+                if "judge" in stages:
+                    await judge(store, info.run_id, judges, req.judging, rejudge=req.rejudge,
+                                progress=outcome.judging)
             except BaseException as exc:
                 store.replace("runs", info.run_id, [info.row("failed", f"{type(exc).__name__}: {exc}",
-                                                              client.limiter.history)])
+                                                              candidate.limiter.history)])
                 raise
-            store.replace("runs", info.run_id, [info.row("complete", None, client.limiter.history)])
-        return info, progress
+            store.replace("runs", info.run_id, [info.row("complete", None, candidate.limiter.history)])
+        return outcome
     finally:
-        await client.aclose()
+        for client in clients.values():
+            await client.aclose()
 
 
-def execute(req: RunRequest, on_start: Callable[[Progress, ChatClient], object] | None = None
-            ) -> tuple[RunInfo, Progress]:
+def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient], candidate_key: str | None
+            ) -> list[Judge]:
+    """One Judge per --judge; judges on the same endpoint (and key) as anything else share its client."""
+    key_env = req.judge_api_key_env or req.api_key_env
+    aimd = req.client.aimd if req.judge_concurrency is None else AIMDConfig(
+        min(req.client.aimd.start, req.judge_concurrency), min(req.client.aimd.min, req.judge_concurrency),
+        req.judge_concurrency, req.client.aimd.increase, req.client.aimd.decrease_factor, req.client.aimd.cooldown)
+    judges = []
+    for spec in dict.fromkeys(req.judges):
+        name, url = parse_judge(spec, (req.judge_base_url or req.base_url).rstrip("/"))
+        _check_base_url(url)
+        key = resolve_api_key(url, key_env, "--judge-api-key-env")
+        if (url, key) not in clients:
+            clients[(url, key)] = ChatClient(url, key, replace(req.client, aimd=aimd))
+        judges.append(Judge(name, clients[(url, key)]))
+    return judges
+
+
+async def reprocess_run(results_dir: Path, model: str, tag: str) -> int:
+    """Re-parse a run's stored judge replies with the current rules: zero API calls."""
+    validate_name("model", model)
+    validate_name("tag", tag)
+    store = Store(results_dir)
+    run_id = run_id_for(model, tag)
+    if not store.parts("runs", run_id):
+        raise UsageError(f"no run for model {model!r} tag {tag!r} under {results_dir}; check --model, --tag and "
+                         "--results-dir")
+    with store.lock(run_id, f"run {model!r} tag {tag!r}"):
+        return reprocess(store, run_id)
+
+
+def execute(req: RunRequest, on_start: Callable[[Outcome], object] | None = None) -> Outcome:
     """``run`` on a fresh event loop."""
     return asyncio.run(run(req, on_start))
 

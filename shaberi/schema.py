@@ -116,10 +116,11 @@ TABLES: dict[str, Table] = {
                 ("parse_method", STR),
                 ("judge_output", STR),
                 ("fallback_output", STR),
-                ("prompt_hash", STR),
+                ("prompt_hash", STR),  # of the benchmark's judging templates
+                ("answer_hash", STR),  # of the judged text: a regenerated answer is judged again
                 ("prompt_tokens", I64),
                 ("completion_tokens", I64),
-                ("error", STR),
+                ("error", STR),  # answer_error | unparseable: … | judge_error: …
                 ("created_at", TS),
             ],
         ),

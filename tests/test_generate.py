@@ -27,7 +27,8 @@ FAST = ClientConfig(timeout=2.0, backoff_base=0.01, backoff_max=0.05)
 def generate(server, results, data_dir, **kw):
     req = RunRequest(model="m", base_url=server.base_url, results_dir=results, data_dir=data_dir,
                      client=kw.pop("client", FAST), **kw)
-    return asyncio.run(run(req))
+    outcome = asyncio.run(run(req))
+    return outcome.info, outcome.generation
 
 
 def test_every_question_is_answered_exactly_once_and_resume_calls_nothing(server, data_dir, tmp_path):
@@ -64,7 +65,7 @@ def test_runs_row_records_the_run_and_never_the_key(server, data_dir, tmp_path, 
     assert row[0] == info.run_id == run_id_for("m", "t1") and row[1:4] == ("t1", "m", "complete")
     assert len(row[4]) == 12 and "secret" not in row[4]
     assert orjson.loads(row[5]) == {"temperature": 0.5, "max_tokens": 6000, "frequency_penalty": None, "seed": 7,
-                                    "samples": 1}
+                                    "samples": 1, "judging": {"temperature": 0.0, "max_tokens": 1024}}
     datasets = orjson.loads(row[6])["rakuda"]
     assert datasets["rows"] == 40 and datasets["questions"] == 2 and datasets["sha256"].startswith("ce26781dc98a")
     assert "generation/rakuda.jinja" in orjson.loads(row[7]) and row[8] == ["rakuda"]

@@ -1,0 +1,230 @@
+"""Judge stage: score every answer with every judge, keeping each judge's full reply.
+
+A judgement's identity is (answer key, judge, ``prompt_hash`` of the benchmark's judging templates,
+``answer_hash`` of the judged text). A normal run skips judgements whose identity is already stored,
+except rows whose judge call failed; ``rejudge`` calls again. ``reprocess`` re-parses the stored replies
+with the current extraction rules and makes no call at all.
+
+Per answer and judge: one call with ``primary.jinja``; when no rule finds a score in the reply, one
+follow-up call in the same conversation with ``fallback.jinja``; when that fails too the score is null
+and ``error`` says why. Error answers are never sent: their row has a null score and
+``error = 'answer_error'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+from dataclasses import dataclass, field
+
+import orjson
+import pyarrow as pa
+
+from . import benchmarks as bm
+from .client import ChatClient, Completion
+from .dispatch import Dispatcher
+from .errors import LLMError
+from .extract import Extraction, extract
+from .prompts import judge_fallback, judge_messages, judging_hash
+from .schema import TABLES
+from .store import Journal, Store, now_us
+
+__all__ = ["Judge", "JudgeConfig", "JudgeProgress", "judge", "reprocess"]
+
+ANSWER_ERROR = "answer_error"
+_KEY = ("benchmark", "question_id", "sample_index", "strategy")
+
+
+@dataclass(frozen=True)
+class Judge:
+    """A judge model and the client of the endpoint that serves it (shared with any stage on that endpoint)."""
+
+    name: str
+    client: ChatClient
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    temperature: float = 0.0
+    max_tokens: int = 1024
+
+
+@dataclass
+class JudgeProgress:
+    total: int = 0
+    done: int = 0
+    reused: int = 0
+    judged: int = 0  # judgements that needed a call this session
+    fallbacks: int = 0
+    null_scores: int = 0
+    by_judge: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Item:
+    answer: dict
+    judge: Judge
+    messages: list[dict]
+    prompt_hash: str
+    answer_hash: str
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    reply: Completion
+    extraction: Extraction
+    fallback: Completion | None = None
+    fallback_error: LLMError | None = None
+
+
+def answer_hash(content: str | None) -> str:
+    return hashlib.sha256((content or "").encode()).hexdigest()[:16]
+
+
+async def judge(
+    store: Store,
+    run_id: str,
+    judges: list[Judge],
+    config: JudgeConfig = JudgeConfig(),
+    *,
+    rejudge: bool = False,
+    progress: JudgeProgress | None = None,
+) -> JudgeProgress:
+    """Judge the run's answers with every judge; returns the counters."""
+    progress = progress or JudgeProgress()
+    questions = {(q["benchmark"], q["question_id"]): q for q in store.read("questions", run_id).to_pylist()}
+    answers = store.read("answers", run_id, [*_KEY, "content", "error"]).to_pylist()
+    existing = {
+        (*(r[k] for k in _KEY), r["judge"]): (r["prompt_hash"], r["answer_hash"], r["error"])
+        for r in store.read("judgements", run_id, [*_KEY, "judge", "prompt_hash", "answer_hash", "error"]).to_pylist()
+    }
+    journal = store.journal(run_id)
+    try:
+        work: dict[ChatClient, list[_Item]] = {}
+        for answer in answers:
+            name = answer["benchmark"]
+            if name not in bm.BENCHMARKS or (name, answer["question_id"]) not in questions:
+                continue  # an answer whose question or benchmark this version does not know: nothing to judge
+            prompt_hash, a_hash = judging_hash(name), answer_hash(answer["content"])
+            for j in judges:
+                progress.total += 1
+                old = existing.get((*(answer[k] for k in _KEY), j.name))
+                if not rejudge and old is not None and old[:2] == (prompt_hash, a_hash) and not _call_failed(old[2]):
+                    progress.done += 1
+                    progress.reused += 1
+                    continue
+                if answer["error"] is not None:  # never sent to a judge; counted, not averaged as zero
+                    journal.append("judgements", _row(run_id, answer, j.name, prompt_hash, a_hash,
+                                                      error=ANSWER_ERROR))
+                    progress.done += 1
+                    progress.null_scores += 1
+                    continue
+                scale = bm.BENCHMARKS[name].scale
+                messages = judge_messages(name, questions[(name, answer["question_id"])], answer["content"], scale)
+                work.setdefault(j.client, []).append(_Item(answer, j, messages, prompt_hash, a_hash))
+        record = functools.partial(_record, journal, run_id, progress)
+        call = functools.partial(_call, config)
+        await asyncio.gather(*(
+            Dispatcher(iter(items), call, record, client.limiter.config.max).run() for client, items in work.items()
+        ))
+    finally:
+        journal.close()
+    store.compact("judgements", run_id)
+    store.compact("token_usage", run_id)
+    return progress
+
+
+def _call_failed(error: str | None) -> bool:
+    return error is not None and error.startswith("judge_error")
+
+
+def _body(item: _Item, config: JudgeConfig, messages: list[dict]) -> bytes:
+    return orjson.dumps({"model": item.judge.name, "messages": messages, "temperature": config.temperature,
+                         "max_tokens": config.max_tokens})
+
+
+async def _call(config: JudgeConfig, item: _Item) -> _Verdict:
+    """The primary call, and the fallback call when the reply has no readable score."""
+    spec = bm.BENCHMARKS[item.answer["benchmark"]]
+    client = item.judge.client
+    reply = await client.chat(_body(item, config, item.messages))
+    found = extract(reply.content, spec.scale, spec.rules)
+    if found.ok:
+        return _Verdict(reply, found)
+    follow_up = [*item.messages, {"role": "assistant", "content": reply.content or ""},
+                 {"role": "user", "content": judge_fallback(spec.name, spec.scale)}]
+    try:
+        fallback = await client.chat(_body(item, config, follow_up))
+    except LLMError as exc:
+        return _Verdict(reply, found, None, exc)
+    return _Verdict(reply, _with_fallback(found, fallback.content, spec), fallback)
+
+
+def _with_fallback(first: Extraction, fallback_reply: str | None, spec: bm.Benchmark) -> Extraction:
+    second = extract(fallback_reply, spec.scale, spec.rules)
+    if second.ok:
+        return Extraction(second.score, f"fallback:{second.method}", None)
+    return Extraction(None, None, f"reply: {first.reason}; fallback: {second.reason}")
+
+
+def _row(run_id: str, answer: dict, judge_name: str, prompt_hash: str, a_hash: str, **values: object) -> dict:
+    scale = bm.BENCHMARKS[answer["benchmark"]].scale
+    return {"run_id": run_id, **{k: answer[k] for k in _KEY}, "judge": judge_name,
+            "score_scale": f"{scale[0]}-{scale[1]}", "prompt_hash": prompt_hash, "answer_hash": a_hash,
+            "created_at": now_us(), **values}
+
+
+def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item, verdict: _Verdict | None,
+            exc: LLMError | None) -> None:
+    """Journal one judgement with its token usage (primary and fallback calls together)."""
+    name = item.judge.name
+    if verdict is None:
+        assert exc is not None
+        row = _row(run_id, item.answer, name, item.prompt_hash, item.answer_hash,
+                   error=f"judge_error: {exc.error_type}: {exc}"[:2000])
+        requests, prompt, completion = exc.attempts, 0, 0
+    else:
+        calls = [c for c in (verdict.reply, verdict.fallback) if c is not None]
+        requests = sum(c.attempts for c in calls) + (verdict.fallback_error.attempts if verdict.fallback_error else 0)
+        prompt, completion = sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls)
+        found = verdict.extraction
+        error = None
+        if not found.ok:
+            error = (f"judge_error on fallback: {verdict.fallback_error.error_type}; reply: {found.reason}"
+                     if verdict.fallback_error else f"unparseable: {found.reason}")
+        row = _row(run_id, item.answer, name, item.prompt_hash, item.answer_hash, score=found.score,
+                   parse_method=found.method, judge_output=verdict.reply.content,
+                   fallback_output=verdict.fallback.content if verdict.fallback else None,
+                   prompt_tokens=prompt, completion_tokens=completion, error=error)
+        progress.fallbacks += verdict.fallback is not None or verdict.fallback_error is not None
+    usage = {"run_id": run_id, "stage": "judging", "benchmark": item.answer["benchmark"], "model": name,
+             "requests": requests, "prompt_tokens": prompt, "completion_tokens": completion, "cached_requests": 0,
+             "created_at": now_us()}
+    journal.append_many([("judgements", row), ("token_usage", usage)])
+    progress.done += 1
+    progress.judged += 1
+    progress.null_scores += row.get("score") is None
+    progress.by_judge[name] = progress.by_judge.get(name, 0) + 1
+
+
+def reprocess(store: Store, run_id: str) -> int:
+    """Re-parse every stored judge reply of the run with the current rules; no API call. Returns rows changed."""
+    rows = store.read("judgements", run_id).to_pylist()
+    changed = 0
+    for row in rows:
+        spec = bm.BENCHMARKS.get(row["benchmark"])
+        if spec is None or row["judge_output"] is None:
+            continue  # answer errors and failed judge calls hold no reply to re-read
+        found = extract(row["judge_output"], spec.scale, spec.rules)
+        if not found.ok and row["fallback_output"] is not None:
+            found = _with_fallback(found, row["fallback_output"], spec)
+        error = None if found.ok else (
+            row["error"] if _call_failed(row["error"]) else f"unparseable: {found.reason}")
+        new = (found.score, found.method, error)
+        if new != (row["score"], row["parse_method"], row["error"]):
+            row["score"], row["parse_method"], row["error"] = new
+            changed += 1
+    if changed:
+        store.replace("judgements", run_id, pa.Table.from_pylist(rows, schema=TABLES["judgements"].schema))
+    return changed
