@@ -87,6 +87,9 @@ def test_run_then_sql_in_three_formats(server, tmp_path, data_dir):
     as_table = shaberi("sql", q, "--results-dir", results)
     assert "rakuda" in as_table.stdout and "tengu" in as_table.stdout
 
+    everything = shaberi("sql", "SELECT * FROM answers", "--format", "json", "--results-dir", results)
+    assert everything.returncode == 0, everything.stderr  # timestamps, lists and nulls all convert
+    assert len(json.loads(everything.stdout)) == 4 and json.loads(everything.stdout)[0]["created_at"]
     env_dir = shaberi("sql", "SELECT count(*) AS n FROM runs", "--format", "csv", env={"SHABERI_RESULTS_DIR": results})
     assert env_dir.stdout.splitlines() == ["n", "1"]
     bad = shaberi("sql", "SELECT nope FROM answers", "--results-dir", results)

@@ -46,6 +46,12 @@ class LoopbackServer:
         with urllib.request.urlopen(f"{root}/_stats", timeout=10) as resp:
             return json.loads(resp.read())
 
+    def fail_next(self, *statuses: int) -> None:
+        """Answer the next chat requests with these HTTP statuses."""
+        root = self.base_url.removesuffix("/v1")
+        data = json.dumps(list(statuses)).encode()
+        urllib.request.urlopen(urllib.request.Request(f"{root}/_fail", data=data, method="POST"), timeout=10).close()
+
     def reset(self) -> None:
         root = self.base_url.removesuffix("/v1")
         urllib.request.urlopen(urllib.request.Request(f"{root}/_reset", method="POST"), timeout=10).close()

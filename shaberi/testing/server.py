@@ -20,8 +20,9 @@ A request whose system message contains ``FINAL SCORE`` is a judge call. Its rep
 holds the judge's first reply), else a short reasoning line and ``FINAL SCORE: n`` with n in 1..5 from
 a hash of the prompt, valid on every benchmark's scale.
 
-``GET /_stats`` returns call counts (total, per request key, per status), and the peak in-flight count;
-``POST /_reset`` clears them. Run it with ``python -m shaberi.testing.server --port 0``; it prints
+``POST /_fail`` with a JSON list of statuses (``[503, 503]``) answers the next chat requests with those,
+whatever they hold. ``GET /_stats`` returns call counts (total, per request key, per status), and the
+peak in-flight count; ``POST /_reset`` clears them. Run it with ``python -m shaberi.testing.server --port 0``; it prints
 ``READY <base_url>`` once listening.
 """
 
@@ -65,6 +66,7 @@ class FakeLLM:
         self.peak_in_flight = 0
         self.by_key: Counter[str] = Counter()
         self.by_status: Counter[int] = Counter()
+        self.forced: list[int] = []
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -72,6 +74,7 @@ class FakeLLM:
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/_stats", self.stats)
         app.router.add_post("/_reset", self.reset_handler)
+        app.router.add_post("/_fail", self.fail_handler)
         return app
 
     async def models(self, request: web.Request) -> web.Response:
@@ -89,6 +92,10 @@ class FakeLLM:
 
     async def reset_handler(self, request: web.Request) -> web.Response:
         self.reset()
+        return web.Response(text="ok")
+
+    async def fail_handler(self, request: web.Request) -> web.Response:
+        self.forced.extend(int(status) for status in orjson.loads(await request.read()))
         return web.Response(text="ok")
 
     def _respond(self, status: int, body: bytes, headers: dict | None = None) -> web.Response:
@@ -113,6 +120,8 @@ class FakeLLM:
         key = request_key(messages)
         attempt = self.by_key[key]
         self.by_key[key] += 1
+        if self.forced:
+            return self._respond(self.forced.pop(0), b'{"error": {"message": "forced by /_fail"}}')
         if self.capacity and self.in_flight > self.capacity:
             return self._respond(429, b'{"error": {"message": "capacity exceeded"}}')
         text = "\n".join(str(m.get("content") or "") for m in messages)
