@@ -27,6 +27,7 @@ import orjson
 from aiolimiter import AsyncLimiter
 
 from . import errors
+from .lease import EndpointLease
 
 __all__ = [
     "AIMDConfig",
@@ -213,6 +214,7 @@ class ChatClient:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.requests = 0  # HTTP requests sent, retries included
         self.rate_limited = 0  # of which answered 429
+        self.lease: EndpointLease | None = None  # set to share the endpoint's slots with other processes
 
     async def check(self) -> None:
         """Fail fast, before any work is written, when the endpoint is unreachable or refuses the key."""
@@ -237,6 +239,7 @@ class ChatClient:
             if self.rpm is not None:
                 await self.rpm.acquire()
             await self.limiter.acquire()
+            slot = await self.lease.acquire() if self.lease else None
             rate_limited = ok = False
             try:
                 self.requests += 1
@@ -253,6 +256,8 @@ class ChatClient:
                     raise
                 delay = self._backoff(attempts, exc.retry_after)
             finally:
+                if slot is not None:
+                    self.lease.release(slot)  # type: ignore[union-attr]
                 self.limiter.release(rate_limited=rate_limited, success=ok)
             if ok:
                 content, reasoning, finish, usage = result
@@ -274,6 +279,8 @@ class ChatClient:
 
     async def aclose(self) -> None:
         await self.transport.aclose()
+        if self.lease:
+            self.lease.close()
 
 
 def _per_minute(rpm: float) -> AsyncLimiter:

@@ -19,10 +19,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import benchmarks as bm
-from .client import AIMDConfig, ChatClient, ClientConfig
+from .client import ChatClient, ClientConfig
 from .errors import UsageError
 from .generate import GenerationConfig, Progress, generate
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, reprocess
+from .lease import EndpointLease
 from .prompts import generation_template, judging_hash, template_hash
 from .run import RunInfo, run_id_for, validate_name
 from .schema import TABLES
@@ -130,10 +131,12 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
     datasets = [bm.load(n, req.data_dir, req.limit) for n in names]
     api_key = resolve_api_key(req.base_url, req.api_key_env)
     candidate = ChatClient(req.base_url, api_key, req.client)
-    clients = {(candidate.base_url, api_key): candidate}
+    judge_clients: dict[tuple[str, str | None], ChatClient] = {}
+    clients = [candidate]
     try:
-        judges = _judges(req, clients, api_key) if "judge" in stages else []
-        for client in clients.values():
+        judges = _judges(req, judge_clients) if "judge" in stages else []
+        clients += judge_clients.values()
+        for client in clients:
             await client.check()
         info = RunInfo(
             model=req.model,
@@ -147,7 +150,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             | {f"judging/{n}": judging_hash(n) for n in names},
             judges=tuple(f"{j.name}@{j.client.base_url}" for j in judges),
         )
-        outcome = Outcome(info, clients=list(clients.values()))
+        outcome = Outcome(info, clients=clients)
         store = Store(req.results_dir)
         with store.lock(info.run_id, f"run {req.model!r} tag {req.tag!r}"):
             _merge_previous(store, info)
@@ -169,24 +172,24 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             store.replace("runs", info.run_id, [info.row("complete", None, candidate.limiter.history)])
         return outcome
     finally:
-        for client in clients.values():
+        for client in clients:
             await client.aclose()
 
 
-def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient], candidate_key: str | None
-            ) -> list[Judge]:
-    """One Judge per --judge; judges on the same endpoint (and key) as anything else share its client."""
+def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) -> list[Judge]:
+    """One Judge per --judge. Judges on one endpoint (and key) share a client: one limiter, and one lease
+    of that endpoint's slots with every other shaberi process on this machine (see ``lease``)."""
     key_env = req.judge_api_key_env or req.api_key_env
-    aimd = req.client.aimd if req.judge_concurrency is None else AIMDConfig(
-        min(req.client.aimd.start, req.judge_concurrency), min(req.client.aimd.min, req.judge_concurrency),
-        req.judge_concurrency, req.client.aimd.increase, req.client.aimd.decrease_factor, req.client.aimd.cooldown)
+    top = req.judge_concurrency or req.client.aimd.max
+    aimd = replace(req.client.aimd, start=min(req.client.aimd.start, top), min=min(req.client.aimd.min, top), max=top)
     judges = []
     for spec in dict.fromkeys(req.judges):
         name, url = parse_judge(spec, (req.judge_base_url or req.base_url).rstrip("/"))
         _check_base_url(url)
         key = resolve_api_key(url, key_env, "--judge-api-key-env")
         if (url, key) not in clients:
-            clients[(url, key)] = ChatClient(url, key, replace(req.client, aimd=aimd))
+            clients[(url, key)] = client = ChatClient(url, key, replace(req.client, aimd=aimd))
+            client.lease = EndpointLease(url, top)
         judges.append(Judge(name, clients[(url, key)]))
     return judges
 

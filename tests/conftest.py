@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from shaberi.sql import connect
 from shaberi.testing import LoopbackServer
 
 REPO = Path(__file__).resolve().parent.parent
+# Judge-endpoint slots are machine-wide (shaberi.lease); keep the suite's own, inherited by subprocesses.
+os.environ["SHABERI_LEASE_DIR"] = tempfile.mkdtemp(prefix="shaberi-test-leases-")
 
 
 @pytest.fixture(scope="session")

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 
 import pytest
 
 from shaberi import judge as judge_module
 from shaberi.client import ClientConfig
 from shaberi.pipeline import RunRequest, run
+from shaberi.testing import LoopbackServer
 
 from .conftest import query, shaberi, write_rakuda
 
@@ -188,3 +192,25 @@ def test_reprocess_of_an_unknown_run(tmp_path, missing):
     proc = shaberi("run", "--model", args["--model"], "--tag", args["--tag"], "--reprocess",
                    "--results-dir", str(tmp_path))
     assert proc.returncode == 2 and proc.stderr.startswith("error: no run for model")
+
+
+def test_two_processes_judging_one_endpoint_share_its_maximum(tmp_path, data_dir):
+    """Each process may send 4 at once; together they must not exceed 4 either."""
+    with LoopbackServer(latency_ms=60) as slow:
+        def args(tag: str) -> list[str]:
+            return ["run", "--model", "m", "--tag", tag, "--base-url", slow.base_url, "--benchmark", "tengu",
+                    "--limit", "40", "--results-dir", str(tmp_path), "--data-dir", str(data_dir),
+                    "--judge", "judge-a", "--judge-concurrency", "4"]
+
+        for tag in ("a", "b"):
+            assert shaberi(*args(tag), "--stages", "generate").returncode == 0
+        slow.reset()
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+        procs = [subprocess.Popen([sys.executable, "-m", "shaberi", *args(tag), "--stages", "judge"], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for tag in ("a", "b")]
+        outs = [p.communicate(timeout=120) for p in procs]
+        stats = slow.stats()
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert stats["calls"] == 80
+    assert stats["peak_in_flight"] <= 4
+    assert query(tmp_path, "SELECT count(*), count(score) FROM judgements") == [(80, 80)]
