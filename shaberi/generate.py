@@ -14,7 +14,7 @@ import contextlib
 import functools
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -106,28 +106,31 @@ class _Work:
 
 
 def _plan(
-    datasets: list[Dataset], model: str, base_url: str, config: GenerationConfig,
+    questions: Iterable[Question], model: str, base_url: str, config: GenerationConfig,
     existing: dict[tuple, tuple], rerun: bool, retry_errors: int, progress: Progress,
+    earlier: Callable[[Question, int], list[str] | None] = lambda q, s: [],
 ) -> Iterator[_Work]:
     """Yield the calls still needed, lazily, counting reused rows as it goes."""
-    for ds in datasets:
-        stats = progress.benchmarks[ds.benchmark]
-        for q in ds.questions:
-            messages = generation_messages(q)
-            for s in range(config.samples):
-                body = orjson.dumps(config.body(model, messages, s))
-                digest = hashlib.sha256(b"%s\n%s\n%d" % (base_url.encode(), body, s)).hexdigest()[:32]
-                old = existing.get((q.benchmark, q.question_id, s))
-                calls, attempts = 1, 0
-                if old is not None and old[0] == digest and not rerun:
-                    _, error, old_calls, old_attempts = old
-                    if error is None or old_calls >= 1 + retry_errors:
-                        stats.done += 1
-                        stats.cached += error is None
-                        stats.errors += error is not None
-                        continue
-                    calls, attempts = old_calls + 1, old_attempts
-                yield _Work(q, s, body, digest, calls, attempts)
+    for q in questions:
+        stats = progress.benchmarks[q.benchmark]
+        for s in range(config.samples):
+            history = earlier(q, s)
+            if history is None:
+                continue  # an earlier turn failed: recorded as an error row by _next_turns
+            messages = generation_messages(q, history)
+            body = orjson.dumps(config.body(model, messages, s))
+            digest = hashlib.sha256(b"%s\n%s\n%d" % (base_url.encode(), body, s)).hexdigest()[:32]
+            old = existing.get((q.benchmark, q.question_id, s))
+            calls, attempts = 1, 0
+            if old is not None and old[0] == digest and not rerun:
+                _, error, old_calls, old_attempts = old
+                if error is None or old_calls >= 1 + retry_errors:
+                    stats.done += 1
+                    stats.cached += error is None
+                    stats.errors += error is not None
+                    continue
+                calls, attempts = old_calls + 1, old_attempts
+            yield _Work(q, s, body, digest, calls, attempts)
 
 
 async def generate(
@@ -143,26 +146,34 @@ async def generate(
     progress: Progress | None = None,
     batch_rows: int = 4000,
 ) -> Progress:
-    """Answer what is missing; return the counters (also updated live in ``progress``)."""
+    """Answer what is missing; return the counters (also updated live in ``progress``).
+
+    Later turns of a conversation (questions with ``extra.previous``) go in a second phase, once the
+    turns they continue have answers: the model's own earlier answers are part of their request.
+    """
     progress = progress or Progress()
     for ds in datasets:
         progress.benchmarks[ds.benchmark] = BenchmarkProgress(total=len(ds.questions) * config.samples)
-    have = store.read("answers", run_id, ["benchmark", "question_id", "sample_index", "strategy",
-                                          "request_hash", "error", "calls", "attempts"]).to_pylist()
-    existing = {
-        (r["benchmark"], r["question_id"], r["sample_index"]):
-        (r["request_hash"], r["error"], r["calls"] or 1, r["attempts"] or 0)
-        for r in have if not r["strategy"]
-    }
-    del have
-    work = _plan(datasets, model, client.base_url, config, existing, rerun, retry_errors, progress)
+    existing = _existing(store, run_id)
+    questions = [q for ds in datasets for q in ds.questions]
+    first = [q for q in questions if "previous" not in q.extra]
+    later = [q for q in questions if "previous" in q.extra]
     journal = store.journal(run_id, batch_rows=batch_rows)
     try:
         stop = asyncio.Event()
         ticker = asyncio.create_task(_flush_when_due(journal, stop))
+        record = functools.partial(_record, journal, run_id, model, progress)
+        plan = functools.partial(_plan, model=model, base_url=client.base_url, config=config, existing=existing,
+                                 rerun=rerun, retry_errors=retry_errors, progress=progress)
         try:
-            record = functools.partial(_record, journal, run_id, model, progress)
-            await Dispatcher(work, lambda item: client.chat(item.body), record, client.limiter.config.max).run()
+            await Dispatcher(plan(first), lambda item: client.chat(item.body), record, client.limiter.config.max).run()
+            previous = {(q.benchmark, q.question_id): q.extra["previous"] for q in later}
+            while later:  # one phase per turn depth
+                journal.flush()
+                earlier = _earlier_answers(_contents(store, run_id), previous)
+                now, later = _next_turns(later, earlier, journal, run_id, model, progress, config.samples)
+                await Dispatcher(plan(now, earlier=earlier), lambda item: client.chat(item.body), record,
+                                 client.limiter.config.max).run()
         finally:
             stop.set()
             await ticker
@@ -175,6 +186,61 @@ async def generate(
         store.compact("answers", run_id)  # drop rows superseded by this session's calls
     store.compact("token_usage", run_id)
     return progress
+
+
+def _existing(store: Store, run_id: str) -> dict[tuple, tuple]:
+    rows = store.read("answers", run_id, ["benchmark", "question_id", "sample_index", "strategy", "request_hash",
+                                          "error", "calls", "attempts"]).to_pylist()
+    return {(r["benchmark"], r["question_id"], r["sample_index"]):
+            (r["request_hash"], r["error"], r["calls"] or 1, r["attempts"] or 0) for r in rows if not r["strategy"]}
+
+
+def _contents(store: Store, run_id: str) -> dict[tuple[str, str, int], str | None]:
+    """(benchmark, question_id, sample_index) -> answer text, None for an error answer."""
+    rows = store.read("answers", run_id, ["benchmark", "question_id", "sample_index", "strategy", "content",
+                                          "error"]).to_pylist()
+    return {(r["benchmark"], r["question_id"], r["sample_index"]): None if r["error"] else r["content"]
+            for r in rows if not r["strategy"]}
+
+
+def _earlier_answers(contents: dict, previous: dict[tuple[str, str], str]
+                     ) -> Callable[[Question, int], list[str] | None]:
+    """For a later turn: the model's answers to the turns before it, oldest first; None if one failed."""
+
+    def earlier(q: Question, sample: int) -> list[str] | None:
+        chain, key = [], previous.get((q.benchmark, q.question_id))
+        while key is not None:
+            text = contents.get((q.benchmark, key, sample))
+            if text is None:
+                return None
+            chain.append(text)
+            key = previous.get((q.benchmark, key))
+        return chain[::-1]
+
+    return earlier
+
+
+def _next_turns(later: list[Question], earlier: Callable[[Question, int], list[str] | None], journal: Journal,
+                run_id: str, model: str, progress: Progress, samples: int) -> tuple[list[Question], list[Question]]:
+    """Split later turns into those to plan now (their previous turn is no longer pending) and those whose
+    previous turn is itself still to be generated. A failed previous turn gives an error row, no call;
+    the next run retries both."""
+    pending = {(q.benchmark, q.question_id) for q in later}
+    now, wait = [], []
+    for q in later:
+        if (q.benchmark, q.extra["previous"]) in pending:
+            wait.append(q)
+            continue
+        now.append(q)
+        for s in range(samples):
+            if earlier(q, s) is None:
+                journal.append("answers", {
+                    "run_id": run_id, "benchmark": q.benchmark, "question_id": q.question_id, "sample_index": s,
+                    "strategy": "", "model": model, "error": f"turn {q.extra['previous']} has no answer",
+                    "error_type": "dependency", "attempts": 0, "calls": 0, "created_at": now_us()})
+                progress.benchmarks[q.benchmark].done += 1
+                progress.benchmarks[q.benchmark].errors += 1
+    return now, wait
 
 
 async def _flush_when_due(journal: Journal, stop: asyncio.Event) -> None:

@@ -93,8 +93,10 @@ async def judge(
 ) -> JudgeProgress:
     """Judge the run's answers with every judge; returns the counters."""
     progress = progress or JudgeProgress()
-    questions = {(q["benchmark"], q["question_id"]): q for q in store.read("questions", run_id).to_pylist()}
+    questions = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
+                 for q in store.read("questions", run_id).to_pylist()}
     answers = store.read("answers", run_id, [*_KEY, "content", "error"]).to_pylist()
+    texts = {tuple(a[k] for k in _KEY): a["content"] for a in answers}
     existing = {
         (*(r[k] for k in _KEY), r["judge"]): (r["prompt_hash"], r["answer_hash"], r["error"])
         for r in store.read("judgements", run_id, [*_KEY, "judge", "prompt_hash", "answer_hash", "error"]).to_pylist()
@@ -106,7 +108,10 @@ async def judge(
             name = answer["benchmark"]
             if name not in bm.BENCHMARKS or (name, answer["question_id"]) not in questions:
                 continue  # an answer whose question or benchmark this version does not know: nothing to judge
-            prompt_hash, a_hash = judging_hash(name), answer_hash(answer["content"])
+            question = questions[(name, answer["question_id"])]
+            history = _history(question, answer, questions, texts)
+            prompt_hash = judging_hash(name)
+            a_hash = answer_hash("\0".join([*(h["assistant"] for h in history), answer["content"] or ""]))
             for j in judges:
                 progress.total += 1
                 old = existing.get((*(answer[k] for k in _KEY), j.name))
@@ -121,7 +126,7 @@ async def judge(
                     progress.null_scores += 1
                     continue
                 scale = bm.BENCHMARKS[name].scale
-                messages = judge_messages(name, questions[(name, answer["question_id"])], answer["content"], scale)
+                messages = judge_messages(name, question, answer["content"], scale, history)
                 work.setdefault(j.client, []).append(_Item(answer, j, messages, prompt_hash, a_hash))
         record = functools.partial(_record, journal, run_id, progress)
         call = functools.partial(_call, config)
@@ -133,6 +138,17 @@ async def judge(
     store.compact("judgements", run_id)
     store.compact("token_usage", run_id)
     return progress
+
+
+def _history(question: dict, answer: dict, questions: dict, texts: dict) -> list[dict[str, str]]:
+    """The earlier turns of a conversation, as the model answered them ({user, assistant}), oldest first."""
+    turns, key = [], question["extra"].get("previous")
+    while key is not None:
+        earlier = questions[(answer["benchmark"], key)]
+        text = texts.get((answer["benchmark"], key, answer["sample_index"], answer["strategy"]))
+        turns.append({"user": earlier["turns"][-1], "assistant": text or ""})
+        key = earlier["extra"].get("previous")
+    return turns[::-1]
 
 
 def _call_failed(error: str | None) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 
 import jinja2
@@ -35,9 +35,13 @@ def generation_template(benchmark: str) -> str:
     return f"generation/{benchmark}.jinja"
 
 
-def generation_messages(question: Question) -> list[dict[str, str]]:
-    """System message (the template's ``system`` variable) and the rendered user turn."""
-    return _messages(generation_template(question.benchmark), {"question": question})
+def generation_messages(question: Question, earlier_answers: Sequence[str] = ()) -> list[dict[str, str]]:
+    """System message (the template's ``system`` variable), then for a multi-turn question each earlier user
+    turn followed by the model's own answer to it, then the rendered current turn."""
+    messages = _messages(generation_template(question.benchmark), {"question": question})
+    earlier = [m for user, answer in zip(question.turns[:-1], earlier_answers, strict=True)
+               for m in ({"role": "user", "content": user}, {"role": "assistant", "content": answer})]
+    return [*messages[:-1], *earlier, messages[-1]]
 
 
 def judging_hash(benchmark: str) -> str:
@@ -50,9 +54,12 @@ def judging_hash(benchmark: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def judge_messages(benchmark: str, question: Mapping, answer: str, scale: tuple[int, int]) -> list[dict[str, str]]:
-    """The primary judging prompt: system instructions, then question, reference, criteria and the answer."""
-    return _messages(f"judging/{benchmark}/primary.jinja", {"question": question, "answer": answer, "scale": scale})
+def judge_messages(benchmark: str, question: Mapping, answer: str, scale: tuple[int, int],
+                   history: Sequence[Mapping[str, str]] = ()) -> list[dict[str, str]]:
+    """The primary judging prompt: system instructions, then question, reference, criteria and the answer;
+    for a later turn of a conversation, ``history`` holds the earlier turns ({user, assistant})."""
+    context = {"question": question, "answer": answer, "scale": scale, "history": list(history)}
+    return _messages(f"judging/{benchmark}/primary.jinja", context)
 
 
 def judge_fallback(benchmark: str, scale: tuple[int, int]) -> str:

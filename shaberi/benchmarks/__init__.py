@@ -83,26 +83,27 @@ def registry() -> dict[str, dict]:
 
 def resolve(spec: str) -> list[str]:
     """``all`` or a comma-separated list of benchmark names, validated."""
-    everything = [n for n in registry() if n in BENCHMARKS]
+    entries = registry()
+    everything = [n for n in entries if n in BENCHMARKS and not entries[n].get("opt_in")]
     names = everything if spec.strip() == "all" else [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown or not names:
         raise UsageError(
             f"unknown benchmark {', '.join(unknown) or repr(spec)}; choose from: all, {', '.join(everything)}"
+            f" (opt-in: {', '.join(n for n in entries if n in BENCHMARKS and n not in everything)})"
         )
     return list(dict.fromkeys(names))
 
 
-def locate(name: str, data_dir: Path) -> Path:
+def locate(name: str, data_dir: Path, key: str = "file") -> Path:
     entry = registry()[name]
-    stem = data_dir / entry["file"]
+    stem = data_dir / entry[key]
     for ext in FORMATS:
         if stem.with_suffix(ext).is_file():
             return stem.with_suffix(ext)
-    raise DataError(
-        f"{name}: no dataset file at {stem}.{{jsonl,csv,parquet}}; put {entry['hf_repo']}'s "
-        f"{entry['hf_file']} there, or run: shaberi data pull --data-dir {data_dir}"
-    )
+    where = (f"put {entry['hf_repo']}'s {entry['hf_file']} there, or run: shaberi data pull --data-dir {data_dir}"
+             if "hf_repo" in entry else f"it comes from {entry['source']}")
+    raise DataError(f"{name}: no dataset file at {stem}.{{jsonl,csv,parquet}}; {where}")
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -127,25 +128,37 @@ def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:
     """Load, validate and convert one benchmark's upstream file."""
     entry = registry()[name]
     path = locate(name, data_dir)
-    rows = read_rows(path)
-    if rows:
-        alternatives = [[c] if isinstance(c, str) else c for c in entry["columns"]]
-        missing = ["/".join(a) for a in alternatives if not any(c in rows[0] for c in a)]
-        if missing:
-            raise DataError(
-                f"{name}: {path} lacks the upstream column(s) {', '.join(missing)} "
-                f"(it has {', '.join(rows[0])}); use the file from {entry['hf_repo']}"
-            )
-    questions = list(_take(BENCHMARKS[name].convert(rows), limit))
+    rows = _checked_rows(name, path, entry["columns"], entry)
+    extra = {}
+    if "references" in entry:
+        ref_path = locate(name, data_dir, "references")
+        extra["references"] = _checked_rows(name, ref_path, entry["reference_columns"], entry)
+    questions = list(_take(BENCHMARKS[name].convert(rows, **extra), limit))
     if not questions:
         raise DataError(f"{name}: {path} holds no questions; re-download it with: shaberi data pull")
     digest = sha256_file(path)
     return Dataset(name, path, digest, len(rows), questions, digest in entry.get("sha256", []))
 
 
+def _checked_rows(name: str, path: Path, columns: list, entry: dict) -> list[dict]:
+    rows = read_rows(path)
+    if rows:
+        alternatives = [[c] if isinstance(c, str) else c for c in columns]
+        missing = ["/".join(a) for a in alternatives if not any(c in rows[0] for c in a)]
+        if missing:
+            raise DataError(
+                f"{name}: {path} lacks the upstream column(s) {', '.join(missing)} "
+                f"(it has {', '.join(rows[0])}); use the file from {entry.get('hf_repo') or entry.get('source')}"
+            )
+    return rows
+
+
 def pull(name: str, data_dir: Path) -> Path:
     """Download the registered upstream file from the Hugging Face hub into the data directory."""
     entry = registry()[name]
+    if "hf_repo" not in entry:
+        raise DataError(f"{name} is not on the Hugging Face hub; download it from {entry['source']} into "
+                        f"{data_dir / Path(entry['file']).parent}")
     suffix = Path(entry["hf_file"]).suffix
     target = (data_dir / entry["file"]).with_suffix(suffix)
     try:
@@ -182,4 +195,4 @@ def _text(value: object) -> str | None:
     return s if s.strip() else None
 
 
-from . import elyza, mt_bench, rakuda, tengu  # noqa: E402,F401  (registration)
+from . import elyza, mt_bench, mt_bench_full, rakuda, tengu  # noqa: E402,F401  (registration)

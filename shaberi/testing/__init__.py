@@ -46,6 +46,12 @@ class LoopbackServer:
         with urllib.request.urlopen(f"{root}/_stats", timeout=10) as resp:
             return json.loads(resp.read())
 
+    def requests(self) -> list[list[dict]]:
+        """The message lists of the most recent chat requests, oldest first."""
+        root = self.base_url.removesuffix("/v1")
+        with urllib.request.urlopen(f"{root}/_requests", timeout=10) as resp:
+            return json.loads(resp.read())
+
     def fail_next(self, *statuses: int) -> None:
         """Answer the next chat requests with these HTTP statuses."""
         root = self.base_url.removesuffix("/v1")

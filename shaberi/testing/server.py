@@ -22,7 +22,8 @@ a hash of the prompt, valid on every benchmark's scale.
 
 ``POST /_fail`` with a JSON list of statuses (``[503, 503]``) answers the next chat requests with those,
 whatever they hold. ``GET /_stats`` returns call counts (total, per request key, per status), and the
-peak in-flight count; ``POST /_reset`` clears them. Run it with ``python -m shaberi.testing.server --port 0``; it prints
+peak in-flight count; ``GET /_requests`` the message lists of the last 2,000 chat requests; ``POST /_reset``
+clears them. Run it with ``python -m shaberi.testing.server --port 0``; it prints
 ``READY <base_url>`` once listening.
 """
 
@@ -33,7 +34,7 @@ import asyncio
 import hashlib
 import re
 import sys
-from collections import Counter
+from collections import Counter, deque
 
 import orjson
 from aiohttp import web
@@ -67,6 +68,7 @@ class FakeLLM:
         self.by_key: Counter[str] = Counter()
         self.by_status: Counter[int] = Counter()
         self.forced: list[int] = []
+        self.recent: deque[list[dict]] = deque(maxlen=2000)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -75,6 +77,7 @@ class FakeLLM:
         app.router.add_get("/_stats", self.stats)
         app.router.add_post("/_reset", self.reset_handler)
         app.router.add_post("/_fail", self.fail_handler)
+        app.router.add_get("/_requests", self.requests_handler)
         return app
 
     async def models(self, request: web.Request) -> web.Response:
@@ -93,6 +96,9 @@ class FakeLLM:
     async def reset_handler(self, request: web.Request) -> web.Response:
         self.reset()
         return web.Response(text="ok")
+
+    async def requests_handler(self, request: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps(list(self.recent)), content_type="application/json")
 
     async def fail_handler(self, request: web.Request) -> web.Response:
         self.forced.extend(int(status) for status in orjson.loads(await request.read()))
@@ -118,6 +124,7 @@ class FakeLLM:
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return self._respond(400, b'{"error": {"message": "invalid request body"}}')
         key = request_key(messages)
+        self.recent.append(messages)
         attempt = self.by_key[key]
         self.by_key[key] += 1
         if self.forced:
