@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -101,43 +102,50 @@ async def judge(
         (*(r[k] for k in _KEY), r["judge"]): (r["prompt_hash"], r["answer_hash"], r["error"])
         for r in store.read("judgements", run_id, [*_KEY, "judge", "prompt_hash", "answer_hash", "error"]).to_pylist()
     }
+    # An answer whose benchmark or question this version does not know has nothing to be judged against.
+    answers = [a for a in answers
+               if (a["benchmark"], a["question_id"]) in questions and a["benchmark"] in bm.BENCHMARKS]
+    progress.total += len(answers) * len(judges)
     journal = store.journal(run_id)
     try:
-        work: dict[ChatClient, list[_Item]] = {}
-        for answer in answers:
-            name = answer["benchmark"]
-            if name not in bm.BENCHMARKS or (name, answer["question_id"]) not in questions:
-                continue  # an answer whose question or benchmark this version does not know: nothing to judge
-            question = questions[(name, answer["question_id"])]
-            history = _history(question, answer, questions, texts)
-            prompt_hash = judging_hash(name)
-            a_hash = answer_hash("\0".join([*(h["assistant"] for h in history), answer["content"] or ""]))
-            for j in judges:
-                progress.total += 1
-                old = existing.get((*(answer[k] for k in _KEY), j.name))
-                if not rejudge and old is not None and old[:2] == (prompt_hash, a_hash) and not _call_failed(old[2]):
-                    progress.done += 1
-                    progress.reused += 1
-                    continue
-                if answer["error"] is not None:  # never sent to a judge; counted, not averaged as zero
-                    journal.append("judgements", _row(run_id, answer, j.name, prompt_hash, a_hash,
-                                                      error=ANSWER_ERROR))
-                    progress.done += 1
-                    progress.null_scores += 1
-                    continue
-                scale = bm.BENCHMARKS[name].scale
-                messages = judge_messages(name, question, answer["content"], scale, history)
-                work.setdefault(j.client, []).append(_Item(answer, j, messages, prompt_hash, a_hash))
         record = functools.partial(_record, journal, run_id, progress)
         call = functools.partial(_call, config)
+        plan = functools.partial(_plan, run_id=run_id, answers=answers, questions=questions, texts=texts,
+                                 existing=existing, rejudge=rejudge, journal=journal, progress=progress)
+        clients = list(dict.fromkeys(j.client for j in judges))  # one dispatcher per endpoint and its limiter
         await asyncio.gather(*(
-            Dispatcher(iter(items), call, record, client.limiter.config.max).run() for client, items in work.items()
+            Dispatcher(plan([j for j in judges if j.client is c]), call, record, c.limiter.config.max).run()
+            for c in clients
         ))
     finally:
         journal.close()
     store.compact("judgements", run_id)
     store.compact("token_usage", run_id)
     return progress
+
+
+def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: dict, texts: dict, existing: dict,
+          rejudge: bool, journal: Journal, progress: JudgeProgress) -> Iterator[_Item]:
+    """Yield the judge calls still needed, lazily; reused judgements and answer errors are handled here."""
+    for answer in answers:
+        name = answer["benchmark"]
+        question = questions[(name, answer["question_id"])]
+        history = _history(question, answer, questions, texts)
+        prompt_hash = judging_hash(name)
+        a_hash = answer_hash("\0".join([*(h["assistant"] for h in history), answer["content"] or ""]))
+        for j in judges:
+            old = existing.get((*(answer[k] for k in _KEY), j.name))
+            if not rejudge and old is not None and old[:2] == (prompt_hash, a_hash) and not _call_failed(old[2]):
+                progress.done += 1
+                progress.reused += 1
+                continue
+            if answer["error"] is not None:  # never sent to a judge; counted, not averaged as zero
+                journal.append("judgements", _row(run_id, answer, j.name, prompt_hash, a_hash, error=ANSWER_ERROR))
+                progress.done += 1
+                progress.null_scores += 1
+                continue
+            messages = judge_messages(name, question, answer["content"], bm.BENCHMARKS[name].scale, history)
+            yield _Item(answer, j, messages, prompt_hash, a_hash)
 
 
 def _history(question: dict, answer: dict, questions: dict, texts: dict) -> list[dict[str, str]]:

@@ -44,6 +44,7 @@ def generation_messages(question: Question, earlier_answers: Sequence[str] = ())
     return [*messages[:-1], *earlier, messages[-1]]
 
 
+@cache
 def judging_hash(benchmark: str) -> str:
     """One hash over every template a benchmark's judging reads (its folder and the shared ``_*.jinja``)."""
     root = resource_dir("prompts") / "judging"
