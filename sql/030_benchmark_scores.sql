@@ -1,0 +1,23 @@
+-- benchmark_scores: run × judge × benchmark, on the 0–10 scale (ELYZA's 1–5 × 2). score includes the
+-- pass deltas, baseline_score does not. Null scores are counted (n_null), never averaged as 0:
+-- n_error of them are answers that failed, n_judge_error judge calls that failed. judge = '*' pools the
+-- rows of every judge (as the original leaderboard's "All" columns do; not a mean of judge means).
+-- Raw answers only (strategy = ''); ensemble strategies have their own views.
+CREATE OR REPLACE VIEW benchmark_scores AS
+WITH per_judge AS (
+    SELECT run_id, judge, benchmark,
+           avg(score_10) AS score, avg(original_score_10) AS baseline_score,
+           count(*) AS n, count(score_10) AS n_scored, count(*) - count(score_10) AS n_null,
+           count(*) FILTER (WHERE error = 'answer_error') AS n_error,
+           count(*) FILTER (WHERE error LIKE 'judge_error%') AS n_judge_error
+    FROM scores WHERE strategy = '' GROUP BY ALL
+), pooled AS (
+    SELECT run_id, '*' AS judge, benchmark,
+           avg(score_10), avg(original_score_10), count(*), count(score_10), count(*) - count(score_10),
+           count(*) FILTER (WHERE error = 'answer_error'), count(*) FILTER (WHERE error LIKE 'judge_error%')
+    FROM scores WHERE strategy = '' GROUP BY ALL
+)
+SELECT r.model, r.tag, r.base_tag, r.run_index, s.*, b.title, b.position
+FROM (SELECT * FROM per_judge UNION ALL SELECT * FROM pooled) s
+JOIN runs r USING (run_id)
+JOIN benchmark_info b USING (benchmark);

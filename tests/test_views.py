@@ -1,0 +1,131 @@
+"""The SQL views on hand-built tables: pass deltas, clamping, nulls and errors, pooling, statistics, cost."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from shaberi.sql import connect
+from shaberi.store import Store
+
+T = 1_700_000_000_000_000
+
+
+def run_row(run_id: str, tag: str, base: str, index: int, model: str = "m") -> dict:
+    return {"run_id": run_id, "tag": tag, "base_tag": base, "run_index": index, "model": model, "status": "complete",
+            "created_at": T, "updated_at": T}
+
+
+def j(run_id, bench, qid, judge, score, error=None) -> dict:
+    return {"run_id": run_id, "benchmark": bench, "question_id": qid, "sample_index": 0, "strategy": "",
+            "judge": judge, "score": score, "error": error, "created_at": T}
+
+
+def delta(run_id, bench, qid, judge, value, name="lang_mixing") -> dict:
+    return {"run_id": run_id, "benchmark": bench, "question_id": qid, "sample_index": 0, "strategy": "",
+            "judge": judge, "pass_name": name, "delta": value, "created_at": T}
+
+
+@pytest.fixture
+def lake(tmp_path):
+    store = Store(tmp_path)
+    store.write_part("runs", "r1", [run_row("r1", "t", "t", 1)])
+    store.write_part("judgements", "r1", [
+        j("r1", "elyza", "1", "A", 4), j("r1", "elyza", "2", "A", None, "answer_error"), j("r1", "elyza", "3", "A", 5),
+        j("r1", "elyza", "1", "B", 3),
+        j("r1", "tengu", "1", "A", 7), j("r1", "tengu", "2", "A", None, "unparseable: no score in the judge reply"),
+        j("r1", "tengu", "3", "A", None, "judge_error: server_error: HTTP 503"),
+        j("r1", "rakuda", "1", "A", 2),
+    ])
+    store.write_part("pass_deltas", "r1", [
+        delta("r1", "elyza", "3", "", -2),  # judge '' applies to every judge
+        delta("r1", "tengu", "1", "A", 5, "repetition"),  # 7 + 5 clamps to 10
+        delta("r1", "rakuda", "1", "A", -3),  # 2 - 3 clamps to Rakuda's minimum, 1
+        delta("r1", "elyza", "2", "A", -1),  # on a null score: stays null
+    ])
+    return connect(tmp_path)
+
+
+def test_scores_apply_pass_deltas_clamp_and_keep_the_original(lake):
+    rows = lake.execute("SELECT benchmark, question_id, judge, original_score, pass_delta, score, score_10 "
+                        "FROM scores ORDER BY 1, 2, 3").fetchall()
+    assert rows == [
+        ("elyza", "1", "A", 4, 0, 4, 8), ("elyza", "1", "B", 3, 0, 3, 6), ("elyza", "2", "A", None, -1, None, None),
+        ("elyza", "3", "A", 5, -2, 3, 6),
+        ("rakuda", "1", "A", 2, -3, 1, 1),
+        ("tengu", "1", "A", 7, 5, 10, 10), ("tengu", "2", "A", None, 0, None, None),
+        ("tengu", "3", "A", None, 0, None, None),
+    ]
+
+
+def test_benchmark_scores_count_nulls_never_average_them_and_pool_judges(lake):
+    rows = lake.execute("SELECT judge, benchmark, score, baseline_score, n, n_scored, n_null, n_error, n_judge_error "
+                        "FROM benchmark_scores ORDER BY judge, benchmark").fetchall()
+    assert rows == [
+        ("*", "elyza", (8 + 6 + 6) / 3, (8 + 6 + 10) / 3, 4, 3, 1, 1, 0),  # pooled rows, not a mean of means
+        ("*", "rakuda", 1, 2, 1, 1, 0, 0, 0),
+        ("*", "tengu", 10, 7, 3, 1, 2, 0, 1),
+        ("A", "elyza", 7, 9, 3, 2, 1, 1, 0),
+        ("A", "rakuda", 1, 2, 1, 1, 0, 0, 0),
+        ("A", "tengu", 10, 7, 3, 1, 2, 0, 1),
+        ("B", "elyza", 6, 6, 1, 1, 0, 0, 0),
+    ]
+    overall = lake.execute("SELECT judge, overall, baseline_overall, benchmarks_scored, complete FROM run_scores "
+                           "ORDER BY judge").fetchall()
+    assert overall == [("*", (20 / 3 + 1 + 10) / 3, (8 + 2 + 7) / 3, 3, False), ("A", 6, 6, 3, False),
+                       ("B", 6, 6, 1, False)]  # MT-Bench missing: left out, flagged incomplete
+
+
+def test_multi_run_stats_equal_scipy(tmp_path):
+    store = Store(tmp_path)
+    values = {"elyza": [3.0, 4.0, 4.5], "tengu": [6.0, 7.5, 8.25], "mt_bench": [5.0, 5.5, 7.0],
+              "rakuda": [2.0, 9.0, 4.0]}
+    for i in range(3):
+        rid = f"r{i + 1}"
+        store.write_part("runs", rid, [run_row(rid, f"base-run{i + 1}", "base", i + 1)])
+        store.write_part("judgements", rid, [j(rid, b, "1", "A", v[i]) for b, v in values.items()])
+    con = connect(tmp_path)
+    got = {r[0]: r[1:] for r in con.execute(
+        "SELECT benchmark, runs, mean, sd, margin, ci_low, ci_high, min, max, \"values\" FROM multi_run_stats "
+        "WHERE judge = 'A'").fetchall()}
+    to_ten = {"elyza": 2.0, "tengu": 1.0, "mt_bench": 1.0, "rakuda": 1.0}
+    scaled = {b: np.array(v) * to_ten[b] for b, v in values.items()}
+    scaled["overall"] = np.mean([scaled[b] for b in values], axis=0)
+    for bench, arr in scaled.items():
+        runs, mean, sd, margin, low, high, lo, hi, vals = got[bench]
+        sem = stats.sem(arr)
+        ci = stats.t.interval(0.95, len(arr) - 1, loc=arr.mean(), scale=sem)
+        assert runs == 3 and vals == pytest.approx(list(arr), abs=1e-12)
+        assert math.isclose(mean, arr.mean(), abs_tol=1e-9) and math.isclose(sd, arr.std(ddof=1), abs_tol=1e-9)
+        assert math.isclose(low, ci[0], abs_tol=1e-9) and math.isclose(high, ci[1], abs_tol=1e-9)
+        assert math.isclose(margin, ci[1] - arr.mean(), abs_tol=1e-9)
+        assert (lo, hi) == (arr.min(), arr.max())
+
+
+def test_cost_prices_by_longest_prefix_and_flags_unpriced_models(tmp_path):
+    store = Store(tmp_path)
+    usage = [("judging", "gpt-4.1-2025-04-14", 1_000_000, 500_000), ("judging", "openai/gpt-4.1-mini", 2_000_000, 0),
+             ("generation", "my-local-model", 5_000, 7_000)]
+    store.write_part("token_usage", "r1", [
+        {"run_id": "r1", "stage": s, "benchmark": "elyza", "model": m, "requests": 1, "prompt_tokens": p,
+         "completion_tokens": c, "cached_requests": 0, "created_at": T} for s, m, p, c in usage])
+    rows = connect(tmp_path).execute("SELECT model, priced, price_model, cost_usd FROM cost ORDER BY model").fetchall()
+    assert rows == [("gpt-4.1-2025-04-14", True, "gpt-4.1", pytest.approx(2.0 + 4.0)),
+                    ("my-local-model", False, None, 0.0),
+                    ("openai/gpt-4.1-mini", True, "gpt-4.1-mini", pytest.approx(0.8))]
+
+
+def test_token_rollup_totals(tmp_path):
+    store = Store(tmp_path)
+    store.write_part("token_usage", "r1", [
+        {"run_id": "r1", "stage": s, "benchmark": b, "model": "m", "requests": 1, "prompt_tokens": 10,
+         "completion_tokens": 1, "cached_requests": 0, "created_at": T}
+        for s, b in [("generation", "elyza"), ("generation", "tengu"), ("judging", "elyza")]])
+    con = connect(tmp_path)
+    assert con.execute("SELECT prompt_tokens FROM token_rollup WHERE stage IS NULL AND benchmark IS NULL "
+                       "AND model IS NULL").fetchall() == [(30,)]
+    assert con.execute("SELECT stage, prompt_tokens FROM token_rollup WHERE stage IS NOT NULL ORDER BY 1"
+                       ).fetchall() == [("generation", 20), ("judging", 10)]
