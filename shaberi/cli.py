@@ -17,7 +17,7 @@ from .client import AIMDConfig, ClientConfig
 from .errors import ShaberiError, UsageError
 from .generate import GenerationConfig
 from .judge import JudgeConfig
-from .pipeline import Outcome, RunRequest, reprocess_run
+from .pipeline import Outcome, RunRequest, repeated, reprocess_run
 from .run import run_id_for
 
 __all__ = ["app", "main"]
@@ -65,6 +65,8 @@ def run(
                                                           "[default: --concurrency].")] = None,
     judge_temperature: Annotated[float, typer.Option(help="Judge sampling temperature.")] = 0.0,
     judge_max_tokens: Annotated[int, typer.Option(help="Judge completion token limit.")] = 1024,
+    runs: Annotated[int, typer.Option("--runs", help="Repeat as N independent runs tagged {tag}-run1 … "
+                                      "{tag}-runN, each with its own seed.")] = 1,
     rejudge: Annotated[bool, typer.Option("--rejudge", help="Call the judges again on existing answers.")] = False,
     reprocess: Annotated[bool, typer.Option("--reprocess", help="Only re-parse stored judge replies with the "
                                             "current rules: no API calls.")] = False,
@@ -110,7 +112,8 @@ def run(
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
         judging=JudgeConfig(judge_temperature, judge_max_tokens), rejudge=rejudge,
     )
-    _run(request)
+    for each in repeated(request, runs):
+        _run(each)
 
 
 def _run(request: RunRequest) -> None:

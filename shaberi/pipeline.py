@@ -29,7 +29,7 @@ from .run import RunInfo, run_id_for, validate_name
 from .schema import TABLES
 from .store import Store, now_us
 
-__all__ = ["STAGES", "Outcome", "RunRequest", "execute", "reprocess_run", "run"]
+__all__ = ["STAGES", "Outcome", "RunRequest", "execute", "repeated", "reprocess_run", "run"]
 
 STAGES = ("generate", "judge")
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -192,6 +192,18 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
             client.lease = EndpointLease(url, top)
         judges.append(Judge(name, clients[(url, key)]))
     return judges
+
+
+def repeated(req: RunRequest, runs: int) -> list[RunRequest]:
+    """``--runs N``: N independent runs tagged ``{tag}-run1 … {tag}-runN``, each with its own seed
+    (``--seed`` + i, or i), which ``multi_run_stats`` and ``view --runs`` then aggregate."""
+    if runs < 1:
+        raise UsageError("--runs must be at least 1")
+    if runs == 1:
+        return [req]
+    base_seed = req.generation.seed or 0
+    return [replace(req, tag=f"{req.tag}-run{i}", generation=replace(req.generation, seed=base_seed + i))
+            for i in range(1, runs + 1)]
 
 
 async def reprocess_run(results_dir: Path, model: str, tag: str) -> int:

@@ -144,7 +144,7 @@ class FakeLLM:
             return self._respond(status, b'{"error": {"message": "injected fault"}}', headers)
         if self.latency:
             await asyncio.sleep(self.latency)
-        content = self._reply(messages, text, key)
+        content = self._reply(messages, text, key, payload.get("seed"))
         prompt_tokens = max(1, len(text) // 2)
         completion_tokens = max(1, len(content) // 2)
         body = {
@@ -164,7 +164,7 @@ class FakeLLM:
 
 
     @staticmethod
-    def _reply(messages: list[dict], text: str, key: str) -> str:
+    def _reply(messages: list[dict], text: str, key: str, seed: int | None = None) -> str:
         if any(m.get("role") == "system" and "FINAL SCORE" in str(m.get("content")) for m in messages):
             if m := _JUDGE.search(text):
                 primary, _, fallback = m.group(1).partition("||")
@@ -175,6 +175,8 @@ class FakeLLM:
             return m.group(1).strip().replace("\\n", "\n")
         question = str(messages[-1].get("content") or "")
         content = f"「{question[:24]}」についてお答えします。これはテスト用サーバーの応答です。"
+        if seed is not None:  # a different sample per seed, as a sampling model gives
+            content += f"（サンプル{seed}）"
         if "[[think]]" in text:
             content = "<think>まず質問を整理します。</think>" + content
         return content
