@@ -6,19 +6,17 @@ import asyncio
 import csv
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from .client import AIMDConfig, ClientConfig
 from .errors import ShaberiError, UsageError
-from .generate import GenerationConfig
-from .judge import JudgeConfig
-from .pipeline import Outcome, RunRequest, repeated, reprocess_run
-from .run import run_id_for
+
+if TYPE_CHECKING:  # the stages are imported by the commands that use them: `view` and `sql` start fast
+    from .pipeline import Outcome, RunRequest
 
 __all__ = ["app", "main"]
 
@@ -93,6 +91,12 @@ def run(
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
     """Generate answers for the Japanese benchmarks (resumable: re-run the same command to continue)."""
+    from .client import AIMDConfig, ClientConfig
+    from .generate import GenerationConfig
+    from .judge import JudgeConfig
+    from .pipeline import RunRequest, repeated, reprocess_run
+    from .run import run_id_for
+
     if reprocess:
         changed = asyncio.run(reprocess_run(results_dir, model, tag))
         typer.echo(f"reprocessed run {run_id_for(model, tag)}: {changed} judgements changed, 0 API calls")
@@ -174,6 +178,95 @@ def sql(
         Console().print(table)
 
 
+@app.command()
+def view(
+    tag: Annotated[str, typer.Option("--tag", help="A run's tag, or the base tag of runs {tag}-run1 … N.")] = "default",
+    runs: Annotated[int | None, typer.Option("--runs", help="Aggregate the runs {tag}-run1 … {tag}-runN.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Only this judge ('*': all judges pooled; the "
+                                              "default when there are several).")] = None,
+    format: Annotated[str, typer.Option("--format", help="table, csv, json or markdown.")] = "table",
+    pricing: Annotated[Path | None, typer.Option("--pricing", help="Prices per million tokens (TOML), instead of "
+                                                 "data/pricing.toml.")] = None,
+    clustered_se: Annotated[bool, typer.Option("--clustered-se", help="Add the standard error of each mean "
+                                               "clustered by question across runs (statsmodels).")] = False,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: DataDir = DEFAULT_DATA,
+) -> None:
+    """Scores per benchmark and overall (mean, sd, 95% CI and range over {tag}-runN runs), tokens and cost."""
+    from .view import build
+
+    if format not in ("table", "csv", "json", "markdown"):
+        raise UsageError(f"--format {format!r} is not one of table, csv, json, markdown")
+    report = build(results_dir, tag, runs, model, judge, pricing, clustered_se)
+    _render_report(report, format)
+
+
+def _render_report(report: object, fmt: str) -> None:
+    from .view import Report
+
+    assert isinstance(report, Report)
+    if fmt == "json":
+        body = {"tag": report.tag, "multi_run": report.multi,
+                "scores": [{"model": s.model, "judge": s.judge, "runs": s.runs,
+                            "rows": [dict(zip(s.columns, r, strict=True)) for r in s.rows]} for s in report.sections],
+                "tokens": [dict(zip(report.token_columns, r, strict=True)) for r in report.tokens]}
+        sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        for s in report.sections:
+            writer.writerow(["model", "judge", *s.columns])
+            writer.writerows([s.model, s.judge, *r] for r in s.rows)
+        writer.writerow([])
+        writer.writerow(report.token_columns)
+        writer.writerows(report.tokens)
+        return
+    tables = []
+    for s in report.sections:
+        judge = "all judges pooled" if s.judge == "*" else s.judge
+        title = f"{s.model} · {report.tag}{f' ({len(s.runs)} runs)' if report.multi else ''} · judge: {judge}"
+        if report.multi:
+            header = ["Benchmark", "Mean", "Std Dev", "95% CI", "Range", "Runs", "SE (by question)"]
+            rows = [[r[0], _num(r[1]), _num(r[2]), _ci(r[3], r[4], r[1]), _range(r[5], r[6]), str(r[7] or "-"),
+                     _num(r[8])] for r in s.rows]
+        else:
+            header = ["Benchmark", "Score", "Baseline", "n", "Null", "Errors", "Note"]
+            rows = [[r[0], _num(r[1]), _num(r[2]), *(str(v) if v is not None else "" for v in r[3:6]), r[6]]
+                    for r in s.rows]
+        tables.append((title, header, rows))
+    tokens = [[r[0], f"{r[1]:,}", f"{r[2]:,}", f"{r[3]:,}", f"{r[4]:,}", f"${r[5]:.4f}" + ("" if r[6] else " *")]
+              for r in report.tokens]
+    tables.append(("Tokens and estimated cost (* includes unpriced models, counted as $0)",
+                   ["Stage", "Requests", "Reused", "Prompt tokens", "Completion tokens", "Cost (USD)"], tokens))
+    if fmt == "markdown":
+        for title, header, rows in tables:
+            sys.stdout.write(f"### {title}\n\n| {' | '.join(header)} |\n|{'---|' * len(header)}\n")
+            sys.stdout.writelines(f"| {' | '.join(row)} |\n" for row in rows)
+            sys.stdout.write("\n")
+        return
+    console = Console()
+    for title, header, rows in tables:
+        table = Table(*header, title=title, title_justify="left")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _ci(low: float | None, high: float | None, mean: float | None) -> str:
+    if mean is None:
+        return "not run"
+    return "-" if low is None else f"{low:.2f}–{high:.2f}"
+
+
+def _range(low: float | None, high: float | None) -> str:
+    return "-" if low is None else f"{low:.2f}–{high:.2f}"
+
+
 @data_app.command("pull")
 def data_pull(
     benchmark: Annotated[str, typer.Option("--benchmark")] = "all",
@@ -196,6 +289,7 @@ def demo(
                                                   "hand-written samples shipped in data/samples.")] = None,
 ) -> None:
     """Run every stage end to end against the project's loopback test server (no key, no network)."""
+    from .pipeline import RunRequest
     from .resources import resource_dir
     from .testing import LoopbackServer
 
@@ -231,7 +325,7 @@ def _later(command: str, issue: str) -> None:
 
 
 def view_scores_main() -> None:
-    _later("view-scores", "it arrives with scores and statistics")
+    main(["view", *sys.argv[1:]])
 
 
 def inspect_output_main() -> None:

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-from scipy import stats
 
 from . import benchmarks as bm
 from .errors import UsageError
 from .resources import resource_dir
 from .schema import TABLES, Table
 
-__all__ = ["connect", "load_pricing"]
+__all__ = ["connect", "find_runs", "load_pricing"]
 
 
 def _duck_type(t: pa.DataType) -> str:
@@ -35,68 +34,96 @@ def _duck_type(t: pa.DataType) -> str:
     }[t]
 
 
-def _raw_view(con: duckdb.DuckDBPyConnection, root: Path, spec: Table) -> None:
+def _raw_view(con: duckdb.DuckDBPyConnection, root: Path, spec: Table, run_ids: list[str] | None) -> None:
     """Every declared column with its declared type, whatever the age of the parts (missing → NULL)."""
-    pattern = root / "tables" / spec.name / "*" / "part-*.parquet"
+    table_dir = root / "tables" / spec.name
     columns = [(f.name, _duck_type(f.type)) for f in spec.schema]
-    if any((root / "tables" / spec.name).glob("*/part-*.parquet")):
-        source = "read_parquet('{}', union_by_name = true, filename = '_file', hive_partitioning = false)".format(
-            str(pattern).replace("'", "''")
-        )
-        present = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    if run_ids is None:
+        files = [str(table_dir / "*" / "part-*.parquet")] if any(table_dir.glob("*/part-*.parquet")) else []
+    else:  # only the partitions of these runs: the cost follows the runs asked about, not the whole lake
+        files = [str(p) for r in run_ids for p in sorted((table_dir / f"run_id={r}").glob("part-*.parquet"))]
+    if files:
+        quoted = ", ".join("'{}'".format(f.replace("'", "''")) for f in files)
+        source = f"read_parquet([{quoted}], union_by_name = true, filename = '_file', hive_partitioning = false)"
+        # Which declared columns exist at all: a column missing from every part is missing from the newest
+        # one, so its schema is enough (union_by_name fills older parts at query time). Describing the
+        # whole union would read every part's footer twice.
+        newest = max(table_dir.glob("*/part-*.parquet") if run_ids is None else map(Path, files),
+                     key=lambda p: p.name)
+        present = {r[0] for r in con.execute(
+            "DESCRIBE SELECT * FROM read_parquet(?)", [str(newest)]).fetchall()}
         select = [f'CAST("{n}" AS {t}) AS "{n}"' if n in present else f'CAST(NULL AS {t}) AS "{n}"'
                   for n, t in columns]
         select.append("_file")
     else:
         source = "(SELECT 1 WHERE false)"
         select = [f'CAST(NULL AS {t}) AS "{n}"' for n, t in columns] + ["CAST(NULL AS VARCHAR) AS _file"]
-    con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS SELECT {', '.join(select)} FROM {source}")
+    # Scoped to some runs, the rows are few: read them once into memory rather than at every query.
+    kind = "VIEW" if run_ids is None else "TABLE"
+    con.execute(f"CREATE OR REPLACE {kind} raw_{spec.name} AS SELECT {', '.join(select)} FROM {source}")
 
 
-def load_pricing(path: Path | None = None) -> pa.Table:
-    """USD per million tokens per model: ``[model] input = …, output = …, cached_input = …`` (TOML)."""
+def load_pricing(path: Path | None = None) -> list[tuple[str, float, float, float | None]]:
+    """(model, input, output, cached_input) in USD per million tokens, from a TOML file of
+    ``[model] input = …, output = …, cached_input = …``."""
     path = path or resource_dir("data") / "pricing.toml"
     try:
         with open(path, "rb") as fh:
             entries = tomllib.load(fh)
-        rows = [{"model": model, "input": float(p["input"]), "output": float(p["output"]),
-                 "cached_input": float(p["cached_input"]) if "cached_input" in p else None}
-                for model, p in entries.items()]
+        return [(model, float(p["input"]), float(p["output"]),
+                 float(p["cached_input"]) if "cached_input" in p else None) for model, p in entries.items()]
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"cannot read pricing file {path}: {exc}; each [model] needs input and output "
                          "(USD per million tokens)") from None
-    schema = pa.schema([("model", pa.string()), ("input", pa.float64()), ("output", pa.float64()),
-                        ("cached_input", pa.float64())])
-    return pa.Table.from_pylist(rows, schema=schema)
 
 
-def _benchmark_info() -> pa.Table:
-    registry = bm.registry()
+def _benchmark_info() -> list[tuple]:
     rows = []
-    for position, (name, entry) in enumerate(registry.items()):
+    for position, (name, entry) in enumerate(bm.registry().items()):
         spec = bm.BENCHMARKS.get(name)
         if spec is not None:
             low, high = spec.scale
-            rows.append({"benchmark": name, "title": entry.get("title", name), "position": position,
-                         "scale_min": low, "scale_max": high, "to_ten": 10.0 / high,
-                         "in_overall": not entry.get("opt_in", False)})
-    return pa.Table.from_pylist(rows)
+            rows.append((name, entry.get("title", name), position, low, high, 10.0 / high,
+                         not entry.get("opt_in", False)))
+    return rows
 
 
 def _t_quantile(p: float, df: int) -> float | None:
-    return float(stats.t.ppf(p, df)) if df is not None and df >= 1 else None
+    """scipy's Student t quantile (``stdtrit`` is what ``scipy.stats.t.ppf`` evaluates); imported on first
+    use because ``scipy.stats`` alone takes most of a second to import."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, p)) if df is not None and df >= 1 else None
 
 
-def connect(root: str | Path, pricing: Path | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with every view defined; the Parquet files are read at query time."""
+def connect(root: str | Path, pricing: Path | None = None, run_ids: list[str] | None = None
+            ) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with every view defined; the Parquet files are read at query time. With
+    ``run_ids``, every table holds only those runs (the runs table included), read once into memory."""
     con = duckdb.connect()
     for spec in TABLES.values():
-        _raw_view(con, Path(root), spec)
-    con.register("_benchmark_info", _benchmark_info())
-    con.execute("CREATE TABLE benchmark_info AS SELECT * FROM _benchmark_info")
-    con.register("_pricing", load_pricing(pricing))
-    con.execute("CREATE TABLE pricing AS SELECT * FROM _pricing")
+        _raw_view(con, Path(root), spec, run_ids)
+    # Plain inserts: registering Arrow tables would make DuckDB import pandas (a third of a second).
+    con.execute("CREATE TABLE benchmark_info (benchmark VARCHAR, title VARCHAR, position INTEGER, scale_min INTEGER, "
+                "scale_max INTEGER, to_ten DOUBLE, in_overall BOOLEAN)")
+    con.executemany("INSERT INTO benchmark_info VALUES (?, ?, ?, ?, ?, ?, ?)", _benchmark_info())
+    con.execute("CREATE TABLE pricing (model VARCHAR, input DOUBLE, output DOUBLE, cached_input DOUBLE)")
+    con.executemany("INSERT INTO pricing VALUES (?, ?, ?, ?)", load_pricing(pricing))
     con.create_function("t_quantile", _t_quantile, ["DOUBLE", "BIGINT"], "DOUBLE", null_handling="special")
     for path in sorted(resource_dir("sql").glob("*.sql")):
         con.execute(path.read_text(encoding="utf-8"))
     return con
+
+
+def find_runs(root: str | Path, where: str, params: dict) -> list[tuple]:
+    """(run_id, model, tag, base_tag, run_index) of the runs matching ``where``, reading five columns of the
+    runs table only, so that a command can then ``connect`` to just those runs' partitions."""
+    pattern = str(Path(root) / "tables" / "runs" / "*" / "part-*.parquet").replace("'", "''")
+    try:
+        return duckdb.connect().execute(
+            "SELECT run_id, model, tag, base_tag, run_index "
+            f"FROM read_parquet('{pattern}', union_by_name = true) "
+            f"QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1 AND ({where}) "
+            "ORDER BY model, run_index, tag", params).fetchall()
+    except duckdb.IOException:  # no runs at all yet
+        return []

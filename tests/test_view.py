@@ -1,0 +1,77 @@
+"""view-scores over real runs: one run, `--runs 3` end to end, every format, missing benchmarks."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from scipy import stats
+
+from .conftest import query, shaberi
+
+
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory, data_dir):
+    from shaberi.testing import LoopbackServer
+
+    results = tmp_path_factory.mktemp("runs")
+    with LoopbackServer() as server:
+        proc = shaberi("run", "--model", "m", "--base-url", server.base_url, "--runs", "3", "--tag", "exp",
+                       "--benchmark", "elyza,tengu,rakuda", "--limit", "6", "--judge", "j", "--results-dir",
+                       str(results), "--data-dir", str(data_dir))
+        assert proc.returncode == 0, proc.stderr
+    return results
+
+
+def test_runs_3_makes_three_tagged_runs_with_their_own_seeds(three_runs):
+    rows = query(three_runs, "SELECT tag, base_tag, run_index, generation_config FROM runs ORDER BY run_index")
+    assert [r[:3] for r in rows] == [("exp-run1", "exp", 1), ("exp-run2", "exp", 2), ("exp-run3", "exp", 3)]
+    assert [json.loads(r[3])["seed"] for r in rows] == [1, 2, 3]
+    assert query(three_runs, "SELECT min(n) FROM (SELECT count(DISTINCT content) AS n FROM answers "
+                             "GROUP BY benchmark, question_id)") == [(3,)]  # each run samples anew
+
+
+def test_view_of_the_runs_in_json_matches_scipy(three_runs):
+    proc = shaberi("view", "--tag", "exp", "--format", "json", "--clustered-se", "--results-dir", str(three_runs))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["multi_run"] and len(report["scores"]) == 1
+    rows = {r["benchmark"]: r for r in report["scores"][0]["rows"]}
+    assert list(rows) == ["ELYZA-tasks-100", "Tengu-Bench", "MT-Bench", "Rakuda", "Overall"]
+    assert rows["MT-Bench"]["mean"] is None and rows["MT-Bench"]["runs"] == 0  # not run: shown, never 0
+    per_run = [v for (v,) in query(three_runs, "SELECT score FROM benchmark_scores WHERE benchmark = 'tengu' "
+                                               "AND judge = 'j' ORDER BY run_index")]
+    t = rows["Tengu-Bench"]
+    ci = stats.t.interval(0.95, 2, loc=stats.tmean(per_run), scale=stats.sem(per_run))
+    assert t["runs"] == 3 and t["mean"] == pytest.approx(sum(per_run) / 3, abs=1e-9)
+    assert (t["ci_low"], t["ci_high"]) == pytest.approx(ci, abs=1e-9)
+    assert t["se_clustered"] is not None
+    stages = {r["stage"]: r for r in report["tokens"]}
+    assert stages["generation"]["requests"] == 54 and stages["judging"]["requests"] == 54
+
+
+def test_view_formats_single_run_and_table(three_runs):
+    results = str(three_runs)
+    table = shaberi("view", "--tag", "exp", "--results-dir", results)
+    assert table.returncode == 0 and "Std Dev" in table.stdout and "95% CI" in table.stdout
+    assert "Overall" in table.stdout
+    md = shaberi("view", "--tag", "exp", "--runs", "2", "--format", "markdown", "--results-dir", results)
+    assert "| Benchmark | Mean | Std Dev | 95% CI | Range |" in md.stdout and "(2 runs)" in md.stdout
+    single = shaberi("view", "--tag", "exp-run2", "--format", "csv", "--results-dir", results)
+    lines = list(csv.reader(io.StringIO(single.stdout)))
+    assert lines[0] == ["model", "judge", "benchmark", "score", "baseline", "n", "null", "errors", "note"]
+    by_bench = {r[2]: r for r in lines[1:6]}
+    assert by_bench["MT-Bench"][-1] == "not run" and by_bench["Overall"][-1] == "not every benchmark has a score"
+    assert float(by_bench["Rakuda"][3]) == query(three_runs, "SELECT score FROM benchmark_scores b JOIN runs r USING "
+                                                             "(run_id) WHERE r.tag = 'exp-run2' AND benchmark = "
+                                                             "'rakuda' AND judge = 'j'")[0][0]
+
+
+def test_view_bad_input(three_runs):
+    for args, needle in [(["--tag", "nope"], "no run tagged 'nope'"), (["--tag", "exp", "--runs", "5"],
+                         "only 3 runs"), (["--tag", "exp", "--judge", "x"], "judge 'x' has no judgements"),
+                         (["--tag", "exp", "--format", "xml"], "--format 'xml'")]:
+        proc = shaberi("view", *args, "--results-dir", str(three_runs))
+        assert proc.returncode == 2 and needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
