@@ -267,6 +267,56 @@ def _range(low: float | None, high: float | None) -> str:
     return "-" if low is None else f"{low:.2f}–{high:.2f}"
 
 
+@app.command()
+def compare(
+    tag_a: Annotated[str, typer.Argument(help="The baseline tag (a run, or the base tag of {tag}-runN runs).")],
+    tag_b: Annotated[str, typer.Argument(help="The tag compared with it.")],
+    model: Annotated[str | None, typer.Option("--model", help="Only this model (needed when a tag holds several).")
+                     ] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Only this judge [default: all judges averaged "
+                                              "per question].")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
+    format: Format = "table",
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: DataDir = DEFAULT_DATA,
+) -> None:
+    """Paired per-question comparison of two tags: difference, bootstrap CI, Wilcoxon and t (Holm), MDE."""
+    from dataclasses import asdict
+
+    from .compare import compare as run_compare
+
+    if format not in ("table", "csv", "json", "markdown"):
+        raise UsageError(f"--format {format!r} is not one of table, csv, json, markdown")
+    results = run_compare(results_dir, tag_a, tag_b, model, judge, seed)
+    if format == "json":
+        sys.stdout.write(orjson.dumps([asdict(c) for c in results], option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    header = ["Benchmark", "n", "A", "B", "B − A", "95% CI (bootstrap)", "Wilcoxon p (Holm)", "t p (Holm)",
+              "MDE 80%", "Verdict"]
+    rows = [[c.title, str(c.n), _num(c.mean_a), _num(c.mean_b), f"{c.diff:+.2f}", _range(c.ci_low, c.ci_high),
+             _p(c.p_wilcoxon_holm), _p(c.p_t_holm), _num(c.mde), c.verdict] for c in results]
+    _print_rows(f"{tag_b} vs {tag_a} (0–10 scale; positive: B scores higher)", header, rows, format)
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else ("<0.001" if value < 0.001 else f"{value:.3f}")
+
+
+def _print_rows(title: str, header: list[str], rows: list[list[str]], fmt: str) -> None:
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(header)
+        writer.writerows(rows)
+    elif fmt == "markdown":
+        sys.stdout.write(f"### {title}\n\n| {' | '.join(header)} |\n|{'---|' * len(header)}\n")
+        sys.stdout.writelines(f"| {' | '.join(row)} |\n" for row in rows)
+    else:
+        table = Table(*header, title=title, title_justify="left")
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+
+
 @data_app.command("pull")
 def data_pull(
     benchmark: Annotated[str, typer.Option("--benchmark")] = "all",

@@ -1,0 +1,80 @@
+"""`shaberi compare`: a planted difference is found, a null difference is not; numbers match scipy."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy import optimize, stats
+
+from shaberi.compare import compare
+from shaberi.store import Store
+
+from .conftest import shaberi
+
+T = 1_700_000_000_000_000
+
+
+def write_run(store: Store, tag: str, scores: dict[str, list[float]]) -> None:
+    run_id = f"{tag}__m"
+    store.write_part("runs", run_id, [{"run_id": run_id, "tag": tag, "base_tag": tag, "run_index": 1, "model": "m",
+                                       "status": "complete", "created_at": T, "updated_at": T}])
+    store.write_part("judgements", run_id, [
+        {"run_id": run_id, "benchmark": bench, "question_id": str(i), "sample_index": 0, "strategy": "",
+         "judge": "j", "score": float(s), "created_at": T}
+        for bench, values in scores.items() for i, s in enumerate(values)])
+
+
+@pytest.fixture
+def planted(tmp_path):
+    rng = np.random.default_rng(7)
+    a = {"elyza": rng.integers(1, 5, 60), "tengu": rng.integers(2, 9, 80), "rakuda": rng.integers(2, 9, 40)}
+    b = {
+        "elyza": np.minimum(a["elyza"] + (rng.random(60) < 0.7), 5),  # most questions gain a point (+2 on 0-10)
+        "tengu": np.clip(a["tengu"] + rng.choice([-1, 0, 1], 80), 0, 10),  # noise, no shift
+        "rakuda": a["rakuda"],  # identical
+    }
+    store = Store(tmp_path)
+    write_run(store, "base", {k: list(v) for k, v in a.items()})
+    write_run(store, "new", {k: list(v) for k, v in b.items()})
+    return tmp_path, a, b
+
+
+def test_planted_difference_is_detected_and_null_differences_are_not(planted):
+    root, a, b = planted
+    got = {c.benchmark: c for c in compare(root, "base", "new")}
+    elyza, tengu, rakuda = got["elyza"], got["tengu"], got["rakuda"]
+    assert elyza.verdict == "B better" and elyza.ci_low > 0 and elyza.p_wilcoxon_holm < 0.05
+    assert tengu.verdict == "n.s." and tengu.ci_low < 0 < tengu.ci_high and tengu.p_wilcoxon_holm >= 0.05
+    assert rakuda.verdict == "n.s." and rakuda.diff == 0 and rakuda.p_wilcoxon == 1.0
+
+    d = (b["elyza"] - a["elyza"]) * 2.0  # ELYZA on the 0-10 scale
+    assert elyza.n == 60 and elyza.diff == pytest.approx(d.mean(), abs=1e-12)
+    assert elyza.p_wilcoxon == pytest.approx(stats.wilcoxon(d).pvalue, abs=1e-12)
+    assert elyza.p_t == pytest.approx(stats.ttest_rel(b["elyza"] * 2.0, a["elyza"] * 2.0).pvalue, abs=1e-12)
+    boot = stats.bootstrap((d,), np.mean, confidence_level=0.95, n_resamples=9999, method="BCa", random_state=0)
+    assert (elyza.ci_low, elyza.ci_high) == pytest.approx(tuple(boot.confidence_interval), abs=1e-12)
+    # Holm over the three benchmarks' Wilcoxon p-values (the smallest is multiplied by 3).
+    assert elyza.p_wilcoxon_holm == pytest.approx(min(1.0, 3 * elyza.p_wilcoxon), abs=1e-12)
+    # The MDE: the effect size at which a two-sided paired t test on n questions has 80 % power, from
+    # scipy's noncentral t, times the differences' sd.
+    n, crit = len(d), stats.t.ppf(0.975, len(d) - 1)
+
+    def power(effect: float) -> float:
+        nc = effect * np.sqrt(n)
+        return stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc)
+
+    effect = optimize.brentq(lambda e: power(e) - 0.8, 0.05, 0.9)  # nct.cdf turns NaN far out
+    assert elyza.mde == pytest.approx(effect * d.std(ddof=1), rel=1e-6)
+
+
+def test_compare_cli_formats_and_errors(planted):
+    root = str(planted[0])
+    out = shaberi("compare", "base", "new", "--format", "json", "--results-dir", root)
+    assert out.returncode == 0, out.stderr
+    assert [c["verdict"] for c in json.loads(out.stdout)] == ["B better", "n.s.", "n.s."]
+    table = shaberi("compare", "base", "new", "--format", "markdown", "--results-dir", root)
+    assert "| ELYZA-tasks-100 | 60 |" in table.stdout
+    missing = shaberi("compare", "base", "nope", "--results-dir", root)
+    assert missing.returncode == 2 and "no run tagged 'nope'" in missing.stderr
