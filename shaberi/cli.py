@@ -317,6 +317,31 @@ def _print_rows(title: str, header: list[str], rows: list[list[str]], fmt: str) 
         Console().print(table)
 
 
+@app.command()
+def export(
+    tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag or base tag.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: DataDir = DEFAULT_DATA,
+) -> None:
+    """Write (again) the JSONL artifacts, metrics and manifests of stored runs."""
+    from .export import export_run, export_summary, write_manifest
+    from .sql import find_runs
+
+    where = "($tag IS NULL OR tag = $tag OR base_tag = $tag) AND ($model IS NULL OR model = $model)"
+    runs = find_runs(results_dir, where, {"tag": tag, "model": model})
+    if not runs:
+        raise UsageError(f"no runs to export under {results_dir}{f' tagged {tag!r}' if tag else ''}"
+                         f"{f' for model {model!r}' if model else ''}")
+    for run_id, run_model, run_tag, _, _ in runs:
+        write_manifest(results_dir, run_id, {"export": "done"})
+        folder = export_run(results_dir, run_id)
+        typer.echo(f"{run_tag} ({run_model}): {folder.parent.parent}")
+    for run_model, base_tag in sorted({(r[1], r[3]) for r in runs if r[2] != r[3]}):
+        if path := export_summary(results_dir, base_tag, run_model):
+            typer.echo(f"{base_tag} ({run_model}), {len([r for r in runs if r[3] == base_tag])} runs: {path}")
+
+
 @data_app.command("pull")
 def data_pull(
     benchmark: Annotated[str, typer.Option("--benchmark")] = "all",

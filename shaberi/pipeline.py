@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from . import benchmarks as bm
 from .client import ChatClient, ClientConfig
 from .errors import UsageError
+from .export import export_run, export_summary, write_manifest
 from .generate import GenerationConfig, Progress, generate
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, reprocess
 from .lease import EndpointLease
@@ -156,20 +157,31 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             _merge_previous(store, info)
             if on_start:
                 on_start(outcome)
+            progress_of = dict.fromkeys(stages, "pending")
             try:
                 store.replace("runs", info.run_id, [info.row("running")])
                 _write_questions(store, info.run_id, datasets)
-                if "generate" in stages:
-                    await generate(store, info.run_id, req.model, datasets, candidate, req.generation,
-                                   rerun=req.rerun, retry_errors=req.retry_errors, progress=outcome.generation)
-                if "judge" in stages:
-                    await judge(store, info.run_id, judges, req.judging, rejudge=req.rejudge,
-                                progress=outcome.judging)
+                for stage in stages:
+                    progress_of[stage] = "running"
+                    write_manifest(req.results_dir, info.run_id, progress_of)
+                    if stage == "generate":
+                        await generate(store, info.run_id, req.model, datasets, candidate, req.generation,
+                                       rerun=req.rerun, retry_errors=req.retry_errors, progress=outcome.generation)
+                    else:
+                        await judge(store, info.run_id, judges, req.judging, rejudge=req.rejudge,
+                                    progress=outcome.judging)
+                    progress_of[stage] = "done"
             except BaseException as exc:
-                store.replace("runs", info.run_id, [info.row("failed", f"{type(exc).__name__}: {exc}",
-                                                              candidate.limiter.history)])
+                error = f"{type(exc).__name__}: {exc}"
+                store.replace("runs", info.run_id, [info.row("failed", error, candidate.limiter.history)])
+                progress_of = {k: "failed" if v == "running" else v for k, v in progress_of.items()}
+                write_manifest(req.results_dir, info.run_id, progress_of, error)
                 raise
             store.replace("runs", info.run_id, [info.row("complete", None, candidate.limiter.history)])
+            write_manifest(req.results_dir, info.run_id, progress_of)
+            export_run(req.results_dir, info.run_id)
+            if info.base_tag != req.tag:
+                export_summary(req.results_dir, info.base_tag, req.model)
         return outcome
     finally:
         for client in clients:

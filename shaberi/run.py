@@ -100,13 +100,19 @@ class RunInfo:
         self.run_id = run_id_for(self.model, self.tag)
         self.created_at = now_us()
 
+    @property
+    def base_tag(self) -> str:
+        """``exp`` for ``exp-run3``; the tag itself otherwise."""
+        match = _RUN_TAG.match(self.tag)
+        return match["base"] if match else self.tag
+
     def row(self, status: str, error: str | None = None, concurrency_history: list | None = None) -> dict:
         match = _RUN_TAG.match(self.tag)
         commit, dirty = git_state()
         return {
             "run_id": self.run_id,
             "tag": self.tag,
-            "base_tag": match["base"] if match else self.tag,
+            "base_tag": self.base_tag,
             "run_index": int(match["index"]) if match else 1,
             "model": self.model,
             "base_url": self.base_url,
