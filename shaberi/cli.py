@@ -63,6 +63,10 @@ def run(
                                                           "[default: --concurrency].")] = None,
     judge_temperature: Annotated[float, typer.Option(help="Judge sampling temperature.")] = 0.0,
     judge_max_tokens: Annotated[int, typer.Option(help="Judge completion token limit.")] = 1024,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls, tokens and cost this would take; "
+                                          "call nothing.")] = False,
+    pricing: Annotated[Path | None, typer.Option("--pricing", help="Prices per million tokens (TOML) for "
+                                                 "--dry-run, instead of data/pricing.toml.")] = None,
     runs: Annotated[int, typer.Option("--runs", help="Repeat as N independent runs tagged {tag}-run1 … "
                                       "{tag}-runN, each with its own seed.")] = 1,
     rejudge: Annotated[bool, typer.Option("--rejudge", help="Call the judges again on existing answers.")] = False,
@@ -116,8 +120,34 @@ def run(
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
         judging=JudgeConfig(judge_temperature, judge_max_tokens), rejudge=rejudge,
     )
+    if dry_run:
+        _dry_run(request, runs, pricing)
+        return
     for each in repeated(request, runs):
         _run(each)
+
+
+def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
+    from .benchmarks import load, resolve
+    from .estimate import estimate
+    from .pipeline import parse_stages, repeated
+    from .run import validate_name
+
+    validate_name("model", request.model)
+    validate_name("tag", request.tag)
+    stages = parse_stages(request.stages, bool(request.judges))
+    datasets = [load(n, request.data_dir, request.limit) for n in resolve(request.benchmark)]
+    rows = []
+    for each in repeated(request, runs):
+        rows += estimate(request.results_dir, each.model, each.tag, each.base_url, datasets, each.generation,
+                         each.judges if "judge" in stages else [], each.judging.max_tokens, pricing)
+    header = ["Stage", "Model", "Calls", "Reused", "Prompt tokens", "Completion (typical)", "Completion (max)",
+              "Cost typical (USD)", "Cost max (USD)"]
+    table = [[r.stage, r.model, f"{r.calls:,}", f"{r.reused:,}", f"~{r.prompt_tokens:,}", f"~{r.completion_tokens:,}",
+              f"{r.completion_bound:,}", f"${r.cost_usd:.2f}" + ("" if r.priced else " *"),
+              f"${r.cost_bound_usd:.2f}" + ("" if r.priced else " *")] for r in rows]
+    _print_rows(f"Dry run: {request.model}, tag {request.tag}{f' × {runs} runs' if runs > 1 else ''} "
+                "(estimates; * unpriced model counted as $0; nothing was called)", header, table, "table")
 
 
 def _run(request: RunRequest) -> None:
@@ -175,7 +205,7 @@ def sql(
         table = Table(*names)
         for r in rows:
             table.add_row(*("" if v is None else str(v) for v in r))
-        Console().print(table)
+        _console().print(table)
 
 
 @app.command()
@@ -245,7 +275,7 @@ def _render_report(report: object, fmt: str) -> None:
             sys.stdout.writelines(f"| {' | '.join(row)} |\n" for row in rows)
             sys.stdout.write("\n")
         return
-    console = Console()
+    console = _console()
     for title, header, rows in tables:
         table = Table(*header, title=title, title_justify="left")
         for row in rows:
@@ -314,7 +344,7 @@ def _print_rows(title: str, header: list[str], rows: list[list[str]], fmt: str) 
         table = Table(*header, title=title, title_justify="left")
         for row in rows:
             table.add_row(*row)
-        Console().print(table)
+        _console().print(table)
 
 
 @app.command()
@@ -378,6 +408,11 @@ def demo(
               "FROM answers a JOIN runs USING (run_id) LEFT JOIN judgements j USING (run_id, benchmark, question_id, "
               "sample_index, strategy) WHERE runs.tag = 'demo' GROUP BY 1 ORDER BY 1",
         format="table", results_dir=results_dir, data_dir=DEFAULT_DATA)
+
+
+def _console() -> Console:
+    """Stdout; when it is not a terminal (a log, a pipe), wide enough that no cell is cut."""
+    return Console() if sys.stdout.isatty() else Console(width=240)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,18 +1,21 @@
--- cost: token usage priced per run, stage and model. A model is priced by the longest pricing entry its
--- name (or the part after the last '/') starts with, so 'gpt-4.1-2025-04-14' and 'openai/gpt-4.1' use
--- 'gpt-4.1'. Unpriced models (local ones) cost 0 and say so in `priced`.
+-- price_model(model): the pricing entry for a model name: the longest entry that the name (or the part
+-- after its last '/') starts with, so 'gpt-4.1-2025-04-14' and 'openai/gpt-4.1' use 'gpt-4.1'.
+CREATE OR REPLACE MACRO price_model(m) AS (
+    SELECT p.model FROM pricing p
+    WHERE starts_with(m, p.model) OR starts_with(regexp_replace(m, '^.*/', ''), p.model)
+    ORDER BY length(p.model) DESC LIMIT 1
+);
+
+-- cost: token usage priced per run, stage and model (USD). Unpriced models (local ones) cost 0 and say
+-- so in `priced`.
 CREATE OR REPLACE VIEW cost AS
 WITH usage AS (
     SELECT run_id, stage, model, sum(requests)::BIGINT AS requests, sum(prompt_tokens)::BIGINT AS prompt_tokens,
-           sum(completion_tokens)::BIGINT AS completion_tokens, sum(cached_requests)::BIGINT AS cached_requests
-    FROM token_usage GROUP BY ALL
-), matched AS (
-    SELECT u.*, p.model AS price_model, p.input, p.output
-    FROM usage u LEFT JOIN pricing p
-      ON starts_with(u.model, p.model) OR starts_with(regexp_replace(u.model, '^.*/', ''), p.model)
-    QUALIFY row_number() OVER (PARTITION BY u.run_id, u.stage, u.model ORDER BY length(p.model) DESC NULLS LAST) = 1
+           sum(completion_tokens)::BIGINT AS completion_tokens, sum(cached_requests)::BIGINT AS cached_requests,
+           price_model(model) AS price_model
+    FROM token_usage GROUP BY run_id, stage, model
 )
-SELECT run_id, stage, model, requests, prompt_tokens, completion_tokens, cached_requests,
-       price_model IS NOT NULL AS priced, price_model,
-       coalesce(prompt_tokens / 1e6 * input + completion_tokens / 1e6 * output, 0) AS cost_usd
-FROM matched;
+SELECT u.run_id, u.stage, u.model, u.requests, u.prompt_tokens, u.completion_tokens, u.cached_requests,
+       u.price_model IS NOT NULL AS priced, u.price_model,
+       coalesce(u.prompt_tokens / 1e6 * p.input + u.completion_tokens / 1e6 * p.output, 0) AS cost_usd
+FROM usage u LEFT JOIN pricing p ON p.model = u.price_model;
