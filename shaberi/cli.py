@@ -178,10 +178,12 @@ def sql(
     query: Annotated[str, typer.Argument(help="DuckDB SQL over the views runs, questions, answers, "
                                          "judgements, pass_deltas, token_usage.")],
     format: Format = "table",
+    pricing: Annotated[Path | None, typer.Option("--pricing", help="Prices per million tokens (TOML) for the "
+                                                 "cost view, instead of data/pricing.toml.")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
-    """Run SQL over the results tables."""
+    """Run SQL over the results views (runs, questions, answers, judgements, scores, benchmark_scores, …)."""
     import duckdb
 
     from .sql import connect
@@ -189,7 +191,7 @@ def sql(
     if format not in ("table", "csv", "json"):
         raise UsageError(f"--format {format!r} is not one of table, csv, json")
     try:
-        cursor = connect(results_dir).execute(query)
+        cursor = connect(results_dir, pricing).execute(query)
     except duckdb.Error as exc:
         raise UsageError(f"SQL: {str(exc).splitlines()[0]}") from None
     names = [d[0] for d in cursor.description or []]

@@ -75,3 +75,13 @@ def test_view_bad_input(three_runs):
                          (["--tag", "exp", "--format", "xml"], "--format 'xml'")]:
         proc = shaberi("view", *args, "--results-dir", str(three_runs))
         assert proc.returncode == 2 and needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_view_scores_is_view(three_runs):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "import sys; from shaberi.cli import view_scores_main; "
+                           "sys.argv[0] = 'view-scores'; view_scores_main()", "--tag", "exp", "--format", "json",
+                           "--results-dir", str(three_runs)], capture_output=True, text=True)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["multi_run"], proc.stderr
