@@ -17,6 +17,7 @@ from .errors import ShaberiError, UsageError
 
 if TYPE_CHECKING:  # the stages are imported by the commands that use them: `view` and `sql` start fast
     from .pipeline import Outcome, RunRequest
+    from .view import Report
 
 __all__ = ["app", "main"]
 
@@ -234,10 +235,7 @@ def view(
     _render_report(report, format)
 
 
-def _render_report(report: object, fmt: str) -> None:
-    from .view import Report
-
-    assert isinstance(report, Report)
+def _render_report(report: Report, fmt: str) -> None:
     if fmt == "json":
         body = {"tag": report.tag, "multi_run": report.multi,
                 "scores": [{"model": s.model, "judge": s.judge, "runs": s.runs,
@@ -271,18 +269,8 @@ def _render_report(report: object, fmt: str) -> None:
               for r in report.tokens]
     tables.append(("Tokens and estimated cost (* includes unpriced models, counted as $0)",
                    ["Stage", "Requests", "Reused", "Prompt tokens", "Completion tokens", "Cost (USD)"], tokens))
-    if fmt == "markdown":
-        for title, header, rows in tables:
-            sys.stdout.write(f"### {title}\n\n| {' | '.join(header)} |\n|{'---|' * len(header)}\n")
-            sys.stdout.writelines(f"| {' | '.join(row)} |\n" for row in rows)
-            sys.stdout.write("\n")
-        return
-    console = _console()
     for title, header, rows in tables:
-        table = Table(*header, title=title, title_justify="left")
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
+        _print_rows(title, header, rows, fmt)
 
 
 def _num(value: float | None) -> str:
@@ -342,6 +330,7 @@ def _print_rows(title: str, header: list[str], rows: list[list[str]], fmt: str) 
     elif fmt == "markdown":
         sys.stdout.write(f"### {title}\n\n| {' | '.join(header)} |\n|{'---|' * len(header)}\n")
         sys.stdout.writelines(f"| {' | '.join(row)} |\n" for row in rows)
+        sys.stdout.write("\n")
     else:
         table = Table(*header, title=title, title_justify="left")
         for row in rows:
