@@ -394,11 +394,9 @@ def demo(
         _run(RunRequest(model="shaberi-loopback", base_url=server.base_url, results_dir=results_dir,
                         data_dir=data_dir or resource_dir("data") / "samples", tag="demo", limit=limit,
                         judges=["shaberi-loopback-judge"]))
-    sql(query="SELECT a.benchmark, count(*) AS answers, count(a.error) AS errors, sum(a.completion_tokens) AS "
-              "completion_tokens, round(avg(j.score), 2) AS mean_judge_score, count(j.score) AS scored "
-              "FROM answers a JOIN runs USING (run_id) LEFT JOIN judgements j USING (run_id, benchmark, question_id, "
-              "sample_index, strategy) WHERE runs.tag = 'demo' GROUP BY 1 ORDER BY 1",
-        format="table", results_dir=results_dir, data_dir=DEFAULT_DATA)
+    view(tag="demo", runs=None, model=None, judge=None, format="table", pricing=None, clustered_se=False,
+         results_dir=results_dir, data_dir=DEFAULT_DATA)
+    typer.echo(f"tables: {results_dir / 'tables'}; export and manifest: {results_dir / 'shaberi-loopback' / 'demo'}")
 
 
 def _console() -> Console:

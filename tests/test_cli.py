@@ -131,3 +131,10 @@ def test_concurrency_bounds_requests_in_flight(tmp_path, data_dir, cap, low, hig
         peak = slow.stats()["peak_in_flight"]
     assert proc.returncode == 0, proc.stderr
     assert low <= peak <= high
+
+
+def test_demo_runs_every_stage_on_the_shipped_samples(tmp_path):
+    proc = shaberi("demo", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "12 answers (0 reused, 12 called, 0 errors)" in proc.stdout and "judged 12" in proc.stdout
+    assert "Overall" in proc.stdout and (tmp_path / "shaberi-loopback" / "demo" / "manifest.json").is_file()
