@@ -363,6 +363,53 @@ def export(
             typer.echo(f"{base_tag} ({run_model}), {len([r for r in runs if r[3] == base_tag])} runs: {path}")
 
 
+@app.command("import-legacy")
+def import_legacy(
+    path: Annotated[Path, typer.Argument(help="An original Shaberi result tree (holding data/model_answers and "
+                                         "data/judgements).")],
+    export: Annotated[bool, typer.Option("--export", help="Also write the JSONL + manifest layout of every "
+                                         "imported model.")] = False,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: DataDir = DEFAULT_DATA,
+) -> None:
+    """Import original Shaberi results as runs tagged 'legacy' (one per model); re-importing adds nothing."""
+    from .legacy import TAG, import_tree, report_lines
+
+    report = import_tree(path, results_dir)
+    for line in report_lines(report):
+        typer.echo(line)
+    if export:
+        from .export import export_run, write_manifest
+        from .sql import find_runs
+
+        for run_id, *_ in find_runs(results_dir, "tag = $tag", {"tag": TAG}):
+            write_manifest(results_dir, run_id, {"import": "done"})
+            export_run(results_dir, run_id)
+        typer.echo(f"exported {report.models} models under {results_dir}/<model>/{TAG}/")
+
+
+@app.command("leaderboard")
+def leaderboard_command(
+    tag: Annotated[str, typer.Option("--tag", help="Runs to rank.")] = "legacy",
+    format: Annotated[str, typer.Option("--format", help="table, csv or markdown.")] = "table",
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: DataDir = DEFAULT_DATA,
+) -> None:
+    """The original Shaberi leaderboard: all judges pooled, then per judge (ELYZA × 2, Tengu 61–65 left out)."""
+    from .leaderboard import leaderboard
+
+    if format not in ("table", "csv", "markdown"):
+        raise UsageError(f"--format {format!r} is not one of table, csv, markdown")
+    header, rows = leaderboard(results_dir, tag)
+    if format == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(header)
+        writer.writerows(["" if v is None else v for v in row] for row in rows)
+        return
+    text = [[str(v) if isinstance(v, int | str) else ("" if v is None else f"{v:.2f}") for v in row] for row in rows]
+    _print_rows(f"Leaderboard: tag {tag}", header, text, format)
+
+
 @data_app.command("pull")
 def data_pull(
     benchmark: Annotated[str, typer.Option("--benchmark")] = "all",

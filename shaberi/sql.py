@@ -2,7 +2,8 @@
 ``sql/*.sql`` in order.
 
 Reference tables made here so the SQL holds no benchmark facts of its own: ``benchmark_info`` (from the
-benchmark registry: scale, the factor to the 0–10 scale, whether it counts in the overall score) and
+benchmark registry: scale, the factor to the 0–10 scale, whether it counts in the overall score),
+``excluded_questions`` (kept in the tables, left out of scores: Tengu 61–65 in legacy imports) and
 ``pricing`` (``data/pricing.toml`` or the user's ``--pricing`` file). ``t_quantile(p, df)`` is
 scipy's Student t quantile, so confidence intervals come from scipy, not from a hand-written table.
 """
@@ -58,9 +59,7 @@ def _raw_view(con: duckdb.DuckDBPyConnection, root: Path, spec: Table, run_ids: 
     else:
         source = "(SELECT 1 WHERE false)"
         select = [f'CAST(NULL AS {t}) AS "{n}"' for n, t in columns] + ["CAST(NULL AS VARCHAR) AS _file"]
-    # Scoped to some runs, the rows are few: read them once into memory rather than at every query.
-    kind = "VIEW" if run_ids is None else "TABLE"
-    con.execute(f"CREATE OR REPLACE {kind} raw_{spec.name} AS SELECT {', '.join(select)} FROM {source}")
+    con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS SELECT {', '.join(select)} FROM {source}")
 
 
 def load_pricing(path: Path | None = None) -> list[tuple[str, float, float, float | None]]:
@@ -99,7 +98,7 @@ def _t_quantile(p: float, df: int) -> float | None:
 def connect(root: str | Path, pricing: Path | None = None, run_ids: list[str] | None = None
             ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with every view defined; the Parquet files are read at query time. With
-    ``run_ids``, every table holds only those runs (the runs table included), read once into memory."""
+    ``run_ids``, every table holds only those runs (the runs table included)."""
     con = duckdb.connect()
     for spec in TABLES.values():
         _raw_view(con, Path(root), spec, run_ids)
@@ -107,6 +106,10 @@ def connect(root: str | Path, pricing: Path | None = None, run_ids: list[str] | 
     con.execute("CREATE TABLE benchmark_info (benchmark VARCHAR, title VARCHAR, position INTEGER, scale_min INTEGER, "
                 "scale_max INTEGER, to_ten DOUBLE, in_overall BOOLEAN)")
     con.executemany("INSERT INTO benchmark_info VALUES (?, ?, ?, ?, ?, ?, ?)", _benchmark_info())
+    con.execute("CREATE TABLE excluded_questions (benchmark VARCHAR, question_id VARCHAR)")
+    excluded = [(name, q) for name, spec in bm.BENCHMARKS.items() for q in sorted(spec.excluded)]
+    if excluded:
+        con.executemany("INSERT INTO excluded_questions VALUES (?, ?)", excluded)
     con.execute("CREATE TABLE pricing (model VARCHAR, input DOUBLE, output DOUBLE, cached_input DOUBLE)")
     con.executemany("INSERT INTO pricing VALUES (?, ?, ?, ?)", load_pricing(pricing))
     con.create_function("t_quantile", _t_quantile, ["DOUBLE", "BIGINT"], "DOUBLE", null_handling="special")

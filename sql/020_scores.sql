@@ -1,6 +1,9 @@
 -- scores: every judgement's score after the pass deltas, clamped to the benchmark's scale, with the
--- judge's original score kept beside it. A pass delta with judge = '' applies to every judge.
--- A null judge score stays null whatever the passes say (never 0).
+-- judge's original score kept beside it. Without a delta the judge's score is used as it is (legacy
+-- files hold a few out-of-scale scores, which the original leaderboard averaged as they were).
+-- A pass delta with judge = '' applies to every judge.
+-- A null judge score stays null whatever the passes say (never 0). Questions in excluded_questions
+-- (Tengu 61–65, present in legacy imports) are left out.
 CREATE OR REPLACE VIEW scores AS
 WITH deltas AS (
     SELECT j.run_id, j.benchmark, j.question_id, j.sample_index, j.strategy, j.judge,
@@ -14,13 +17,13 @@ WITH deltas AS (
 SELECT j.run_id, j.benchmark, j.question_id, j.sample_index, j.strategy, j.judge,
        j.score AS original_score,
        coalesce(d.pass_delta, 0) AS pass_delta,
-       CASE WHEN j.score IS NOT NULL
-            THEN least(greatest(j.score + coalesce(d.pass_delta, 0), b.scale_min), b.scale_max) END AS score,
+       CASE WHEN d.pass_delta IS NULL OR j.score IS NULL THEN j.score
+            ELSE least(greatest(j.score + d.pass_delta, b.scale_min), b.scale_max) END AS score,
        j.score * b.to_ten AS original_score_10,
-       CASE WHEN j.score IS NOT NULL
-            THEN least(greatest(j.score + coalesce(d.pass_delta, 0), b.scale_min), b.scale_max) * b.to_ten
-       END AS score_10,
+       CASE WHEN d.pass_delta IS NULL OR j.score IS NULL THEN j.score
+            ELSE least(greatest(j.score + d.pass_delta, b.scale_min), b.scale_max) END * b.to_ten AS score_10,
        b.scale_min, b.scale_max, j.parse_method, j.error, coalesce(d.passes, []) AS passes
 FROM judgements j
 JOIN benchmark_info b USING (benchmark)
-LEFT JOIN deltas d USING (run_id, benchmark, question_id, sample_index, strategy, judge);
+LEFT JOIN deltas d USING (run_id, benchmark, question_id, sample_index, strategy, judge)
+WHERE NOT EXISTS (SELECT 1 FROM excluded_questions x WHERE x.benchmark = j.benchmark AND x.question_id = j.question_id);

@@ -42,6 +42,7 @@ class Benchmark:
     scale: tuple[int, int]  # the judge's score range
     convert: Callable[[list[dict]], Iterable[Question]]
     rules: tuple[str, ...]  # score-extraction rules, in order (see shaberi.extract)
+    excluded: frozenset[str] = frozenset()  # question ids kept in the tables but left out of every score
 
 
 @dataclass(frozen=True)
@@ -68,9 +69,10 @@ class Dataset:
 BENCHMARKS: dict[str, Benchmark] = {}
 
 
-def benchmark(name: str, *, scale: tuple[int, int], rules: tuple[str, ...] = COMMON_RULES) -> Callable:
+def benchmark(name: str, *, scale: tuple[int, int], rules: tuple[str, ...] = COMMON_RULES,
+              excluded: Iterable[object] = ()) -> Callable:
     def register(fn: Callable[[list[dict]], Iterable[Question]]) -> Callable:
-        BENCHMARKS[name] = Benchmark(name, scale, fn, rules)
+        BENCHMARKS[name] = Benchmark(name, scale, fn, rules, frozenset(str(q) for q in excluded))
         return fn
 
     return register
@@ -195,4 +197,4 @@ def _text(value: object) -> str | None:
     return s if s.strip() else None
 
 
-from . import elyza, mt_bench, mt_bench_full, rakuda, tengu  # noqa: E402,F401  (registration)
+from . import elyza, mt_bench, mt_bench_80, mt_bench_full, rakuda, tengu  # noqa: E402,F401  (registration)

@@ -12,7 +12,7 @@ from . import Question, _text, benchmark
 EXCLUDED_IDS = frozenset({61, 62, 63, 64, 65})
 
 
-@benchmark("tengu", scale=(0, 10))
+@benchmark("tengu", scale=(0, 10), excluded=EXCLUDED_IDS)
 def convert(rows: list[dict]) -> Iterator[Question]:
     for i, row in enumerate(rows, start=1):
         qid = int(row["id"]) if row.get("id") not in (None, "") else i

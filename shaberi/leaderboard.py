@@ -1,0 +1,60 @@
+"""``shaberi leaderboard``: the original Shaberi table from the tables, for any tag (default ``legacy``).
+
+Per model: ``Judges`` (how many judged it), ``Average (All)`` and the four benchmark columns pooled over
+every judge's rows (``benchmark_scores`` judge ``*``: not a mean of per-judge means, as in the original),
+then per judge ``Average (J)`` and its four columns; each Average is the mean of the four columns next
+to it. ELYZA is × 2 and Tengu 61–65 are left out (the views do both). JA-MT is the 60-question set; a
+model that only has the older 80-question set shows that instead, and ``JA-MT questions`` says which.
+``% JA`` is the share of Japanese characters (kana, kanji) among the letters of all of a
+model's answers; the original took it from whichever answer file it read first, so it can differ.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import UsageError
+from .legacy import JUDGE_TITLES
+from .sql import connect, find_runs
+
+__all__ = ["COLUMNS", "leaderboard"]
+
+COLUMNS = [("elyza", "ELYZA 100"), ("mt_bench", "JA-MT"), ("rakuda", "Rakuda"), ("tengu", "Tengu")]
+
+
+def leaderboard(results_dir: Path, tag: str = "legacy") -> tuple[list[str], list[list]]:
+    runs = find_runs(results_dir, "tag = $tag", {"tag": tag})
+    if not runs:
+        raise UsageError(f"no runs tagged {tag!r} under {results_dir}; import a tree with: shaberi import-legacy PATH")
+    con = connect(results_dir, None, [r[0] for r in runs])
+    scores = {(m, j, b): s for m, j, b, s in con.execute(
+        "SELECT model, judge, benchmark, score FROM benchmark_scores").fetchall()}
+    judges = sorted({j for _, j, _ in scores if j != "*"}, key=lambda j: JUDGE_TITLES.get(j, j))
+    header = ["model_name", "Judges", "Average (All)", *(f"{t} (All)" for _, t in COLUMNS)]
+    for j in judges:
+        title = JUDGE_TITLES.get(j, j)
+        header += [f"Average ({title})", *(f"{t} ({title})" for _, t in COLUMNS)]
+    header += ["% JA", "JA-MT questions"]
+    ja = dict(con.execute(  # counted by DuckDB's regex engine: Python would take a second on a large tree
+        r"SELECT model, sum(length(regexp_replace(content, '[^\p{Hiragana}\p{Katakana}\p{Han}]', '', 'g'))) / "
+        r"nullif(sum(length(regexp_replace(content, '[^\p{L}\p{N}]', '', 'g'))), 0) "
+        "FROM answers GROUP BY model").fetchall())
+    rows = []
+    for model in sorted({r[1] for r in runs}):
+        # The original read whatever file its MT-Bench folder held, for some models the older 80-question
+        # set: JA-MT shows the 60-question score, or the 80-question one where that is all a model has.
+        ja_mt = "mt_bench" if any(m == model and b == "mt_bench" for m, _, b in scores) else "mt_bench_80"
+        columns = [ja_mt if b == "mt_bench" else b for b, _ in COLUMNS]
+
+        def block(judge: str, model: str = model, columns: list[str] = columns) -> list:
+            values = [scores.get((model, judge, b)) for b in columns]
+            present = [v for v in values if v is not None]
+            return [sum(present) / len(present) if present else None, *values]
+
+        row = [model, len({j for (m, j, _) in scores if m == model and j != "*"}), *block("*")]
+        for j in judges:
+            row += block(j)
+        row += [ja.get(model), "60" if ja_mt == "mt_bench" else "80"]
+        rows.append(row)
+    rows.sort(key=lambda r: -(r[2] or 0))
+    return header, rows

@@ -1,0 +1,210 @@
+"""``shaberi import-legacy PATH``: original Shaberi result trees into the same tables as new runs.
+
+    PATH/data/model_answers/<org__dataset>/<org__model>.json             JSON Lines despite the name
+    PATH/data/judgements/judge_<judge>/<org__dataset>/<org__model>.json  + score, sometimes judge_output
+
+One run per model (tag ``legacy``, model ``org/model``), one judge per ``judge_*`` folder. Question keys
+as the design lists them: ELYZA and the 80-question MT-Bench by order of first appearance of the question
+text (so a repeated question is the same question), Tengu by ``id`` or that order, MT-Bench by ``id``,
+Rakuda by ``question_id``. A file in the 60-question MT-Bench folder that holds the older 80-question set
+(``Category`` and no ``id``) is imported as ``mt_bench_80``, never pooled with the 60. Scores may be int,
+float, null, or a dict holding ``score`` (a known bug; its ``judge_output`` goes with it). A repeated
+question keeps its last row. Tengu 61–65 are kept in the tables and left out of scores by the views.
+Models are processed one at a time, so memory follows the largest model, not the tree.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from .errors import DataError
+from .run import RunInfo
+from .schema import TABLES
+from .store import Store, now_us
+
+__all__ = ["FOLDERS", "JUDGE_TITLES", "ImportReport", "import_tree", "report_lines"]
+
+# Column names of the original leaderboard for the judge folders it knew.
+JUDGE_TITLES = {"gpt-4-turbo-preview": "GPT4", "gpt-4.1-2025-04-14": "GPT4.1", "gpt-5.1-2025-11-13": "GPT5.1",
+                "llmjudge-athenev2": "AtheneV2", "llmjudge-llama33": "Llama 3.3", "llmjudge-tulu405": "Tulu405"}
+
+TAG = "legacy"
+FOLDERS = {
+    "elyza__ELYZA-tasks-100": "elyza",
+    "lightblue__tengu_bench": "tengu",
+    "shisa-ai__ja-mt-bench-1shot": "mt_bench",
+    "yuzuai__rakuda-questions": "rakuda",
+    "lightblue__japanes-mt-bench-oneshot": "mt_bench_80",
+}
+
+
+@dataclass
+class ImportReport:
+    models: int = 0
+    files: int = 0
+    answers: int = 0
+    judgements: int = 0
+    counts: Counter = field(default_factory=Counter)  # edge cases met, by kind
+    warnings: list[str] = field(default_factory=list)
+
+
+def _files(root: Path, report: ImportReport) -> dict[str, list[tuple[str | None, str, Path]]]:
+    """model -> [(judge or None for answers, dataset folder, path)], unknown folders reported and skipped."""
+    by_model: dict[str, list[tuple[str | None, str, Path]]] = defaultdict(list)
+    answers = sorted((root / "model_answers").glob("*/*.json"))
+    judged = sorted((root / "judgements").glob("judge_*/*/*.json"))
+    for path in [*answers, *judged]:
+        folder = path.parent.name
+        if folder not in FOLDERS:
+            if report.counts["unknown_folder_files"] == 0 or str(path.parent) not in report.warnings[-1]:
+                report.warnings.append(f"skipped unknown dataset folder {path.parent}")
+            report.counts["unknown_folder_files"] += 1
+            continue
+        judge = path.parent.parent.name.removeprefix("judge_") if path.parts[-4] == "judgements" else None
+        by_model[path.stem.replace("__", "/", 1)].append((judge, folder, path))
+    return by_model
+
+
+def _rows(path: Path, report: ImportReport) -> Iterator[dict]:
+    data = path.read_bytes()
+    if b"\\u" in data[:4096]:
+        report.counts["ascii_escaped_files"] += 1
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            report.counts["malformed_lines"] += 1
+            report.warnings.append(f"{path}:{number}: not a JSON object, line skipped")
+            continue
+        if isinstance(row, dict):
+            yield row
+
+
+def _benchmark(folder: str, rows: list[dict], report: ImportReport) -> str:
+    name = FOLDERS[folder]
+    if name == "mt_bench" and rows and "id" not in rows[0] and "Category" in rows[0]:
+        report.counts["mt_bench_80_files_in_60_folder"] += 1
+        return "mt_bench_80"
+    return name
+
+
+def _keyed(name: str, rows: list[dict], report: ImportReport) -> dict[str, dict]:
+    """question_id -> row (the last of repeated questions)."""
+    keyed: dict[str, dict] = {}
+    order: dict[str, int] = {}
+    for index, row in enumerate(rows):
+        if name == "mt_bench":
+            qid = str(row["id"])
+        elif name == "rakuda":
+            qid = str(row["question_id"])
+        elif name == "tengu" and row.get("id") not in (None, ""):
+            qid = str(row["id"])
+        else:  # ELYZA, MT-Bench 80, Tengu without id: order of first appearance of the question text
+            text = str(row.get("Question") or row.get("input") or index)
+            qid = str(order.setdefault(text, len(order) + 1))
+        if qid in keyed:
+            report.counts["duplicate_rows"] += 1
+        keyed[qid] = row
+    if name == "tengu":
+        report.counts["tengu_files_with_id" if rows and "id" in rows[0] else "tengu_files_without_id"] += 1
+    return keyed
+
+
+def _question(run_id: str, name: str, qid: str, row: dict, at: int) -> dict:
+    text = row.get("Question") if "Question" in row else row.get("input", row.get("text"))
+    return {"run_id": run_id, "benchmark": name, "question_id": qid, "turns": [str(text or "")],
+            "reference": _text(row.get("output") if name == "elyza" else row.get("Answer")),
+            "criteria": _text(row.get("eval_aspect") if name == "elyza" else row.get("Criteria")),
+            "category": _text(row.get("category", row.get("Category"))), "created_at": at}
+
+
+def _text(value: object) -> str | None:
+    return None if value is None or (isinstance(value, str) and not value.strip()) else str(value)
+
+
+def _answer(run_id: str, model: str, name: str, qid: str, row: dict, at: int) -> dict:
+    content = row.get("ModelAnswer")
+    error = row.get("ErrorType") or (None if content is not None else "no ModelAnswer in the legacy file")
+    return {"run_id": run_id, "benchmark": name, "question_id": qid, "sample_index": 0, "strategy": "",
+            "model": model, "content": None if error else str(content), "error": error,
+            "error_type": "legacy_error" if error else None, "attempts": row.get("ErrorCount"), "calls": 1,
+            "created_at": at}
+
+
+def _score(row: dict, report: ImportReport) -> tuple[float | None, str | None]:
+    score, output = row.get("score"), row.get("judge_output")
+    if isinstance(score, dict):  # the known bug: the score and its reply nested in a dict
+        report.counts["dict_scores"] += 1
+        score, output = score.get("score"), score.get("judge_output", output)
+    if score is None:
+        report.counts["null_scores"] += 1
+        return None, output
+    if isinstance(score, float):
+        report.counts["float_scores"] += 1
+    try:
+        return float(score), output
+    except (TypeError, ValueError):
+        report.counts["unreadable_scores"] += 1
+        return None, output
+
+
+def import_tree(path: Path, results_dir: Path) -> ImportReport:
+    root = path / "data" if (path / "data").is_dir() else path
+    if not (root / "model_answers").is_dir() and not (root / "judgements").is_dir():
+        raise DataError(f"{path} is not an original Shaberi result tree: expected {path}/data/model_answers and "
+                        f"{path}/data/judgements")
+    report = ImportReport()
+    store = Store(results_dir)
+    for model, files in _files(root, report).items():
+        _import_model(store, model, files, report)
+    return report
+
+
+def _import_model(store: Store, model: str, files: list[tuple[str | None, str, Path]], report: ImportReport) -> None:
+    info = RunInfo(model=model, tag=TAG, base_url="", api_key=None, generation_config={}, benchmarks=[],
+                   datasets={}, prompt_hashes={})
+    at = now_us()
+    questions: dict[tuple[str, str], dict] = {}
+    answers: dict[tuple[str, str], dict] = {}
+    judgements: dict[tuple[str, str, str], dict] = {}
+    judges: set[str] = set()
+    for judge, folder, path in sorted(files, key=lambda f: (f[0] is not None, f[0] or "", f[1])):
+        rows = list(_rows(path, report))
+        report.files += 1
+        name = _benchmark(folder, rows, report)
+        for qid, row in _keyed(name, rows, report).items():
+            questions.setdefault((name, qid), _question(info.run_id, name, qid, row, at))
+            if judge is None or (name, qid) not in answers:  # answers files first; judgement files fill gaps
+                answers[(name, qid)] = _answer(info.run_id, model, name, qid, row, at)
+            if judge is None:
+                continue
+            score, output = _score(row, report)
+            judges.add(judge)
+            judgements[(name, qid, judge)] = {
+                "run_id": info.run_id, "benchmark": name, "question_id": qid, "sample_index": 0, "strategy": "",
+                "judge": judge, "score": score, "parse_method": "legacy", "judge_output": output,
+                "error": None if score is not None else "legacy: no score", "created_at": at}
+    info.benchmarks = sorted({name for name, _ in questions})
+    info.judges = tuple(sorted(judges))
+    with store.lock(info.run_id, f"legacy import of {model!r}"):
+        store.replace("runs", info.run_id, [info.row("complete")])
+        store.replace("questions", info.run_id, list(questions.values()))
+        store.replace("answers", info.run_id, list(answers.values()))
+        store.replace("judgements", info.run_id, list(judgements.values()) or TABLES["judgements"].schema.empty_table())
+    report.models += 1
+    report.answers += len(answers)
+    report.judgements += len(judgements)
+
+
+def report_lines(report: ImportReport) -> list[str]:
+    counts = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in sorted(report.counts.items()) if v)
+    return [f"imported {report.models} models ({report.files} files): {report.answers:,} answers, "
+            f"{report.judgements:,} judgements", *([counts] if counts else []), *report.warnings]
+

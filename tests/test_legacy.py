@@ -1,0 +1,108 @@
+"""import-legacy and leaderboard: the original tooling's numbers to 1e-9, every edge case counted."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+import pytest
+
+from shaberi.leaderboard import leaderboard
+from shaberi.legacy import import_tree
+
+from .conftest import query, shaberi
+
+SKIPPED = {"model_name", "% JA", "Average (ex-GPT4)", "GPT4 delta"}  # see the leaderboard module docstring
+
+
+@pytest.fixture(scope="module")
+def subset20(tmp_path_factory, data_dir):
+    results = tmp_path_factory.mktemp("legacy")
+    report = import_tree(data_dir / "legacy" / "subset20", results)
+    return results, report
+
+
+def test_leaderboard_equals_the_original_tooling_on_subset20(subset20, data_dir):
+    results, report = subset20
+    assert (report.models, report.answers, report.judgements) == (20, 6440, 20000)
+    header, rows = leaderboard(results)
+    ours = {r[0]: dict(zip(header, r, strict=True)) for r in rows}
+    with open(data_dir / "legacy" / "subset20" / "reference_leaderboard.csv", encoding="utf-8") as fh:
+        reference = {r["model_name"]: r for r in csv.DictReader(fh)}
+    assert set(ours) == set(reference)
+    compared = 0
+    for model, ref in reference.items():
+        for column, value in ref.items():
+            if column in SKIPPED:
+                continue
+            got = ours[model][column]
+            if value == "":
+                assert got is None, (model, column)
+            else:
+                assert got == pytest.approx(float(value), abs=1e-9), (model, column)
+                compared += 1
+    assert compared == 430
+    assert {r[-1] for r in rows} == {"60", "80"}  # the 80-question files are shown as such
+
+
+def test_the_80_question_set_is_its_own_benchmark_and_tengu_61_to_65_are_kept_but_not_scored(subset20):
+    results, report = subset20
+    assert report.counts["mt_bench_80_files_in_60_folder"] == 10
+    assert query(results, "SELECT count(DISTINCT question_id) FROM questions WHERE benchmark = 'mt_bench_80'"
+                 ) == [(80,)]
+    assert query(results, "SELECT max(cast(question_id AS INT)) FROM questions WHERE benchmark = 'mt_bench'") == [(80,)]
+    assert query(results, "SELECT count(*) FROM judgements WHERE benchmark = 'tengu' AND question_id IN "
+                          "('61', '62', '63', '64', '65')")[0][0] > 0
+    assert query(results, "SELECT count(*) FROM scores WHERE benchmark = 'tengu' AND question_id IN "
+                          "('61', '62', '63', '64', '65')") == [(0,)]
+
+
+def test_edge_cases_of_the_sample_files_are_counted(tmp_path, data_dir):
+    report = import_tree(data_dir / "legacy" / "samples", tmp_path)
+    counts = report.counts
+    assert (counts["dict_scores"], counts["duplicate_rows"], counts["mt_bench_80_files_in_60_folder"]) == (3, 1, 1)
+    assert (counts["tengu_files_with_id"], counts["tengu_files_without_id"]) == (1, 3)
+    assert counts["ascii_escaped_files"] == 7 and counts["null_scores"] == 1 and counts["float_scores"] == 117
+    # every judge reply is kept, the ones nested in dict scores included
+    assert query(tmp_path, "SELECT count(judge_output) FROM judgements WHERE judge = 'gpt-5.1-2025-11-13'") == [(380,)]
+    rows = query(tmp_path, "SELECT count(*), count(score) FROM judgements")
+    assert rows == [(report.judgements, report.judgements - 1)]
+
+
+def test_a_malformed_line_and_an_unknown_folder_are_reported_and_reimport_adds_nothing(tmp_path, data_dir):
+    tree = tmp_path / "tree" / "data"
+    src = data_dir / "legacy" / "samples"
+    folder = "yuzuai__rakuda-questions"
+    shutil.copytree(src / "model_answers" / folder, tree / "model_answers" / folder)
+    judged = tree / "judgements" / "judge_gpt-5.1-2025-11-13" / "yuzuai__rakuda-questions"
+    judged.mkdir(parents=True)
+    lines = (src / "judgements" / "judge_gpt-5.1-2025-11-13" / "yuzuai__rakuda-questions" /
+             "shisa-ai__shisa-v2-llama3.1-8b.json").read_text(encoding="utf-8").splitlines()
+    (judged / "shisa-ai__shisa-v2-llama3.1-8b.json").write_text("\n".join([lines[0], '{"broken": ', *lines[1:]]) + "\n",
+                                                                  encoding="utf-8")
+    (tree / "model_answers" / "someone__private-bench").mkdir(parents=True)
+    (tree / "model_answers" / "someone__private-bench" / "m.json").write_text('{"q": 1}\n', encoding="utf-8")
+
+    results = tmp_path / "results"
+    proc = shaberi("import-legacy", str(tmp_path / "tree"), "--results-dir", str(results))
+    assert proc.returncode == 0, proc.stderr
+    assert "judgements/judge_gpt-5.1-2025-11-13/yuzuai__rakuda-questions/shisa-ai__shisa-v2-llama3.1-8b.json:2" \
+        in proc.stdout
+    assert "skipped unknown dataset folder" in proc.stdout and "malformed lines: 1" in proc.stdout
+    assert query(results, "SELECT count(*) FROM judgements") == [(40,)]  # the other 40 lines all imported
+    before = query(results, "SELECT (SELECT count(*) FROM raw_answers), (SELECT count(*) FROM raw_judgements)")
+    assert shaberi("import-legacy", str(tmp_path / "tree"), "--results-dir", str(results)).returncode == 0
+    assert query(results, "SELECT (SELECT count(*) FROM raw_answers), (SELECT count(*) FROM raw_judgements)") == before
+
+
+def test_leaderboard_cli_and_export_of_imported_runs(tmp_path, data_dir):
+    results = tmp_path / "results"
+    proc = shaberi("import-legacy", str(data_dir / "legacy" / "samples"), "--export", "--results-dir", str(results))
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((results / "shisa-ai__shisa-v2-llama3.1-8b" / "legacy" / "manifest.json").read_text())
+    assert manifest["tag"] == "legacy" and "gpt-5.1-2025-11-13" in [j["name"] for j in manifest["judges"]]
+    table = shaberi("leaderboard", "--format", "markdown", "--results-dir", str(results))
+    assert table.returncode == 0 and "| model_name | Judges | Average (All) |" in table.stdout
+    bad = shaberi("import-legacy", str(tmp_path / "nowhere"), "--results-dir", str(results))
+    assert bad.returncode == 2 and "is not an original Shaberi result tree" in bad.stderr
