@@ -5,6 +5,9 @@ every judge's rows (``benchmark_scores`` judge ``*``: not a mean of per-judge me
 then per judge ``Average (J)`` and its four columns; each Average is the mean of the four columns next
 to it. ELYZA is × 2 and Tengu 61–65 are left out (the views do both). JA-MT is the 60-question set; a
 model that only has the older 80-question set shows that instead, and ``JA-MT questions`` says which.
+``Average (ex-GPT4)`` and ``GPT4 delta`` follow the original's arithmetic: the mean of every Average
+column whose name does not contain "GPT4" (GPT4.1's is left out too; ``All`` is included), and its
+difference from GPT4's relative to it.
 ``% JA`` is the share of Japanese characters (kana, kanji) among the letters of all of a
 model's answers; the original took it from whichever answer file it read first, so it can differ.
 """
@@ -19,6 +22,7 @@ from .sql import connect, find_runs
 
 __all__ = ["COLUMNS", "leaderboard"]
 
+GPT4 = "GPT4"
 COLUMNS = [("elyza", "ELYZA 100"), ("mt_bench", "JA-MT"), ("rakuda", "Rakuda"), ("tengu", "Tengu")]
 
 
@@ -30,11 +34,11 @@ def leaderboard(results_dir: Path, tag: str = "legacy") -> tuple[list[str], list
     scores = {(m, j, b): s for m, j, b, s in con.execute(
         "SELECT model, judge, benchmark, score FROM benchmark_scores").fetchall()}
     judges = sorted({j for _, j, _ in scores if j != "*"}, key=lambda j: JUDGE_TITLES.get(j, j))
-    header = ["model_name", "Judges", "Average (All)", *(f"{t} (All)" for _, t in COLUMNS)]
+    header = ["model_name", "Judges", "Average (ex-GPT4)", "Average (All)", *(f"{t} (All)" for _, t in COLUMNS)]
     for j in judges:
         title = JUDGE_TITLES.get(j, j)
         header += [f"Average ({title})", *(f"{t} ({title})" for _, t in COLUMNS)]
-    header += ["% JA", "JA-MT questions"]
+    header += ["GPT4 delta", "% JA", "JA-MT questions"]
     ja = dict(con.execute(  # counted by DuckDB's regex engine: Python would take a second on a large tree
         r"SELECT model, sum(length(regexp_replace(content, '[^\p{Hiragana}\p{Katakana}\p{Han}]', '', 'g'))) / "
         r"nullif(sum(length(regexp_replace(content, '[^\p{L}\p{N}]', '', 'g'))), 0) "
@@ -51,10 +55,20 @@ def leaderboard(results_dir: Path, tag: str = "legacy") -> tuple[list[str], list
             present = [v for v in values if v is not None]
             return [sum(present) / len(present) if present else None, *values]
 
-        row = [model, len({j for (m, j, _) in scores if m == model and j != "*"}), *block("*")]
+        pooled = block("*")
+        averages = {"All": pooled[0]}
+        row = [model, len({j for (m, j, _) in scores if m == model and j != "*"}), None, *pooled]
         for j in judges:
-            row += block(j)
-        row += [ja.get(model), "60" if ja_mt == "mt_bench" else "80"]
+            values = block(j)
+            averages[JUDGE_TITLES.get(j, j)] = values[0]
+            row += values
+        # As the original computed them: the mean of every Average column whose name lacks "GPT4" (so
+        # GPT4.1 is left out too), "All" included; and its difference from GPT4's, relative to it.
+        others = [v for title, v in averages.items() if GPT4 not in title and v is not None]
+        row[2] = sum(others) / len(others) if len(others) > 1 else None  # "All" alone is no judge
+        gpt4 = averages.get(GPT4)
+        row += [(row[2] - gpt4) / gpt4 if gpt4 and row[2] is not None else None, ja.get(model),
+                "60" if ja_mt == "mt_bench" else "80"]
         rows.append(row)
-    rows.sort(key=lambda r: -(r[2] or 0))
+    rows.sort(key=lambda r: -(r[3] or 0))
     return header, rows
