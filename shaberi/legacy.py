@@ -58,10 +58,12 @@ def _files(root: Path, report: ImportReport) -> dict[str, list[tuple[str | None,
     by_model: dict[str, list[tuple[str | None, str, Path]]] = defaultdict(list)
     answers = sorted((root / "model_answers").glob("*/*.json"))
     judged = sorted((root / "judgements").glob("judge_*/*/*.json"))
+    skipped: set[Path] = set()
     for path in [*answers, *judged]:
         folder = path.parent.name
         if folder not in FOLDERS:
-            if report.counts["unknown_folder_files"] == 0 or str(path.parent) not in report.warnings[-1]:
+            if path.parent not in skipped:
+                skipped.add(path.parent)
                 report.warnings.append(f"skipped unknown dataset folder {path.parent}")
             report.counts["unknown_folder_files"] += 1
             continue
