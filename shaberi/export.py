@@ -25,7 +25,7 @@ import orjson
 
 from .sql import connect, find_runs
 
-__all__ = ["export_run", "export_summary", "run_folder", "write_manifest"]
+__all__ = ["export_run", "export_summary", "run_folder", "write_manifest", "write_progress_manifest"]
 
 _STORE_FOLDERS = {"tables", "journal", "locks"}
 _ANSWER_ID = ("run_id || '/' || benchmark || '/' || question_id || '/' || sample_index || "
@@ -52,29 +52,41 @@ def _records(con: duckdb.DuckDBPyConnection, query: str, params: dict | None = N
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
-def write_manifest(results_dir: Path, run_id: str, stages: dict[str, str], error: str | None = None) -> Path:
-    """The run's manifest as of now; ``stages`` maps each requested stage to pending/running/done/failed."""
-    con = connect(results_dir, None, [run_id])
+def write_manifest(results_dir: Path, run_id: str, stages: dict[str, str], error: str | None = None,
+                   con: duckdb.DuckDBPyConnection | None = None) -> Path:
+    """The run's manifest from its tables; ``stages`` maps each requested stage to pending/running/done/failed."""
+    con = con or connect(results_dir, None, [run_id])
     (run,) = _records(con, "SELECT * FROM runs")
-    per_benchmark = {r["benchmark"]: r for r in _records(con, """
+    counts = {r["benchmark"]: r for r in _records(con, """
         SELECT q.benchmark, count(DISTINCT q.question_id) AS questions, count(a.question_id) AS answers,
                count(a.error) AS answer_errors, any_value(a.error) FILTER (WHERE a.error IS NOT NULL) AS example_error
         FROM questions q LEFT JOIN answers a USING (run_id, benchmark, question_id) GROUP BY q.benchmark""")}
     judged = {(r["benchmark"], r["judge"]): r for r in _records(con, """
-        SELECT benchmark, judge, count(*) AS judgements, count(score) AS scored, min(created_at) AS first_at,
+        SELECT benchmark, judge, count(*) AS rows, count(score) AS scored, min(created_at) AS first_at,
                max(created_at) AS last_at FROM judgements GROUP BY ALL""")}
     tokens = _records(con, "SELECT stage, benchmark, model, requests, prompt_tokens, completion_tokens, "
                            "cached_requests FROM token_usage ORDER BY stage, benchmark, model")
+    return _write_manifest(results_dir, run, stages, error, counts, judged, tokens)
+
+
+def write_progress_manifest(results_dir: Path, run: dict, stages: dict[str, str], counts: dict[str, dict]) -> Path:
+    """The manifest when a stage starts, from what the process holds in memory: no query, so it costs
+    nothing before the first call (``counts``: benchmark -> questions, answers, answer_errors)."""
+    return _write_manifest(results_dir, run, stages, None, counts, {}, [])
+
+
+def _write_manifest(results_dir: Path, run: dict, stages: dict[str, str], error: str | None, counts: dict,
+                    judged: dict, tokens: list[dict]) -> Path:
     datasets = orjson.loads(run["datasets"] or "{}")
     benchmarks = {}
     for name in run["benchmarks"] or []:
-        b = per_benchmark.get(name, {"questions": 0, "answers": 0, "answer_errors": 0, "example_error": None})
+        b = {"questions": 0, "answers": 0, "answer_errors": 0, "example_error": None} | counts.get(name, {})
         failed = b["answers"] and b["answer_errors"] == b["answers"]
         benchmarks[name] = {
             "status": "error" if failed or error else ("ok" if b["answers"] == b["questions"] else "incomplete"),
             "error": b["example_error"] if b["answer_errors"] else None,
             "questions": b["questions"], "answers": b["answers"], "answer_errors": b["answer_errors"],
-            "judgements": {j: {"rows": v["judgements"], "scored": v["scored"]} for (bn, j), v in judged.items()
+            "judgements": {j: {"rows": v["rows"], "scored": v["scored"]} for (bn, j), v in judged.items()
                            if bn == name},
             "dataset": datasets.get(name),
         }
@@ -88,7 +100,7 @@ def write_manifest(results_dir: Path, run_id: str, stages: dict[str, str], error
     status = "error" if error or any(s == "failed" for s in stages.values()) else (
         "ok" if all(s == "done" for s in stages.values()) else "running")
     manifest = {
-        "run_id": run_id, "tag": run["tag"], "base_tag": run["base_tag"], "run_index": run["run_index"],
+        "run_id": run["run_id"], "tag": run["tag"], "base_tag": run["base_tag"], "run_index": run["run_index"],
         "status": status, "error": error, "stages": stages,
         "model": {"name": run["model"], "base_url": run["base_url"], "api_key_sha256": run["api_key_sha256"]},
         "generation_config": orjson.loads(run["generation_config"] or "{}"),
@@ -104,33 +116,40 @@ def write_manifest(results_dir: Path, run_id: str, stages: dict[str, str], error
     return path
 
 
-def export_run(results_dir: Path, run_id: str) -> Path:
-    """Write the run's artifacts (JSONL per benchmark and judge, normalized records, metrics)."""
-    con = connect(results_dir, None, [run_id])
+def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | None = None) -> Path:
+    """Write the run's artifacts (JSONL per benchmark and judge, normalized records, metrics). DuckDB writes
+    the JSON Lines itself (``COPY … FORMAT JSON``): rows never pass through Python."""
+    con = con or connect(results_dir, None, [run_id])
     (run,) = _records(con, "SELECT model, tag FROM runs")
     root = run_folder(results_dir, run["model"], run["tag"]) / "artifacts" / "shaberi"
-    answers = _records(con, f"""
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE x_answers AS
         SELECT {_ANSWER_ID} AS answer_id, a.run_id, a.benchmark, a.question_id, a.sample_index, a.strategy, a.model,
                q.turns, q.reference, q.criteria, q.category, a.content, a.reasoning, a.finish_reason, a.error,
                a.error_type, a.attempts, a.latency_ms, a.prompt_tokens, a.completion_tokens, a.created_at
         FROM answers a LEFT JOIN questions q USING (run_id, benchmark, question_id)
         ORDER BY a.benchmark, a.question_id, a.sample_index, a.strategy""")
-    judgements = _records(con, f"""
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE x_judgements AS
         SELECT {_ANSWER_ID} AS answer_id, j.benchmark, j.question_id, j.judge AS judge_model, j.score, j.score_scale,
                j.parse_method, j.error, a.reasoning, j.judge_output, j.fallback_output, j.prompt_hash,
                j.prompt_tokens, j.completion_tokens, j.created_at
         FROM judgements j LEFT JOIN answers a USING (run_id, benchmark, question_id, sample_index, strategy)
         ORDER BY j.judge, j.benchmark, j.question_id, j.sample_index""")
-    scores = _records(con, f"""
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE x_scores AS
         SELECT {_ANSWER_ID} AS answer_id, benchmark, question_id, judge AS judge_model, original_score, pass_delta,
                score, score_10, passes, error FROM scores ORDER BY judge, benchmark, question_id, sample_index""")
-    passes = _records(con, f"SELECT {_ANSWER_ID} AS answer_id, * EXCLUDE (run_id) FROM pass_deltas "
-                           "ORDER BY pass_name, benchmark, question_id")
-    _jsonl_groups(root / "answers", answers, lambda r: f"{r['benchmark']}.jsonl")
-    _jsonl_groups(root / "judgements", judgements, lambda r: f"judge_{_safe(r['judge_model'])}/{r['benchmark']}.jsonl")
-    _jsonl_groups(root / "passes", passes, lambda r: f"{_safe(r['pass_name'])}/{r['benchmark']}.jsonl")
-    for name, rows in (("answers", answers), ("judgements", judgements), ("scores", scores)):
-        _jsonl(root / "normalized" / f"{name}.jsonl", rows)
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE x_passes AS
+        SELECT {_ANSWER_ID} AS answer_id, * EXCLUDE (run_id) FROM pass_deltas ORDER BY pass_name, benchmark,
+        question_id""")
+    for (bench,) in con.execute("SELECT DISTINCT benchmark FROM x_answers").fetchall():
+        _copy(con, f"SELECT * FROM x_answers WHERE benchmark = {_lit(bench)}", root / "answers" / f"{bench}.jsonl")
+    for judge, bench in con.execute("SELECT DISTINCT judge_model, benchmark FROM x_judgements").fetchall():
+        _copy(con, f"SELECT * FROM x_judgements WHERE judge_model = {_lit(judge)} AND benchmark = {_lit(bench)}",
+              root / "judgements" / f"judge_{_safe(judge)}" / f"{bench}.jsonl")
+    for name, bench in con.execute("SELECT DISTINCT pass_name, benchmark FROM x_passes").fetchall():
+        _copy(con, f"SELECT * FROM x_passes WHERE pass_name = {_lit(name)} AND benchmark = {_lit(bench)}",
+              root / "passes" / _safe(name) / f"{bench}.jsonl")
+    for name in ("answers", "judgements", "scores"):
+        _copy(con, f"SELECT * FROM x_{name}", root / "normalized" / f"{name}.jsonl")
     metrics = {
         "benchmarks": _records(con, "SELECT judge, benchmark, title, score, baseline_score, n, n_scored, n_null, "
                                     "n_error, n_judge_error FROM benchmark_scores ORDER BY judge, position"),
@@ -141,6 +160,18 @@ def export_run(results_dir: Path, run_id: str) -> Path:
     }
     _write_json(root / "metrics.json", metrics)
     return root
+
+
+def _lit(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _copy(con: duckdb.DuckDBPyConnection, query: str, path: Path) -> None:
+    """JSON Lines by DuckDB, to a temp name, then renamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    con.execute(f"COPY ({query}) TO {_lit(str(tmp))} (FORMAT JSON)")
+    os.replace(tmp, path)
 
 
 def export_summary(results_dir: Path, base_tag: str, model: str) -> Path | None:
@@ -163,20 +194,3 @@ def export_summary(results_dir: Path, base_tag: str, model: str) -> Path | None:
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name.replace("/", "__"))
-
-
-def _jsonl(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as fh:
-        for row in rows:
-            fh.write(orjson.dumps(row, default=str) + b"\n")
-    os.replace(tmp, path)
-
-
-def _jsonl_groups(folder: Path, rows: list[dict], name: object) -> None:
-    groups: dict[str, list[dict]] = {}
-    for row in rows:
-        groups.setdefault(name(row), []).append(row)  # type: ignore[operator]
-    for relative, group in groups.items():
-        _jsonl(folder / relative, group)

@@ -21,13 +21,14 @@ import pyarrow.compute as pc
 from . import benchmarks as bm
 from .client import ChatClient, ClientConfig
 from .errors import UsageError
-from .export import export_run, export_summary, write_manifest
+from .export import export_run, export_summary, write_manifest, write_progress_manifest
 from .generate import GenerationConfig, Progress, generate
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, reprocess
 from .lease import EndpointLease
 from .prompts import generation_template, judging_hash, template_hash
 from .run import RunInfo, run_id_for, validate_name
 from .schema import TABLES
+from .sql import connect
 from .store import Store, now_us
 
 __all__ = ["STAGES", "Outcome", "RunRequest", "execute", "repeated", "reprocess_run", "run"]
@@ -57,6 +58,7 @@ class RunRequest:
     judge_concurrency: int | None = None  # default: the candidate's maximum
     judging: JudgeConfig = field(default_factory=JudgeConfig)
     rejudge: bool = False
+    export: bool = True  # manifest and JSONL artifacts at the end (the benchmarks time the stages without)
 
 
 @dataclass
@@ -163,7 +165,8 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
                 _write_questions(store, info.run_id, datasets)
                 for stage in stages:
                     progress_of[stage] = "running"
-                    write_manifest(req.results_dir, info.run_id, progress_of)
+                    write_progress_manifest(req.results_dir, info.row("running"), progress_of,
+                                            _counts(datasets, outcome.generation))
                     if stage == "generate":
                         await generate(store, info.run_id, req.model, datasets, candidate, req.generation,
                                        rerun=req.rerun, retry_errors=req.retry_errors, progress=outcome.generation)
@@ -178,10 +181,12 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
                 write_manifest(req.results_dir, info.run_id, progress_of, error)
                 raise
             store.replace("runs", info.run_id, [info.row("complete", None, candidate.limiter.history)])
-            write_manifest(req.results_dir, info.run_id, progress_of)
-            export_run(req.results_dir, info.run_id)
-            if info.base_tag != req.tag:
-                export_summary(req.results_dir, info.base_tag, req.model)
+            if req.export:
+                con = connect(req.results_dir, None, [info.run_id])  # one DuckDB for the manifest and the export
+                write_manifest(req.results_dir, info.run_id, progress_of, con=con)
+                export_run(req.results_dir, info.run_id, con=con)
+                if info.base_tag != req.tag:
+                    export_summary(req.results_dir, info.base_tag, req.model)
         return outcome
     finally:
         for client in clients:
@@ -234,6 +239,13 @@ async def reprocess_run(results_dir: Path, model: str, tag: str) -> int:
 def execute(req: RunRequest, on_start: Callable[[Outcome], object] | None = None) -> Outcome:
     """``run`` on a fresh event loop."""
     return asyncio.run(run(req, on_start))
+
+
+def _counts(datasets: list[bm.Dataset], progress: Progress) -> dict[str, dict]:
+    return {d.benchmark: {"questions": len(d.questions),
+                          "answers": progress.benchmarks[d.benchmark].done if d.benchmark in progress.benchmarks else 0,
+                          "answer_errors": progress.benchmarks[d.benchmark].errors
+                          if d.benchmark in progress.benchmarks else 0} for d in datasets}
 
 
 def _merge_previous(store: Store, info: RunInfo) -> None:

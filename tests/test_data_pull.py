@@ -97,7 +97,7 @@ def test_pull_fetches_every_upstream_file_and_the_loaders_read_them(hub, data_di
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "data" / "ja").iterdir()) == [
         "elyza_tasks_100.csv", "ja_mt_bench_1shot.jsonl", "rakuda.parquet", "tengu_bench.parquet"]
-    assert {r for r, _, _ in FakeHub.requested} == {e["hf_repo"] for e in bm.registry().values() if "hf_repo" in e}
+    assert {r for r, _, _ in FakeHub.requested} == {bm.registry()[n]["hf_repo"] for n in bm.resolve("all")}
     for name in bm.resolve("all"):
         assert bm.load(name, tmp_path / "data").questions == bm.load(name, data_dir).questions
 

@@ -45,7 +45,7 @@ def test_the_real_files_give_160_turns_and_all_stays_the_four(data_dir):
     try:
         bm.resolve("nope")
     except UsageError as exc:
-        assert "(opt-in: mt_bench_full)" in str(exc)
+        assert "(opt-in: mt_bench_full, mt_bench_80)" in str(exc)
 
 
 def test_turn_two_continues_the_models_own_conversation_and_is_judged_on_it(server, tmp_path):
