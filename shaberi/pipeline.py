@@ -249,7 +249,7 @@ def _counts(datasets: list[bm.Dataset], progress: Progress) -> dict[str, dict]:
 
 
 def _merge_previous(store: Store, info: RunInfo) -> None:
-    """A resumed or extended run keeps its creation time and the benchmarks it already covered."""
+    """A resumed or extended run keeps its creation time and the benchmarks and judges it already had."""
     old = store.read("runs", info.run_id).to_pylist()
     if not old:
         return
@@ -258,6 +258,7 @@ def _merge_previous(store: Store, info: RunInfo) -> None:
     info.benchmarks = list(dict.fromkeys([*(prev["benchmarks"] or []), *info.benchmarks]))
     info.datasets = orjson.loads(prev["datasets"] or "{}") | info.datasets
     info.prompt_hashes = orjson.loads(prev["prompt_hashes"] or "{}") | info.prompt_hashes
+    info.judges = tuple(dict.fromkeys([*(prev["judges"] or []), *info.judges]))
 
 
 def _write_questions(store: Store, run_id: str, datasets: list[bm.Dataset]) -> None:

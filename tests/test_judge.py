@@ -118,8 +118,10 @@ def test_a_changed_judging_prompt_or_a_new_judge_is_judged_again(server, tmp_pat
     results = tmp_path / "r"
     evaluate(server, results, data)
     server.reset()
-    evaluate(server, results, data, judges=["judge-a", "judge-new"])
+    evaluate(server, results, data, judges=["judge-new"])
     assert server.stats()["calls"] == 2  # only the new judge
+    (judges,) = query(results, "SELECT judges FROM runs")[0]
+    assert [j.partition("@")[0] for j in judges] == ["judge-a", "judge-new"]  # the run keeps both
     monkeypatch.setattr(judge_module, "judging_hash", lambda benchmark: "edited-template")
     server.reset()
     evaluate(server, results, data, judges=["judge-a", "judge-new"])
