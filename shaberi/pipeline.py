@@ -21,14 +21,13 @@ import pyarrow.compute as pc
 from . import benchmarks as bm
 from .client import ChatClient, ClientConfig
 from .errors import UsageError
-from .export import export_run, export_summary, write_manifest, write_progress_manifest
+from .export import export_connection, export_run, export_summary, write_manifest, write_progress_manifest
 from .generate import GenerationConfig, Progress, generate
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, reprocess
 from .lease import EndpointLease
 from .prompts import generation_template, judging_hash, template_hash
 from .run import RunInfo, run_id_for, validate_name
 from .schema import TABLES
-from .sql import connect
 from .store import Store, now_us
 
 __all__ = ["STAGES", "Outcome", "RunRequest", "execute", "repeated", "reprocess_run", "run"]
@@ -182,7 +181,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
                 raise
             store.replace("runs", info.run_id, [info.row("complete", None, candidate.limiter.history)])
             if req.export:
-                con = connect(req.results_dir, None, [info.run_id])  # one DuckDB for the manifest and the export
+                con = export_connection(req.results_dir, info.run_id)  # one DuckDB for manifest and export
                 write_manifest(req.results_dir, info.run_id, progress_of, con=con)
                 export_run(req.results_dir, info.run_id, con=con)
                 if info.base_tag != req.tag:
