@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 
 from . import benchmarks as bm
-from .generate import BenchmarkProgress, GenerationConfig, Progress, _existing, _plan
+from .generate import BenchmarkProgress, GenerationConfig, Progress, existing_answers, plan_calls
 from .prompts import judge_messages
 from .run import run_id_for
 from .sql import connect
@@ -55,8 +55,8 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, datasets: l
     for ds in datasets:
         progress.benchmarks[ds.benchmark] = BenchmarkProgress(total=len(ds.questions) * config.samples)
     questions = [q for ds in datasets for q in ds.questions]
-    planned = list(_plan(questions, model=model, base_url=base_url.rstrip("/"), config=config,
-                         existing=_existing(store, run_id), rerun=False, retry_errors=2, progress=progress))
+    planned = list(plan_calls(questions, model=model, base_url=base_url.rstrip("/"), config=config,
+                         existing=existing_answers(store, run_id), rerun=False, retry_errors=2, progress=progress))
     reused = sum(b.cached for b in progress.benchmarks.values())
     prompt = sum(estimate_tokens(item.body.decode()) for item in planned)
     con = connect(results_dir, pricing)

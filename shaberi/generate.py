@@ -26,7 +26,7 @@ from .dispatch import Dispatcher
 from .prompts import generation_messages
 from .store import Journal, Store, now_us
 
-__all__ = ["GenerationConfig", "Progress", "generate", "split_reasoning"]
+__all__ = ["GenerationConfig", "Progress", "existing_answers", "generate", "plan_calls", "split_reasoning"]
 
 _TAGS = "think|thinking|reasoning|thought"
 _BLOCK = re.compile(rf"<({_TAGS})>(.*?)</\1>", re.S | re.I)
@@ -105,7 +105,7 @@ class _Work:
     attempts_before: int
 
 
-def _plan(
+def plan_calls(
     questions: Iterable[Question], model: str, base_url: str, config: GenerationConfig,
     existing: dict[tuple, tuple], rerun: bool, retry_errors: int, progress: Progress,
     earlier: Callable[[Question, int], list[str] | None] = lambda q, s: [],
@@ -154,7 +154,7 @@ async def generate(
     progress = progress or Progress()
     for ds in datasets:
         progress.benchmarks[ds.benchmark] = BenchmarkProgress(total=len(ds.questions) * config.samples)
-    existing = _existing(store, run_id)
+    existing = existing_answers(store, run_id)
     questions = [q for ds in datasets for q in ds.questions]
     first = [q for q in questions if "previous" not in q.extra]
     later = [q for q in questions if "previous" in q.extra]
@@ -163,7 +163,7 @@ async def generate(
         stop = asyncio.Event()
         ticker = asyncio.create_task(_flush_when_due(journal, stop))
         record = functools.partial(_record, journal, run_id, model, progress)
-        plan = functools.partial(_plan, model=model, base_url=client.base_url, config=config, existing=existing,
+        plan = functools.partial(plan_calls, model=model, base_url=client.base_url, config=config, existing=existing,
                                  rerun=rerun, retry_errors=retry_errors, progress=progress)
         try:
             await Dispatcher(plan(first), lambda item: client.chat(item.body), record, client.limiter.config.max).run()
@@ -188,7 +188,7 @@ async def generate(
     return progress
 
 
-def _existing(store: Store, run_id: str) -> dict[tuple, tuple]:
+def existing_answers(store: Store, run_id: str) -> dict[tuple, tuple]:
     rows = store.read("answers", run_id, ["benchmark", "question_id", "sample_index", "strategy", "request_hash",
                                           "error", "calls", "attempts"]).to_pylist()
     return {(r["benchmark"], r["question_id"], r["sample_index"]):

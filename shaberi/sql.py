@@ -40,17 +40,18 @@ def _raw_view(con: duckdb.DuckDBPyConnection, root: Path, spec: Table, run_ids: 
     table_dir = root / "tables" / spec.name
     columns = [(f.name, _duck_type(f.type)) for f in spec.schema]
     if run_ids is None:
-        files = [str(table_dir / "*" / "part-*.parquet")] if any(table_dir.glob("*/part-*.parquet")) else []
+        parts = list(table_dir.glob("*/part-*.parquet"))
+        files = [str(table_dir / "*" / "part-*.parquet")] if parts else []
     else:  # only the partitions of these runs: the cost follows the runs asked about, not the whole lake
-        files = [str(p) for r in run_ids for p in sorted((table_dir / f"run_id={r}").glob("part-*.parquet"))]
+        parts = [p for r in run_ids for p in sorted((table_dir / f"run_id={r}").glob("part-*.parquet"))]
+        files = [str(p) for p in parts]
     if files:
         quoted = ", ".join("'{}'".format(f.replace("'", "''")) for f in files)
         source = f"read_parquet([{quoted}], union_by_name = true, filename = '_file', hive_partitioning = false)"
         # Which declared columns exist at all: a column missing from every part is missing from the newest
         # one, so its schema is enough (union_by_name fills older parts at query time). Describing the
         # whole union would read every part's footer twice.
-        newest = max(table_dir.glob("*/part-*.parquet") if run_ids is None else map(Path, files),
-                     key=lambda p: p.name)
+        newest = max(parts, key=lambda p: p.name)
         present = {r[0] for r in con.execute(
             "DESCRIBE SELECT * FROM read_parquet(?)", [str(newest)]).fetchall()}
         select = [f'CAST("{n}" AS {t}) AS "{n}"' if n in present else f'CAST(NULL AS {t}) AS "{n}"'

@@ -8,9 +8,10 @@ columns it must have come from ``data/datasets.toml``.
 from __future__ import annotations
 
 import csv
+import itertools
 import shutil
 import tomllib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,7 +136,7 @@ def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:
     if "references" in entry:
         ref_path = locate(name, data_dir, "references")
         extra["references"] = _checked_rows(name, ref_path, entry["reference_columns"], entry)
-    questions = list(_take(BENCHMARKS[name].convert(rows, **extra), limit))
+    questions = list(itertools.islice(BENCHMARKS[name].convert(rows, **extra), limit))
     if not questions:
         raise DataError(f"{name}: {path} holds no questions; re-download it with: shaberi data pull")
     digest = sha256_file(path)
@@ -180,13 +181,6 @@ def pull(name: str, data_dir: Path) -> Path:
         target.with_suffix(ext).unlink(missing_ok=True)
     shutil.copyfile(cached, target)
     return target
-
-
-def _take(it: Iterable[Question], limit: int | None) -> Iterator[Question]:
-    for i, q in enumerate(it):
-        if limit is not None and i >= limit:
-            return
-        yield q
 
 
 def _text(value: object) -> str | None:
