@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import sys
 from pathlib import Path
@@ -96,6 +95,7 @@ def run(
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
     """Generate answers for the Japanese benchmarks (resumable: re-run the same command to continue)."""
+    _arrow_without_pandas()
     from .client import AIMDConfig, ClientConfig
     from .generate import GenerationConfig
     from .judge import JudgeConfig
@@ -103,6 +103,8 @@ def run(
     from .run import run_id_for
 
     if reprocess:
+        import asyncio
+
         changed = asyncio.run(reprocess_run(results_dir, model, tag))
         typer.echo(f"reprocessed run {run_id_for(model, tag)}: {changed} judgements changed, 0 API calls")
         return
@@ -152,6 +154,8 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
 
 
 def _run(request: RunRequest) -> None:
+    import asyncio
+
     from .display import live_progress
     from .pipeline import run as run_pipeline
 
@@ -373,6 +377,7 @@ def import_legacy(
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
     """Import original Shaberi results as runs tagged 'legacy' (one per model); re-importing adds nothing."""
+    _arrow_without_pandas()
     from .legacy import TAG, import_tree, report_lines
 
     report = import_tree(path, results_dir)
@@ -432,6 +437,7 @@ def demo(
                                                   "hand-written samples shipped in data/samples.")] = None,
 ) -> None:
     """Run every stage end to end against the project's loopback test server (no key, no network)."""
+    _arrow_without_pandas()
     from .pipeline import RunRequest
     from .resources import resource_dir
     from .testing import LoopbackServer
@@ -444,6 +450,27 @@ def demo(
     view(tag="demo", runs=None, model=None, judge=None, format="table", pricing=None, clustered_se=False,
          results_dir=results_dir, data_dir=DEFAULT_DATA)
     typer.echo(f"tables: {results_dir / 'tables'}; export and manifest: {results_dir / 'shaberi-loopback' / 'demo'}")
+
+
+def _arrow_without_pandas() -> None:
+    """pyarrow imports pandas (0.3 s, 60 MB) the first time it converts Python values, only to ask whether
+    they are pandas objects; the commands that write tables never hand it one. Let that one question fail
+    (pyarrow asks once per process); pandas itself stays importable, for statsmodels."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    class NoPandas:
+        @staticmethod
+        def find_spec(name: str, *_: object) -> None:
+            if name == "pandas":
+                raise ModuleNotFoundError("No module named 'pandas'", name=name)
+
+    sys.meta_path.insert(0, NoPandas)  # type: ignore[arg-type]
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(NoPandas)  # type: ignore[arg-type]
 
 
 def _console() -> Console:

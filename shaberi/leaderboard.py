@@ -9,28 +9,37 @@ model that only has the older 80-question set shows that instead, and ``JA-MT qu
 column whose name does not contain "GPT4" (GPT4.1's is left out too; ``All`` is included), and its
 difference from GPT4's relative to it.
 ``% JA`` is the share of Japanese characters (kana, kanji) among the letters of all of a
-model's answers; the original took it from whichever answer file it read first, so it can differ.
+model's answers, summed from the counts stored with each answer (``shaberi/scripts.py``); the original
+took it from whichever answer file it read first, so it can differ.
+The command must answer in half a second on a 20-model tree: it defines only the views it needs and
+shares one DuckDB database between finding the runs and reading them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
+
 from .errors import UsageError
-from .legacy import JUDGE_TITLES
 from .sql import connect, find_runs
 
-__all__ = ["COLUMNS", "leaderboard"]
+__all__ = ["COLUMNS", "JUDGE_TITLES", "leaderboard"]
+
+# Column names of the original leaderboard for the judge folders it knew.
+JUDGE_TITLES = {"gpt-4-turbo-preview": "GPT4", "gpt-4.1-2025-04-14": "GPT4.1", "gpt-5.1-2025-11-13": "GPT5.1",
+                "llmjudge-athenev2": "AtheneV2", "llmjudge-llama33": "Llama 3.3", "llmjudge-tulu405": "Tulu405"}
 
 GPT4 = "GPT4"
 COLUMNS = [("elyza", "ELYZA 100"), ("mt_bench", "JA-MT"), ("rakuda", "Rakuda"), ("tengu", "Tengu")]
 
 
 def leaderboard(results_dir: Path, tag: str = "legacy") -> tuple[list[str], list[list]]:
-    runs = find_runs(results_dir, "tag = $tag", {"tag": tag})
+    con = duckdb.connect()
+    runs = find_runs(results_dir, "tag = $tag", {"tag": tag}, con)
     if not runs:
         raise UsageError(f"no runs tagged {tag!r} under {results_dir}; import a tree with: shaberi import-legacy PATH")
-    con = connect(results_dir, None, [r[0] for r in runs])
+    connect(results_dir, None, [r[0] for r in runs], upto="benchmark_scores", con=con)
     scores = {(m, j, b): s for m, j, b, s in con.execute(
         "SELECT model, judge, benchmark, score FROM benchmark_scores").fetchall()}
     judges = sorted({j for _, j, _ in scores if j != "*"}, key=lambda j: JUDGE_TITLES.get(j, j))
@@ -39,10 +48,8 @@ def leaderboard(results_dir: Path, tag: str = "legacy") -> tuple[list[str], list
         title = JUDGE_TITLES.get(j, j)
         header += [f"Average ({title})", *(f"{t} ({title})" for _, t in COLUMNS)]
     header += ["GPT4 delta", "% JA", "JA-MT questions"]
-    ja = dict(con.execute(  # counted by DuckDB's regex engine: Python would take a second on a large tree
-        r"SELECT model, sum(length(regexp_replace(content, '[^\p{Hiragana}\p{Katakana}\p{Han}]', '', 'g'))) / "
-        r"nullif(sum(length(regexp_replace(content, '[^\p{L}\p{N}]', '', 'g'))), 0) "
-        "FROM answers GROUP BY model").fetchall())
+    ja = dict(con.execute(  # counted when each answer was written (shaberi/scripts.py)
+        "SELECT model, sum(japanese_chars) / nullif(sum(letter_chars), 0) FROM answers GROUP BY model").fetchall())
     rows = []
     for model in sorted({r[1] for r in runs}):
         # The original read whatever file its MT-Bench folder held, for some models the older 80-question

@@ -27,11 +27,7 @@ from .run import RunInfo
 from .schema import TABLES
 from .store import Store, now_us
 
-__all__ = ["FOLDERS", "JUDGE_TITLES", "ImportReport", "import_tree", "report_lines"]
-
-# Column names of the original leaderboard for the judge folders it knew.
-JUDGE_TITLES = {"gpt-4-turbo-preview": "GPT4", "gpt-4.1-2025-04-14": "GPT4.1", "gpt-5.1-2025-11-13": "GPT5.1",
-                "llmjudge-athenev2": "AtheneV2", "llmjudge-llama33": "Llama 3.3", "llmjudge-tulu405": "Tulu405"}
+__all__ = ["FOLDERS", "ImportReport", "import_tree", "report_lines"]
 
 TAG = "legacy"
 FOLDERS = {
@@ -182,7 +178,8 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
         report.files += 1
         name = _benchmark(folder, rows, report)
         for qid, row in _keyed(name, rows, report).items():
-            questions.setdefault((name, qid), _question(info.run_id, name, qid, row, at))
+            if (name, qid) not in questions:
+                questions[(name, qid)] = _question(info.run_id, name, qid, row, at)
             if judge is None or (name, qid) not in answers:  # answers files first; judgement files fill gaps
                 answers[(name, qid)] = _answer(info.run_id, model, name, qid, row, at)
             if judge is None:

@@ -3,37 +3,74 @@
 Every table is partitioned by ``run_id``. Rows are appended; when a key is written again the row with
 the latest ``created_at`` wins (the SQL views and the store's compaction apply the same rule), except
 ``token_usage``, whose rows are increments and are summed.
+
+Column types are named here, not built as Arrow types, so that read-only commands (``leaderboard``,
+``view``) can declare their DuckDB views without importing pyarrow; ``Table.schema`` builds the Arrow
+schema on first use.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["TABLES", "Table", "table"]
 
-TS = pa.timestamp("us", tz="UTC")
-STR = pa.string()
-I32 = pa.int32()
-I64 = pa.int64()
-F64 = pa.float64()
+TS, STR, I32, I64, F64, BOOL, STR_LIST = "timestamp", "string", "int32", "int64", "float64", "bool", "list<string>"
+_DUCKDB = {TS: "TIMESTAMPTZ", STR: "VARCHAR", I32: "INTEGER", I64: "BIGINT", F64: "DOUBLE", BOOL: "BOOLEAN",
+           STR_LIST: "VARCHAR[]"}
+
+
+def _arrow(kind: str) -> pa.DataType:
+    import pyarrow as pa
+
+    return {TS: pa.timestamp("us", tz="UTC"), STR: pa.string(), I32: pa.int32(), I64: pa.int64(),
+            F64: pa.float64(), BOOL: pa.bool_(), STR_LIST: pa.list_(pa.string())}[kind]
 
 
 @dataclass(frozen=True)
 class Table:
     name: str
-    schema: pa.Schema
+    fields: tuple[tuple[str, str], ...]  # (column, type name)
     key: tuple[str, ...]
     additive: bool = False  # rows are increments to be summed, not versions of a key
+    derive: Callable[[pa.Table], pa.Table] | None = None  # fills derived columns whenever a part is written
 
     @property
     def columns(self) -> list[str]:
-        return self.schema.names
+        return [name for name, _ in self.fields]
+
+    @property
+    def duckdb_columns(self) -> list[tuple[str, str]]:
+        return [(name, _DUCKDB[kind]) for name, kind in self.fields]
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        import pyarrow as pa
+
+        return pa.schema([(name, _arrow(kind)) for name, kind in self.fields])
 
 
-def _t(name: str, key: tuple[str, ...], fields: list[tuple[str, pa.DataType]], additive: bool = False) -> Table:
-    return Table(name, pa.schema(fields), key, additive)
+def _t(name: str, key: tuple[str, ...], fields: list[tuple[str, str]], additive: bool = False,
+       derive: Callable[[pa.Table], pa.Table] | None = None) -> Table:
+    return Table(name, tuple(fields), key, additive, derive)
+
+
+def _count_scripts(data: pa.Table) -> pa.Table:
+    """answers.japanese_chars / letter_chars from content (see ``scripts``)."""
+    import pyarrow as pa
+
+    from .scripts import japanese_counts
+
+    japanese, letters = japanese_counts(data.column("content").to_pylist())
+    for name, values in (("japanese_chars", japanese), ("letter_chars", letters)):
+        data = data.set_column(data.schema.get_field_index(name), name, pa.array(values, pa.int32()))
+    return data
 
 
 # An answer's identity: also the first columns of every table that refers to an answer.
@@ -55,13 +92,13 @@ TABLES: dict[str, Table] = {
                 ("base_url", STR),
                 ("api_key_sha256", STR),  # first 12 hex digits of sha256(key); never the key
                 ("generation_config", STR),  # JSON
-                ("benchmarks", pa.list_(STR)),
-                ("judges", pa.list_(STR)),
-                ("passes", pa.list_(STR)),
+                ("benchmarks", STR_LIST),
+                ("judges", STR_LIST),
+                ("passes", STR_LIST),
                 ("datasets", STR),  # JSON: benchmark -> {file, sha256, rows, questions}
                 ("prompt_hashes", STR),  # JSON: template path -> sha256 prefix
                 ("git_commit", STR),
-                ("git_dirty", pa.bool_()),
+                ("git_dirty", BOOL),
                 ("package_versions", STR),  # JSON
                 ("concurrency_history", STR),  # JSON list of [seconds, limit, reason]
                 ("status", STR),  # running | complete | failed
@@ -77,7 +114,7 @@ TABLES: dict[str, Table] = {
                 ("run_id", STR),
                 ("benchmark", STR),
                 ("question_id", STR),
-                ("turns", pa.list_(STR)),
+                ("turns", STR_LIST),
                 ("reference", STR),
                 ("criteria", STR),
                 ("category", STR),
@@ -92,6 +129,8 @@ TABLES: dict[str, Table] = {
                 *_ANSWER_FIELDS,  # strategy is "" for raw answers
                 ("model", STR),
                 ("content", STR),  # null when the call failed
+                ("japanese_chars", I32),  # kana and kanji in content, counted when written
+                ("letter_chars", I32),  # letters and digits of any script in content
                 ("reasoning", STR),  # stripped <think> text and reasoning_content
                 ("finish_reason", STR),
                 ("error", STR),
@@ -104,6 +143,7 @@ TABLES: dict[str, Table] = {
                 ("request_hash", STR),
                 ("created_at", TS),
             ],
+            derive=_count_scripts,
         ),
         _t(
             "judgements",

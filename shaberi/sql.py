@@ -14,7 +14,6 @@ import tomllib
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from . import benchmarks as bm
 from .errors import UsageError
@@ -24,21 +23,10 @@ from .schema import TABLES, Table
 __all__ = ["connect", "find_runs", "load_pricing"]
 
 
-def _duck_type(t: pa.DataType) -> str:
-    if pa.types.is_list(t):
-        return _duck_type(t.value_type) + "[]"
-    if pa.types.is_timestamp(t):
-        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
-    return {
-        pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
-        pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN",
-    }[t]
-
-
 def _raw_view(con: duckdb.DuckDBPyConnection, root: Path, spec: Table, run_ids: list[str] | None) -> None:
     """Every declared column with its declared type, whatever the age of the parts (missing → NULL)."""
     table_dir = root / "tables" / spec.name
-    columns = [(f.name, _duck_type(f.type)) for f in spec.schema]
+    columns = spec.duckdb_columns
     if run_ids is None:
         parts = list(table_dir.glob("*/part-*.parquet"))
         files = [str(table_dir / "*" / "part-*.parquet")] if parts else []
@@ -96,11 +84,14 @@ def _t_quantile(p: float, df: int) -> float | None:
     return float(stdtrit(df, p)) if df is not None and df >= 1 else None
 
 
-def connect(root: str | Path, pricing: Path | None = None, run_ids: list[str] | None = None
-            ) -> duckdb.DuckDBPyConnection:
+def connect(root: str | Path, pricing: Path | None = None, run_ids: list[str] | None = None,
+            upto: str | None = None, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with every view defined; the Parquet files are read at query time. With
-    ``run_ids``, every table holds only those runs (the runs table included)."""
-    con = duckdb.connect()
+    ``run_ids``, every table holds only those runs (the runs table included). With ``upto`` (a view
+    named by a file ``sql/NNN_<view>.sql``), the files after it are not applied: a command that needs
+    only the first views does not pay for binding the rest. ``con``: an empty connection to define them in
+    (each new in-memory database costs 20 ms; ``find_runs`` can share one)."""
+    con = con or duckdb.connect()
     for spec in TABLES.values():
         _raw_view(con, Path(root), spec, run_ids)
     # Plain inserts: registering Arrow tables would make DuckDB import pandas (a third of a second).
@@ -113,18 +104,26 @@ def connect(root: str | Path, pricing: Path | None = None, run_ids: list[str] | 
         con.executemany("INSERT INTO excluded_questions VALUES (?, ?)", excluded)
     con.execute("CREATE TABLE pricing (model VARCHAR, input DOUBLE, output DOUBLE, cached_input DOUBLE)")
     con.executemany("INSERT INTO pricing VALUES (?, ?, ?, ?)", load_pricing(pricing))
-    con.create_function("t_quantile", _t_quantile, ["DOUBLE", "BIGINT"], "DOUBLE", null_handling="special")
+    scripts = []
     for path in sorted(resource_dir("sql").glob("*.sql")):
-        con.execute(path.read_text(encoding="utf-8"))
+        scripts.append(path.read_text(encoding="utf-8"))
+        if upto is not None and path.stem.split("_", 1)[1] == upto:
+            break
+    if upto is None or any("t_quantile" in s for s in scripts):  # registering a Python UDF imports numpy
+        con.create_function("t_quantile", _t_quantile, ["DOUBLE", "BIGINT"], "DOUBLE", null_handling="special")
+    for script in scripts:
+        con.execute(script)
     return con
 
 
-def find_runs(root: str | Path, where: str, params: dict) -> list[tuple]:
+def find_runs(root: str | Path, where: str, params: dict, con: duckdb.DuckDBPyConnection | None = None
+              ) -> list[tuple]:
     """(run_id, model, tag, base_tag, run_index) of the runs matching ``where``, reading five columns of the
-    runs table only, so that a command can then ``connect`` to just those runs' partitions."""
+    runs table only, so that a command can then ``connect`` to just those runs' partitions (pass the same
+    ``con`` to both to save a database)."""
     pattern = str(Path(root) / "tables" / "runs" / "*" / "part-*.parquet").replace("'", "''")
     try:
-        return duckdb.connect().execute(
+        return (con or duckdb.connect()).execute(
             "SELECT run_id, model, tag, base_tag, run_index "
             f"FROM read_parquet('{pattern}', union_by_name = true) "
             f"QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1 AND ({where}) "

@@ -66,6 +66,8 @@ class Store:
         spec = TABLES[table]
         if isinstance(data, list):
             data = pa.Table.from_pylist(data, schema=spec.schema)
+        if spec.derive is not None:
+            data = spec.derive(data)
         d = self.run_dir(table, run_id)
         d.mkdir(parents=True, exist_ok=True)
         final = d / f"part-{seq if seq is not None else self.next_seq()}.parquet"

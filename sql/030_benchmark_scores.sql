@@ -4,20 +4,16 @@
 -- rows of every judge (as the original leaderboard's "All" columns do; not a mean of judge means).
 -- Raw answers only (strategy = ''); ensemble strategies have their own views.
 CREATE OR REPLACE VIEW benchmark_scores AS
-WITH per_judge AS (
-    SELECT run_id, judge, benchmark,
+WITH s AS (  -- one pass over scores for both groupings: (run, judge, benchmark) and (run, benchmark)
+    SELECT run_id, coalesce(judge, '*') AS judge, benchmark,
            avg(score_10) AS score, avg(original_score_10) AS baseline_score,
            count(*) AS n, count(score_10) AS n_scored, count(*) - count(score_10) AS n_null,
            count(*) FILTER (WHERE error = 'answer_error') AS n_error,
            count(*) FILTER (WHERE error LIKE 'judge_error%') AS n_judge_error
-    FROM scores WHERE strategy = '' GROUP BY ALL
-), pooled AS (
-    SELECT run_id, '*' AS judge, benchmark,
-           avg(score_10), avg(original_score_10), count(*), count(score_10), count(*) - count(score_10),
-           count(*) FILTER (WHERE error = 'answer_error'), count(*) FILTER (WHERE error LIKE 'judge_error%')
-    FROM scores WHERE strategy = '' GROUP BY ALL
+    FROM scores WHERE strategy = ''
+    GROUP BY GROUPING SETS ((run_id, judge, benchmark), (run_id, benchmark))
 )
 SELECT r.model, r.tag, r.base_tag, r.run_index, s.*, b.title, b.position
-FROM (SELECT * FROM per_judge UNION ALL SELECT * FROM pooled) s
+FROM s
 JOIN runs r USING (run_id)
 JOIN benchmark_info b USING (benchmark);

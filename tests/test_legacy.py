@@ -46,6 +46,19 @@ def test_leaderboard_equals_the_original_tooling_on_subset20(subset20, data_dir)
     assert {r[-1] for r in rows} == {"60", "80"}  # the 80-question files are shown as such
 
 
+def test_percent_ja_equals_the_unicode_script_regex_over_all_answers(subset20):
+    """The counts stored at import give what a regex over every answer (RE2's scripts) gives."""
+    results, _ = subset20
+    header, rows = leaderboard(results)
+    ours = {r[0]: r[header.index("% JA")] for r in rows}
+    by_regex = dict(query(results, r"""
+        SELECT model, sum(length(regexp_replace(content, '[^\p{Hiragana}\p{Katakana}\p{Han}]', '', 'g'))) /
+                      sum(length(regexp_replace(content, '[^\p{L}\p{N}]', '', 'g')))
+        FROM answers GROUP BY model"""))
+    assert ours == pytest.approx(by_regex, abs=1e-12)
+    assert min(ours.values()) > 0.5 and max(ours.values()) < 1
+
+
 def test_the_80_question_set_is_its_own_benchmark_and_tengu_61_to_65_are_kept_but_not_scored(subset20):
     results, report = subset20
     assert report.counts["mt_bench_80_files_in_60_folder"] == 10
