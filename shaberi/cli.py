@@ -50,8 +50,14 @@ def run(
     limit: Annotated[int | None, typer.Option("--limit", help="First N questions of each benchmark.")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight: the upper bound "
                                              "of the adaptive limit.")] = 60,
-    stages: Annotated[str | None, typer.Option("--stages", help="Comma list of generate,judge [default: "
-                                               "generate, and judge when --judge is given].")] = None,
+    stages: Annotated[str | None, typer.Option("--stages", help="Comma list of generate,judge,passes [default: "
+                                               "generate, judge when --judge is given, passes when --passes is "
+                                               "given]. --stages passes alone needs no --base-url.")] = None,
+    passes: Annotated[str | None, typer.Option("--passes", help="Comma list of score-modifying passes: "
+                                               "lang_mixing,repetition,format_validation.")] = None,
+    pass_option: Annotated[list[str] | None, typer.Option("--pass-option", help="NAME.KEY=VALUE, repeatable, e.g. "
+                                                          "lang_mixing.penalty=1 or lang_mixing.detector=MODEL@URL."
+                                                          )] = None,
     judge: Annotated[list[str] | None, typer.Option("--judge", "--judge-model", help="Judge model, repeatable: "
                                                     "MODEL (on --judge-base-url) or MODEL@BASE_URL.")] = None,
     judge_base_url: Annotated[str | None, typer.Option(help="Endpoint of judges given without @URL [default: "
@@ -108,20 +114,22 @@ def run(
         changed = asyncio.run(reprocess_run(results_dir, model, tag))
         typer.echo(f"reprocessed run {run_id_for(model, tag)}: {changed} judgements changed, 0 API calls")
         return
-    if base_url is None:
+    passes_only = stages is not None and [x.strip() for x in stages.split(",") if x.strip()] == ["passes"]
+    if base_url is None and not passes_only:
         raise UsageError("--base-url is required (the OpenAI-compatible endpoint serving --model)")
     if concurrency < 1 or (judge_concurrency is not None and judge_concurrency < 1):
         raise UsageError("--concurrency and --judge-concurrency must be at least 1")
     aimd = AIMDConfig(min(concurrency_start, concurrency), min(concurrency_min, concurrency), concurrency,
                       aimd_increase, aimd_decrease, aimd_cooldown)
     request = RunRequest(
-        model=model, base_url=base_url, results_dir=results_dir, data_dir=data_dir, benchmark=benchmark,
+        model=model, base_url=base_url or "", results_dir=results_dir, data_dir=data_dir, benchmark=benchmark,
         tag=tag, api_key_env=api_key_env, limit=limit, stages=stages,
         generation=GenerationConfig(temperature, max_tokens, frequency_penalty, seed),
         client=ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, aimd=aimd),
         rerun=rerun, retry_errors=retry_errors, judges=judge or [], judge_base_url=judge_base_url,
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
-        judging=JudgeConfig(judge_temperature, judge_max_tokens), rejudge=rejudge,
+        judging=JudgeConfig(judge_temperature, judge_max_tokens), rejudge=rejudge, passes=passes,
+        pass_options=pass_option or [],
     )
     if dry_run:
         _dry_run(request, runs, pricing)
@@ -168,12 +176,19 @@ def _run(request: RunRequest) -> None:
     outcome = asyncio.run(go())
     g = outcome.generation.benchmarks.values()
     failed = sum(b.errors for b in g)
-    typer.echo(f"run {outcome.info.run_id}: {sum(b.done for b in g)} answers ({sum(b.cached for b in g)} reused, "
-               f"{outcome.generation.calls} called, {failed} errors), {sum(b.tokens for b in g):,} tokens")
+    if g:
+        typer.echo(f"run {outcome.info.run_id}: {sum(b.done for b in g)} answers ({sum(b.cached for b in g)} "
+                   f"reused, {outcome.generation.calls} called, {failed} errors), {sum(b.tokens for b in g):,} tokens")
     j = outcome.judging
     if j.total:
         typer.echo(f"  judged {j.done} ({j.reused} reused, {j.judged} called, {j.fallbacks} needed the fallback "
                    f"prompt, {j.null_scores} without a score)")
+    p = outcome.passes
+    if p.answers:
+        calls = f"; {p.consulted} model calls, {p.reused} verdicts reused, {p.failed} failed" if (
+            p.consulted or p.reused or p.failed) else ""
+        typer.echo(f"{'  ' if g else f'run {outcome.info.run_id}: '}passes over {p.answers} answers, changing the "
+                   f"score of: {', '.join(f'{name} {n}' for name, n in p.flagged.items())}{calls}")
     if failed:
         typer.echo("  errored answers are retried by running the same command again (see answers.error_type)")
 
@@ -261,11 +276,12 @@ def _render_report(report: Report, fmt: str) -> None:
         judge = "all judges pooled" if s.judge == "*" else s.judge
         title = f"{s.model} · {report.tag}{f' ({len(s.runs)} runs)' if report.multi else ''} · judge: {judge}"
         if report.multi:
-            header = ["Benchmark", "Mean", "Std Dev", "95% CI", "Range", "Runs", "SE (by question)"]
+            header = ["Benchmark", "Mean", "Std Dev", "95% CI", "Range", "Runs", "SE (by question)",
+                      "Mean without passes"]
             rows = [[r[0], _num(r[1]), _num(r[2]), _ci(r[3], r[4], r[1]), _range(r[5], r[6]), str(r[7] or "-"),
-                     _num(r[8])] for r in s.rows]
+                     _num(r[8]), _num(r[9])] for r in s.rows]
         else:
-            header = ["Benchmark", "Score", "Baseline", "n", "Null", "Errors", "Note"]
+            header = ["Benchmark", "Score", "Without passes", "n", "Null", "Errors", "Note"]
             rows = [[r[0], _num(r[1]), _num(r[2]), *(str(v) if v is not None else "" for v in r[3:6]), r[6]]
                     for r in s.rows]
         tables.append((title, header, rows))

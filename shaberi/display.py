@@ -1,5 +1,6 @@
 """Live progress for the terminal: one bar per benchmark (done/total, tokens, requests/s, errors,
-current concurrency), refreshed from the stage's plain counters a few times a second."""
+current concurrency), then judging and passes, refreshed from the stages' plain counters a few times a
+second."""
 
 from __future__ import annotations
 
@@ -37,30 +38,35 @@ async def live_progress(console: Console) -> AsyncIterator[list]:
         started: dict[str, float] = {}
         while True:
             if slot:
+                if not tasks:
+                    bars.start()  # only once the run has started: bad input leaves the terminal untouched
                 _update(bars, tasks, started, slot[0])
             if stop.is_set():
                 return
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.25)
 
-    with bars:
-        task = asyncio.create_task(refresh())
-        try:
-            yield slot
-        finally:
-            stop.set()
-            await task
+    task = asyncio.create_task(refresh())
+    try:
+        yield slot
+    finally:
+        stop.set()
+        await task
+        bars.stop()
 
 
 def _update(bars: Progress, tasks: dict[str, int], started: dict[str, float], outcome: Outcome) -> None:
     now = time.monotonic()
-    limit = outcome.clients[0].limiter.limit
+    limit = outcome.clients[0].limiter.limit if outcome.clients else 0
     rows = [(name, b.total, b.done, b.done - b.cached, b.tokens, b.errors, limit)
             for name, b in outcome.generation.benchmarks.items()]
     j = outcome.judging
     if j.total:
         judge_limit = max(c.limiter.limit for c in outcome.clients[1:]) if len(outcome.clients) > 1 else limit
         rows.append(("judging", j.total, j.done, j.judged, 0, j.null_scores, judge_limit))
+    p = outcome.passes
+    if p.total:
+        rows.append(("passes", p.total, p.done, p.consulted, 0, p.failed, limit if p.consulted else 0))
     for name, total, done, called, tokens, errors, conc in rows:
         if name not in tasks:
             tasks[name] = bars.add_task(name, total=total, tokens=0, rps=0.0, errors=0, conc=0)

@@ -115,6 +115,7 @@ def _write_manifest(results_dir: Path, run: dict, stages: dict[str, str], error:
         "model": {"name": run["model"], "base_url": run["base_url"], "api_key_sha256": run["api_key_sha256"]},
         "generation_config": orjson.loads(run["generation_config"] or "{}"),
         "judges": judges, "passes": run["passes"] or [],
+        "pass_config": orjson.loads(run.get("pass_config") or "{}"),
         "benchmarks": benchmarks, "tokens": tokens,
         "template_hashes": orjson.loads(run["prompt_hashes"] or "{}"),
         "git": {"commit": run["git_commit"], "dirty": run["git_dirty"]},

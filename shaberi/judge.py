@@ -31,7 +31,8 @@ from .prompts import judge_fallback, judge_messages, judging_hash
 from .schema import TABLES
 from .store import Journal, Store, now_us
 
-__all__ = ["Judge", "JudgeConfig", "JudgeProgress", "judge", "reprocess"]
+__all__ = ["Judge", "JudgeConfig", "JudgeProgress", "answer_hash", "conversation_hash", "earlier_turns", "judge",
+           "reprocess"]
 
 ANSWER_ERROR = "answer_error"
 _KEY = ("benchmark", "question_id", "sample_index", "strategy")
@@ -83,6 +84,25 @@ def answer_hash(content: str | None) -> str:
     return hashlib.sha256((content or "").encode()).hexdigest()[:16]
 
 
+def conversation_hash(history: list[dict[str, str]], content: str | None) -> str:
+    """What a judgement (and a pass delta) is about: the answer and, for a later turn, the model's own
+    earlier answers; equal to ``answer_hash(content)`` for a single turn."""
+    return answer_hash("\0".join([*(h["assistant"] for h in history), content or ""]))
+
+
+def earlier_turns(question: dict, answer: dict, questions: dict, texts: dict) -> list[dict[str, str]]:
+    """The earlier turns of a conversation, as the model answered them ({user, assistant}), oldest first.
+    ``questions`` maps (benchmark, question_id) to rows with ``extra`` parsed; ``texts`` maps answer keys
+    to contents."""
+    turns, key = [], question["extra"].get("previous")
+    while key is not None:
+        earlier = questions[(answer["benchmark"], key)]
+        text = texts.get((answer["benchmark"], key, answer["sample_index"], answer["strategy"]))
+        turns.append({"user": earlier["turns"][-1], "assistant": text or ""})
+        key = earlier["extra"].get("previous")
+    return turns[::-1]
+
+
 async def judge(
     store: Store,
     run_id: str,
@@ -130,9 +150,9 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
     for answer in answers:
         name = answer["benchmark"]
         question = questions[(name, answer["question_id"])]
-        history = _history(question, answer, questions, texts)
+        history = earlier_turns(question, answer, questions, texts)
         prompt_hash = judging_hash(name)
-        a_hash = answer_hash("\0".join([*(h["assistant"] for h in history), answer["content"] or ""]))
+        a_hash = conversation_hash(history, answer["content"])
         for j in judges:
             old = existing.get((*(answer[k] for k in _KEY), j.name))
             if not rejudge and old is not None and old[:2] == (prompt_hash, a_hash) and not _call_failed(old[2]):
@@ -146,17 +166,6 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
                 continue
             messages = judge_messages(name, question, answer["content"], bm.BENCHMARKS[name].scale, history)
             yield _Item(answer, j, messages, prompt_hash, a_hash)
-
-
-def _history(question: dict, answer: dict, questions: dict, texts: dict) -> list[dict[str, str]]:
-    """The earlier turns of a conversation, as the model answered them ({user, assistant}), oldest first."""
-    turns, key = [], question["extra"].get("previous")
-    while key is not None:
-        earlier = questions[(answer["benchmark"], key)]
-        text = texts.get((answer["benchmark"], key, answer["sample_index"], answer["strategy"]))
-        turns.append({"user": earlier["turns"][-1], "assistant": text or ""})
-        key = earlier["extra"].get("previous")
-    return turns[::-1]
 
 
 def _call_failed(error: str | None) -> bool:

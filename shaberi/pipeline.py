@@ -25,6 +25,9 @@ from .export import export_connection, export_run, export_summary, write_manifes
 from .generate import GenerationConfig, Progress, generate
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, reprocess
 from .lease import EndpointLease
+from .passes import LLM, Pass
+from .passes import build as build_passes
+from .passes.runner import PassProgress, run_passes
 from .prompts import generation_template, judging_hash, template_hash
 from .run import RunInfo, run_id_for, validate_name
 from .schema import TABLES
@@ -32,7 +35,7 @@ from .store import Store, now_us
 
 __all__ = ["STAGES", "Outcome", "RunRequest", "execute", "repeated", "reprocess_run", "run"]
 
-STAGES = ("generate", "judge")
+STAGES = ("generate", "judge", "passes")
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 
@@ -57,6 +60,8 @@ class RunRequest:
     judge_concurrency: int | None = None  # default: the candidate's maximum
     judging: JudgeConfig = field(default_factory=JudgeConfig)
     rejudge: bool = False
+    passes: str | None = None  # "lang_mixing,repetition": run after the other stages (or alone: --stages passes)
+    pass_options: list[str] = field(default_factory=list)  # "NAME.KEY=VALUE"
     export: bool = True  # manifest and JSONL artifacts at the end (the benchmarks time the stages without)
 
 
@@ -67,6 +72,7 @@ class Outcome:
     info: RunInfo
     generation: Progress = field(default_factory=Progress)
     judging: JudgeProgress = field(default_factory=JudgeProgress)
+    passes: PassProgress = field(default_factory=PassProgress)
     clients: list[ChatClient] = field(default_factory=list)
 
 
@@ -94,16 +100,18 @@ def resolve_api_key(base_url: str, env_var: str | None, option: str = "--api-key
     )
 
 
-def parse_stages(spec: str | None, have_judges: bool) -> list[str]:
+def parse_stages(spec: str | None, have_judges: bool, have_passes: bool = False) -> list[str]:
     if spec is None:
-        return ["generate", "judge"] if have_judges else ["generate"]
+        return ["generate", *(["judge"] if have_judges else []), *(["passes"] if have_passes else [])]
     stages = [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [s for s in stages if s not in STAGES]
     if unknown or not stages:
         raise UsageError(f"unknown stage {', '.join(unknown) or repr(spec)}; choose from: {', '.join(STAGES)}")
     if "judge" in stages and not have_judges:
         raise UsageError("--stages judge needs at least one --judge MODEL (or MODEL@BASE_URL)")
-    return stages
+    if "passes" in stages and not have_passes:
+        raise UsageError("--stages passes needs --passes, e.g. --passes lang_mixing,repetition,format_validation")
+    return [s for s in STAGES if s in stages]
 
 
 def parse_judge(spec: str, default_url: str) -> tuple[str, str]:
@@ -125,8 +133,10 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
     """Validate, then generate and judge; returns what was done. Raises UsageError on bad input."""
     validate_name("model", req.model)
     validate_name("tag", req.tag)
+    stages = parse_stages(req.stages, bool(req.judges), bool(req.passes))
+    if stages == ["passes"]:
+        return await _passes_only(req, on_start)
     _check_base_url(req.base_url)
-    stages = parse_stages(req.stages, bool(req.judges))
     names = bm.resolve(req.benchmark)
     if req.limit is not None and req.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -137,7 +147,8 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
     clients = [candidate]
     try:
         judges = _judges(req, judge_clients) if "judge" in stages else []
-        clients += judge_clients.values()
+        pass_list = _passes(req, judge_clients) if "passes" in stages else []
+        clients += [c for c in judge_clients.values() if c not in clients]
         for client in clients:
             await client.check()
         info = RunInfo(
@@ -151,6 +162,8 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             prompt_hashes={generation_template(n): template_hash(generation_template(n)) for n in names}
             | {f"judging/{n}": judging_hash(n) for n in names},
             judges=tuple(f"{j.name}@{j.client.base_url}" for j in judges),
+            passes=tuple(f"{p.name}@{p.version}" for p in pass_list),
+            pass_config={p.name: p.config for p in pass_list},
         )
         outcome = Outcome(info, clients=clients)
         store = Store(req.results_dir)
@@ -169,9 +182,11 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
                     if stage == "generate":
                         await generate(store, info.run_id, req.model, datasets, candidate, req.generation,
                                        rerun=req.rerun, retry_errors=req.retry_errors, progress=outcome.generation)
-                    else:
+                    elif stage == "judge":
                         await judge(store, info.run_id, judges, req.judging, rejudge=req.rejudge,
                                     progress=outcome.judging)
+                    else:
+                        await run_passes(store, info.run_id, pass_list, outcome.passes)
                     progress_of[stage] = "done"
             except BaseException as exc:
                 error = f"{type(exc).__name__}: {exc}"
@@ -208,6 +223,65 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
             client.lease = EndpointLease(url, top)
         judges.append(Judge(name, clients[(url, key)]))
     return judges
+
+
+def _passes(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) -> list[Pass]:
+    """The requested passes; one that consults a model (``lang_mixing.detector=MODEL[@URL]``) gets a client,
+    shared with the judges on the same endpoint."""
+    passes = build_passes(req.passes or "", req.pass_options)
+    for p in passes:
+        spec = p.settings.get(p.llm_option or "", "")
+        if not spec:
+            continue
+        default = req.judge_base_url or req.base_url
+        if "@" not in spec and not default:
+            raise UsageError(f"--pass-option {p.name}.{p.llm_option}={spec!r} needs MODEL@BASE_URL (no --base-url "
+                             "given)")
+        name, url = parse_judge(spec, (default or "").rstrip("/"))
+        _check_base_url(url)
+        key = resolve_api_key(url, req.judge_api_key_env or req.api_key_env, "--judge-api-key-env")
+        if (url, key) not in clients:
+            clients[(url, key)] = ChatClient(url, key, req.client)
+        p.llm = LLM(name, clients[(url, key)])
+    return passes
+
+
+async def _passes_only(req: RunRequest, on_start: Callable[[Outcome], object] | None) -> Outcome:
+    """``--stages passes``: the passes over a stored run; no generation, no judging, no call unless a pass
+    consults a model."""
+    clients: dict[tuple[str, str | None], ChatClient] = {}
+    try:
+        pass_list = _passes(req, clients)
+        store = Store(req.results_dir)
+        run_id = run_id_for(req.model, req.tag)
+        old = store.read("runs", run_id).to_pylist()
+        if not old:
+            raise UsageError(f"no run for model {req.model!r} tag {req.tag!r} under {req.results_dir}; --stages "
+                             "passes needs a run with answers (check --model, --tag and --results-dir)")
+        for client in clients.values():
+            await client.check()
+        row = old[0]
+        info = RunInfo(model=req.model, tag=req.tag, base_url=row["base_url"] or "", api_key=None,
+                       generation_config={}, benchmarks=[], datasets={}, prompt_hashes={},
+                       passes=tuple(f"{p.name}@{p.version}" for p in pass_list),
+                       pass_config={p.name: p.config for p in pass_list})
+        outcome = Outcome(info, clients=list(clients.values()))
+        with store.lock(run_id, f"passes of run {req.model!r} tag {req.tag!r}"):
+            if on_start:
+                on_start(outcome)
+            await run_passes(store, run_id, pass_list, outcome.passes)
+            _merge_passes(info, row)
+            store.replace("runs", run_id, [row | {"passes": list(info.passes),
+                                                  "pass_config": orjson.dumps(info.pass_config).decode(),
+                                                  "updated_at": now_us()}])
+            if req.export:
+                con = export_connection(req.results_dir, run_id)
+                write_manifest(req.results_dir, run_id, {"passes": "done"}, con=con)
+                export_run(req.results_dir, run_id, con=con)
+        return outcome
+    finally:
+        for client in clients.values():
+            await client.aclose()
 
 
 def repeated(req: RunRequest, runs: int) -> list[RunRequest]:
@@ -258,6 +332,14 @@ def _merge_previous(store: Store, info: RunInfo) -> None:
     info.datasets = orjson.loads(prev["datasets"] or "{}") | info.datasets
     info.prompt_hashes = orjson.loads(prev["prompt_hashes"] or "{}") | info.prompt_hashes
     info.judges = tuple(dict.fromkeys([*(prev["judges"] or []), *info.judges]))
+    _merge_passes(info, prev)
+
+
+def _merge_passes(info: RunInfo, prev: dict) -> None:
+    """Passes that ran before stay listed; one that runs again replaces its own entry."""
+    names = {p.partition("@")[0] for p in info.passes}
+    info.passes = tuple(p for p in prev.get("passes") or [] if p.partition("@")[0] not in names) + info.passes
+    info.pass_config = orjson.loads(prev.get("pass_config") or "{}") | info.pass_config
 
 
 def _write_questions(store: Store, run_id: str, datasets: list[bm.Dataset]) -> None:

@@ -11,7 +11,7 @@ import jinja2
 from .benchmarks import Question
 from .resources import resource_dir
 
-__all__ = ["generation_messages", "judge_fallback", "judge_messages", "judging_hash", "template_hash"]
+__all__ = ["generation_messages", "judge_fallback", "judge_messages", "judging_hash", "render", "template_hash"]
 
 
 @cache
@@ -66,6 +66,11 @@ def judge_messages(benchmark: str, question: Mapping, answer: str, scale: tuple[
 def judge_fallback(benchmark: str, scale: tuple[int, int]) -> str:
     """The follow-up asking only for the score, sent after the judge's unparseable reply."""
     return _env().get_template(f"judging/{benchmark}/fallback.jinja").render(scale=scale).strip()
+
+
+def render(template: str, **context: object) -> str:
+    """A template under ``prompts/`` rendered as plain text (the passes' prompts)."""
+    return _env().get_template(template).render(**context).strip()
 
 
 def _messages(template: str, context: dict) -> list[dict[str, str]]:

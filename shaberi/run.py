@@ -12,7 +12,7 @@ import importlib.metadata
 import platform
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -95,6 +95,7 @@ class RunInfo:
     prompt_hashes: dict
     judges: tuple[str, ...] = ()
     passes: tuple[str, ...] = ()
+    pass_config: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.run_id = run_id_for(self.model, self.tag)
@@ -121,6 +122,7 @@ class RunInfo:
             "benchmarks": self.benchmarks,
             "judges": list(self.judges),
             "passes": list(self.passes),
+            "pass_config": orjson.dumps(self.pass_config).decode(),
             "datasets": orjson.dumps(self.datasets).decode(),
             "prompt_hashes": orjson.dumps(self.prompt_hashes).decode(),
             "git_commit": commit,

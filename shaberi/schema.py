@@ -94,7 +94,8 @@ TABLES: dict[str, Table] = {
                 ("generation_config", STR),  # JSON
                 ("benchmarks", STR_LIST),
                 ("judges", STR_LIST),
-                ("passes", STR_LIST),
+                ("passes", STR_LIST),  # name@version of each pass that has run
+                ("pass_config", STR),  # JSON: pass -> {version, options}
                 ("datasets", STR),  # JSON: benchmark -> {file, sha256, rows, questions}
                 ("prompt_hashes", STR),  # JSON: template path -> sha256 prefix
                 ("git_commit", STR),
@@ -172,9 +173,10 @@ TABLES: dict[str, Table] = {
                 ("judge", STR),
                 ("pass_name", STR),
                 ("pass_version", STR),
-                ("delta", F64),
+                ("delta", F64),  # on the benchmark's scale; 0: checked, nothing to change
                 ("reason", STR),
                 ("detail", STR),  # JSON
+                ("answer_hash", STR),  # of the checked text (a model's verdict is reused only for the same text)
                 ("prompt_tokens", I64),
                 ("completion_tokens", I64),
                 ("created_at", TS),

@@ -130,9 +130,11 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str)
 def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list[str], tag: str,
            clustered: bool) -> Section:
     section = Section(model, judge, run_ids,
-                      ["benchmark", "mean", "std_dev", "ci_low", "ci_high", "min", "max", "runs", "se_clustered"])
+                      ["benchmark", "mean", "std_dev", "ci_low", "ci_high", "min", "max", "runs", "se_clustered",
+                       "baseline_mean"])
     stats = {r[0]: r[1:] for r in con.execute(
-        "SELECT benchmark, mean, sd, ci_low, ci_high, min, max, runs FROM multi_run_stats WHERE base_tag = $tag AND "
+        "SELECT benchmark, mean, sd, ci_low, ci_high, min, max, runs, baseline_mean FROM multi_run_stats "
+        "WHERE base_tag = $tag AND "
         "model = $model AND judge = $judge", {"tag": tag, "model": model, "judge": judge}).fetchall()}
     per_question = con.execute(
         "SELECT benchmark, question_id, score_10 FROM scores WHERE list_contains($ids, run_id) AND strategy = '' "
@@ -140,9 +142,10 @@ def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list
     ) if clustered else []
     for bench, title in [*_benchmarks(con, run_ids), ("overall", "Overall")]:
         if bench not in stats:
-            section.rows.append([title, None, None, None, None, None, None, 0, None])
+            section.rows.append([title, None, None, None, None, None, None, 0, None, None])
             continue
         rows = [(q, s) for b, q, s in per_question if b == bench]
         se = clustered_se([s for _, s in rows], [q for q, _ in rows]) if rows else None
-        section.rows.append([title, *stats[bench], se])
+        *values, baseline = stats[bench]
+        section.rows.append([title, *values, se, baseline])
     return section

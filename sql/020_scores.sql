@@ -1,7 +1,8 @@
 -- scores: every judgement's score after the pass deltas, clamped to the benchmark's scale, with the
 -- judge's original score kept beside it. Without a delta the judge's score is used as it is (legacy
 -- files hold a few out-of-scale scores, which the original leaderboard averaged as they were).
--- A pass delta with judge = '' applies to every judge.
+-- A pass delta with judge = '' applies to every judge, and only to judgements of the text it checked
+-- (answer_hash; legacy judgements have none); passes lists the passes that changed the score.
 -- A null judge score stays null whatever the passes say (never 0). Questions in excluded_questions
 -- (Tengu 61–65, present in legacy imports) are left out.
 CREATE OR REPLACE VIEW scores AS
@@ -12,6 +13,8 @@ WITH deltas AS (
     JOIN pass_deltas d
       ON d.run_id = j.run_id AND d.benchmark = j.benchmark AND d.question_id = j.question_id
      AND d.sample_index = j.sample_index AND d.strategy = j.strategy AND (d.judge = j.judge OR d.judge = '')
+     AND (d.answer_hash = j.answer_hash OR d.answer_hash IS NULL OR j.answer_hash IS NULL)  -- the same text
+    WHERE d.delta <> 0  -- a 0 row records that a pass looked and found nothing: it changes nothing
     GROUP BY ALL
 )
 SELECT j.run_id, j.benchmark, j.question_id, j.sample_index, j.strategy, j.judge,

@@ -1,0 +1,159 @@
+"""Score-modifying passes: checks of an answer that write audited deltas, never edit a judgement.
+
+A pass is a class registered by name with ``@register``; ``shaberi run --passes a,b`` (or ``--stages
+passes`` on a stored run) runs it over every answer of the run (``shaberi.passes.runner``). For each
+answer it returns one ``Finding``: a delta on the benchmark's own scale (0 when nothing is wrong), a
+reason, and a structured detail, all written to ``pass_deltas`` with the pass's ``version``. Every
+checked answer gets a row, so the table also says what a pass looked at and found fine. The ``scores``
+view adds the non-zero deltas to every judge's score and clamps to the scale; the judge's score stays
+beside it as ``original_score``.
+
+Options come from ``--pass-option NAME.KEY=VALUE``; each pass declares its options and defaults in
+``options``. ``penalty = auto`` (every pass has it) is a fraction of the benchmark's score range, so a
+penalty means the same on ELYZA's 1–5 as on Rakuda's 1–10; a number is points on the benchmark's scale.
+
+A pass may ask a model about the answers its rules cannot decide (``needs_llm`` / ``refine``); the
+runner makes those calls through the shared client and stores their tokens with the row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..client import ChatClient, Completion
+
+__all__ = ["LLM", "PASSES", "Finding", "Item", "Pass", "build", "penalty", "register"]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One answer as a pass sees it."""
+
+    benchmark: str
+    question_id: str
+    sample_index: int
+    strategy: str
+    prompt: str  # the user turn this answer answers
+    question: str  # every user turn of the question, joined: what was asked, in which language
+    content: str | None
+    error: str | None
+    finish_reason: str | None
+    scale: tuple[int, int]
+    scores: dict[str, float | None] = field(default_factory=dict)  # judge -> the judge's score
+
+
+@dataclass
+class Finding:
+    delta: float = 0.0
+    reason: str = ""
+    detail: dict = field(default_factory=dict)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class LLM:
+    """A model a pass may consult, on the run's shared client for that endpoint."""
+
+    model: str
+    client: ChatClient
+
+
+class Pass:
+    """Base class: subclasses set ``name``, ``version``, ``options`` and implement ``check``."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    options: ClassVar[dict[str, str]] = {"penalty": "auto"}
+    llm_option: ClassVar[str | None] = None  # the option naming a model as MODEL[@BASE_URL], if any
+
+    def __init__(self, **settings: str) -> None:
+        unknown = sorted(set(settings) - set(self.options))
+        if unknown:
+            raise UsageError(f"--pass-option {self.name}.{unknown[0]}: {self.name} has no option {unknown[0]!r}; "
+                             f"its options: {', '.join(sorted(self.options))}")
+        self.settings = self.options | settings
+        self.llm: LLM | None = None  # set by the runner when ``llm_option`` names a model
+
+    @property
+    def config(self) -> dict:
+        """What goes into ``runs.pass_config`` and the manifest."""
+        return {"version": self.version, "options": self.settings}
+
+    def check(self, item: Item) -> Finding:
+        raise NotImplementedError
+
+    def needs_llm(self, finding: Finding) -> bool:
+        """Whether the rules left this answer undecided (asked only when the pass has a model)."""
+        return False
+
+    async def consult(self, item: Item, finding: Finding, llm: LLM) -> tuple[dict, Completion]:
+        """Ask the model; returns (verdict, the reply). The verdict is stored in the row's detail and
+        reused, without a call, while the answer, model and prompt stay the same."""
+        raise NotImplementedError
+
+    def decide(self, item: Item, finding: Finding, verdict: dict) -> Finding:
+        """The finding once the model's verdict is known."""
+        return finding
+
+    def reusable(self, verdict: dict) -> bool:
+        """Whether a stored verdict (of the same answer text) still stands for this pass's model."""
+        return self.llm is not None and verdict.get("model") == self.llm.model
+
+    def number(self, key: str) -> float:
+        try:
+            return float(self.settings[key])
+        except ValueError:
+            raise UsageError(f"--pass-option {self.name}.{key}={self.settings[key]!r} is not a number") from None
+
+    def penalty(self, item: Item, fraction: float, key: str = "penalty") -> float:
+        """The (negative) delta: ``fraction`` of the score range when the option is ``auto``, else its points."""
+        return penalty(self.settings[key], item.scale, fraction, f"{self.name}.{key}")
+
+
+PASSES: dict[str, type[Pass]] = {}
+
+
+def register(cls: type[Pass]) -> type[Pass]:
+    PASSES[cls.name] = cls
+    return cls
+
+
+def penalty(setting: str, scale: tuple[int, int], fraction: float, option: str = "penalty") -> float:
+    if setting == "auto":
+        return -(scale[1] - scale[0]) * fraction
+    try:
+        points = float(setting)
+    except ValueError:
+        raise UsageError(f"--pass-option {option}={setting!r} should be auto or a number of points") from None
+    return -abs(points)
+
+
+def build(names: str | list[str], options: list[str] = ()) -> list[Pass]:
+    """Passes from ``--passes a,b`` and ``--pass-option NAME.KEY=VALUE`` items, validated."""
+    wanted = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    wanted = list(dict.fromkeys(n for n in wanted if n))
+    unknown = [n for n in wanted if n not in PASSES]
+    if unknown or not wanted:
+        raise UsageError(f"unknown pass {', '.join(unknown) or repr(names)}; choose from: {', '.join(PASSES)}")
+    settings: dict[str, dict[str, str]] = {n: {} for n in wanted}
+    for item in options:
+        target, eq, value = item.partition("=")
+        name, dot, key = target.partition(".")
+        if not eq or not dot or not key:
+            raise UsageError(f"--pass-option {item!r} should be NAME.KEY=VALUE, e.g. lang_mixing.penalty=1")
+        if name not in settings:
+            raise UsageError(f"--pass-option {item!r} is for {name!r}, which is not among --passes")
+        settings[name][key] = value
+    return [PASSES[n](**settings[n]) for n in wanted]
+
+
+def _load() -> None:
+    from . import format_validation, lang_mixing, repetition  # noqa: F401  (registration)
+
+
+_load()

@@ -1,0 +1,162 @@
+"""Run passes over a stored run: every answer checked by every pass, one ``pass_deltas`` row each.
+
+Each row carries the hash of what was checked (the answer, and for a later turn the model's earlier
+answers, as a judgement's ``answer_hash``): the ``scores`` view applies a delta only to judgements of
+that same text, so a regenerated answer never inherits the old answer's penalty.
+
+A pass's rows replace all of its earlier rows for the run (and nothing else) when it finishes. Model
+verdicts are journaled as each call returns, so a killed pass keeps what it paid for; the next run reuses
+any stored verdict whose answer text, model and prompt are unchanged, and calls only for the rest.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import benchmarks as bm
+from ..client import Completion
+from ..dispatch import Dispatcher
+from ..errors import LLMError
+from ..judge import conversation_hash, earlier_turns
+from ..schema import TABLES
+from ..store import Journal, Store, now_us
+from . import Finding, Item, Pass
+
+__all__ = ["PassProgress", "run_passes"]
+
+_KEY = ("benchmark", "question_id", "sample_index", "strategy")
+
+
+@dataclass
+class PassProgress:
+    answers: int = 0
+    total: int = 0  # answers × passes
+    done: int = 0
+    flagged: dict[str, int] = field(default_factory=dict)  # pass -> answers with a non-zero delta
+    consulted: int = 0  # model calls made this session
+    reused: int = 0  # stored verdicts reused
+    failed: int = 0  # model calls that failed: the rules' finding stands, the row says so
+
+
+async def run_passes(store: Store, run_id: str, passes: list[Pass], progress: PassProgress | None = None
+                     ) -> PassProgress:
+    progress = progress or PassProgress()
+    items = list(_items(store, run_id))
+    progress.answers = len(items)
+    progress.total = len(items) * len(passes)
+    old = store.read("pass_deltas", run_id)
+    names = [p.name for p in passes]
+    verdicts = _stored_verdicts(old.filter(pc.is_in(old["pass_name"], pa.array(names))).to_pylist())
+    journal = store.journal(run_id)
+    rows: list[dict] = []
+    try:
+        for p in passes:
+            asks: list[tuple[Item, Finding, str]] = []
+            for item, a_hash in items:
+                finding = p.check(item)
+                if p.llm is not None and p.needs_llm(finding):
+                    stored = verdicts.get((p.name, *_key(item), a_hash))
+                    if stored is None or not p.reusable(stored[0]):
+                        asks.append((item, finding, a_hash))
+                        continue
+                    progress.reused += 1
+                    finding = p.decide(item, finding, stored[0])
+                    finding.prompt_tokens, finding.completion_tokens = stored[1], stored[2]
+                rows.append(_row(run_id, p, item, finding, a_hash))
+                progress.done += 1
+            if asks:
+                rows += await _consult(journal, run_id, p, asks, progress)
+            progress.flagged[p.name] = sum(1 for r in rows if r["pass_name"] == p.name and r["delta"])
+    finally:
+        journal.close()
+    kept = old.filter(pc.invert(pc.is_in(old["pass_name"], pa.array(names))))
+    fresh = pa.Table.from_pylist(rows, TABLES["pass_deltas"].schema)
+    store.replace("pass_deltas", run_id, pa.concat_tables([kept, fresh]))
+    store.compact("token_usage", run_id)
+    return progress
+
+
+def _key(item: Item) -> tuple:
+    return item.benchmark, item.question_id, item.sample_index, item.strategy
+
+
+def _items(store: Store, run_id: str) -> Iterator[tuple[Item, str]]:
+    """(Item, conversation hash) for every answer of a benchmark this version knows."""
+    questions = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
+                 for q in store.read("questions", run_id, ["benchmark", "question_id", "turns", "extra"]).to_pylist()}
+    scores: dict[tuple, dict] = defaultdict(dict)
+    for j in store.read("judgements", run_id, [*_KEY, "judge", "score"]).to_pylist():
+        scores[tuple(j[k] for k in _KEY)][j["judge"]] = j["score"]
+    answers = store.read("answers", run_id, [*_KEY, "content", "error", "finish_reason"]).to_pylist()
+    texts = {tuple(a[k] for k in _KEY): a["content"] for a in answers}
+    for a in answers:
+        spec = bm.BENCHMARKS.get(a["benchmark"])
+        question = questions.get((a["benchmark"], a["question_id"]))
+        if spec is None or question is None:
+            continue
+        asked = question["turns"] or [""]
+        key = tuple(a[k] for k in _KEY)
+        item = Item(*key, prompt=asked[-1], question="\n".join(asked), content=a["content"], error=a["error"],
+                    finish_reason=a["finish_reason"], scale=spec.scale, scores=scores.get(key, {}))
+        yield item, conversation_hash(earlier_turns(question, a, questions, texts), a["content"])
+
+
+def _stored_verdicts(rows: list[dict]) -> dict[tuple, tuple[dict, int | None, int | None]]:
+    found = {}
+    for r in sorted(rows, key=lambda r: r["created_at"]):
+        verdict = orjson.loads(r["detail"] or "{}").get("detector")
+        if verdict and verdict.get("verdict"):
+            found[(r["pass_name"], *(r[k] for k in _KEY), r["answer_hash"])] = (
+                verdict, r["prompt_tokens"], r["completion_tokens"])
+    return found
+
+
+async def _consult(journal: Journal, run_id: str, p: Pass, asks: list[tuple[Item, Finding, str]],
+                   progress: PassProgress) -> list[dict]:
+    assert p.llm is not None
+    llm = p.llm
+    rows: list[dict] = []
+
+    async def call(ask: tuple[Item, Finding, str]) -> tuple[dict, Completion]:
+        return await p.consult(ask[0], ask[1], llm)
+
+    def record(ask: tuple[Item, Finding, str], outcome: tuple[dict, Completion] | None,
+               error: LLMError | None) -> None:
+        item, finding, a_hash = ask
+        progress.done += 1
+        usage = {"run_id": run_id, "stage": "passes", "benchmark": item.benchmark, "model": llm.model,
+                 "requests": error.attempts if error else 0, "prompt_tokens": 0, "completion_tokens": 0,
+                 "cached_requests": 0, "created_at": now_us()}
+        if outcome is None:  # the rules' finding stands; the row says the model could not be asked
+            progress.failed += 1
+            finding.detail["detector"] = {"model": llm.model, "error": str(error)}
+            rows.append(_row(run_id, p, item, finding, a_hash))
+            journal.append("token_usage", usage)
+            return
+        progress.consulted += 1
+        verdict, reply = outcome
+        found = p.decide(item, finding, verdict)
+        found.prompt_tokens, found.completion_tokens = reply.prompt_tokens, reply.completion_tokens
+        row = _row(run_id, p, item, found, a_hash)
+        rows.append(row)
+        journal.append_many([("pass_deltas", row), ("token_usage", usage | {
+            "requests": reply.attempts, "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens})])
+
+    await Dispatcher(iter(asks), call, record, llm.client.limiter.config.max).run()
+    return rows
+
+
+def _row(run_id: str, p: Pass, item: Item, finding: Finding, a_hash: str) -> dict:
+    return {"run_id": run_id, "benchmark": item.benchmark, "question_id": item.question_id,
+            "sample_index": item.sample_index, "strategy": item.strategy, "judge": "", "pass_name": p.name,
+            "pass_version": p.version, "delta": float(finding.delta), "reason": finding.reason,
+            "detail": orjson.dumps(finding.detail).decode(), "answer_hash": a_hash,
+            "prompt_tokens": finding.prompt_tokens, "completion_tokens": finding.completion_tokens,
+            "created_at": now_us()}
