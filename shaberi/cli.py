@@ -462,7 +462,7 @@ def demo(
         typer.echo(f"loopback test server at {server.base_url} (answers are canned, scores meaningless)")
         _run(RunRequest(model="shaberi-loopback", base_url=server.base_url, results_dir=results_dir,
                         data_dir=data_dir or resource_dir("data") / "samples", tag="demo", limit=limit,
-                        judges=["shaberi-loopback-judge"]))
+                        judges=["shaberi-loopback-judge"], passes="lang_mixing,repetition,format_validation"))
     view(tag="demo", runs=None, model=None, judge=None, format="table", pricing=None, clustered_se=False,
          results_dir=results_dir, data_dir=DEFAULT_DATA)
     typer.echo(f"tables: {results_dir / 'tables'}; export and manifest: {results_dir / 'shaberi-loopback' / 'demo'}")

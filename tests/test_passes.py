@@ -1,0 +1,270 @@
+"""Passes: what each flags and spares on hand-written Japanese answers, and how their deltas reach the scores."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+
+import pytest
+
+from shaberi.passes import PASSES, Finding, Item, Pass, build, register
+from shaberi.passes.runner import run_passes
+from shaberi.pipeline import RunRequest, run
+from shaberi.store import Store, now_us
+
+from .conftest import query, shaberi, write_rakuda
+from .test_judge import FAST
+
+
+def item(content: str | None, question: str = "日本について説明してください。", *, benchmark: str = "rakuda",
+         scale: tuple[int, int] = (1, 10), finish_reason: str | None = "stop", error: str | None = None) -> Item:
+    return Item(benchmark, "q", 0, "", prompt=question, question=question, content=content, error=error,
+                finish_reason=finish_reason, scale=scale)
+
+
+def check(name: str, content: str | None, question: str = "日本について説明してください。", **kw) -> Finding:
+    (p,) = build(name)
+    return p.check(item(content, question, **kw))
+
+
+# -- lang_mixing ------------------------------------------------------------------------------------------
+FLAGGED = [
+    ("日本の首都は东京です。", "Simplified Chinese", "东"),  # 东: simplified form of 東
+    ("これは重要な问题です。我们は考えます。", "Simplified Chinese", "问题"),
+    ("韓国語の挨拶は안녕하세요です。", "Hangul", "안녕하세요"),
+    ("ロシアではпривет мирと言います。", "Cyrillic", "привет мир"),
+    ("タイ語ではสวัสดีです。", "Thai", "สวัสดี"),
+    ("ギリシャ語ではκαλημέραと挨拶します。", "Greek", "καλημέρα"),
+    ("東京は大きな都市です。This is the capital city of Japan and it is very large.", "Latin prose",
+     "This is the capital city of Japan and it is very large"),
+]
+
+
+@pytest.mark.parametrize(("answer", "script", "span"), FLAGGED)
+def test_lang_mixing_flags_each_foreign_script(answer, script, span):
+    found = check("lang_mixing", answer)
+    assert {s["script"] for s in found.detail["spans"]} == {script}
+    assert found.detail["spans"][0]["text"] == span
+    ratio = found.detail["foreign_letters"] / found.detail["letters"]
+    assert 0 < ratio < 1 and found.delta == pytest.approx(-9 * min(0.5, 0.1 + ratio))  # 1–10: range 9
+
+
+SPARED = [
+    ("東京は日本の首都です。人口は約1400万人で、2024年のGDPは約115兆円です。", None),  # numbers
+    ("コンピューターやスマートフォン、AIとIoT、SNSとDXの時代です。", None),  # loanwords, abbreviations
+    ("「はい」と言いました！本当ですか？（笑）……です。", None),  # full-width punctuation
+    ("機械学習（machine learning）とディープラーニングは違います。", None),  # a term, not prose
+    ("例：\n```python\n# read the file and print every line of it\nprint(open('data.txt').read())\n```\nで読めます。",
+     "code"),
+    ("詳しくは https://example.com/this-is-a-long-path/with/many/english/words を参照してください。", "url"),
+    ("公式は $E = mc^2$ で、角度θとπを使います。", "math"),
+    ("中国語の「你好」は挨拶です。", None),  # 你: also in JIS X 0213, so only ambiguous
+]
+
+
+@pytest.mark.parametrize(("answer", "exemption"), SPARED)
+def test_lang_mixing_spares_japanese_and_the_exempt_parts(answer, exemption):
+    found = check("lang_mixing", answer)
+    assert found.delta == 0 and found.detail["spans"] == []
+    if exemption:
+        assert found.detail["exempt"][exemption] == 1
+
+
+def test_lang_mixing_spares_the_language_the_question_asks_for_and_quotes_from_it():
+    english = "I am a student and I study Japanese every day at school."
+    asked = "次の文を英語に翻訳してください：私は学生で、毎日学校で日本語を勉強しています。"
+    assert check("lang_mixing", english, asked).delta == 0
+    assert check("lang_mixing", english, "次の文を説明してください。").delta < 0  # not asked for: flagged
+    assert check("lang_mixing", "안녕하세요は「こんにちは」です。", "「こんにちは」を韓国語で言うと？").delta == 0
+    quote = "「The quick brown fox jumps over the lazy dog」は全ての文字を含む文です。"
+    found = check("lang_mixing", quote, "The quick brown fox jumps over the lazy dog を説明してください。")
+    assert found.delta == 0 and found.detail["exempt"]["quoted"] == 1
+    # ELYZA's and Tengu's real translation tasks are recognised from the question alone
+    assert check("lang_mixing", english, "以下のメール文を英語にしてください。").delta == 0
+    assert check("lang_mixing", english, "英訳して下さい。「東京都千代田区」").delta == 0
+    named = "数学と英語のテストの結果を分析してください。"  # 英語 is named, not asked for
+    assert check("lang_mixing", english, named).delta < 0
+
+
+def test_lang_mixing_ambiguous_kanji_and_options():
+    found = check("lang_mixing", "你们好。")  # 你 ambiguous; 们 simplified only
+    assert [s["text"] for s in found.detail["spans"]] == ["们"]
+    assert [s["text"] for s in found.detail["ambiguous"]] == ["你"]
+    (fixed,) = build("lang_mixing", ["lang_mixing.penalty=1.5"])
+    assert fixed.check(item("日本の首都は东京です。")).delta == -1.5
+    (tolerant,) = build("lang_mixing", ["lang_mixing.min_ratio=0.5"])
+    assert tolerant.check(item("日本の首都は东京です。")).delta == 0
+    assert check("lang_mixing", "日本の首都は东京です。", scale=(1, 5)).delta == pytest.approx(-4 * (0.1 + 1 / 10))
+
+
+# -- repetition -------------------------------------------------------------------------------------------
+NORMAL = ("東京は日本の首都であり、政治、経済、文化の中心地です。江戸時代には江戸と呼ばれ、徳川幕府が置かれました。"
+          "明治維新の後に東京と改称され、現在では約1400万人が暮らす世界有数の大都市になっています。交通網も発達しており、"
+          "鉄道や地下鉄が網の目のように走っています。観光地としても人気があり、浅草や渋谷、新宿などには多くの人が訪れます。")
+
+
+def test_repetition_flags_loops_and_truncation_but_not_a_normal_answer():
+    assert check("repetition", NORMAL).delta == 0
+    loop = "はじめに説明します。" + "この方法はとても効果的で、多くの人に使われています。" * 30
+    found = check("repetition", loop)
+    assert "ngram_repeat" in found.detail["looping"] and found.delta == -4.5  # half of 1–10's range
+    lines = NORMAL + "\n" + "\n".join(["なんとか変えてあげたいのに、また同じことをしてしまう"] * 5)
+    found = check("repetition", lines)
+    assert found.detail["repeated_line"]["count"] == 5 and found.delta == -4.5
+    tail = NORMAL * 3 + "また同じことを言ってしまう。" * 80
+    assert "tail_repeat" in check("repetition", tail).detail["looping"]
+    cut = check("repetition", NORMAL, finish_reason="length")
+    assert cut.reason == "cut off by the token limit" and cut.delta == pytest.approx(-0.9)
+    looped_and_cut = check("repetition", loop, finish_reason="length")
+    assert looped_and_cut.delta == -4.5  # the loop ran into the limit: charged once
+
+
+def test_repetition_leaves_repetitive_code_alone():
+    code = "以下がJSONです。\n```json\n" + '{"name": "item", "type": "object", "value": 1},\n' * 40 + "```\n" + NORMAL
+    assert check("repetition", code).delta == 0
+
+
+# -- format_validation ------------------------------------------------------------------------------------
+def test_format_validation_empty_and_error_answers():
+    assert check("format_validation", "   \n ").reason == "empty answer"
+    assert check("format_validation", "   ").delta == -9  # the whole range: to the scale minimum
+    failed = check("format_validation", None, error="HTTP 500: upstream")
+    assert failed.reason == "error answer: HTTP 500: upstream" and failed.delta == -9
+
+
+@pytest.mark.parametrize(("question", "good", "bad"), [
+    ("顧客データの例をJSON形式で作成して下さい。", '```json\n{"name": "山田", "age": 30}\n```',
+     "名前は山田、年齢は30です。"),
+    ("手順を番号付きリストで示してください。", "1. 準備する\n2. 実行する\n3. 確認する", "準備して実行して確認します。"),
+    ("アイデアを3つ挙げてください。", "1. 散歩\n2. 読書\n3. 料理", "1. 散歩\n2. 読書\n3. 料理\n4. 掃除\n5. 昼寝"),
+    ("次の言葉を全て使って、1つの文を書いてください", "全力で安全を確保する。", "全力で取り組む。安全を確保する。"),
+    ("50文字以内で答えてください。", "東京です。", NORMAL),
+    ("150字以上で説明してください。", NORMAL, "東京です。"),
+])
+def test_format_validation_checks_explicit_requests(question, good, bad):
+    assert check("format_validation", good, question).delta == 0
+    found = check("format_validation", bad, question)
+    assert found.delta == pytest.approx(-9 * 0.2) and found.detail["requests"][0]["ok"] is False
+
+
+def test_format_validation_does_not_invent_requests():
+    story = "以下の一文で始まる短編小説を作成してください：「ある晴れた日」"
+    assert check("format_validation", NORMAL, story).delta == 0
+    one = "日本の山を一つ挙げて、その特徴を説明してください。"  # one item: a list may be the explanation
+    assert check("format_validation", "1. 北岳\n2. 間ノ岳", one).delta == 0
+    prose = "一つ目は散歩、二つ目は読書、三つ目は料理です。"  # the items in prose cannot be counted: unchecked
+    assert check("format_validation", prose, "アイデアを5つ挙げてください。").delta == 0
+
+
+# -- the stage: deltas in the tables and the views --------------------------------------------------------
+@register
+class Bonus(Pass):
+    """A test-only pass with a positive delta, to show clamping at the top of the scale."""
+
+    name = "test_bonus"
+    version = "1"
+
+    def check(self, item: Item) -> Finding:
+        return Finding(4.0, "bonus", {})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _unregister_bonus():
+    yield
+    PASSES.pop("test_bonus", None)
+
+
+def evaluate(server, tmp_path, answers=("日本の首都は东京です。", "富士山は日本一高い山です。",
+                                      "东京 is the capital city of the country and it is very large."),
+             scores=(2, 9, 5), **kw):
+    """A Rakuda run whose model wrote ``answers`` (stored as generated) and whose judge gave ``scores``;
+    then judging and the passes in ``kw``."""
+    data = write_rakuda(tmp_path / "d", [f"<<judge: 採点です。\\nFINAL SCORE: {s}>> 質問{i}"
+                                         for i, s in enumerate(scores)])
+    req = RunRequest(model="m", base_url=server.base_url, results_dir=tmp_path / "r", data_dir=data,
+                     benchmark="rakuda", client=FAST, judges=["judge-a"], stages="generate")
+    run_id = asyncio.run(run(req)).info.run_id
+    Store(tmp_path / "r").write_part("answers", run_id, [
+        {"run_id": run_id, "benchmark": "rakuda", "question_id": f"q{i}", "sample_index": 0, "strategy": "",
+         "model": "m", "content": text, "finish_reason": "stop", "created_at": now_us()}
+        for i, text in enumerate(answers)])
+    return asyncio.run(run(replace(req, stages="judge,passes" if kw.get("passes") else "judge", **kw)))
+
+
+def test_deltas_are_clamped_to_the_scale_and_the_judge_score_is_kept(server, tmp_path):
+    out = evaluate(server, tmp_path, passes="lang_mixing,repetition,format_validation")
+    assert out.passes.flagged == {"lang_mixing": 2, "repetition": 0, "format_validation": 0}
+    rows = query(tmp_path / "r", "SELECT question_id, original_score, score, passes FROM scores ORDER BY 1")
+    assert rows[0][:2] == ("q0", 2) and rows[0][2] == 1 and rows[0][3] == ["lang_mixing"]  # 2 − 0.9… → 1 (min)
+    assert rows[1] == ("q1", 9, 9, [])  # nothing wrong: the judge's score as it is
+    assert rows[2][1] == 5 and rows[2][2] == pytest.approx(max(1, 5 - 4.5))  # mostly English: half the range
+    assert query(tmp_path / "r", "SELECT count(*), count(*) FILTER (WHERE delta <> 0) FROM pass_deltas") == [(9, 2)]
+    (baseline, score) = query(tmp_path / "r", "SELECT baseline_score, score FROM benchmark_scores WHERE judge = '*'")[0]
+    assert baseline == pytest.approx((2 + 9 + 5) / 3) and score == pytest.approx((1 + 9 + 1) / 3)
+
+    (p,) = build("test_bonus")
+    asyncio.run(run_passes(Store(tmp_path / "r"), out.info.run_id, [p]))
+    rows = query(tmp_path / "r", "SELECT question_id, original_score, score FROM scores ORDER BY 1")
+    assert rows[1] == ("q1", 9, 10)  # 9 + 4 → 10, the top of the scale
+
+
+def test_rerunning_a_pass_replaces_only_its_own_rows_and_the_config_is_recorded(server, tmp_path):
+    out = evaluate(server, tmp_path, passes="lang_mixing,repetition")
+    before = query(tmp_path / "r", "SELECT pass_name, question_id, delta, created_at FROM pass_deltas ORDER BY 1, 2")
+    args = ["run", "--model", "m", "--tag", "default", "--stages", "passes", "--passes", "lang_mixing",
+            "--pass-option", "lang_mixing.penalty=0.5", "--results-dir", str(tmp_path / "r")]
+    done = shaberi(*args)
+    assert done.returncode == 0, done.stderr
+    assert "passes over 3 answers" in done.stdout
+    after = query(tmp_path / "r", "SELECT pass_name, question_id, delta, created_at FROM pass_deltas ORDER BY 1, 2")
+    assert [r for r in after if r[0] == "repetition"] == [r for r in before if r[0] == "repetition"]  # untouched
+    assert [r[2] for r in after if r[0] == "lang_mixing"] == [-0.5, 0.0, -0.5]
+    assert len(after) == len(before)
+    (passes, config) = query(tmp_path / "r", "SELECT passes, pass_config FROM runs")[0]
+    assert passes == ["repetition@1", "lang_mixing@1"]
+    assert json.loads(config)["lang_mixing"]["options"]["penalty"] == "0.5"
+    manifest = json.loads((tmp_path / "r" / "m" / "default" / "manifest.json").read_text())
+    assert manifest["passes"] == passes and manifest["pass_config"]["lang_mixing"]["version"] == "1"
+    assert server.stats()["calls"] == 6  # 3 answers + 3 judgements: the passes called nothing
+    assert out.info.run_id
+
+
+def test_a_regenerated_answer_does_not_inherit_the_old_answers_delta(server, tmp_path):
+    evaluate(server, tmp_path, passes="lang_mixing")
+    assert query(tmp_path / "r", "SELECT score FROM scores WHERE question_id = 'q0'") == [(1,)]
+    run_id = query(tmp_path / "r", "SELECT run_id FROM runs")[0][0]
+    Store(tmp_path / "r").write_part("judgements", run_id, [{  # the judgement of a new text, not yet re-passed
+        "run_id": run_id, "benchmark": "rakuda", "question_id": "q0", "sample_index": 0, "strategy": "",
+        "judge": "judge-a", "score": 2.0, "answer_hash": "0000000000000000", "created_at": 2**62}])
+    assert query(tmp_path / "r", "SELECT original_score, score, passes FROM scores WHERE question_id = 'q0'") == [
+        (2, 2, [])]
+
+
+def test_the_detector_is_asked_once_over_http_and_its_verdict_reused(server, tmp_path):
+    """Ambiguous kanji go to the model; a second run reuses the stored verdict (no call, no tokens). The
+    answer carries the loopback server's reply marker, so the detector (the same server) says MIXED."""
+    evaluate(server, tmp_path, answers=["你好、元気ですか。<<answer: 曖昧な字は中国語です。\nVERDICT: MIXED>>",
+                                        "富士山は日本一高い山です。"], scores=(5, 5))
+    server.reset()
+    detect = ["run", "--model", "m", "--stages", "passes", "--passes", "lang_mixing", "--pass-option",
+              f"lang_mixing.detector=det@{server.base_url}", "--results-dir", str(tmp_path / "r")]
+    done = shaberi(*detect)
+    assert done.returncode == 0, done.stderr
+    assert server.stats()["calls"] == 1  # only the ambiguous answer
+    (delta, detail, prompt_tokens) = query(tmp_path / "r", "SELECT delta, detail, prompt_tokens FROM pass_deltas "
+                                                           "WHERE question_id = 'q0'")[0]
+    detail = json.loads(detail)
+    assert detail["detector"]["verdict"] == "MIXED" and detail["spans"][0]["script"] == "Simplified Chinese (model)"
+    assert delta < 0 and prompt_tokens > 0
+    usage = query(tmp_path / "r", "SELECT model, requests, prompt_tokens FROM token_usage WHERE stage = 'passes'")
+    assert usage == [("det", 1, prompt_tokens)]
+    assert query(tmp_path / "r", "SELECT score FROM scores WHERE question_id = 'q0'") == [(max(1, 5 + delta),)]
+
+    server.reset()
+    again = shaberi(*detect)
+    assert again.returncode == 0 and "1 verdicts reused" in again.stdout
+    assert server.stats()["calls"] == 0
+    assert query(tmp_path / "r", "SELECT model, requests, prompt_tokens FROM token_usage "
+                                 "WHERE stage = 'passes'") == usage
+    assert query(tmp_path / "r", "SELECT delta FROM pass_deltas WHERE question_id = 'q0'") == [(delta,)]
