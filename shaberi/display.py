@@ -52,7 +52,8 @@ async def live_progress(console: Console) -> AsyncIterator[list]:
     finally:
         stop.set()
         await task
-        bars.stop()
+        if bars.live.is_started:
+            bars.stop()
 
 
 def _update(bars: Progress, tasks: dict[str, int], started: dict[str, float], outcome: Outcome) -> None:

@@ -183,7 +183,8 @@ def evaluate(server, tmp_path, answers=("日本の首都は东京です。", "�
     data = write_rakuda(tmp_path / "d", [f"<<judge: 採点です。\\nFINAL SCORE: {s}>> 質問{i}"
                                          for i, s in enumerate(scores)])
     req = RunRequest(model="m", base_url=server.base_url, results_dir=tmp_path / "r", data_dir=data,
-                     benchmark="rakuda", client=FAST, judges=["judge-a"], stages="generate")
+                     benchmark="rakuda", client=FAST, judges=["judge-a"], stages="generate",
+                     tag=kw.pop("tag", "default"))
     run_id = asyncio.run(run(req)).info.run_id
     Store(tmp_path / "r").write_part("answers", run_id, [
         {"run_id": run_id, "benchmark": "rakuda", "question_id": f"q{i}", "sample_index": 0, "strategy": "",
@@ -268,3 +269,35 @@ def test_the_detector_is_asked_once_over_http_and_its_verdict_reused(server, tmp
     assert query(tmp_path / "r", "SELECT model, requests, prompt_tokens FROM token_usage "
                                  "WHERE stage = 'passes'") == usage
     assert query(tmp_path / "r", "SELECT delta FROM pass_deltas WHERE question_id = 'q0'") == [(delta,)]
+
+
+def test_a_run_family_shows_the_mean_with_and_without_passes(server, tmp_path):
+    from shaberi.view import build as view
+
+    for tag in ("fam-run1", "fam-run2"):
+        evaluate(server, tmp_path, tag=tag, passes="lang_mixing")
+    (section,) = view(tmp_path / "r", "fam").sections
+    rakuda = dict(zip(section.columns, next(r for r in section.rows if r[0] == "Rakuda"), strict=True))
+    assert rakuda["runs"] == 2
+    assert rakuda["baseline_mean"] == pytest.approx((2 + 9 + 5) / 3)  # the judge's scores
+    assert rakuda["mean"] == pytest.approx((1 + 9 + 1) / 3)  # with the lang_mixing deltas, clamped at 1
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--passes", "lang_mix"], "error: unknown pass lang_mix; choose from: format_validation, lang_mixing, repetition"),
+    (["--passes", "lang_mixing", "--pass-option", "lang_mixing.penalty=high"],
+     "error: --pass-option lang_mixing.penalty='high' is not a number"),
+    (["--passes", "lang_mixing", "--pass-option", "repetition.penalty=1"],
+     "error: --pass-option 'repetition.penalty=1' is for 'repetition', which is not among --passes"),
+    (["--passes", "repetition", "--pass-option", "repetition.colour=red"],
+     "error: --pass-option repetition.colour: repetition has no option 'colour'; its options: penalty, "
+     "truncation_penalty"),
+    (["--stages", "passes"], "error: --stages passes needs --passes, e.g. --passes lang_mixing,repetition,"
+                             "format_validation"),
+])
+def test_bad_pass_input_is_one_line_and_writes_nothing(server, tmp_path, args, message):
+    data = write_rakuda(tmp_path / "d", ["質問"])
+    done = shaberi("run", "--model", "m", "--base-url", server.base_url, "--data-dir", str(data), "--benchmark",
+                   "rakuda", "--results-dir", str(tmp_path / "r"), *args)
+    assert (done.returncode, done.stderr.strip()) == (2, message)
+    assert not (tmp_path / "r").exists() and server.stats()["calls"] == 0

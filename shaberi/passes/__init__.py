@@ -77,6 +77,11 @@ class Pass:
             raise UsageError(f"--pass-option {self.name}.{unknown[0]}: {self.name} has no option {unknown[0]!r}; "
                              f"its options: {', '.join(sorted(self.options))}")
         self.settings = self.options | settings
+        for key, default in self.options.items():  # bad values fail here, before any row is written
+            if key != self.llm_option and self.settings[key] != "auto":
+                self.number(key)
+            elif key == self.llm_option and default == "" and self.settings[key].startswith("@"):
+                raise UsageError(f"--pass-option {self.name}.{key} should be MODEL or MODEL@BASE_URL")
         self.llm: LLM | None = None  # set by the runner when ``llm_option`` names a model
 
     @property
