@@ -133,8 +133,9 @@ def test_concurrency_bounds_requests_in_flight(tmp_path, data_dir, cap, low, hig
     assert low <= peak <= high
 
 
-def test_demo_runs_every_stage_on_the_shipped_samples(tmp_path):
-    proc = shaberi("demo", "--results-dir", str(tmp_path))
+def test_demo_on_the_loopback_server_runs_every_stage_on_the_shipped_samples(tmp_path):
+    proc = shaberi("demo", "--loopback", "--limit", "3", "--results-dir", str(tmp_path), env={"SHABERI_DATA_DIR": ""})
     assert proc.returncode == 0, proc.stderr
     assert "12 answers (0 reused, 12 called, 0 errors)" in proc.stdout and "judged 12" in proc.stdout
+    assert "passes over 12 answers" in proc.stdout
     assert "Overall" in proc.stdout and (tmp_path / "shaberi-loopback" / "demo" / "manifest.json").is_file()

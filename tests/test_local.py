@@ -1,0 +1,108 @@
+"""The embedded local model: the GGUF joined from its packages and checked, served for real, and the demo
+running every stage on it (a real model answering and judging, on this machine's CPU)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from shaberi.errors import DataError, UsageError
+from shaberi.local import LocalModel, free_port, gguf_path
+
+from .conftest import query, shaberi
+
+
+def fake_parts(root: Path, chunks: list[bytes]) -> tuple[str, ...]:
+    """Data-only packages laid out like the registry's: <name>/__init__.py and <name>/data/partNN.bin."""
+    names = []
+    for i, chunk in enumerate(chunks, start=1):
+        name = f"shaberi_test_part{i}"
+        (root / name / "data").mkdir(parents=True)
+        (root / name / "__init__.py").write_text("")
+        (root / name / "data" / f"part{i:02d}.bin").write_bytes(chunk)
+        names.append(name)
+    return tuple(names)
+
+
+def test_the_gguf_is_joined_in_order_checked_and_then_reused(tmp_path, monkeypatch):
+    chunks = [b"GGUF" + b"a" * 1000, b"b" * 5000, b"c" * 3]
+    modules = fake_parts(tmp_path / "site", chunks)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("SHABERI_CACHE_DIR", str(tmp_path / "cache"))
+    whole = b"".join(chunks)
+    good = LocalModel("tiny", modules, len(whole), hashlib.sha256(whole).hexdigest(), "local")
+    path = gguf_path(good)
+    assert path.read_bytes() == whole
+    mtime = path.stat().st_mtime_ns
+    assert gguf_path(good) == path and path.stat().st_mtime_ns == mtime  # joined once
+
+    bad = LocalModel("tiny-bad", modules, len(whole), "0" * 64, "local")
+    with pytest.raises(DataError, match="sha256"):
+        gguf_path(bad)
+    assert sorted(p.name for p in (tmp_path / "cache" / "models").iterdir()) == ["tiny.gguf", "tiny.sha256"]
+
+    missing = LocalModel("tiny-missing", ("no_such_part_package",), 1, "0" * 64, "local")
+    with pytest.raises(UsageError, match=r"pip install 'shaberi\[local\]'"):
+        gguf_path(missing)
+
+
+def test_the_embedded_model_is_installed_and_verified():
+    path = gguf_path()  # the six registry packages, joined and sha256-checked (cached after the first time)
+    assert path.stat().st_size == 491_400_064 and path.read_bytes()[:4] == b"GGUF"
+
+
+def test_serve_local_answers_with_usage_and_stops_cleanly():
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "shaberi", "serve-local", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()  # printed once the server lists its model
+        assert f"at http://127.0.0.1:{port}/v1" in line, proc.stderr.read() if proc.poll() is not None else line
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as resp:
+            assert json.load(resp)["data"][0]["id"] == "qwen2.5-coder-0.5b-instruct-q4_k_m"
+        body = json.dumps({"model": "qwen2.5-coder-0.5b-instruct-q4_k_m", "max_tokens": 8, "temperature": 0,
+                           "messages": [{"role": "user", "content": "日本の首都はどこですか？"}]}).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body,
+                                         {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as resp:
+            reply = json.load(resp)
+        assert reply["choices"][0]["message"]["content"] and reply["usage"]["completion_tokens"] > 0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0 and "stopped" in proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with pytest.raises(OSError):  # nothing listens any more: the model server went with it
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+
+
+@pytest.mark.timeout(900)
+def test_the_demo_runs_every_stage_on_the_local_model(tmp_path):
+    """The README's first command with --limit 1: a real model answers and judges one question per benchmark."""
+    done = shaberi("demo", "--limit", "1", "--results-dir", str(tmp_path), timeout=850)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Overall" in done.stdout
+    answers = query(tmp_path, "SELECT benchmark, content, completion_tokens FROM answers ORDER BY 1")
+    assert [a[0] for a in answers] == ["elyza", "mt_bench", "rakuda", "tengu"]
+    assert all(a[1] and a[2] > 0 for a in answers)
+    judged = query(tmp_path, "SELECT benchmark, score, parse_method, error, judge_output FROM judgements")
+    assert len(judged) == 4
+    for bench, score, method, error, output in judged:  # a parsed score, or a null that says why
+        assert output and ((score is not None and method) or (score is None and error)), bench
+    assert query(tmp_path, "SELECT pass_name, count(*) FROM pass_deltas GROUP BY 1 ORDER BY 1") == [
+        ("format_validation", 4), ("lang_mixing", 4), ("repetition", 4)]
+    usage = dict(query(tmp_path, "SELECT stage, sum(prompt_tokens) + sum(completion_tokens) FROM token_usage "
+                                 "GROUP BY 1"))
+    assert usage["generation"] > 0 and usage["judging"] > 0
+    (folder,) = [p for p in tmp_path.iterdir() if (p / "demo" / "manifest.json").is_file()]
+    manifest = json.loads((folder / "demo" / "manifest.json").read_text())
+    assert manifest["status"] == "ok" and manifest["passes"] == ["lang_mixing@1", "repetition@1",
+                                                                 "format_validation@1"]
+    assert (folder / "demo" / "artifacts" / "shaberi" / "passes" / "lang_mixing").is_dir()
