@@ -33,7 +33,8 @@ from .run import RunInfo, run_id_for, validate_name
 from .schema import TABLES
 from .store import Store, now_us
 
-__all__ = ["STAGES", "Outcome", "RunRequest", "execute", "repeated", "reprocess_run", "run"]
+__all__ = ["STAGES", "Outcome", "RunRequest", "check_base_url", "execute", "parse_judge", "repeated", "reprocess_run",
+           "resolve_api_key", "run"]
 
 STAGES = ("generate", "judge", "passes")
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -123,7 +124,7 @@ def parse_judge(spec: str, default_url: str) -> tuple[str, str]:
     return name, (url if sep else default_url).rstrip("/")
 
 
-def _check_base_url(base_url: str) -> None:
+def check_base_url(base_url: str) -> None:
     parsed = urlparse(base_url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise UsageError(f"--base-url {base_url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
@@ -136,7 +137,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
     stages = parse_stages(req.stages, bool(req.judges), bool(req.passes))
     if stages == ["passes"]:
         return await _passes_only(req, on_start)
-    _check_base_url(req.base_url)
+    check_base_url(req.base_url)
     names = bm.resolve(req.benchmark)
     if req.limit is not None and req.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -216,7 +217,7 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
     judges = []
     for spec in dict.fromkeys(req.judges):
         name, url = parse_judge(spec, (req.judge_base_url or req.base_url).rstrip("/"))
-        _check_base_url(url)
+        check_base_url(url)
         key = resolve_api_key(url, key_env, "--judge-api-key-env")
         if (url, key) not in clients:
             clients[(url, key)] = client = ChatClient(url, key, replace(req.client, aimd=aimd))
@@ -238,7 +239,7 @@ def _passes(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
             raise UsageError(f"--pass-option {p.name}.{p.llm_option}={spec!r} needs MODEL@BASE_URL (no --base-url "
                              "given)")
         name, url = parse_judge(spec, (default or "").rstrip("/"))
-        _check_base_url(url)
+        check_base_url(url)
         key = resolve_api_key(url, req.judge_api_key_env or req.api_key_env, "--judge-api-key-env")
         if (url, key) not in clients:
             clients[(url, key)] = ChatClient(url, key, req.client)

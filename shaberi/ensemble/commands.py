@@ -1,0 +1,92 @@
+"""What the ``shaberi ensemble …`` commands do, beyond parsing: inputs checked, clients made, stages run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from ..client import ChatClient, ClientConfig
+from ..errors import DataError, UsageError
+from ..generate import Progress
+from ..pipeline import check_base_url, parse_judge, resolve_api_key
+from . import cache
+from . import datasets as gt
+from .evaluate import LLM, Result, quick_eval
+from .strategies import resolve as resolve_strategies
+
+__all__ = ["check", "evaluate", "generate", "load_baselines"]
+
+
+async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str, datasets: str, n: int,
+                   temperature: float, max_tokens: int, api_key_env: str | None, client_config: ClientConfig,
+                   limit: int | None = None, progress: Progress | None = None) -> list[str]:
+    check_base_url(base_url)
+    names = gt.resolve(datasets)
+    loaded = [gt.load(name, data_dir, limit) for name in names]
+    client = ChatClient(base_url, resolve_api_key(base_url, api_key_env), client_config)
+    try:
+        await client.check()
+        return [await cache.generate_cache(results_dir, model, d, client, n, temperature, max_tokens, progress)
+                for d in loaded]
+    finally:
+        await client.aclose()
+
+
+def _llm(spec: str | None, default_url: str | None, key_env: str | None, config: ClientConfig,
+         clients: dict) -> LLM | None:
+    if not spec:
+        return None
+    name, url = parse_judge(spec, (default_url or "").rstrip("/"))
+    if not url:
+        raise UsageError(f"{spec!r} needs a base URL: MODEL@BASE_URL or --base-url")
+    check_base_url(url)
+    key = resolve_api_key(url, key_env)
+    if (url, key) not in clients:
+        clients[(url, key)] = ChatClient(url, key, config)
+    return LLM(name, clients[(url, key)])
+
+
+async def evaluate(results_dir: Path, model: str, strategy: str, sample: int, seed: int, datasets: str | None,
+                   *, n: int | None = None, temperature: float | None = None, consensus_model: str | None = None,
+                   judge: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
+                   baseline_model: str | None = None, client_config: ClientConfig | None = None) -> Result:
+    strategies = resolve_strategies(strategy)
+    names = gt.resolve(datasets) if datasets else sorted({e.dataset for e in cache.entries(results_dir, model)})
+    if not names:
+        raise UsageError(f"no ensemble cache for model {model!r} under {results_dir}; make one with: shaberi "
+                         "ensemble generate-cache, or import-responses")
+    clients: dict = {}
+    config = client_config or ClientConfig()
+    try:
+        consensus = _llm(consensus_model, base_url, api_key_env, config, clients)
+        grader = _llm(judge, base_url, api_key_env, config, clients)
+        for client in clients.values():
+            await client.check()
+        baseline = (baseline_model, None, None) if baseline_model else None
+        return await quick_eval(results_dir, model, strategies, names, sample, seed, n=n, temperature=temperature,
+                                consensus=consensus, judge=grader, baseline=baseline)
+    finally:
+        for client in clients.values():
+            await client.aclose()
+
+
+def load_baselines(path: Path, model: str) -> dict:
+    """The committed gate configuration of a model: datasets, strategies, sample, seed (and, for the record,
+    the accuracies accepted last)."""
+    try:
+        config = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise DataError(f"cannot read the baseline file {path}: {exc}") from None
+    entry = config.get("models", {}).get(model)
+    if entry is None:
+        raise UsageError(f"{path} has no entry for model {model!r}; models there: "
+                         f"{', '.join(config.get('models', {})) or 'none'}")
+    return {"alpha": config.get("alpha", 0.10)} | entry
+
+
+async def check(results_dir: Path, baseline_file: Path, model: str, **llms: str | None) -> tuple[Result, dict]:
+    entry = load_baselines(baseline_file, model)
+    result = await evaluate(results_dir, model, ",".join(entry["strategies"]), entry["sample"], entry["seed"],
+                            ",".join(entry["datasets"]), **llms)
+    return result, entry

@@ -1,0 +1,87 @@
+"""Consensus strategies: N member responses to one question in, one answer out. One file each,
+registered by name with ``@strategy``.
+
+A strategy that calls a model does so through ``Context.ask``, which goes through the shared client and
+counts requests and tokens (stage ``consensus``). Its answer is stored as an ``answers`` row with
+``strategy`` set, under a ``request_hash`` of everything it depended on (strategy version, model, prompt
+templates, the member responses), so the same evaluation again reuses it instead of paying again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import orjson
+
+from ...benchmarks import Question
+from ...client import ChatClient
+from ..graders import Grader
+
+__all__ = ["STRATEGIES", "Consensus", "Context", "Strategy", "strategy"]
+
+
+@dataclass
+class Context:
+    """What a strategy may use: the grader's extraction (to compare answers) and a model to ask."""
+
+    grader: Grader | None
+    model: str | None = None
+    client: ChatClient | None = None
+    max_tokens: int = 2048
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def ask(self, prompt: str) -> str:
+        if self.client is None or self.model is None:
+            raise RuntimeError("this strategy needs a model: give --consensus-model MODEL[@BASE_URL]")
+        reply = await self.client.chat(orjson.dumps({
+            "model": self.model, "messages": [{"role": "user", "content": prompt}], "temperature": 0,
+            "max_tokens": self.max_tokens}))
+        self.requests += reply.attempts
+        self.prompt_tokens += reply.prompt_tokens
+        self.completion_tokens += reply.completion_tokens
+        return reply.content or ""
+
+
+@dataclass
+class Consensus:
+    content: str
+    detail: dict = field(default_factory=dict)  # what the strategy saw and decided (votes, ratings, rounds)
+
+
+class Strategy:
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"
+    templates: ClassVar[tuple[str, ...]] = ()  # prompts/ensemble/*.jinja it renders (their hashes key its cache)
+
+    async def combine(self, question: Question, responses: list[str], ctx: Context) -> Consensus:
+        raise NotImplementedError
+
+
+STRATEGIES: dict[str, type[Strategy]] = {}
+
+
+def strategy(cls: type[Strategy]) -> type[Strategy]:
+    STRATEGIES[cls.name] = cls
+    return cls
+
+
+def resolve(spec: str) -> list[str]:
+    from ...errors import UsageError
+
+    names = list(STRATEGIES) if spec.strip() == "all" else [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [n for n in names if n not in STRATEGIES]
+    if unknown or not names:
+        raise UsageError(f"unknown strategy {', '.join(unknown) or repr(spec)}; choose from: all, "
+                         f"{', '.join(STRATEGIES)}")
+    return list(dict.fromkeys(names))
+
+
+Parse = Callable[[str], object]
+
+from . import council, elo, majority, standard  # noqa: E402,F401  (registration)

@@ -1,0 +1,353 @@
+"""The ensemble pipeline: loaders on the real files, graders on tricky strings, each strategy over HTTP with
+scripted replies, cache hits that cost no call, and the gate's statistics against scipy."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+from shaberi.benchmarks import Question
+from shaberi.client import ChatClient
+from shaberi.ensemble import datasets as gt
+from shaberi.ensemble.gate import compare, gate
+from shaberi.ensemble.graders import GRADERS
+from shaberi.ensemble.graders.llm import verdict
+from shaberi.ensemble.strategies import STRATEGIES, Context
+from shaberi.ensemble.strategies.elo import ratings
+from shaberi.errors import DataError
+
+from .conftest import query, shaberi
+from .test_judge import FAST
+
+RECORDED = ["Meta-Llama-3_1-8B-Instruct", "Mistral-7B-Instruct-v0.2", "Qwen1.5-7B-Chat", "Yi-6b-Chat", "gemma-7b"]
+
+
+# -- datasets ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("name", "rows", "first_gold"), [
+    ("gsm8k", 1319, "18"), ("math500", 500, r"\left( 3, \frac{\pi}{2} \right)"), ("truthfulqa", 817, None),
+    ("mmlu_pro", 12032, "I"), ("arc_challenge", 1172, "C"), ("arc_easy", 2376, None), ("hellaswag", 10042, "D"),
+    ("simpleqa", 4326, "Michio Sugeno"),
+])
+def test_each_dataset_loads_its_upstream_file(data_dir, name, rows, first_gold):
+    d = gt.load(name, data_dir)
+    assert len(d.questions) == rows
+    q = d.questions[0]
+    if first_gold is not None:
+        assert q.reference == first_gold
+    if q.extra["grader"] == "mcq":
+        assert q.reference in q.extra["labels"] and f"\n{q.extra['labels'][-1]}. " in q.turns[0]
+
+
+def test_truthfulqa_options_are_shuffled_with_a_fixed_seed(data_dir):
+    first, again = gt.load("truthfulqa", data_dir), gt.load("truthfulqa", data_dir)
+    golds = [q.reference for q in first.questions]
+    assert golds == [q.reference for q in again.questions]  # the same on every load and machine
+    assert len(set(golds)) > 3 and golds.count("A") < len(golds) / 2  # upstream's "true answer first" is gone
+
+
+def test_arc_numeric_labels_become_letters(data_dir):
+    q = next(q for q in gt.load("arc_challenge", data_dir).questions if q.question_id == "NYSEDREGENTS_2008_8_34")
+    assert q.extra["labels"] == ["A", "B", "C", "D"] and q.reference == "B" and "\nB. Kinetic energy increases" in \
+        q.turns[0]
+
+
+def test_user_supplied_datasets_read_hand_made_files_in_the_upstream_columns(tmp_path):
+    (tmp_path / "gt" / "gpqa").mkdir(parents=True)
+    with open(tmp_path / "gt" / "gpqa" / "gpqa_diamond.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, ["Record ID", "Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2",
+                                "Incorrect Answer 3"])
+        w.writeheader()
+        w.writerow({"Record ID": "rec1", "Question": "What is 2+2?", "Correct Answer": "4", "Incorrect Answer 1": "3",
+                    "Incorrect Answer 2": "5", "Incorrect Answer 3": "22"})
+    (q,) = gt.load("gpqa", tmp_path).questions
+    assert q.question_id == "rec1" and q.turns[0].splitlines()[ord(q.reference) - ord("A") + 2].endswith(". 4")
+    (tmp_path / "gt" / "hle").mkdir()
+    (tmp_path / "gt" / "hle" / "test.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"id": "h1", "question": "Which? A. x B. y", "answer": "B", "answer_type": "multipleChoice", "image": ""},
+        {"id": "h2", "question": "Name it.", "answer": "Foo", "answer_type": "exactMatch", "image": ""},
+        {"id": "h3", "question": "Look at this", "answer": "1", "answer_type": "exactMatch", "image": "data:..."}]))
+    hle = gt.load("hle", tmp_path).questions
+    assert [(q.question_id, q.extra["grader"]) for q in hle] == [("h1", "mcq"), ("h2", "llm")]  # image rows skipped
+    (tmp_path / "gt" / "hallumix").mkdir()
+    (tmp_path / "gt" / "hallumix" / "test.jsonl").write_text(json.dumps(
+        {"documents": ["Paris is in France."], "answer": "Paris is in Spain.", "hallucination_label": 1}))
+    (h,) = gt.load("hallumix", tmp_path).questions
+    assert h.reference == "B" and "Paris is in France." in h.turns[0]
+    (tmp_path / "gt" / "hallumix" / "test.jsonl").write_text(json.dumps({"documents": ["x"], "answer": "y"}))
+    with pytest.raises(DataError, match=r"lacks the upstream column\(s\) hallucination_label"):
+        gt.load("hallumix", tmp_path)
+
+
+# -- graders ----------------------------------------------------------------------------------------------
+def q(reference: str, labels: str = "ABCD", grader: str = "mcq") -> Question:
+    return Question("t", "1", ["?"], reference=reference, extra={"grader": grader, "labels": list(labels)})
+
+
+@pytest.mark.parametrize(("text", "gold", "right", "method"), [
+    ("16 - 3 - 4 = 9 eggs, 9 * 2 = 18.\n#### 18", "18", True, "####"),
+    ("#### 18\nThat was for 3 days, so 54 in total.", "18", True, "####"),  # #### wins over a later number
+    ("She pays $1,234.50 in total.", "1234.5", True, "last_number"),
+    ("The answer is 1,000,000.", "1000000", True, "answer_is"),
+    ("so the total is \\boxed{-7}", "-7", True, "boxed"),
+    ("The result is 18.00", "18", True, "last_number"),
+    ("I cannot tell.", "18", False, "none"),
+])
+def test_numeric_grader(text, gold, right, method):
+    got, found = GRADERS["numeric"].grade(text, q(gold, grader="numeric"))
+    assert (got, found.method) == (right, method)
+
+
+@pytest.mark.parametrize(("text", "gold", "right", "method"), [
+    ("Let's think. ... The answer is (J).", "J", True, "answer"),
+    ("Answer: **C**", "C", True, "answer"),
+    ("answer: c", "C", True, "answer"),
+    ("(A) is wrong and (B) too; so the answer is (D)", "D", True, "answer"),
+    ("It must be \\boxed{\\text{B}}", "B", True, "boxed"),
+    ("Between (A) and (C), I pick (C)", "C", True, "parenthesised"),
+    ("B", "B", True, "bare"),
+    ("The answer is (K).", "K", False, "none"),  # K is not an option here: nothing extracted
+    ("正解は：D", "D", True, "answer"),
+])
+def test_mcq_grader(text, gold, right, method):
+    got, found = GRADERS["mcq"].grade(text, q(gold, "ABCDEFGHIJ"))
+    assert (got, found.method) == (right, method)
+
+
+@pytest.mark.parametrize(("text", "gold", "right"), [
+    ("So $\\boxed{\\frac{1}{2}}$.", "\\frac12", True),
+    ("The answer is $\\boxed{0.5}$", "\\frac{1}{2}", True),
+    ("$\\boxed{\\dfrac{\\pi}{2}}$", "\\frac{\\pi}{2}", True),
+    ("$\\boxed{(3, \\frac{\\pi}{2})}$", "\\left( 3, \\frac{\\pi}{2} \\right)", True),
+    ("$\\boxed{3}$", "4", False),
+])
+def test_math_grader_with_math_verify(text, gold, right):
+    assert GRADERS["math"].grade(text, q(gold, grader="math"))[0] is right
+
+
+def test_math_grader_bounds_its_own_time(monkeypatch):
+    import time
+
+    from shaberi.ensemble.graders import math as math_grader
+
+    monkeypatch.setattr(math_grader, "TIME_LIMIT", 0.2)
+    monkeypatch.setattr(math_grader, "_parse", lambda text: time.sleep(5))
+    started = time.monotonic()
+    got, found = GRADERS["math"].grade("$\\boxed{1}$", q("1", grader="math"))
+    assert (got, found.method) == (False, "timeout") and time.monotonic() - started < 2
+
+
+def test_llm_grader_verdicts():
+    assert [verdict(r) for r in ["A", "B", "C.", "CORRECT", "The answer is NOT_ATTEMPTED", "INCORRECT", "hmm"]] == [
+        "CORRECT", "INCORRECT", "NOT_ATTEMPTED", "CORRECT", "NOT_ATTEMPTED", "INCORRECT", "unparsed"]
+
+
+# -- strategies, over the loopback server -------------------------------------------------------------------
+def combine(name: str, responses: list[str], server=None, gold: str = "A"):
+    async def go():
+        client = ChatClient(server.base_url, None, FAST) if server else None
+        try:
+            ctx = Context(GRADERS["mcq"], "consensus-model" if server else None, client)
+            return await STRATEGIES[name]().combine(q(gold), responses, ctx), ctx
+        finally:
+            if client:
+                await client.aclose()
+
+    return asyncio.run(go())
+
+
+def test_majority_votes_over_extracted_answers_with_a_deterministic_tie_break():
+    found, ctx = combine("majority", ["Answer: B", "Answer: C", "The answer is (C)", "Answer: B", "no idea"])
+    assert found.detail["votes"] == {"B": 2, "C": 2} and found.detail["winner"] == "B"  # B came first
+    assert found.content == "Answer: B" and ctx.requests == 0
+
+
+def test_standard_makes_one_synthesizer_call(server):
+    found, ctx = combine("standard", ["Answer: B <<answer: Checked both. Answer: B>>", "Answer: C"], server)
+    assert found.content == "Checked both. Answer: B" and server.stats()["calls"] == 1 and ctx.prompt_tokens > 0
+    (messages,) = server.requests()
+    assert "Answer 2" in messages[-1]["content"]
+
+
+def test_elo_judges_both_orders_and_counts_disagreement_as_a_tie(server):
+    # The loopback server replies with the first marker in the prompt, i.e. the one of the answer shown
+    # as A: r0 always says "B wins", r1 "A wins", r2 "B wins". r1 beats r0 and r2 in both orders; r0
+    # against r2 flips with the order (position bias), so that pair is a tie.
+    responses = ["Answer: A <<answer: WINNER: B>>", "Answer: B <<answer: WINNER: A>>",
+                 "Answer: C <<answer: WINNER: B>>"]
+    found, _ = combine("elo", responses, server)
+    assert server.stats()["calls"] == 6  # 3 pairs × 2 orders
+    assert found.detail["outcomes"] == [(0, 1, "j"), (0, 2, "tie"), (1, 2, "i")]
+    assert found.detail["winner"] == 1 and found.content == responses[1]
+    strength = found.detail["ratings"]
+    assert strength[1] > strength[0] and strength[0] == pytest.approx(strength[2], abs=1e-6)
+
+
+def test_elo_with_pure_position_bias_ties_everything_and_keeps_the_first():
+    strength = ratings(3, [(0, 1, "tie"), (0, 2, "tie"), (1, 2, "tie")])
+    assert max(strength) - min(strength) < 1e-6
+
+
+def test_council_runs_critique_rebuttal_and_judgment_rounds(server):
+    responses = ["Answer: A <<answer: 検討の結果 Answer: A>>", "Answer: B"]
+    found, _ = combine("council", responses, server)
+    assert server.stats()["calls"] == 5  # 2 critiques, 2 rebuttals, 1 judgment
+    prompts = [m[-1]["content"] for m in server.requests()]
+    assert sum("strict reviewer" in p for p in prompts) == 2 and sum("a reviewer criticised" in p for p in prompts) == 2
+    assert sum("You chair a council" in p for p in prompts) == 1
+    assert len(found.detail["critiques"]) == 2 and found.content == "検討の結果 Answer: A"
+
+
+# -- the gate against scipy --------------------------------------------------------------------------------
+def test_gate_statistics_equal_scipy_and_statsmodels_on_a_fixed_table():
+    n = 200
+    baseline = [1] * 140 + [0] * 60
+    correct = list(baseline)
+    for i in range(20):  # 20 right answers lost, 3 wrong ones gained: a planted regression
+        correct[i] = 0
+    for i in range(140, 143):
+        correct[i] = 1
+    samples_mean = [0.8 if b else 0.3 for b in baseline]
+    c = compare("d", "s", baseline, correct, samples_mean)
+    assert (c.worse, c.better) == (20, 3)
+    assert c.p_mcnemar == pytest.approx(stats.binomtest(20, 23, 0.5, alternative="greater").pvalue, abs=1e-12)
+    assert c.p_ttest == pytest.approx(stats.ttest_rel(correct, samples_mean, alternative="less").pvalue, abs=1e-12)
+    table = [[sum(correct), n - sum(correct)], [140, 60]]
+    assert c.p_fisher == pytest.approx(stats.fisher_exact(table, alternative="less")[1], abs=1e-12)
+    diffs = [s - b for s, b in zip(correct, baseline, strict=True)]
+    low, high = stats.t.interval(0.95, n - 1, loc=sum(diffs) / n, scale=stats.sem(diffs))
+    assert (c.ci_low, c.ci_high) == pytest.approx((low, high), abs=1e-12)
+    assert c.p_fisher > c.p_mcnemar  # the unpaired test sees less
+
+    null = compare("d", "null", baseline, list(baseline), samples_mean)  # identical answers
+    swap = list(baseline)
+    swap[0], swap[150] = 0, 1  # one lost, one gained: no difference
+    even = compare("d2", "even", baseline, swap, samples_mean)
+    gated = gate([c, null, even], alpha=0.10)
+    pvalues = [c.p_mcnemar, null.p_mcnemar, even.p_mcnemar, c.p_ttest, null.p_ttest, even.p_ttest]
+    expected = multipletests(pvalues, alpha=0.10, method="holm")[1]
+    assert [g.p_mcnemar_holm for g in gated] + [g.p_ttest_holm for g in gated] == pytest.approx(list(expected))
+    assert [g.regression for g in gated] == [True, False, False]
+    assert 0 < c.mde < 0.2
+
+
+# -- the pipeline end to end ---------------------------------------------------------------------------------
+def write_gsm8k(data_dir: Path, n: int = 6) -> Path:
+    (data_dir / "gt" / "gsm8k").mkdir(parents=True, exist_ok=True)
+    with open(data_dir / "gt" / "gsm8k" / "test.jsonl", "w") as fh:
+        for i in range(n):  # the loopback server answers with the marker: right for even ids, wrong for odd
+            answer = i * 10 if i % 2 == 0 else i * 10 + 1
+            fh.write(json.dumps({"question": f"Question {i}? <<answer: Reasoning. #### {answer}>>",
+                                 "answer": f"Because.\n#### {i * 10}"}) + "\n")
+    return data_dir
+
+
+def test_generate_once_then_evaluate_many_times_without_generation_calls(server, tmp_path):
+    data = write_gsm8k(tmp_path / "d")
+    args = ["--results-dir", str(tmp_path / "r")]
+    made = shaberi("ensemble", "generate-cache", "--model", "m", "--base-url", server.base_url, "--datasets", "gsm8k",
+                   "--n", "3", "--data-dir", str(data), *args)
+    assert made.returncode == 0, made.stderr
+    assert server.stats()["calls"] == 18  # 6 questions × 3 samples
+    assert shaberi("ensemble", "generate-cache", "--model", "m", "--base-url", server.base_url, "--datasets", "gsm8k",
+                   "--n", "3", "--data-dir", str(data), *args).returncode == 0
+    assert server.stats()["calls"] == 18  # resumed: nothing to do
+    server.reset()
+    first = shaberi("ensemble", "quick-eval", "--model", "m", "--sample", "4", "--seed", "1", "--out",
+                    str(tmp_path / "a.json"), *args)
+    assert first.returncode == 0, first.stderr
+    second = shaberi("ensemble", "quick-eval", "--model", "m", "--sample", "5", "--seed", "2", "--strategy",
+                     "standard", "--consensus-model", f"synth@{server.base_url}", "--out", str(tmp_path / "b.json"),
+                     *args)
+    assert second.returncode == 0, second.stderr
+    assert server.stats()["calls"] == 5  # the synthesizer, once per sampled question; no generation call
+    result = json.loads((tmp_path / "a.json").read_text())["datasets"]["gsm8k"]
+    assert len(result["question_ids"]) == 4 and result["baseline"] == [int(int(i) % 2 == 1) for i in
+                                                                       result["question_ids"]]  # ids start at 1
+    assert result["strategies"]["majority"]["correct"] == result["baseline"]
+    server.reset()
+    again = shaberi("ensemble", "quick-eval", "--model", "m", "--sample", "5", "--seed", "2", "--strategy",
+                    "standard", "--consensus-model", f"synth@{server.base_url}", "--out", str(tmp_path / "c.json"),
+                    *args)
+    assert again.returncode == 0 and server.stats()["calls"] == 0  # consensus answers reused, not paid again
+    assert "5 reused" in again.stdout
+    assert query(tmp_path / "r", "SELECT sum(requests) FROM token_usage WHERE stage = 'consensus'") == [(5,)]
+    report = shaberi("ensemble", "report", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    assert report.returncode == 0
+    assert "| m | majority | 4 |" in report.stdout and "| m | standard | 5 |" in report.stdout
+    assert "2 comparisons, Holm-corrected" in report.stdout
+
+
+def test_recorded_responses_and_the_ci_gate(data_dir, tmp_path):
+    recorded = [str(data_dir / "recorded" / "mmlu_pro" / f"{m}.jsonl") for m in RECORDED]
+    args = ["--results-dir", str(tmp_path / "r")]
+    done = shaberi("ensemble", "import-responses", "--dataset", "mmlu_pro", "--model", "five", *recorded,
+                   "--data-dir", str(data_dir), *args)
+    assert done.returncode == 0, done.stderr
+    assert "5 members, 12,032, 12,032, 12,032, 12,032, 12,032 responses" in done.stdout
+    baselines = tmp_path / "quick-eval.json"
+    baselines.write_text(json.dumps({"alpha": 0.1, "models": {"five": {
+        "datasets": ["mmlu_pro"], "strategies": ["majority"], "sample": 300, "seed": 0}}}))
+    check = shaberi("ensemble", "check", "--model", "five", "--baseline-file", str(baselines), *args)
+    assert check.returncode == 0, check.stdout + check.stderr  # the vote does not lose to Llama-3.1 (first file)
+    assert "gate passed" in check.stdout
+
+    # The strong model (Llama-3.1, 43 %) as the baseline and four copies of a weak one (gemma-7b, 33 %):
+    # the copies outvote it on every question, the regression the gate exists to catch.
+    weak_first = shaberi("ensemble", "import-responses", "--dataset", "mmlu_pro", "--model", "strong-plus-copies",
+                         recorded[0], recorded[4], recorded[4], recorded[4], recorded[4], "--data-dir",
+                         str(data_dir), *args)
+    assert weak_first.returncode == 0, weak_first.stderr
+    baselines.write_text(json.dumps({"models": {"strong-plus-copies": {
+        "datasets": ["mmlu_pro"], "strategies": ["majority"], "sample": 300, "seed": 0}}}))
+    gated = shaberi("ensemble", "check", "--model", "strong-plus-copies", "--baseline-file", str(baselines), *args)
+    assert gated.returncode == 1 and "REGRESSION: majority on mmlu_pro" in gated.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["quick-eval", "--model", "nobody"], "error: no ensemble cache for model 'nobody'"),
+    (["quick-eval", "--model", "m", "--strategy", "vote"],
+     "error: unknown strategy vote; choose from: all, council, elo, majority, standard"),
+    (["generate-cache", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--datasets", "gsm9k"],
+     "error: unknown dataset gsm9k; choose from: "),
+    (["import-responses", "--dataset", "mmlu_pro", "--model", "m", "missing.jsonl"],
+     "error: cannot read missing.jsonl"),
+])
+def test_bad_ensemble_input_is_one_line(tmp_path, data_dir, args, message):
+    extra = ["--data-dir", str(data_dir)] if args[0] in ("generate-cache", "import-responses") else []
+    done = shaberi("ensemble", *args, *extra, "--results-dir", str(tmp_path / "r"))
+    assert done.returncode == 2 and done.stderr.startswith(message) and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_simpleqa_is_graded_by_a_judge_model_with_accuracy_given_attempted(server, tmp_path):
+    """The judge (the loopback server) answers the marker in the predicted answer: A correct, B incorrect,
+    C not attempted."""
+    (tmp_path / "d" / "gt" / "simpleqa").mkdir(parents=True)
+    with open(tmp_path / "d" / "gt" / "simpleqa" / "simple_qa_test_set.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, ["metadata", "problem", "answer"])
+        w.writeheader()
+        for i in range(4):
+            w.writerow({"metadata": "{}", "problem": f"Who won in {2000 + i}?", "answer": f"Person {i}"})
+    replies = ["Person 1 <<answer: A>>", "Someone else <<answer: B>>", "I don't know <<answer: C>>",
+               "Person 4 <<answer: A>>"]
+    member = tmp_path / "member.jsonl"
+    member.write_text("\n".join(json.dumps({"question_id": str(i + 1), "response": r}) for i, r in enumerate(replies)))
+    args = ["--results-dir", str(tmp_path / "r")]
+    assert shaberi("ensemble", "import-responses", "--dataset", "simpleqa", "--model", "m", str(member), str(member),
+                   "--data-dir", str(tmp_path / "d"), *args).returncode == 0
+    no_judge = shaberi("ensemble", "quick-eval", "--model", "m", *args)
+    assert no_judge.returncode == 2 and "give --judge MODEL[@BASE_URL]" in no_judge.stderr
+    done = shaberi("ensemble", "quick-eval", "--model", "m", "--sample", "10", "--judge", f"grader@{server.base_url}",
+                   "--out", str(tmp_path / "q.json"), *args)
+    assert done.returncode == 0, done.stderr
+    assert "baseline attempted 3/4, accuracy given attempted 66.7%" in done.stdout
+    assert server.stats()["calls"] == 4  # one per distinct answer text: the second member and the vote repeat them
+    assert query(tmp_path / "r", "SELECT parse_method, count(*) FROM judgements GROUP BY 1 ORDER BY 1") == [
+        ("CORRECT", 6), ("INCORRECT", 3), ("NOT_ATTEMPTED", 3)]
+    assert query(tmp_path / "r", "SELECT requests FROM token_usage WHERE stage = 'judging'") == [(4,)]
+
