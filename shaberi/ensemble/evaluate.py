@@ -170,6 +170,8 @@ async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry
                    sample: int, seed: int, consensus: LLM | None, judge: LLM | None) -> DatasetOutcome:
     cached = _Entry(store, entry.run_id)
     ids = sample_ids([q for q in cached.questions if q in cached.members], sample, seed, entry.dataset)
+    if not ids:
+        raise UsageError(f"the cache {entry.run_id} holds no answers yet; run generate-cache again to fill it")
     grading = _Grading(store, cached, judge)
     journal = store.journal(entry.run_id)
     try:
@@ -180,7 +182,8 @@ async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry
         if base is not None:
             base_entry = _Entry(store, base.run_id)
             base_grading = _Grading(store, base_entry, judge)
-            await base_grading.grade([(qid, 0, "", base_entry.responses(qid)[0]) for qid in ids], journal)
+            await base_grading.grade([(qid, 0, "", (base_entry.responses(qid) or [None])[0]) for qid in ids],
+                                     journal)
             base_grades = [base_grading.get(qid, 0, "") for qid in ids]
         else:
             base_grades = [grading.get(qid, 0, "") for qid in ids]

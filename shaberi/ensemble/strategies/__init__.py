@@ -9,8 +9,6 @@ templates, the member responses), so the same evaluation again reuses it instead
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -34,7 +32,6 @@ class Context:
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def ask(self, prompt: str) -> str:
         if self.client is None or self.model is None:
@@ -81,7 +78,5 @@ def resolve(spec: str) -> list[str]:
                          f"{', '.join(STRATEGIES)}")
     return list(dict.fromkeys(names))
 
-
-Parse = Callable[[str], object]
 
 from . import council, elo, majority, standard  # noqa: E402,F401  (registration)
