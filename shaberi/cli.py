@@ -691,6 +691,33 @@ def ensemble_check(
     typer.echo("gate passed: no significant regression against the single-model baseline")
 
 
+@app.command("inspect")
+def inspect_command(
+    tag: Annotated[str | None, typer.Option("--tag", help="Runs with this tag or base tag [default: all].")] = None,
+    model: Annotated[str | None, typer.Option("--model")] = None,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+) -> None:
+    """Browse questions, answers, judge replies and pass deltas in the terminal (alias: inspect-output)."""
+    from .tui import InspectApp
+
+    InspectApp(results_dir, tag, model).run()
+
+
+@app.command("report")
+def report_command(
+    tag: Annotated[str, typer.Option("--tag", help="The run (or run family) to report.")],
+    out: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
+    compare: Annotated[str | None, typer.Option("--compare", help="A second tag: per-question movers.")] = None,
+    model: Annotated[str | None, typer.Option("--model")] = None,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+) -> None:
+    """One self-contained HTML file: scores with intervals, a chart, the biggest movers, tokens and cost."""
+    from .html_report import write_report
+
+    path = write_report(results_dir, tag, out, compare, model)
+    typer.echo(f"report: {path}")
+
+
 def _arrow_without_pandas() -> None:
     """pyarrow imports pandas (0.3 s, 60 MB) the first time it converts Python values, only to ask whether
     they are pandas objects; the commands that write tables never hand it one. Let that one question fail
@@ -730,15 +757,9 @@ def run_evals_main() -> None:
     main(["run", *sys.argv[1:]])
 
 
-def _later(command: str, issue: str) -> None:
-    typer.echo(f"error: {command} is not implemented yet ({issue}); query the tables with `shaberi sql` "
-               "meanwhile", err=True)
-    sys.exit(2)
-
-
 def view_scores_main() -> None:
     main(["view", *sys.argv[1:]])
 
 
 def inspect_output_main() -> None:
-    _later("inspect-output", "it arrives with the output browser")
+    main(["inspect", *sys.argv[1:]])

@@ -1,0 +1,152 @@
+"""``shaberi inspect`` (alias ``inspect-output``): a terminal browser of questions, answers, judge replies
+and pass deltas, to see why a score moved.
+
+Top row: the run (model · tag), the benchmark, the judge (or all judges, averaged), the sort order, and
+what to compare with (another run of the same results root, or another judge). Left: the questions of
+the run, sorted and filtered in DuckDB (``shaberi.inspector``), with score, score without passes, pass
+delta, difference and error. Right: the highlighted question: the prompt, the reference and criteria,
+the answer (reasoning apart), every judge's reply with the parsed score and how it was parsed, and
+every pass delta with its reason. Keys: ``e`` errors only, ``q`` quit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from rich.markup import escape
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import DataTable, Footer, Header, Select, Static
+
+from .inspector import ALL_JUDGES, SORTS, Detail, Inspector
+
+__all__ = ["InspectApp", "render_detail"]
+
+NONE = "—"
+
+
+def _num(value: float | None, signed: bool = False) -> str:
+    return "" if value is None else (f"{value:+.2f}" if signed else f"{value:.2f}")
+
+
+def render_detail(d: Detail) -> str:
+    """The detail panel as Rich markup (also what the tests read)."""
+    out = [f"[b]{escape(d.benchmark)} / {escape(d.question_id)}[/b]" + (f"  ({escape(d.category)})" if d.category
+                                                                        else "")]
+    for i, turn in enumerate(d.turns, start=1):
+        out += ["", f"[b]Prompt{f' (turn {i})' if len(d.turns) > 1 else ''}[/b]", escape(turn)]
+    if d.reference:
+        out += ["", "[b]Reference[/b]", escape(d.reference)]
+    if d.criteria:
+        out += ["", "[b]Criteria[/b]", escape(d.criteria)]
+    out += ["", "[b]Answer[/b]" + (f"  (finish_reason: {escape(d.finish_reason)})" if d.finish_reason else "")]
+    out.append(f"[red]error: {escape(d.answer_error)}[/red]" if d.answer_error else escape(d.answer or ""))
+    if d.reasoning:
+        out += ["", "[b]Reasoning (not judged)[/b]", f"[dim]{escape(d.reasoning)}[/dim]"]
+    for j in d.judgements:
+        score = NONE if j["score"] is None else f"{j['score']:g}"
+        out += ["", f"[b]Judge {escape(j['judge'])}[/b]: score {score}"
+                + (f" (scale {j['score_scale']})" if j["score_scale"] else "")
+                + f", parsed by {escape(j['parse_method'] or NONE)}"
+                + (f"  [red]{escape(j['error'])}[/red]" if j["error"] else "")]
+        out.append(escape(j["judge_output"]) if j["judge_output"] else "[dim](no judge reply stored)[/dim]")
+        if j["fallback_output"]:
+            out += ["[i]Fallback reply:[/i]", escape(j["fallback_output"])]
+    if d.passes:
+        out += ["", "[b]Pass deltas[/b]"]
+        for p in d.passes:
+            out.append(f"{escape(p['pass_name'])}: {p['delta']:+.2f}  {escape(p['reason'] or 'nothing found')}")
+    return "\n".join(out)
+
+
+class InspectApp(App):
+    TITLE = "shaberi inspect"
+    CSS = """
+    #filters { height: 3; }
+    #filters Select { width: 1fr; }
+    #questions { width: 60%; }
+    #detail-scroll { width: 40%; border-left: solid $accent; padding: 0 1; }
+    """
+    BINDINGS: ClassVar = [Binding("e", "toggle_errors", "errors only"), Binding("q", "quit", "quit")]
+
+    def __init__(self, results_dir: Path, tag: str | None = None, model: str | None = None) -> None:
+        super().__init__()
+        self.inspector = Inspector(results_dir, tag, model)
+        self.run_id = self.inspector.runs[0].run_id
+        self.errors_only = False
+        self.keys: list[tuple[str, str]] = []
+
+    def compose(self) -> ComposeResult:
+        runs = [(r.label, r.run_id) for r in self.inspector.runs]
+        yield Header()
+        with Horizontal(id="filters"):
+            yield Select(runs, value=self.run_id, allow_blank=False, id="run")
+            yield Select([], prompt="all benchmarks", id="benchmark")
+            yield Select([("all judges", ALL_JUDGES)], value=ALL_JUDGES, allow_blank=False, id="judge")
+            yield Select([(s, s) for s in SORTS], value="score ↑", allow_blank=False, id="sort")
+            yield Select([], prompt="compare with…", id="compare")
+        with Horizontal():
+            yield DataTable(id="questions", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="detail-scroll"):
+                yield Static(id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#questions", DataTable).add_columns("benchmark", "question", "score", "without passes",
+                                                            "pass Δ", "difference", "error")
+        self._run_changed()
+
+    def _run_changed(self) -> None:
+        judges = self.inspector.judges(self.run_id)
+        self.query_one("#benchmark", Select).set_options([(b, b) for b in self.inspector.benchmarks(self.run_id)])
+        judge = self.query_one("#judge", Select)
+        judge.set_options([("all judges", ALL_JUDGES), *((j, j) for j in judges)])
+        judge.value = ALL_JUDGES
+        others = [(f"run {r.label}", f"run:{r.run_id}") for r in self.inspector.runs if r.run_id != self.run_id]
+        self.query_one("#compare", Select).set_options(others + [(f"judge {j}", f"judge:{j}") for j in judges])
+        self.refresh_rows()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "run" and event.value != self.run_id and event.value != Select.NULL:
+            self.run_id = str(event.value)
+            self._run_changed()
+        elif event.select.id != "run":
+            self.refresh_rows()
+
+    def _value(self, name: str) -> str | None:
+        value = self.query_one(f"#{name}", Select).value
+        return None if value == Select.NULL else str(value)
+
+    def refresh_rows(self) -> None:
+        compare = self._value("compare") or ""
+        kind, _, other = compare.partition(":")
+        rows = self.inspector.rows(self.run_id, self._value("benchmark"), self._value("judge") or ALL_JUDGES,
+                                   self._value("sort") or "score ↑", other if kind == "run" else None,
+                                   other if kind == "judge" else None, self.errors_only)
+        table = self.query_one("#questions", DataTable)
+        table.clear()
+        self.keys = []
+        for r in rows:
+            table.add_row(r["benchmark"], r["question_id"], _num(r["score"]), _num(r["original"]),
+                          _num(r["pass_delta"], signed=True) if r["pass_delta"] else "",
+                          _num(r["difference"], signed=True), (r["error"] or "")[:40])
+            self.keys.append((r["benchmark"], r["question_id"]))
+        self.sub_title = f"{self.inspector.run(self.run_id).label}: {len(rows)} questions"
+        self.show_detail(0)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.show_detail(event.cursor_row)
+
+    def show_detail(self, index: int) -> None:
+        panel = self.query_one("#detail", Static)
+        if not self.keys or index >= len(self.keys):
+            panel.update("no questions here")
+            return
+        benchmark, question_id = self.keys[index]
+        panel.update(render_detail(self.inspector.detail(self.run_id, benchmark, question_id)))
+
+    def action_toggle_errors(self) -> None:
+        self.errors_only = not self.errors_only
+        self.refresh_rows()

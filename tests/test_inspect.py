@@ -1,0 +1,194 @@
+"""inspect (the terminal browser, driven headless by textual's pilot) and report (the HTML file, opened in
+a real headless Chromium): what they show, on complete, partial, errored, legacy and very large roots."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shaberi.client import ClientConfig
+from shaberi.inspector import Inspector
+from shaberi.legacy import import_tree
+from shaberi.pipeline import RunRequest, run
+from shaberi.tui import InspectApp, render_detail
+
+from .conftest import shaberi
+
+SCORES = {"a": [3, 8, 5, 9, 2, 6], "b": [7, 8, 1, 9, 6, 6]}
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    """Two Rakuda runs of one model, tags a and b, judged with known scores; b's last question fails (HTTP
+    401, not retried) so it has an error answer; the passes ran on both."""
+    from shaberi.testing import LoopbackServer
+
+    base = tmp_path_factory.mktemp("inspect")
+    with LoopbackServer() as server:
+        for tag, scores in SCORES.items():
+            data = base / f"d-{tag}" / "ja"
+            data.mkdir(parents=True)
+            with open(data / "rakuda.jsonl", "w", encoding="utf-8") as fh:
+                for i, s in enumerate(scores):
+                    fail = " [[fail:401]]" if tag == "b" and i == 5 else ""
+                    text = f"<<answer: 回答{i}です。>> <<judge: 理由{tag}{i}。\\nFINAL SCORE: {s}>> 質問{i}{fail}"
+                    fh.write(json.dumps({"category": "c", "question_id": f"q{i}", "text": text},
+                                        ensure_ascii=False) + "\n")
+            asyncio.run(run(RunRequest(model="m", base_url=server.base_url, results_dir=base / "r",
+                                       data_dir=data.parent, benchmark="rakuda", tag=tag, judges=["j"],
+                                       passes="format_validation", client=ClientConfig(timeout=5, max_retries=0))))
+    return base / "r"
+
+
+def run_app(app: InspectApp, steps) -> None:
+    async def go():
+        async with app.run_test(size=(200, 60)) as pilot:
+            await pilot.pause()
+            await steps(app, pilot)
+
+    asyncio.run(go())
+
+
+def table_rows(app: InspectApp) -> list[list[str]]:
+    table = app.query_one("#questions")
+    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+def detail_text(app: InspectApp) -> str:
+    return str(app.query_one("#detail").content)
+
+
+def test_inspect_lists_sorts_compares_and_shows_a_question(root):
+    app = InspectApp(root, model="m")
+    seen = {}
+
+    async def steps(app, pilot):
+        assert app.inspector.run(app.run_id).tag == "a"
+        seen["first"] = [(r[1], r[2]) for r in table_rows(app)]
+        app.query_one("#sort").value = "score ↓"
+        await pilot.pause()
+        seen["desc"] = [r[1] for r in table_rows(app)]
+        b = next(r.run_id for r in app.inspector.runs if r.tag == "b")
+        app.query_one("#compare").value = f"run:{b}"
+        app.query_one("#sort").value = "difference"
+        await pilot.pause()
+        seen["diff"] = [(r[1], r[5]) for r in table_rows(app)]
+        app.query_one("#questions").focus()
+        await pilot.press("down")
+        await pilot.pause()
+        seen["detail"] = detail_text(app)
+        app.query_one("#run").value = b
+        await pilot.pause()
+        await pilot.press("e")  # errors only
+        await pilot.pause()
+        seen["errors"] = table_rows(app)
+        seen["error_detail"] = detail_text(app)
+
+    run_app(app, steps)
+    assert seen["first"][:3] == [("q4", "2.00"), ("q0", "3.00"), ("q2", "5.00")]  # score ascending
+    assert seen["desc"][:2] == ["q3", "q1"]
+    assert seen["diff"][:3] == [("q0", "+4.00"), ("q2", "-4.00"), ("q4", "+4.00")]  # |Δ| largest first
+    assert "rakuda / q2" in seen["detail"] and "回答2です。" in seen["detail"]  # the second row after moving down
+    assert "Judge j" in seen["detail"] and "parsed by final_score" in seen["detail"] and "理由a2。" in seen["detail"]
+    assert "format_validation: +0.00" in seen["detail"]
+    assert [r[1] for r in seen["errors"]] == ["q5"] and "HTTP 401" in seen["errors"][0][6]
+    assert "error: HTTP 401" in seen["error_detail"] and "answer_error" in seen["error_detail"]
+
+
+def test_inspect_compares_two_judges_and_reads_legacy_imports_without_replies(root, tmp_path, data_dir):
+    inspector = Inspector(root, tag="a")
+    rows = inspector.rows(inspector.runs[0].run_id, compare_judge="j", sort="difference")
+    assert {r["difference"] for r in rows} == {0.0}  # a judge against itself
+    import_tree(data_dir / "legacy" / "samples", tmp_path)
+    legacy = Inspector(tmp_path, tag="legacy")
+    found = None
+    for r in legacy.runs:
+        con = legacy.con(r.run_id)
+        hit = con.execute("SELECT benchmark, question_id FROM judgements WHERE judge_output IS NULL LIMIT 1").fetchone()
+        if hit:
+            found = (r.run_id, *hit)
+            break
+    assert found, "the sample files hold judgements without a judge_output"
+    text = render_detail(legacy.detail(*found))
+    assert "(no judge reply stored)" in text and "parsed by legacy" in text
+
+
+def test_inspect_opens_a_million_row_root_without_loading_it(tmp_path):
+    """1,000,000 judgement rows in 250 runs; the browser opens one run, in a separate process whose peak
+    memory is measured."""
+    script = Path(__file__).resolve().parents[1] / "bench" / "view_scores.py"
+    build = subprocess.run([sys.executable, "-c", f"""
+import sys; sys.path.insert(0, {str(script.parent)!r})
+from view_scores import build
+from pathlib import Path
+build(Path({str(tmp_path / 'big')!r}), 1_000_000)
+"""], capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr
+    probe = subprocess.run([sys.executable, "-c", f"""
+import asyncio, re, time
+def peak():  # VmHWM: this process's own peak (ru_maxrss would count the forking parent's)
+    return int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) // 1024
+from shaberi.tui import InspectApp
+started = time.perf_counter()
+app = InspectApp({str(tmp_path / 'big')!r}, tag="exp-run1")
+async def go():
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        print(app.query_one("#questions").row_count, len(app.inspector._connected),
+              peak(), round(time.perf_counter() - started, 2))
+asyncio.run(go())
+"""], capture_output=True, text=True, timeout=300)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    rows, runs_read, peak_mb, _seconds = probe.stdout.split()
+    assert int(rows) == 500 and int(runs_read) == 1  # the first 500 of its questions, from its own partitions
+    assert int(peak_mb) < 400, f"peak RSS {peak_mb} MB"
+
+
+CHROMIUM = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail("Debian's chromium is needed to test the HTML report: apt-get install -y chromium")
+    return found
+
+
+def test_report_renders_in_a_headless_browser(root, tmp_path):
+    out = tmp_path / "report.html"
+    done = shaberi("report", "--tag", "a", "--compare", "b", "--out", str(out), "--results-dir", str(root))
+    assert done.returncode == 0, done.stderr
+    html = out.read_text()
+    assert not re.search(r"""(?:src|href)\s*=\s*["'](?:https?:)?//""", html)  # nothing to fetch
+    dom = subprocess.run([chromium(), *CHROMIUM, f"--user-data-dir={tmp_path / 'u1'}", "--dump-dom", out.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert 'data-rendered="yes"' in dom  # the inline script ran
+    assert dom.count('class="sortable scores"') == 2 and dom.count('<rect class="bar tag') == 8  # 4 benchmarks × 2
+    assert dom.count("not run") >= 6  # ELYZA, Tengu and MT-Bench in both tables
+    movers = dom[dom.index("Biggest movers"):dom.index("Tokens and cost")]
+    assert "rakuda / q0: 3.00 → 7.00 (+4.00)" in movers and "理由a0。" in movers and "理由b0。" in movers
+    assert "answer error: HTTP 401" in movers  # q5 lost its answer in b
+    shot = tmp_path / "shot.png"
+    subprocess.run([chromium(), *CHROMIUM, f"--user-data-dir={tmp_path / 'u2'}", f"--screenshot={shot}",
+                    "--window-size=1200,1600", out.as_uri()], capture_output=True, timeout=120)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_report_of_a_legacy_import_and_bad_input(tmp_path, data_dir):
+    import_tree(data_dir / "legacy" / "samples", tmp_path / "r")
+    model = Inspector(tmp_path / "r", tag="legacy").runs[0].model
+    out = tmp_path / "legacy.html"
+    done = shaberi("report", "--tag", "legacy", "--model", model, "--out", str(out), "--results-dir",
+                   str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    assert "no token usage recorded" in out.read_text()
+    missing = shaberi("report", "--tag", "nope", "--out", str(out), "--results-dir", str(tmp_path / "r"))
+    assert missing.returncode == 2 and missing.stderr.startswith("error: no run tagged 'nope'")
