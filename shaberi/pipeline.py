@@ -131,7 +131,8 @@ def check_base_url(base_url: str) -> None:
 
 
 async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = None) -> Outcome:
-    """Validate, then generate and judge; returns what was done. Raises UsageError on bad input."""
+    """Validate, then generate, judge and run the passes as asked; returns what was done. Raises UsageError on
+    bad input."""
     validate_name("model", req.model)
     validate_name("tag", req.tag)
     stages = parse_stages(req.stages, bool(req.judges), bool(req.passes))
