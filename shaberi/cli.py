@@ -464,12 +464,14 @@ def demo(
     _arrow_without_pandas()
     from contextlib import AbstractContextManager
 
+    from .client import AIMDConfig, ClientConfig
     from .generate import GenerationConfig
     from .judge import JudgeConfig
     from .pipeline import RunRequest
     from .resources import resource_dir
 
     server: AbstractContextManager
+    client = ClientConfig()
     if loopback:
         from .testing import LoopbackServer
 
@@ -480,12 +482,13 @@ def demo(
 
         server = LocalServer(threads=threads)
         model = judge_model = server.name
+        client = ClientConfig(aimd=AIMDConfig(start=2, min=1, max=2))  # llama.cpp answers one request at a time
         note = f"{model} on llama.cpp, {threads} thread(s) (a 0.5B model: the scores are not meaningful)"
     with server as endpoint:
         typer.echo(f"serving {note} at {endpoint.base_url}", err=True)
         _run(RunRequest(model=model, base_url=endpoint.base_url, results_dir=results_dir,
                         data_dir=data_dir or resource_dir("data") / "samples", tag="demo", limit=limit,
-                        judges=[judge_model], passes="lang_mixing,repetition,format_validation",
+                        judges=[judge_model], passes="lang_mixing,repetition,format_validation", client=client,
                         generation=GenerationConfig(max_tokens=384), judging=JudgeConfig(max_tokens=384)))
     view(tag="demo", runs=None, model=model, judge=None, format="table", pricing=None, clustered_se=False,
          results_dir=results_dir, data_dir=DEFAULT_DATA)
