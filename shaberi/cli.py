@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from .errors import ShaberiError, UsageError
 
-if TYPE_CHECKING:  # the stages are imported by the commands that use them: `view` and `sql` start fast
+if TYPE_CHECKING:  # the stages (and rich) are imported where used: `leaderboard`, `view`, `sql` start fast
+    from rich.console import Console
+
     from .ensemble.evaluate import Result
     from .pipeline import Outcome, RunRequest
     from .view import Report
@@ -168,6 +168,8 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
 def _run(request: RunRequest) -> None:
     import asyncio
 
+    from rich.console import Console
+
     from .display import live_progress
     from .pipeline import run as run_pipeline
 
@@ -228,6 +230,8 @@ def sql(
         sys.stdout.write(orjson.dumps([dict(zip(names, r, strict=True)) for r in rows],
                                       option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
     else:
+        from rich.table import Table
+
         table = Table(*names)
         for r in rows:
             table.add_row(*("" if v is None else str(v) for v in r))
@@ -356,6 +360,8 @@ def _print_rows(title: str, header: list[str], rows: list[list[str]], fmt: str) 
         sys.stdout.writelines(f"| {' | '.join(row)} |\n" for row in rows)
         sys.stdout.write("\n")
     else:
+        from rich.table import Table
+
         table = Table(*header, title=title, title_justify="left")
         for row in rows:
             table.add_row(*row)
@@ -744,6 +750,8 @@ def _arrow_without_pandas() -> None:
 
 def _console() -> Console:
     """Stdout; when it is not a terminal (a log, a pipe), wide enough that no cell is cut."""
+    from rich.console import Console
+
     return Console() if sys.stdout.isatty() else Console(width=240)
 
 
