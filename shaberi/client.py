@@ -30,6 +30,7 @@ from . import errors
 from .lease import EndpointLease
 
 __all__ = [
+    "LLM",
     "AIMDConfig",
     "AdaptiveLimiter",
     "AiohttpTransport",
@@ -281,6 +282,14 @@ class ChatClient:
         await self.transport.aclose()
         if self.lease:
             self.lease.close()
+
+
+@dataclass(frozen=True)
+class LLM:
+    """A model on an endpoint: what a pass, a consensus strategy or a grader asks, through the shared client."""
+
+    model: str
+    client: ChatClient
 
 
 def _per_minute(rpm: float) -> AsyncLimiter:

@@ -19,13 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import benchmarks as bm
-from .client import ChatClient, ClientConfig
+from .client import LLM, ChatClient, ClientConfig
 from .errors import UsageError
 from .export import export_connection, export_run, export_summary, write_manifest, write_progress_manifest
 from .generate import GenerationConfig, Progress, generate
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, reprocess
 from .lease import EndpointLease
-from .passes import LLM, Pass
+from .passes import Pass
 from .passes import build as build_passes
 from .passes.runner import PassProgress, run_passes
 from .prompts import generation_template, judging_hash, template_hash

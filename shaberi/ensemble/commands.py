@@ -6,13 +6,13 @@ from pathlib import Path
 
 import orjson
 
-from ..client import ChatClient, ClientConfig
+from ..client import LLM, ChatClient, ClientConfig
 from ..errors import DataError, UsageError
 from ..generate import Progress
 from ..pipeline import check_base_url, parse_judge, resolve_api_key
 from . import cache
 from . import datasets as gt
-from .evaluate import LLM, Result, quick_eval
+from .evaluate import Result, quick_eval
 from .strategies import resolve as resolve_strategies
 
 __all__ = ["check", "evaluate", "generate", "load_baselines"]

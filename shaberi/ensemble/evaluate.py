@@ -21,6 +21,7 @@ from pathlib import Path
 import orjson
 
 from ..benchmarks import Question
+from ..client import LLM
 from ..dispatch import Dispatcher
 from ..errors import LLMError, UsageError
 from ..judge import answer_hash
@@ -32,13 +33,7 @@ from .graders import GRADERS
 from .graders import llm as llm_grader
 from .strategies import STRATEGIES, Context, Strategy
 
-__all__ = ["LLM", "Result", "attempted_lines", "comparisons", "given_attempted", "quick_eval", "sample_ids"]
-
-
-@dataclass(frozen=True)
-class LLM:
-    model: str
-    client: object  # ChatClient
+__all__ = ["Result", "attempted_lines", "comparisons", "given_attempted", "quick_eval", "sample_ids"]
 
 
 @dataclass
@@ -237,7 +232,7 @@ async def _consensus(store: Store, journal: Journal, cached: _Entry, strat: Stra
         qid, responses, _ = work
         question = question_of[qid]
         ctx = Context(GRADERS.get(question.extra.get("grader", "")), llm.model if llm else None,
-                      llm.client if llm else None)  # type: ignore[arg-type]
+                      llm.client if llm else None)
         found = await strat.combine(question, responses, ctx)
         return found.content, found.detail, ctx
 
@@ -269,7 +264,7 @@ async def _consensus(store: Store, journal: Journal, cached: _Entry, strat: Stra
                                          "created_at": now_us()}))
         journal.append_many(rows)
 
-    workers = llm.client.limiter.config.max if (llm and uses_model) else 1  # type: ignore[attr-defined]
+    workers = llm.client.limiter.config.max if (llm and uses_model) else 1
     await Dispatcher(iter(todo), call, record, workers).run()
     return done
 
@@ -329,7 +324,7 @@ class _Grading:
         client, model = self.judge.client, self.judge.model
 
         async def call(item: tuple) -> tuple:
-            return await llm_grader.ask(client, model, item[0], item[6])  # type: ignore[arg-type]
+            return await llm_grader.ask(client, model, item[0], item[6])
 
         def record(item: tuple, outcome: tuple | None, error: LLMError | None) -> None:
             question, index, strategy, judge, version, a_hash, _ = item
@@ -349,7 +344,7 @@ class _Grading:
         unique: dict[tuple, tuple] = {}
         for item in asks:  # one call per distinct text; the repeats copy its grade afterwards
             unique.setdefault((item[0].question_id, item[5]), item)
-        await Dispatcher(iter(unique.values()), call, record, client.limiter.config.max).run()  # type: ignore[attr-defined]
+        await Dispatcher(iter(unique.values()), call, record, client.limiter.config.max).run()
         for item in asks:
             question, index, strategy, judge, version, a_hash, _ = item
             if (question.question_id, index, strategy) not in self.results:

@@ -12,8 +12,10 @@ Options come from ``--pass-option NAME.KEY=VALUE``; each pass declares its optio
 ``options``. ``penalty = auto`` (every pass has it) is a fraction of the benchmark's score range, so a
 penalty means the same on ELYZA's 1–5 as on Rakuda's 1–10; a number is points on the benchmark's scale.
 
-A pass may ask a model about the answers its rules cannot decide (``needs_llm`` / ``refine``); the
-runner makes those calls through the shared client and stores their tokens with the row.
+A pass may ask a model about the answers its rules cannot decide (``needs_llm``, ``consult``,
+``decide``); the runner makes those calls through the shared client, stores the verdict and its tokens
+with the row, and reuses the verdict instead of paying again while the answer, model and prompt stay
+the same.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from typing import TYPE_CHECKING, ClassVar
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..client import ChatClient, Completion
+    from ..client import LLM, Completion
 
-__all__ = ["LLM", "PASSES", "Finding", "Item", "Pass", "build", "penalty", "register"]
+__all__ = ["PASSES", "Finding", "Item", "Pass", "build", "penalty", "register"]
 
 
 @dataclass(frozen=True)
@@ -53,14 +55,6 @@ class Finding:
     detail: dict = field(default_factory=dict)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-
-
-@dataclass(frozen=True)
-class LLM:
-    """A model a pass may consult, on the run's shared client for that endpoint."""
-
-    model: str
-    client: ChatClient
 
 
 class Pass:

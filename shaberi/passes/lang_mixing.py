@@ -26,9 +26,9 @@ from typing import ClassVar
 
 import orjson
 
-from ..client import Completion
+from ..client import LLM, Completion
 from ..prompts import render, template_hash
-from . import LLM, Finding, Item, Pass, register
+from . import Finding, Item, Pass, register
 from ._text import mask
 
 __all__ = ["LangMixing", "foreign_spans"]

@@ -1,9 +1,9 @@
 """repetition: degenerate looping, and answers cut off by the token limit.
 
-Looping is any of: a 10-character sequence structure where at least half of all 10-grams repeat
-earlier ones (``ngram_repeat`` ≥ 0.5, answers of 200 characters or more); the last 1,000 characters
-repeating the same way (≥ 0.6: a loop that starts late); zlib compressing the text below a tenth of its
-size; one line of ten letters or more written four times or more. Code blocks are left out (code is
+Looping is any of: half or more of the text's 10-character sequences are repeats of others
+(``ngram_repeat`` ≥ 0.5, answers of 200 characters or more); the last 1,000 characters repeating the
+same way (≥ 0.6: a loop that starts late); zlib compressing the text below a tenth of its size; one line
+of ten letters or more written four times or more. Code blocks are left out (code is
 legitimately repetitive), whitespace is collapsed first. Truncation is ``finish_reason = length``.
 
 Penalty ``auto``: half the score range for looping; ``truncation_penalty`` ``auto``: a tenth of it for a
