@@ -21,6 +21,7 @@ from shaberi.ensemble.graders.llm import verdict
 from shaberi.ensemble.strategies import STRATEGIES, Context
 from shaberi.ensemble.strategies.elo import ratings
 from shaberi.errors import DataError
+from shaberi.store import Store
 
 from .conftest import query, shaberi
 from .test_judge import FAST
@@ -296,6 +297,19 @@ def test_recorded_responses_and_the_ci_gate(data_dir, tmp_path):
     check = shaberi("ensemble", "check", "--model", "five", "--baseline-file", str(baselines), *args)
     assert check.returncode == 0, check.stdout + check.stderr  # the vote does not lose to Llama-3.1 (first file)
     assert "gate passed" in check.stdout
+
+    # A separate baseline cache (here Llama-3.1 alone): its sample 0 is the baseline, graded in its own run.
+    assert shaberi("ensemble", "import-responses", "--dataset", "mmlu_pro", "--model", "llama-alone", recorded[0],
+                   "--data-dir", str(data_dir), *args).returncode == 0
+    separate = shaberi("ensemble", "quick-eval", "--model", "five", "--sample", "50", "--baseline-model",
+                       "llama-alone", "--out", str(tmp_path / "sep.json"), *args)
+    assert separate.returncode == 0, separate.stderr
+    same = shaberi("ensemble", "quick-eval", "--model", "five", "--sample", "50", "--out", str(tmp_path / "own.json"),
+                   *args)
+    assert json.loads((tmp_path / "sep.json").read_text())["datasets"]["mmlu_pro"]["baseline"] == json.loads(
+        (tmp_path / "own.json").read_text())["datasets"]["mmlu_pro"]["baseline"] and same.returncode == 0
+    (alone,) = [r for (r,) in query(tmp_path / "r", "SELECT run_id FROM runs WHERE model = 'llama-alone'")]
+    assert Store(tmp_path / "r").read("judgements", alone).num_rows == 50  # in its own partition
 
     # The strong model (Llama-3.1, 43 %) as the baseline and four copies of a weak one (gemma-7b, 33 %):
     # the copies outvote it on every question, the regression the gate exists to catch.

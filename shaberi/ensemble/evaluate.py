@@ -167,18 +167,23 @@ async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry
     ids = sample_ids([q for q in cached.questions if q in cached.members], sample, seed, entry.dataset)
     if not ids:
         raise UsageError(f"the cache {entry.run_id} holds no answers yet; run generate-cache again to fill it")
-    grading = _Grading(store, cached, judge)
+    grading = _Grading(cached, judge)
     journal = store.journal(entry.run_id)
     try:
         members = {qid: cached.responses(qid) for qid in ids}
         width = max((len(r) for r in members.values()), default=0)
         await grading.grade([(qid, i, "", r) for qid in ids for i, r in enumerate(members[qid])], journal)
         outcome = DatasetOutcome(entry.run_id, width, ids, [], [], [])
-        if base is not None:
+        if base is not None and base.run_id != entry.run_id:  # its grades go to its own partition
             base_entry = _Entry(store, base.run_id)
-            base_grading = _Grading(store, base_entry, judge)
-            await base_grading.grade([(qid, 0, "", (base_entry.responses(qid) or [None])[0]) for qid in ids],
-                                     journal)
+            base_grading = _Grading(base_entry, judge)
+            with store.lock(base.run_id, f"quick-eval baseline {base.model!r}"):
+                base_journal = store.journal(base.run_id)
+                try:
+                    await base_grading.grade([(qid, 0, "", (base_entry.responses(qid) or [None])[0])
+                                              for qid in ids], base_journal)
+                finally:
+                    base_journal.close()
             base_grades = [base_grading.get(qid, 0, "") for qid in ids]
         else:
             base_grades = [grading.get(qid, 0, "") for qid in ids]
@@ -189,7 +194,7 @@ async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry
         outcome.samples_mean = [sum(grading.get(qid, i, "")[0] for i in range(len(members[qid]))) /
                                 max(1, len(members[qid])) for qid in ids]
         for name in strategies:
-            done = await _consensus(store, journal, cached, STRATEGIES[name](), ids, members, consensus, grading)
+            done = await _consensus(journal, cached, STRATEGIES[name](), ids, members, consensus)
             await grading.grade([(qid, 0, name, done[qid]) for qid in ids], journal)
             grades = [grading.get(qid, 0, name) for qid in ids]
             outcome.strategies[name] = done.outcome
@@ -205,8 +210,8 @@ class _Consensus(dict):
     outcome: StrategyOutcome
 
 
-async def _consensus(store: Store, journal: Journal, cached: _Entry, strat: Strategy, ids: list[str],
-                     members: dict[str, list[str | None]], llm: LLM | None, grading: _Grading) -> _Consensus:
+async def _consensus(journal: Journal, cached: _Entry, strat: Strategy, ids: list[str],
+                     members: dict[str, list[str | None]], llm: LLM | None) -> _Consensus:
     """qid -> consensus text for every sampled question, reusing stored answers with the same identity."""
     done = _Consensus()
     done.outcome = StrategyOutcome([], [])
@@ -275,7 +280,7 @@ class _Grading:
 
     VERSION = "1"
 
-    def __init__(self, store: Store, cached: _Entry, judge: LLM | None) -> None:
+    def __init__(self, cached: _Entry, judge: LLM | None) -> None:
         self.cached, self.judge = cached, judge
         self.results: dict[tuple[str, int, str], tuple[int, int]] = {}
         # The same text for the same question is graded once, whichever member or strategy wrote it.
