@@ -99,14 +99,17 @@ def _movers(inspector: Inspector, a: Block, b: Block) -> tuple[list[tuple[dict, 
 
 def _chart(blocks: list[Block]) -> dict:
     """Geometry of the SVG bar chart: one group per benchmark, one bar per tag, 0–10 on x."""
-    benchmarks = [r["title"] for r in blocks[0].rows]
+    titles = {r["benchmark"]: r["title"] for b in blocks for r in b.rows}
+    benchmarks = list(titles)
+    by_block = [{r["benchmark"]: r for r in b.rows} for b in blocks]
     bar, gap, left, width = 14, 10, 150, 420
     groups = []
-    for i, title in enumerate(benchmarks):
+    for i, name in enumerate(benchmarks):
+        title = titles[name]
         top = 10 + i * (len(blocks) * bar + gap)
         bars = []
         for k, block in enumerate(blocks):
-            row = block.rows[i] if i < len(block.rows) else {}
+            row = by_block[k].get(name, {})
             score = row.get("score")
             bars.append({"y": top + k * bar, "w": 0 if score is None else width * score / 10, "score": score,
                          "low": None if row.get("low") is None else left + width * row["low"] / 10,
