@@ -6,9 +6,9 @@ counted) and the letters and digits of any script (``\\p{L}\\p{N}``, Python's ``
 leaderboard's ``% JA`` is their ratio. The counts are stored with each answer when it is written, so no
 query has to scan every answer's text with a regex (a fifth of a second on a 20-model tree).
 
-Counting is a lookup in a table indexed by code point, over all texts of a batch at once: three times
-faster than Python's ``re`` over the same texts (0.09 s for subset20's 4 million characters), which
-matters when a legacy tree is imported.
+Counting is a lookup in a table indexed by code point, over all texts of a batch at once: two to three
+times faster than Python's ``re`` over the same texts (0.09 s for subset20's 4 million characters, plus
+0.04 s once to build the table), which matters when a legacy tree is imported.
 """
 
 from __future__ import annotations
