@@ -702,7 +702,7 @@ def ensemble_check(
 
 @app.command("inspect")
 def inspect_command(
-    tag: Annotated[str | None, typer.Option("--tag", help="Runs with this tag or base tag [default: all].")] = None,
+    tag: Annotated[str | None, typer.Option("--tag", help="Runs with this tag or base tag (default: all).")] = None,
     model: Annotated[str | None, typer.Option("--model")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
