@@ -22,14 +22,15 @@ if TYPE_CHECKING:  # the stages (and rich) are imported where used: `leaderboard
 __all__ = ["app", "main"]
 
 app = typer.Typer(
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
     help="Batch evaluation of LLMs on Japanese chat benchmarks. Results are Parquet tables; query them "
     "with `shaberi sql`.",
 )
-data_app = typer.Typer(no_args_is_help=True, help="Benchmark data files.")
+data_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Benchmark data files.")
 app.add_typer(data_app, name="data")
-ensemble_app = typer.Typer(no_args_is_help=True, help="Ensemble consensus on ground-truth benchmarks: cache N answers "
-                           "once, evaluate strategies many times, gate on paired regressions.")
+ensemble_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                           help="Ensemble consensus on ground-truth benchmarks: cache N answers once, evaluate "
+                           "strategies many times, gate on paired regressions.")
 app.add_typer(ensemble_app, name="ensemble")
 
 ResultsDir = Annotated[Path, typer.Option("--results-dir", envvar="SHABERI_RESULTS_DIR",
