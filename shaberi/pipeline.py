@@ -34,7 +34,7 @@ from .schema import TABLES
 from .store import Store, now_us
 
 __all__ = ["STAGES", "Outcome", "RunRequest", "check_base_url", "execute", "parse_judge", "repeated", "reprocess_run",
-           "resolve_api_key", "run"]
+           "resolve_api_key", "run", "shared_llm", "write_questions"]
 
 STAGES = ("generate", "judge", "passes")
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -176,7 +176,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             progress_of = dict.fromkeys(stages, "pending")
             try:
                 store.replace("runs", info.run_id, [info.row("running")])
-                _write_questions(store, info.run_id, datasets)
+                write_questions(store, info.run_id, datasets)
                 for stage in stages:
                     progress_of[stage] = "running"
                     write_progress_manifest(req.results_dir, info.row("running"), progress_of,
@@ -227,24 +227,29 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
     return judges
 
 
+def shared_llm(spec: str, default_url: str | None, key_env: str | None, config: ClientConfig,
+               clients: dict[tuple[str, str | None], ChatClient], what: str,
+               key_option: str = "--judge-api-key-env") -> LLM:
+    """``MODEL`` or ``MODEL@BASE_URL`` as an LLM on a client shared by everything on that endpoint and key
+    (``clients`` maps (URL, key) to the client). ``what`` names the option in error messages."""
+    if "@" not in spec and not default_url:
+        raise UsageError(f"{what}={spec!r} needs MODEL@BASE_URL (no --base-url given)")
+    name, url = parse_judge(spec, (default_url or "").rstrip("/"))
+    check_base_url(url)
+    key = resolve_api_key(url, key_env, key_option)
+    if (url, key) not in clients:
+        clients[(url, key)] = ChatClient(url, key, config)
+    return LLM(name, clients[(url, key)])
+
+
 def _passes(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) -> list[Pass]:
     """The requested passes; one that consults a model (``lang_mixing.detector=MODEL[@URL]``) gets a client,
     shared with the judges on the same endpoint."""
     passes = build_passes(req.passes or "", req.pass_options)
     for p in passes:
-        spec = p.settings.get(p.llm_option or "", "")
-        if not spec:
-            continue
-        default = req.judge_base_url or req.base_url
-        if "@" not in spec and not default:
-            raise UsageError(f"--pass-option {p.name}.{p.llm_option}={spec!r} needs MODEL@BASE_URL (no --base-url "
-                             "given)")
-        name, url = parse_judge(spec, (default or "").rstrip("/"))
-        check_base_url(url)
-        key = resolve_api_key(url, req.judge_api_key_env or req.api_key_env, "--judge-api-key-env")
-        if (url, key) not in clients:
-            clients[(url, key)] = ChatClient(url, key, req.client)
-        p.llm = LLM(name, clients[(url, key)])
+        if spec := p.settings.get(p.llm_option or "", ""):
+            p.llm = shared_llm(spec, req.judge_base_url or req.base_url, req.judge_api_key_env or req.api_key_env,
+                               req.client, clients, f"--pass-option {p.name}.{p.llm_option}")
     return passes
 
 
@@ -344,7 +349,7 @@ def _merge_passes(info: RunInfo, prev: dict) -> None:
     info.pass_config = orjson.loads(prev.get("pass_config") or "{}") | info.pass_config
 
 
-def _write_questions(store: Store, run_id: str, datasets: list[bm.Dataset]) -> None:
+def write_questions(store: Store, run_id: str, datasets: list[bm.Dataset]) -> None:
     """The run's questions: this invocation's benchmarks replaced, others kept (built column-wise: fast)."""
     fresh = {d.benchmark for d in datasets}
     old = store.read("questions", run_id)

@@ -15,12 +15,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
 from ..benchmarks import Dataset, read_rows
 from ..client import ChatClient
 from ..errors import DataError, UsageError
 from ..generate import GenerationConfig, Progress, generate
+from ..pipeline import write_questions
 from ..prompts import generation_template, template_hash
 from ..run import RunInfo, validate_name
 from ..sql import find_runs
@@ -80,14 +79,6 @@ def _info(model: str, dataset: Dataset, n: int, temperature: float | None, base_
                        generation_template(dataset.benchmark))})
 
 
-def _write_questions(store: Store, run_id: str, dataset: Dataset) -> None:
-    at = now_us()
-    store.replace("questions", run_id, [
-        {"run_id": run_id, "benchmark": q.benchmark, "question_id": q.question_id, "turns": q.turns,
-         "reference": q.reference, "criteria": q.criteria, "category": q.category,
-         "extra": orjson.dumps(q.extra).decode(), "created_at": at} for q in dataset.questions])
-
-
 async def generate_cache(results_dir: Path, model: str, dataset: Dataset, client: ChatClient, n: int,
                          temperature: float, max_tokens: int = 2048, progress: Progress | None = None) -> str:
     """N answers to every question of ``dataset``; resumable. Returns the cache entry's run id."""
@@ -100,7 +91,7 @@ async def generate_cache(results_dir: Path, model: str, dataset: Dataset, client
     store = Store(results_dir)
     with store.lock(info.run_id, f"ensemble cache {model!r} {dataset.benchmark!r}"):
         store.replace("runs", info.run_id, [info.row("running")])
-        _write_questions(store, info.run_id, dataset)
+        write_questions(store, info.run_id, [dataset])
         await generate(store, info.run_id, model, [dataset], client, config, progress=progress)
         store.replace("runs", info.run_id, [info.row("complete", None, client.limiter.history)])
     return info.run_id
@@ -139,6 +130,6 @@ def import_responses(results_dir: Path, model: str, dataset: Dataset, files: lis
     store = Store(results_dir)
     with store.lock(info.run_id, f"import of {model!r} {dataset.benchmark!r}"):
         store.replace("runs", info.run_id, [info.row("complete")])
-        _write_questions(store, info.run_id, dataset)
+        write_questions(store, info.run_id, [dataset])
         store.replace("answers", info.run_id, rows)
     return info.run_id, counts

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import orjson
 
-from ..client import LLM, ChatClient, ClientConfig
+from ..client import ChatClient, ClientConfig
 from ..errors import DataError, UsageError
 from ..generate import Progress
-from ..pipeline import check_base_url, parse_judge, resolve_api_key
+from ..pipeline import check_base_url, resolve_api_key, shared_llm
 from . import cache
 from . import datasets as gt
 from .evaluate import Result, quick_eval
@@ -33,20 +33,6 @@ async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str,
         await client.aclose()
 
 
-def _llm(spec: str | None, default_url: str | None, key_env: str | None, config: ClientConfig,
-         clients: dict) -> LLM | None:
-    if not spec:
-        return None
-    name, url = parse_judge(spec, (default_url or "").rstrip("/"))
-    if not url:
-        raise UsageError(f"{spec!r} needs a base URL: MODEL@BASE_URL or --base-url")
-    check_base_url(url)
-    key = resolve_api_key(url, key_env)
-    if (url, key) not in clients:
-        clients[(url, key)] = ChatClient(url, key, config)
-    return LLM(name, clients[(url, key)])
-
-
 async def evaluate(results_dir: Path, model: str, strategy: str, sample: int, seed: int, datasets: str | None,
                    *, n: int | None = None, temperature: float | None = None, consensus_model: str | None = None,
                    judge: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
@@ -59,8 +45,11 @@ async def evaluate(results_dir: Path, model: str, strategy: str, sample: int, se
     clients: dict = {}
     config = client_config or ClientConfig()
     try:
-        consensus = _llm(consensus_model, base_url, api_key_env, config, clients)
-        grader = _llm(judge, base_url, api_key_env, config, clients)
+        consensus = shared_llm(consensus_model, base_url, api_key_env, config, clients, "--consensus-model",
+                               "--api-key-env") \
+            if consensus_model else None
+        grader = shared_llm(judge, base_url, api_key_env, config, clients, "--judge",
+                            "--api-key-env") if judge else None
         for client in clients.values():
             await client.check()
         baseline = (baseline_model, None, None) if baseline_model else None
