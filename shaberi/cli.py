@@ -49,8 +49,9 @@ def run(
                                                  "http://127.0.0.1:8000/v1 (not needed with --reprocess).")] = None,
     api_key_env: Annotated[str | None, typer.Option(
         "--api-key-env", help="Variable holding the API key [default: OPENAI_API_KEY, optional on loopback].")] = None,
-    benchmark: Annotated[str, typer.Option("--benchmark", help="all, or a comma list of elyza,tengu,mt_bench,rakuda.")
-                         ] = "all",
+    benchmark: Annotated[str | None, typer.Option("--benchmark", help="all, or a comma list of elyza,tengu,mt_bench,"
+                                                  "rakuda; scopes every stage [default: all when generating, else "
+                                                  "every benchmark the run has].")] = None,
     tag: Annotated[str, typer.Option("--tag", help="Names the run together with --model.")] = "default",
     limit: Annotated[int | None, typer.Option("--limit", help="First N questions of each benchmark.")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight: the upper bound "
@@ -80,7 +81,8 @@ def run(
                                                  "--dry-run, instead of data/pricing.toml.")] = None,
     runs: Annotated[int, typer.Option("--runs", help="Repeat as N independent runs tagged {tag}-run1 … "
                                       "{tag}-runN, each with its own seed.")] = 1,
-    rejudge: Annotated[bool, typer.Option("--rejudge", help="Call the judges again on existing answers.")] = False,
+    rejudge: Annotated[bool, typer.Option("--rejudge", help="Call the judges again on the stored answers (never the "
+                                          "candidate).")] = False,
     reprocess: Annotated[bool, typer.Option("--reprocess", help="Only re-parse stored judge replies with the "
                                             "current rules: no API calls.")] = False,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.2,
@@ -105,7 +107,13 @@ def run(
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
-    """Generate answers for the Japanese benchmarks (resumable: re-run the same command to continue)."""
+    """Generate answers for the Japanese benchmarks, judge them and run the passes (resumable: re-run the same
+    command to continue).
+
+    Exit codes: 0 done (the run's status may still be partial: see view or the manifest); 1 the work ran but a
+    stage failed: every call of it failed, or nothing of it is usable (one line names the most common error);
+    2 bad input, nothing written.
+    """
     _arrow_without_pandas()
     from .client import AIMDConfig, ClientConfig
     from .generate import GenerationConfig
@@ -151,8 +159,8 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
 
     validate_name("model", request.model)
     validate_name("tag", request.tag)
-    stages = parse_stages(request.stages, bool(request.judges))
-    datasets = [load(n, request.data_dir, request.limit) for n in resolve(request.benchmark)]
+    stages = parse_stages(request.stages, bool(request.judges), bool(request.passes), request.rejudge)
+    datasets = [load(n, request.data_dir, request.limit) for n in resolve(request.benchmark or "all")]
     rows = []
     for each in repeated(request, runs):
         rows += estimate(request.results_dir, each.model, each.tag, each.base_url, datasets, each.generation,
@@ -173,6 +181,7 @@ def _run(request: RunRequest) -> None:
 
     from .display import live_progress
     from .pipeline import run as run_pipeline
+    from .status import describe
 
     console = Console(stderr=True)
 
@@ -198,6 +207,10 @@ def _run(request: RunRequest) -> None:
                    f"score of: {', '.join(f'{name} {n}' for name, n in p.flagged.items())}{calls}")
     if failed:
         typer.echo("  errored answers are retried by running the same command again (see answers.error_type)")
+    typer.echo(f"  status: {outcome.status}")
+    if broken := outcome.failed_stages:
+        typer.echo("error: " + "; ".join(describe(name, r) for name, r in broken.items()), err=True)
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -266,7 +279,8 @@ def view(
 def _render_report(report: Report, fmt: str) -> None:
     if fmt == "json":
         body = {"tag": report.tag, "multi_run": report.multi,
-                "scores": [{"model": s.model, "judge": s.judge, "runs": s.runs,
+                "scores": [{"model": s.model, "judge": s.judge, "runs": s.runs, "status": s.status, "notes": s.notes,
+                            "prompt_hashes": s.prompt_hashes,
                             "rows": [dict(zip(s.columns, r, strict=True)) for r in s.rows]} for s in report.sections],
                 "tokens": [dict(zip(report.token_columns, r, strict=True)) for r in report.tokens]}
         sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -274,8 +288,8 @@ def _render_report(report: Report, fmt: str) -> None:
     if fmt == "csv":
         writer = csv.writer(sys.stdout)
         for s in report.sections:
-            writer.writerow(["model", "judge", *s.columns])
-            writer.writerows([s.model, s.judge, *r] for r in s.rows)
+            writer.writerow(["model", "judge", "status", *s.columns])
+            writer.writerows([s.model, s.judge, s.status, *r] for r in s.rows)
         writer.writerow([])
         writer.writerow(report.token_columns)
         writer.writerows(report.tokens)
@@ -283,17 +297,18 @@ def _render_report(report: Report, fmt: str) -> None:
     tables = []
     for s in report.sections:
         judge = "all judges pooled" if s.judge == "*" else s.judge
-        title = f"{s.model} · {report.tag}{f' ({len(s.runs)} runs)' if report.multi else ''} · judge: {judge}"
+        title = (f"{s.model} · {report.tag}{f' ({len(s.runs)} runs)' if report.multi else ''} · judge: {judge} · "
+                 f"status: {s.status}")
         if report.multi:
             header = ["Benchmark", "Mean", "Std Dev", "95% CI", "Range", "Runs", "SE (by question)",
                       "Mean without passes"]
             rows = [[r[0], _num(r[1]), _num(r[2]), _ci(r[3], r[4], r[1]), _range(r[5], r[6]), str(r[7] or "-"),
                      _num(r[8]), _num(r[9])] for r in s.rows]
         else:
-            header = ["Benchmark", "Score", "Without passes", "n", "Null", "Errors", "Note"]
-            rows = [[r[0], _num(r[1]), _num(r[2]), *(str(v) if v is not None else "" for v in r[3:6]), r[6]]
+            header = ["Benchmark", "Score", "Without passes", "n", "Null", "Errors", "Not judged", "Note"]
+            rows = [[r[0], _num(r[1]), _num(r[2]), *(str(v) if v is not None else "" for v in r[3:7]), r[7]]
                     for r in s.rows]
-        tables.append((title, header, rows))
+        tables.append((title + "".join(f"\n{n}" for n in s.notes), header, rows))
     tokens = [[r[0], f"{r[1]:,}", f"{r[2]:,}", f"{r[3]:,}", f"{r[4]:,}", f"${r[5]:.4f}" + ("" if r[6] else " *")]
               for r in report.tokens]
     tables.append(("Tokens and estimated cost (* includes unpriced models, counted as $0)",
@@ -322,29 +337,37 @@ def compare(
     tag_b: Annotated[str, typer.Argument(help="The tag compared with it.")],
     model: Annotated[str | None, typer.Option("--model", help="Only this model (needed when a tag holds several).")
                      ] = None,
-    judge: Annotated[str | None, typer.Option("--judge", help="Only this judge [default: all judges averaged "
-                                              "per question].")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Only this judge [default: the judges both tags "
+                                              "have, averaged per question].")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
     format: Format = "table",
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
-    """Paired per-question comparison of two tags: difference, bootstrap CI, Wilcoxon and t (Holm), MDE."""
-    from dataclasses import asdict
-
+    """Paired per-question comparison of two tags, like for like (the judges, judging prompts and passes both
+    have; what only one side has is named and left out): difference, bootstrap CI and verdict (both
+    Bonferroni-adjusted across benchmarks), Wilcoxon and t (Holm), MDE, and the questions dropped per side."""
     from .compare import compare as run_compare
 
     if format not in ("table", "csv", "json", "markdown"):
         raise UsageError(f"--format {format!r} is not one of table, csv, json, markdown")
-    results = run_compare(results_dir, tag_a, tag_b, model, judge, seed)
+    report = run_compare(results_dir, tag_a, tag_b, model, judge, seed)
     if format == "json":
-        sys.stdout.write(orjson.dumps([asdict(c) for c in results], option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return
-    header = ["Benchmark", "n", "A", "B", "B − A", "95% CI (bootstrap)", "Wilcoxon p (Holm)", "t p (Holm)",
-              "MDE 80%", "Verdict"]
+    level = report.benchmarks[0].ci_level or 0.95
+    header = ["Benchmark", "n", "A", "B", "B − A", f"{level:.2%} CI (bootstrap, adjusted)", "Wilcoxon p (Holm)",
+              "t p (Holm)", "MDE 80%", "Verdict (from the CI)", "Dropped A", "Dropped B"]
     rows = [[c.title, str(c.n), _num(c.mean_a), _num(c.mean_b), f"{c.diff:+.2f}", _range(c.ci_low, c.ci_high),
-             _p(c.p_wilcoxon_holm), _p(c.p_t_holm), _num(c.mde), c.verdict] for c in results]
+             _p(c.p_wilcoxon_holm), _p(c.p_t_holm), _num(c.mde), c.verdict, _dropped(c.dropped_a),
+             _dropped(c.dropped_b)] for c in report.benchmarks]
+    if format != "csv":
+        typer.echo("Compared like for like on\n" + "".join(f"  {line}\n" for line in report.basis.lines()))
     _print_rows(f"{tag_b} vs {tag_a} (0–10 scale; positive: B scores higher)", header, rows, format)
+
+
+def _dropped(reasons: dict[str, int]) -> str:
+    return "; ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "0"
 
 
 def _p(value: float | None) -> str:
@@ -385,8 +408,8 @@ def export(
     if not runs:
         raise UsageError(f"no runs to export under {results_dir}{f' tagged {tag!r}' if tag else ''}"
                          f"{f' for model {model!r}' if model else ''}")
-    for run_id, run_model, run_tag, _, _ in runs:
-        write_manifest(results_dir, run_id, {"export": "done"})
+    for run_id, run_model, run_tag, *_ in runs:
+        write_manifest(results_dir, run_id)
         folder = export_run(results_dir, run_id)
         typer.echo(f"{run_tag} ({run_model}): {folder.parent.parent}")
     for run_model, base_tag in sorted({(r[1], r[3]) for r in runs if r[2] != r[3]}):
@@ -415,7 +438,7 @@ def import_legacy(
         from .sql import find_runs
 
         for run_id, *_ in find_runs(results_dir, "tag = $tag", {"tag": TAG}):
-            write_manifest(results_dir, run_id, {"import": "done"})
+            write_manifest(results_dir, run_id)
             export_run(results_dir, run_id)
         typer.echo(f"exported {report.models} models under {results_dir}/<model>/{TAG}/")
 
@@ -424,15 +447,19 @@ def import_legacy(
 def leaderboard_command(
     tag: Annotated[str, typer.Option("--tag", help="Runs to rank.")] = "legacy",
     format: Annotated[str, typer.Option("--format", help="table, csv or markdown.")] = "table",
+    as_published: Annotated[bool, typer.Option("--as-published", help="Count every row of the legacy files, "
+                                               "repeated questions too, as the original tooling did [default: each "
+                                               "question once].")] = False,
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
-    """The original Shaberi leaderboard: all judges pooled, then per judge (ELYZA × 2, Tengu 61–65 left out)."""
+    """The original Shaberi leaderboard: all judges pooled, then per judge (ELYZA × 2, Tengu 61–65 left out).
+    Rows with all four benchmarks come first (Complete 4/4); partial rows follow."""
     from .leaderboard import leaderboard
 
     if format not in ("table", "csv", "markdown"):
         raise UsageError(f"--format {format!r} is not one of table, csv, markdown")
-    header, rows = leaderboard(results_dir, tag)
+    header, rows = leaderboard(results_dir, tag, as_published)
     if format == "csv":
         writer = csv.writer(sys.stdout)
         writer.writerow(header)
@@ -707,10 +734,15 @@ def inspect_command(
     model: Annotated[str | None, typer.Option("--model")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
-    """Browse questions, answers, judge replies and pass deltas in the terminal (alias: inspect-output)."""
+    """Browse questions, answers, judge replies and pass deltas in the terminal (alias: inspect-output).
+
+    Exit codes: 0 closed normally; 1 the browser failed (its traceback is shown); 2 bad input."""
     from .tui import InspectApp
 
-    InspectApp(results_dir, tag, model).run()
+    browser = InspectApp(results_dir, tag, model)
+    browser.run()
+    if browser.return_code:  # textual shows the traceback and returns; the exit code must say so too
+        raise typer.Exit(browser.return_code)
 
 
 @app.command("report")

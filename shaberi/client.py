@@ -230,6 +230,11 @@ class ChatClient:
                 f"{self.base_url} refused the API key (HTTP {resp.status}); check the variable named by "
                 "--api-key-env"
             )
+        if resp.status == 404 and "/v1" not in self.base_url:  # every chat call would 404 too
+            raise errors.EndpointError(
+                f"{self.base_url}/models answered HTTP 404: the base URL probably lacks /v1 "
+                f"(try {self.base_url}/v1)"
+            )
 
     async def chat(self, body: bytes) -> Completion:
         """POST one pre-encoded chat-completions body; retry what is worth retrying."""

@@ -1,23 +1,37 @@
 """``shaberi compare TAG_A TAG_B``: is B better or worse than A, per benchmark, question by question?
 
-Each question's score (0–10 scale, averaged over the chosen judges and over the runs of a tag) is paired
-across the two tags. Per benchmark: the mean difference B − A, a paired bootstrap 95 % interval
-(scipy.stats.bootstrap, BCa), the Wilcoxon signed-rank and paired t tests (scipy), both Holm-corrected
+Like for like, or not at all: both sides are scored by the same judges (those both have, or ``--judge``),
+under the same judging prompts (per judge and benchmark, the prompt hashes both sides have) and with the
+same passes (the ``name@version`` both ran; a pass only one side ran is left out of both). What was used
+and what was left out is reported (``Basis``); sides with nothing in common are refused. A run family
+(``{tag}-run1 … N``) counts its complete runs only.
+
+Each question's score (0–10 scale, averaged over those judges and over the runs of a tag) is paired
+across the two tags; a question without a score on either side is dropped and counted, per side, with
+its reason (no answer, answer error, not judged, null score). Per benchmark: the mean difference B − A,
+a paired bootstrap interval (scipy.stats.bootstrap, BCa) at the Bonferroni-adjusted level 1 − 0.05/k
+over the k benchmarks compared, the Wilcoxon signed-rank and paired t tests (scipy), Holm-corrected
 across benchmarks (statsmodels ``multipletests``), and the smallest difference a paired t test would
-detect with 80 % power at α = 0.05 for that many questions (statsmodels ``TTestPower``). The verdict
-uses the Holm-corrected Wilcoxon p-value: per-question judge scores are ordinal and rarely normal.
+detect with 80 % power at α = 0.05 for that many questions (statsmodels ``TTestPower``). The verdict is
+read off the adjusted interval (it excludes 0: better or worse), so the two always agree; the Holm
+p-values are shown beside it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import UsageError
-from .sql import connect, find_runs
+import duckdb
 
-__all__ = ["Comparison", "compare"]
+from .errors import UsageError
+from .sql import Selection, connect, select_runs
+
+__all__ = ["Basis", "Comparison", "ComparisonReport", "compare"]
+
+ALPHA = 0.05
+_SEP = "\x1f"  # joins judge, benchmark and prompt hash into one key
 
 
 @dataclass
@@ -30,63 +44,222 @@ class Comparison:
     diff: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+    ci_level: float | None = None  # the interval's confidence: 1 − α/k
     p_wilcoxon: float | None = None
     p_wilcoxon_holm: float | None = None
     p_t: float | None = None
     p_t_holm: float | None = None
     mde: float | None = None  # smallest |difference| detectable at 80 % power
     verdict: str = ""
+    dropped_a: dict[str, int] = field(default_factory=dict)  # reason -> questions without a score on side A
+    dropped_b: dict[str, int] = field(default_factory=dict)
 
 
-def _runs(results_dir: Path, tag: str, model: str | None) -> list[str]:
-    found = find_runs(results_dir, "(tag = $tag OR base_tag = $tag) AND ($model IS NULL OR model = $model)",
-                      {"tag": tag, "model": model})
-    exact = [r for r in found if r[2] == tag]
-    chosen = exact or [r for r in found if r[3] == tag]
-    if not chosen:
-        raise UsageError(f"no run tagged {tag!r}{f' for model {model!r}' if model else ''} under {results_dir}")
-    models = sorted({r[1] for r in chosen})
-    if len(models) > 1:
-        raise UsageError(f"tag {tag!r} holds several models ({', '.join(models)}); choose one with --model")
-    return [r[0] for r in chosen]
+@dataclass
+class Basis:
+    """What the two sides were compared on, and what was left out because only one side had it."""
+
+    judges: list[str]
+    judges_only_a: list[str]
+    judges_only_b: list[str]
+    passes: list[str]
+    passes_only_a: list[str]
+    passes_only_b: list[str]
+    prompts: dict[str, list[str]]  # benchmark -> judging prompt hashes used (both sides)
+    not_compared: dict[str, str]  # benchmark -> why (judged under different prompts, no scores on a side)
+    runs_a: list[str]
+    runs_b: list[str]
+    excluded_runs: list[str]  # incomplete family members left out
+
+    def lines(self) -> list[str]:
+        def left(a: list[str], b: list[str]) -> str:
+            parts = ([f"A's {', '.join(a)}"] if a else []) + ([f"B's {', '.join(b)}"] if b else [])
+            return f" (left out, on one side only: {'; '.join(parts)})" if parts else ""
+
+        out = [f"judges: {', '.join(self.judges)}{left(self.judges_only_a, self.judges_only_b)}",
+               f"passes: {', '.join(self.passes) or 'none'}{left(self.passes_only_a, self.passes_only_b)}"]
+        varied = {b: h for b, h in self.prompts.items() if len(h) > 1}
+        out.append("judging prompts: the same on both sides" + "".join(
+            f"; {b}: {len(h)} versions" for b, h in varied.items()))
+        out += [f"{b}: not compared, {why}" for b, why in self.not_compared.items()]
+        if self.excluded_runs:
+            out.append(f"left out, incomplete runs: {', '.join(self.excluded_runs)}")
+        return out
+
+
+@dataclass
+class ComparisonReport:
+    tag_a: str
+    tag_b: str
+    basis: Basis
+    benchmarks: list[Comparison]
+
+    def to_dict(self) -> dict:
+        return {"tag_a": self.tag_a, "tag_b": self.tag_b, "basis": asdict(self.basis),
+                "benchmarks": [asdict(c) for c in self.benchmarks]}
+
+
+def _side(results_dir: Path, tag: str, model: str | None) -> Selection:
+    chosen = select_runs(results_dir, tag, model)
+    if len(chosen.models) > 1:
+        raise UsageError(f"tag {tag!r} holds several models ({', '.join(chosen.models)}); choose one with --model")
+    return chosen
+
+
+def _complete(con: duckdb.DuckDBPyConnection, side: Selection) -> tuple[list[str], list[str]]:
+    """A family's complete runs, and the tags of those left out."""
+    if not side.family:
+        return side.run_ids, []
+    complete = {r for r, c in con.execute("SELECT run_id, complete FROM run_completeness WHERE judge = '*'"
+                                          ).fetchall() if not c}
+    kept = [r.run_id for r in side.runs if r.run_id not in complete]
+    if not kept:
+        raise UsageError(f"no run of {side.tag!r} is complete (every member lacks questions or judgements the "
+                         "family has); see shaberi view --tag " + side.tag)
+    return kept, [r.tag for r in side.runs if r.run_id in complete]
 
 
 def compare(results_dir: Path, tag_a: str, tag_b: str, model: str | None = None, judge: str | None = None,
-            seed: int = 0) -> list[Comparison]:
+            seed: int = 0) -> ComparisonReport:
+    side_a = _side(results_dir, tag_a, model)
+    side_b = _side(results_dir, tag_b, model or side_a.models[0])
+    con = connect(results_dir, None, list(dict.fromkeys(side_a.run_ids + side_b.run_ids)))
+    runs_a, excluded_a = _complete(con, side_a)
+    runs_b, excluded_b = _complete(con, side_b)
+    basis, keys = _basis(con, tag_a, tag_b, runs_a, runs_b, judge)
+    basis.excluded_runs = excluded_a + excluded_b
+    rows = _per_question(con, runs_a, runs_b, basis, keys)
+    results = _statistics(rows, seed)
+    if not results:
+        raise UsageError(f"tags {tag_a!r} and {tag_b!r} share no scored question"
+                         f"{f' for judge {judge!r}' if judge else ''}; nothing to compare")
+    return ComparisonReport(tag_a, tag_b, basis, results)
+
+
+def _basis(con: duckdb.DuckDBPyConnection, tag_a: str, tag_b: str, runs_a: list[str], runs_b: list[str],
+           judge: str | None) -> tuple[Basis, list[str]]:
+    """The judges, passes and judging prompts both sides have; and the (judge, benchmark, prompt hash) keys of
+    the judgements to compare."""
+    def judges(runs: list[str]) -> list[str]:
+        return [j for (j,) in con.execute("SELECT DISTINCT judge FROM judgements WHERE list_contains($r, run_id) AND "
+                                          "strategy = '' ORDER BY 1", {"r": runs}).fetchall()]
+
+    def passes(runs: list[str]) -> list[str]:
+        return [p for (p,) in con.execute(
+            "SELECT DISTINCT pass_name || '@' || coalesce(pass_version, '') FROM pass_deltas "
+            "WHERE list_contains($r, run_id) AND strategy = '' ORDER BY 1", {"r": runs}).fetchall()]
+
+    ja, jb = judges(runs_a), judges(runs_b)
+    if judge is not None:
+        for tag, present in ((tag_a, ja), (tag_b, jb)):
+            if judge not in present:
+                raise UsageError(f"judge {judge!r} has no judgements for {tag!r}; judges there: "
+                                 f"{', '.join(present) or 'none'}")
+        used = [judge]
+    else:
+        used = [j for j in ja if j in jb]
+        if not used:
+            raise UsageError(f"{tag_a!r} and {tag_b!r} share no judge ({tag_a}: {', '.join(ja) or 'none'}; "
+                             f"{tag_b}: {', '.join(jb) or 'none'}): they were scored differently, nothing is "
+                             "like for like")
+    pa_, pb = passes(runs_a), passes(runs_b)
+    prompts: dict[str, dict[bool, set[tuple[str, str]]]] = {}
+    for bench, is_a, j, h in con.execute(
+            "SELECT DISTINCT benchmark, list_contains($a, run_id), judge, coalesce(prompt_hash, '') FROM judgements "
+            "WHERE list_contains($all, run_id) AND strategy = '' AND list_contains($used, judge)",
+            {"a": runs_a, "all": runs_a + runs_b, "used": used}).fetchall():
+        prompts.setdefault(bench, {True: set(), False: set()})[is_a].add((j, h))
+    common: dict[str, list[str]] = {}
+    not_compared = {}
+    for bench, by in sorted(prompts.items()):
+        both = by[True] & by[False]
+        if both:
+            common[bench] = sorted({h for _, h in both})
+        elif by[True] and by[False]:
+            not_compared[bench] = (f"judged under different prompts ({tag_a}: "
+                                   f"{', '.join(sorted({h or 'none' for _, h in by[True]}))}; {tag_b}: "
+                                   f"{', '.join(sorted({h or 'none' for _, h in by[False]}))})")
+        else:
+            not_compared[bench] = f"judged for {tag_a if by[True] else tag_b} only"
+    basis = Basis(used, [j for j in ja if j not in used], [j for j in jb if j not in used],
+                  [p for p in pa_ if p in pb], [p for p in pa_ if p not in pb], [p for p in pb if p not in pa_],
+                  common, not_compared, runs_a, runs_b, [])
+    keys = [_SEP.join((j, bench, h)) for bench, by in prompts.items() for j, h in by[True] & by[False]]
+    return basis, keys
+
+
+def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: list[str], basis: Basis,
+                  keys: list[str]) -> list[tuple]:
+    """Per benchmark and side: the paired scores, and the dropped questions by reason."""
+    return con.execute(f"""
+        WITH q AS (  -- every question either side answered or judged
+            SELECT DISTINCT benchmark, question_id FROM answers
+            WHERE list_contains($all, run_id) AND strategy = '' AND sample_index = 0
+            UNION SELECT DISTINCT benchmark, question_id FROM judgement_rows
+            WHERE list_contains($all, run_id) AND strategy = '' AND sample_index = 0
+        ), sides AS (SELECT unnest([true, false]) AS is_a),
+        a AS (
+            SELECT benchmark, question_id, list_contains($a, run_id) AS is_a, bool_and(error IS NOT NULL) AS failed
+            FROM answers WHERE list_contains($all, run_id) AND strategy = '' AND sample_index = 0 GROUP BY ALL
+        ), s AS (
+            SELECT benchmark, question_id, list_contains($a, run_id) AS is_a, avg(score_10) AS score,
+                   count(*) AS judged
+            FROM scores_using($passes)
+            WHERE list_contains($all, run_id) AND strategy = '' AND sample_index = 0
+              AND list_contains($keys, judge || '{_SEP}' || benchmark || '{_SEP}' || coalesce(prompt_hash, ''))
+            GROUP BY ALL
+        ), per AS (
+            SELECT q.benchmark, q.question_id, sides.is_a, s.score,
+                   CASE WHEN s.score IS NOT NULL THEN NULL
+                        WHEN a.question_id IS NULL AND s.judged IS NULL THEN 'no answer'
+                        WHEN a.failed THEN 'answer error'
+                        WHEN s.judged IS NULL THEN 'not judged'
+                        ELSE 'null score' END AS dropped
+            FROM q CROSS JOIN sides
+            LEFT JOIN a ON a.benchmark = q.benchmark AND a.question_id = q.question_id AND a.is_a = sides.is_a
+            LEFT JOIN s ON s.benchmark = q.benchmark AND s.question_id = q.question_id AND s.is_a = sides.is_a
+            WHERE NOT EXISTS (SELECT 1 FROM excluded_questions x
+                              WHERE x.benchmark = q.benchmark AND x.question_id = q.question_id)
+        ), paired AS (
+            SELECT x.benchmark, x.question_id, x.score AS score_a, y.score AS score_b
+            FROM per x JOIN per y ON y.benchmark = x.benchmark AND y.question_id = x.question_id
+                                 AND x.is_a AND NOT y.is_a
+            WHERE x.score IS NOT NULL AND y.score IS NOT NULL
+        )
+        SELECT b.benchmark, b.title,
+               (SELECT list(score_a ORDER BY question_id) FROM paired p WHERE p.benchmark = b.benchmark),
+               (SELECT list(score_b ORDER BY question_id) FROM paired p WHERE p.benchmark = b.benchmark),
+               (SELECT map(list(dropped), list(n)) FROM (SELECT dropped, count(*) AS n FROM per p
+                WHERE p.benchmark = b.benchmark AND p.is_a AND dropped IS NOT NULL GROUP BY 1)),
+               (SELECT map(list(dropped), list(n)) FROM (SELECT dropped, count(*) AS n FROM per p
+                WHERE p.benchmark = b.benchmark AND NOT p.is_a AND dropped IS NOT NULL GROUP BY 1))
+        FROM benchmark_info b
+        WHERE list_contains($benchmarks, b.benchmark)
+        ORDER BY b.position""",
+        {"a": runs_a, "all": runs_a + runs_b, "passes": basis.passes, "keys": keys,
+         "benchmarks": sorted(basis.prompts)}).fetchall()
+
+
+def _statistics(rows: list[tuple], seed: int) -> list[Comparison]:
     import numpy as np
     from scipy import stats
     from statsmodels.stats.multitest import multipletests
     from statsmodels.stats.power import TTestPower
 
-    runs_a, runs_b = _runs(results_dir, tag_a, model), _runs(results_dir, tag_b, model)
-    con = connect(results_dir, None, runs_a + runs_b)
-    rows = con.execute(
-        """
-        WITH per_q AS (
-            SELECT benchmark, question_id, list_contains($a, run_id) AS is_a, avg(score_10) AS score
-            FROM scores WHERE strategy = '' AND score_10 IS NOT NULL AND ($judge IS NULL OR judge = $judge)
-            GROUP BY ALL
-        )
-        SELECT a.benchmark, b.title, list(a.score ORDER BY a.question_id), list(c.score ORDER BY a.question_id)
-        FROM per_q a JOIN per_q c ON c.benchmark = a.benchmark AND c.question_id = a.question_id
-                                 AND a.is_a AND NOT c.is_a
-        JOIN benchmark_info b ON b.benchmark = a.benchmark
-        GROUP BY a.benchmark, b.title, b.position ORDER BY b.position
-        """, {"a": runs_a, "judge": judge}).fetchall()
-    if not rows:
-        raise UsageError(f"tags {tag_a!r} and {tag_b!r} share no scored question"
-                         f"{f' for judge {judge!r}' if judge else ''}; nothing to compare")
+    compared = [r for r in rows if r[2]]
+    level = 1 - ALPHA / max(1, len(compared))  # Bonferroni over the benchmarks compared: the verdict's family
     results = []
-    for bench, title, scores_a, scores_b in rows:
+    for bench, title, scores_a, scores_b, dropped_a, dropped_b in compared:
         a, b = np.asarray(scores_a), np.asarray(scores_b)
         d = b - a
-        c = Comparison(bench, title, len(d), float(a.mean()), float(b.mean()), float(d.mean()))
+        c = Comparison(bench, title, len(d), float(a.mean()), float(b.mean()), float(d.mean()), ci_level=level,
+                       dropped_a=dict(dropped_a or {}), dropped_b=dict(dropped_b or {}))
         if len(d) >= 2 and np.ptp(d) > 0:
-            boot = stats.bootstrap((d,), np.mean, confidence_level=0.95, n_resamples=9999, method="BCa",
+            boot = stats.bootstrap((d,), np.mean, confidence_level=level, n_resamples=9999, method="BCa",
                                    random_state=seed)
             c.ci_low, c.ci_high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
             c.p_t = float(stats.ttest_rel(b, a).pvalue)
-            effect = TTestPower().solve_power(nobs=len(d), alpha=0.05, power=0.8, alternative="two-sided")
+            effect = TTestPower().solve_power(nobs=len(d), alpha=ALPHA, power=0.8, alternative="two-sided")
             c.mde = float(effect * d.std(ddof=1))
         else:  # every question moved by the same amount (often 0): no spread to test against
             c.ci_low = c.ci_high = c.diff
@@ -94,12 +267,17 @@ def compare(results_dir: Path, tag_a: str, tag_b: str, model: str | None = None,
         c.p_wilcoxon = float(stats.wilcoxon(d).pvalue) if np.any(d != 0) else 1.0
         results.append(c)
     for attr in ("p_wilcoxon", "p_t"):
-        adjusted = multipletests([getattr(c, attr) for c in results], alpha=0.05, method="holm")[1]
-        for c, p in zip(results, adjusted, strict=True):
-            setattr(c, f"{attr}_holm", float(p))
+        if results:
+            adjusted = multipletests([getattr(c, attr) for c in results], alpha=ALPHA, method="holm")[1]
+            for c, p in zip(results, adjusted, strict=True):
+                setattr(c, f"{attr}_holm", float(p))
     for c in results:
-        if c.p_wilcoxon_holm is not None and c.p_wilcoxon_holm < 0.05:
-            c.verdict = "B better" if c.diff > 0 else "B worse"
+        if c.n < 2:
+            c.verdict = "too few"
+        elif c.ci_low is not None and c.ci_low > 0:
+            c.verdict = "B better"
+        elif c.ci_high is not None and c.ci_high < 0:
+            c.verdict = "B worse"
         else:
             c.verdict = "n.s."
         if c.n < 2 or (c.mde is not None and math.isnan(c.mde)):

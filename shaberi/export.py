@@ -1,43 +1,57 @@
 """The JSONL + manifest layout, for viewers and for people who do not want SQL.
 
-    <results>/<model-safe>/<tag>/manifest.json
-    <results>/<model-safe>/<tag>/artifacts/shaberi/
+    <results>/<model>/<tag>/manifest.json
+    <results>/<model>/<tag>/artifacts/shaberi/
         answers/<benchmark>.jsonl
         judgements/judge_<judge>/<benchmark>.jsonl
         passes/<pass>/<benchmark>.jsonl
         normalized/{answers,judgements,scores}.jsonl
         metrics.json
+    <results>/<model>/<base tag>/family.json        a family of runs {tag}-run1 … N
 
-The manifest is rewritten (temp file, then rename) when each stage starts and finishes, so a run killed
-between stages still has a valid one saying how far it got. A family of runs ``{tag}-run1 … N`` also gets
-``<model-safe>/<tag>/manifest.json`` listing the tags it aggregates and their statistics. Every record
-carries ``answer_id`` = ``<run_id>/<benchmark>/<question_id>/<sample_index>[/<strategy>]``.
+Folder names are the model and tag percent-encoded (``org/m`` is ``org%2Fm``, ``a/`` is ``a%2F``), so two
+names never share a folder and every folder name reads back to its name. The manifest is rewritten (temp
+file, then rename) when each stage starts and when the run ends, so a run killed between stages still has a
+valid one saying how far it got; readers show a run whose writer died as interrupted. A family's summary
+is a file of its own, which no run's manifest can be, rewritten whenever a member's scores change. Every
+record carries ``answer_id`` = ``<run_id>/<benchmark>/<question_id>/<sample_index>[/<strategy>]``.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
+from urllib.parse import quote
 
 import duckdb
 import orjson
 
 from .sql import connect, find_runs
+from .status import benchmark_statuses, effective, writer_alive
 
-__all__ = ["export_connection", "export_run", "export_summary", "run_folder", "write_manifest",
+__all__ = ["export_connection", "export_run", "export_summary", "family_path", "run_folder", "write_manifest",
            "write_progress_manifest"]
 
-_STORE_FOLDERS = {"tables", "journal", "locks"}
+_STORE_FOLDERS = {"tables", "journal", "locks", "quick-eval"}
 _ANSWER_ID = ("run_id || '/' || benchmark || '/' || question_id || '/' || sample_index || "
               "CASE WHEN strategy = '' THEN '' ELSE '/' || strategy END")
 
 
+def folder_name(name: str) -> str:
+    """A name as one folder: percent-encoded (reversible with ``urllib.parse.unquote``), never ``.``, ``..`` or
+    one of the results root's own folders."""
+    safe = quote(name, safe=" -_+=,@~")
+    if safe.startswith(".") or safe in _STORE_FOLDERS:
+        safe = f"%{ord(safe[0]):02X}{safe[1:]}"
+    return safe
+
+
 def run_folder(results_dir: Path, model: str, tag: str) -> Path:
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", model.replace("/", "__")).strip("-.") or "model"
-    if safe in _STORE_FOLDERS:  # never inside the store's own folders
-        safe = f"model-{safe}"
-    return Path(results_dir) / safe / tag
+    return Path(results_dir) / folder_name(model) / folder_name(tag)
+
+
+def family_path(results_dir: Path, model: str, base_tag: str) -> Path:
+    return run_folder(results_dir, model, base_tag) / "family.json"
 
 
 def _write_json(path: Path, value: object) -> None:
@@ -62,44 +76,78 @@ def export_connection(results_dir: Path, run_id: str) -> duckdb.DuckDBPyConnecti
     return con
 
 
-def write_manifest(results_dir: Path, run_id: str, stages: dict[str, str], error: str | None = None,
-                   con: duckdb.DuckDBPyConnection | None = None) -> Path:
-    """The run's manifest from its tables; ``stages`` maps each requested stage to pending/running/done/failed."""
+def _stages(run: dict, alive: bool | None) -> tuple[dict[str, str], dict[str, dict]]:
+    """Each stage's status (``running`` with no live writer is ``interrupted``) and its record."""
+    records = orjson.loads(run.get("stages") or "{}")
+    dead = alive is False
+    statuses = {name: "interrupted" if dead and r.get("status") == "running" else r.get("status", "pending")
+                for name, r in records.items()}
+    return statuses, records
+
+
+def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | None = None) -> Path:
+    """The run's manifest from its tables: statuses per run, stage and benchmark, counts, tokens with totals."""
     con = con or export_connection(results_dir, run_id)
     (run,) = _records(con, "SELECT * FROM runs")
-    counts = {r["benchmark"]: r for r in _records(con, """
-        SELECT q.benchmark, count(DISTINCT q.question_id) AS questions, count(a.question_id) AS answers,
-               count(a.error) AS answer_errors, any_value(a.error) FILTER (WHERE a.error IS NOT NULL) AS example_error
-        FROM questions q LEFT JOIN answers a USING (run_id, benchmark, question_id) GROUP BY q.benchmark""")}
+    statuses = benchmark_statuses(con)
+    examples = dict(con.execute("SELECT benchmark, any_value(error) FROM answers WHERE error IS NOT NULL "
+                                "GROUP BY 1").fetchall())
     judged = {(r["benchmark"], r["judge"]): r for r in _records(con, """
         SELECT benchmark, judge, count(*) AS rows, count(score) AS scored, min(created_at) AS first_at,
                max(created_at) AS last_at FROM judgements GROUP BY ALL""")}
     tokens = _records(con, "SELECT stage, benchmark, model, requests, prompt_tokens, completion_tokens, "
                            "cached_requests FROM token_usage ORDER BY stage, benchmark, model")
-    return _write_manifest(results_dir, run, stages, error, counts, judged, tokens)
-
-
-def write_progress_manifest(results_dir: Path, run: dict, stages: dict[str, str], counts: dict[str, dict]) -> Path:
-    """The manifest when a stage starts, from what the process holds in memory: no query, so it costs
-    nothing before the first call (``counts``: benchmark -> questions, answers, answer_errors)."""
-    return _write_manifest(results_dir, run, stages, None, counts, {}, [])
-
-
-def _write_manifest(results_dir: Path, run: dict, stages: dict[str, str], error: str | None, counts: dict,
-                    judged: dict, tokens: list[dict]) -> Path:
-    datasets = orjson.loads(run["datasets"] or "{}")
     benchmarks = {}
-    for name in run["benchmarks"] or []:
-        b = {"questions": 0, "answers": 0, "answer_errors": 0, "example_error": None} | counts.get(name, {})
-        failed = b["answers"] and b["answer_errors"] == b["answers"]
+    datasets = orjson.loads(run["datasets"] or "{}")
+    for name in dict.fromkeys([*(run["benchmarks"] or []), *statuses]):
+        b = statuses.get(name) or {"status": "not run", "generate": {"questions": 0, "answers": 0, "answer_errors": 0,
+                                                                    "missing": 0}, "judge": {}, "passes": {}}
+        g = b["generate"]
         benchmarks[name] = {
-            "status": "error" if failed or error else ("ok" if b["answers"] == b["questions"] else "incomplete"),
-            "error": b["example_error"] if b["answer_errors"] else None,
-            "questions": b["questions"], "answers": b["answers"], "answer_errors": b["answer_errors"],
+            "status": b["status"], "questions": g["questions"], "answers": g["answers"],
+            "answer_errors": g["answer_errors"], "missing": g["missing"], "error": examples.get(name),
+            "generate": g.get("status", "not run"), "judge": b["judge"], "passes": b["passes"],
             "judgements": {j: {"rows": v["rows"], "scored": v["scored"]} for (bn, j), v in judged.items()
                            if bn == name},
             "dataset": datasets.get(name),
         }
+    return _write_manifest(results_dir, run, benchmarks, judged, tokens, _totals(con), writer_alive(
+        results_dir, run_id))
+
+
+def write_progress_manifest(results_dir: Path, run: dict, counts: dict[str, dict]) -> Path:
+    """The manifest when a stage starts, from what the process holds in memory: no query, so it costs
+    nothing before the first call (``counts``: benchmark -> questions, answers, answer_errors)."""
+    benchmarks = {name: {"status": "running", "questions": 0, "answers": 0, "answer_errors": 0} | counts.get(name, {})
+                  for name in run["benchmarks"] or []}
+    return _write_manifest(results_dir, run, benchmarks, {}, [], {}, True)
+
+
+def _totals(con: duckdb.DuckDBPyConnection) -> dict:
+    """Tokens and estimated cost summed per stage, per benchmark, per pass and for the whole run."""
+    columns = "sum(requests)::BIGINT AS requests, sum(prompt_tokens)::BIGINT AS prompt_tokens, " \
+              "sum(completion_tokens)::BIGINT AS completion_tokens, sum(cached_requests)::BIGINT AS cached_requests"
+    cost = dict(con.execute("SELECT stage, sum(cost_usd) FROM cost GROUP BY 1").fetchall())
+
+    def keyed(by: str) -> dict:
+        return {r.pop(by): r for r in _records(con, f"SELECT {by}, {columns} FROM token_usage GROUP BY 1 ORDER BY 1")}
+
+    by_stage = keyed("stage")
+    for stage, entry in by_stage.items():
+        entry["cost_usd"] = cost.get(stage, 0.0)
+    (run,) = _records(con, f"SELECT {columns} FROM token_usage")
+    run["cost_usd"] = sum(cost.values())
+    by_pass = {r.pop("pass_name"): r for r in _records(con, """
+        SELECT pass_name, count(*) FILTER (WHERE prompt_tokens IS NOT NULL) AS requests,
+               coalesce(sum(prompt_tokens), 0)::BIGINT AS prompt_tokens,
+               coalesce(sum(completion_tokens), 0)::BIGINT AS completion_tokens
+        FROM pass_deltas GROUP BY 1 ORDER BY 1""")}
+    return {"by_stage": by_stage, "by_benchmark": keyed("benchmark"), "by_pass": by_pass,
+            "run": {k: v or 0 for k, v in run.items()}}
+
+
+def _write_manifest(results_dir: Path, run: dict, benchmarks: dict, judged: dict, tokens: list[dict], totals: dict,
+                    alive: bool | None) -> Path:
     judges = []
     for spec in run["judges"] or []:
         name, _, url = spec.partition("@")
@@ -107,16 +155,16 @@ def _write_manifest(results_dir: Path, run: dict, stages: dict[str, str], error:
         judges.append({"name": name, "base_url": url or None,
                        "first_judged_at": min((v["first_at"] for v in rows), default=None),
                        "last_judged_at": max((v["last_at"] for v in rows), default=None)})
-    status = "error" if error or any(s == "failed" for s in stages.values()) else (
-        "ok" if all(s == "done" for s in stages.values()) else "running")
+    stages, records = _stages(run, alive)
     manifest = {
         "run_id": run["run_id"], "tag": run["tag"], "base_tag": run["base_tag"], "run_index": run["run_index"],
-        "status": status, "error": error, "stages": stages,
+        "status": effective(run["status"], alive), "error": run.get("error"), "stages": stages,
+        "stage_detail": records,
         "model": {"name": run["model"], "base_url": run["base_url"], "api_key_sha256": run["api_key_sha256"]},
         "generation_config": orjson.loads(run["generation_config"] or "{}"),
         "judges": judges, "passes": run["passes"] or [],
         "pass_config": orjson.loads(run.get("pass_config") or "{}"),
-        "benchmarks": benchmarks, "tokens": tokens,
+        "benchmarks": benchmarks, "tokens": tokens, "token_totals": totals,
         "template_hashes": orjson.loads(run["prompt_hashes"] or "{}"),
         "git": {"commit": run["git_commit"], "dirty": run["git_dirty"]},
         "package_versions": orjson.loads(run["package_versions"] or "{}"),
@@ -136,18 +184,25 @@ def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | 
     con.execute(f"""CREATE OR REPLACE TEMP VIEW x_answers AS
         SELECT {_ANSWER_ID} AS answer_id, a.run_id, a.benchmark, a.question_id, a.sample_index, a.strategy, a.model,
                q.turns, q.reference, q.criteria, q.category, a.content, a.reasoning, a.finish_reason, a.error,
-               a.error_type, a.attempts, a.latency_ms, a.prompt_tokens, a.completion_tokens, a.created_at
+               a.error_type, a.attempts, a.latency_ms, a.prompt_tokens AS answer_prompt_tokens,
+               a.completion_tokens AS answer_completion_tokens, a.answer_hash, a.created_at
         FROM answers a LEFT JOIN questions q USING (run_id, benchmark, question_id)
         ORDER BY a.benchmark, a.question_id, a.sample_index, a.strategy""")
     con.execute(f"""CREATE OR REPLACE TEMP VIEW x_judgements AS
         SELECT {_ANSWER_ID} AS answer_id, j.benchmark, j.question_id, j.judge AS judge_model, j.score, j.score_scale,
-               j.parse_method, j.error, a.reasoning, j.judge_output, j.fallback_output, j.prompt_hash,
-               j.prompt_tokens, j.completion_tokens, j.created_at
+               j.parse_method, j.error,
+               -- the judge's reasoning: its reply without the closing score line (judge_output keeps all of it)
+               nullif(trim(regexp_replace(j.judge_output, '\\s*FINAL SCORE\\s*[:：]\\s*[^\\n]*\\s*$', '')), '')
+                   AS reasoning,
+               j.judge_output, j.fallback_output, j.prompt_hash, j.answer_hash,
+               a.prompt_tokens AS answer_prompt_tokens, a.completion_tokens AS answer_completion_tokens,
+               j.prompt_tokens AS judge_prompt_tokens, j.completion_tokens AS judge_completion_tokens, j.created_at
         FROM judgements j LEFT JOIN answers a USING (run_id, benchmark, question_id, sample_index, strategy)
         ORDER BY j.judge, j.benchmark, j.question_id, j.sample_index""")
     con.execute(f"""CREATE OR REPLACE TEMP VIEW x_scores AS
         SELECT {_ANSWER_ID} AS answer_id, benchmark, question_id, judge AS judge_model, original_score, pass_delta,
-               score, score_10, passes, error FROM scores ORDER BY judge, benchmark, question_id, sample_index""")
+               score, score_10, passes, error, prompt_hash FROM scores
+        ORDER BY judge, benchmark, question_id, sample_index""")
     con.execute(f"""CREATE OR REPLACE TEMP VIEW x_passes AS
         SELECT {_ANSWER_ID} AS answer_id, * EXCLUDE (run_id) FROM pass_deltas ORDER BY pass_name, benchmark,
         question_id""")
@@ -155,19 +210,21 @@ def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | 
         _copy(con, f"SELECT * FROM x_answers WHERE benchmark = {_lit(bench)}", root / "answers" / f"{bench}.jsonl")
     for judge, bench in con.execute("SELECT DISTINCT judge_model, benchmark FROM x_judgements").fetchall():
         _copy(con, f"SELECT * FROM x_judgements WHERE judge_model = {_lit(judge)} AND benchmark = {_lit(bench)}",
-              root / "judgements" / f"judge_{_safe(judge)}" / f"{bench}.jsonl")
+              root / "judgements" / f"judge_{folder_name(judge)}" / f"{bench}.jsonl")
     for name, bench in con.execute("SELECT DISTINCT pass_name, benchmark FROM x_passes").fetchall():
         _copy(con, f"SELECT * FROM x_passes WHERE pass_name = {_lit(name)} AND benchmark = {_lit(bench)}",
-              root / "passes" / _safe(name) / f"{bench}.jsonl")
+              root / "passes" / folder_name(name) / f"{bench}.jsonl")
     for name in ("answers", "judgements", "scores"):
         _copy(con, f"SELECT * FROM x_{name}", root / "normalized" / f"{name}.jsonl")
     metrics = {
         "benchmarks": _records(con, "SELECT judge, benchmark, title, score, baseline_score, n, n_scored, n_null, "
-                                    "n_error, n_judge_error FROM benchmark_scores ORDER BY judge, position"),
+                                    "n_error, n_judge_error, n_not_judged, n_stale, prompt_hashes "
+                                    "FROM benchmark_scores ORDER BY judge, position"),
         "overall": _records(con, "SELECT judge, overall, baseline_overall, benchmarks_scored, complete "
                                  "FROM run_scores ORDER BY judge"),
         "cost": _records(con, "SELECT stage, model, requests, prompt_tokens, completion_tokens, priced, cost_usd "
                               "FROM cost ORDER BY stage, model"),
+        "tokens": _totals(con),
     }
     _write_json(root / "metrics.json", metrics)
     return root
@@ -186,22 +243,28 @@ def _copy(con: duckdb.DuckDBPyConnection, query: str, path: Path) -> None:
 
 
 def export_summary(results_dir: Path, base_tag: str, model: str) -> Path | None:
-    """``<model>/<base_tag>/manifest.json`` for a family of runs {base_tag}-runN: the tags and their statistics."""
+    """``<model>/<base_tag>/family.json`` for a family of runs {base_tag}-runN: every member with its status
+    and completeness, and the statistics over the complete ones (``multi_run_stats``)."""
     family = [r for r in find_runs(results_dir, "base_tag = $tag AND model = $model AND tag <> $tag",
                                    {"tag": base_tag, "model": model})]
     if not family:
         return None
     con = connect(results_dir, None, [r[0] for r in family])
+    complete = {(r, j): (c, b) for r, j, c, b in con.execute(
+        "SELECT run_id, judge, complete, incomplete_benchmarks FROM run_completeness").fetchall()}
+    status = dict(con.execute("SELECT run_id, status FROM runs").fetchall())
+    members = []
+    for r in family:
+        done, missing = complete.get((r.run_id, "*"), (True, []))
+        members.append({"tag": r.tag, "run_id": r.run_id, "run_index": r.run_index,
+                        "status": effective(status.get(r.run_id), writer_alive(results_dir, r.run_id)),
+                        "complete": done, "incomplete_benchmarks": missing or []})
     summary = {
         "kind": "multi_run", "base_tag": base_tag, "model": model,
-        "tags": [r[2] for r in family], "run_ids": [r[0] for r in family],
+        "tags": [m["tag"] for m in members], "run_ids": [m["run_id"] for m in members], "members": members,
         "statistics": _records(con, "SELECT judge, benchmark, runs, mean, sd, margin, ci_low, ci_high, min, max, "
-                                    "\"values\" FROM multi_run_stats ORDER BY judge, position"),
+                                    "\"values\", excluded_runs FROM multi_run_stats ORDER BY judge, position"),
     }
-    path = run_folder(results_dir, model, base_tag) / "manifest.json"
+    path = family_path(results_dir, model, base_tag)
     _write_json(path, summary)
     return path
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name.replace("/", "__"))

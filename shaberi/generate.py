@@ -4,7 +4,8 @@ Resume rule: a planned request is identified by ``request_hash`` = sha256(base U
 — model, messages, parameters — and the sample index). An existing answer row with the same key and hash
 is reused; a missing row, a row whose hash differs, or an error row that has been called fewer than
 ``1 + retry_errors`` times is called again; ``rerun`` calls everything. Each finished call is journaled
-at once (see ``store``), with its token usage, so a killed run loses only what was in flight.
+at once (see ``store``), with its token usage, so a killed run loses only what was in flight. An answer
+row carries the hash of the text a judge will see (``lineage``); an error row has none.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import functools
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -23,6 +25,7 @@ from . import errors
 from .benchmarks import Dataset, Question
 from .client import ChatClient, Completion
 from .dispatch import Dispatcher
+from .lineage import conversation_hash
 from .prompts import generation_messages
 from .store import Journal, Store, now_us
 
@@ -93,6 +96,8 @@ class Progress:
 
     benchmarks: dict[str, BenchmarkProgress] = field(default_factory=dict)
     calls: int = 0
+    failed: int = 0  # calls that failed for good this session
+    failures: Counter[str] = field(default_factory=Counter)  # why, by error
 
 
 @dataclass
@@ -103,6 +108,7 @@ class _Work:
     request_hash: str
     calls: int  # this row's call count once this call is made
     attempts_before: int
+    earlier: list[str]  # the model's answers to the earlier turns of this conversation
 
 
 def plan_calls(
@@ -130,7 +136,7 @@ def plan_calls(
                     stats.errors += error is not None
                     continue
                 calls, attempts = old_calls + 1, old_attempts
-            yield _Work(q, s, body, digest, calls, attempts)
+            yield _Work(q, s, body, digest, calls, attempts, history)
 
 
 async def generate(
@@ -264,9 +270,12 @@ def _record(journal: Journal, run_id: str, model: str, progress: Progress, item:
         assert exc is not None
         row |= {"error": str(exc)[:2000], "error_type": exc.error_type, "attempts": item.attempts_before + exc.attempts}
         usage = _usage(run_id, q.benchmark, model, exc.attempts, 0, 0)
+        progress.failed += 1
+        progress.failures[f"{exc.error_type}: {str(exc)[:120]}"] += 1
     else:
         content, reasoning = split_reasoning(done.content, done.reasoning)
-        row |= {"content": content or "", "reasoning": reasoning, "finish_reason": done.finish_reason,
+        row |= {"content": content or "", "answer_hash": conversation_hash(item.earlier, content),
+                "reasoning": reasoning, "finish_reason": done.finish_reason,
                 "attempts": item.attempts_before + done.attempts, "latency_ms": done.latency_ms,
                 "prompt_tokens": done.prompt_tokens, "completion_tokens": done.completion_tokens}
         usage = _usage(run_id, q.benchmark, model, done.attempts, done.prompt_tokens, done.completion_tokens)

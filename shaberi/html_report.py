@@ -17,9 +17,9 @@ from pathlib import Path
 
 import jinja2
 
-from .errors import UsageError
 from .inspector import Detail, Inspector
-from .sql import find_runs
+from .sql import select_runs
+from .status import effective, worst, writer_alive
 
 __all__ = ["write_report"]
 
@@ -33,20 +33,17 @@ class Block:
     tag: str
     model: str
     runs: list[str]
+    status: str  # ok, partial, failed, running or interrupted (the worst of a family's)
     rows: list[dict] = field(default_factory=list)  # benchmark, title, score, low, high, n, null, errors, note
     tokens: list[dict] = field(default_factory=list)
 
 
 def _block(inspector: Inspector, tag: str, model: str | None) -> Block:
-    exact = [r for r in inspector.runs if r.tag == tag and (model is None or r.model == model)]
-    family = find_runs(inspector.results_dir, "base_tag = $tag AND tag <> $tag AND ($model IS NULL OR model = $model)",
-                       {"tag": tag, "model": model})
-    if not exact and not family:
-        raise UsageError(f"no run tagged {tag!r}{f' for model {model!r}' if model else ''} under "
-                         f"{inspector.results_dir}")
-    if exact:
-        run = exact[0]
-        block = Block(tag, run.model, [run.run_id])
+    chosen = select_runs(inspector.results_dir, tag, model)
+    status = worst([effective(r.status, writer_alive(inspector.results_dir, r.run_id)) for r in chosen.runs])
+    if not chosen.family:
+        run = chosen.runs[0]
+        block = Block(tag, run.model, [run.run_id], status)
         con = inspector.con(run.run_id)
         stats = con.execute("""
             WITH q AS (SELECT benchmark, question_id, avg(score_10) AS s FROM scores
@@ -64,7 +61,7 @@ def _block(inspector: Inspector, tag: str, model: str | None) -> Block:
         errors = dict(con.execute("SELECT benchmark, count(error) FROM answers WHERE run_id = $run GROUP BY 1",
                                   {"run": run.run_id}).fetchall())
     else:
-        block = Block(tag, family[0][1], [r[0] for r in family])
+        block = Block(tag, chosen.runs[0].model, chosen.run_ids, status)
         con = inspector.con(*block.runs)
         by = {b: {"score": m, "low": lo, "high": hi, "n": n, "null": 0} for b, m, lo, hi, n in con.execute(
             "SELECT benchmark, mean, ci_low, ci_high, runs FROM multi_run_stats WHERE base_tag = $tag AND judge = '*' "

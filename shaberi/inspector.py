@@ -55,6 +55,7 @@ class Detail:
     finish_reason: str | None
     judgements: list[dict] = field(default_factory=list)  # judge, score, parse_method, judge_output, …
     passes: list[dict] = field(default_factory=list)  # pass_name, delta, reason, detail
+    history: list[dict] = field(default_factory=list)  # judgements not counted: stale or superseded (lineage)
 
 
 class Inspector:
@@ -144,11 +145,13 @@ class Inspector:
                         key).fetchone() or (None, None, "no answer stored", None)
         detail = Detail(benchmark, question_id, list(q[0] or []), q[1], q[2], q[3], a[0], a[1], a[2], a[3])
         cursor = con.execute(
-            "SELECT judge, score, score_scale, parse_method, judge_output, fallback_output, error FROM judgements "
-            "WHERE run_id = $run AND benchmark = $bench AND question_id = $q AND strategy = '' AND sample_index = 0 "
-            "ORDER BY judge", key)
+            "SELECT judge, score, score_scale, parse_method, judge_output, fallback_output, error, prompt_hash, "
+            "lineage FROM judgement_history WHERE run_id = $run AND benchmark = $bench AND question_id = $q "
+            "AND strategy = '' AND sample_index = 0 ORDER BY judge, created_at DESC", key)
         names = [d[0] for d in cursor.description]
-        detail.judgements = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+        found = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+        detail.judgements = [j for j in found if j["lineage"] == "current"]
+        detail.history = [j for j in found if j["lineage"] != "current"]
         cursor = con.execute(
             "SELECT pass_name, delta, reason, detail FROM pass_deltas WHERE run_id = $run AND benchmark = $bench "
             "AND question_id = $q AND strategy = '' AND sample_index = 0 ORDER BY pass_name", key)

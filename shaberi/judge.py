@@ -1,9 +1,10 @@
 """Judge stage: score every answer with every judge, keeping each judge's full reply.
 
 A judgement's identity is (answer key, judge, ``prompt_hash`` of the benchmark's judging templates,
-``answer_hash`` of the judged text). A normal run skips judgements whose identity is already stored,
-except rows whose judge call failed; ``rejudge`` calls again. ``reprocess`` re-parses the stored replies
-with the current extraction rules and makes no call at all.
+``answer_hash`` of the judged text; see ``lineage``). A normal run skips judgements whose identity is
+already stored, except rows whose judge call failed; ``rejudge`` calls again. A new identity adds a row and
+leaves the older ones as history. ``reprocess`` re-parses the stored replies with the current extraction
+rules and makes no call at all. The stage only reads answers: it never calls the candidate.
 
 Per answer and judge: one call with ``primary.jinja``; when no rule finds a score in the reply, one
 follow-up call in the same conversation with ``fallback.jinja``; when that fails too the score is null
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -27,12 +28,12 @@ from .client import ChatClient, Completion
 from .dispatch import Dispatcher
 from .errors import LLMError
 from .extract import Extraction, extract
+from .lineage import conversation_hash, earlier_turns
 from .prompts import judge_fallback, judge_messages, judging_hash
 from .schema import TABLES
 from .store import Journal, Store, now_us
 
-__all__ = ["Judge", "JudgeConfig", "JudgeProgress", "answer_hash", "conversation_hash", "earlier_turns", "judge",
-           "reprocess"]
+__all__ = ["ANSWER_ERROR", "Judge", "JudgeConfig", "JudgeProgress", "judge", "reprocess"]
 
 ANSWER_ERROR = "answer_error"
 _KEY = ("benchmark", "question_id", "sample_index", "strategy")
@@ -58,6 +59,8 @@ class JudgeProgress:
     done: int = 0
     reused: int = 0
     judged: int = 0  # judgements that needed a call this session
+    failed: int = 0  # of which the judge call itself failed (after retries)
+    failures: Counter[str] = field(default_factory=Counter)  # why, by error
     fallbacks: int = 0
     null_scores: int = 0
     by_judge: dict[str, int] = field(default_factory=dict)
@@ -80,29 +83,6 @@ class _Verdict:
     fallback_error: LLMError | None = None
 
 
-def answer_hash(content: str | None) -> str:
-    return hashlib.sha256((content or "").encode()).hexdigest()[:16]
-
-
-def conversation_hash(history: list[dict[str, str]], content: str | None) -> str:
-    """What a judgement (and a pass delta) is about: the answer and, for a later turn, the model's own
-    earlier answers; equal to ``answer_hash(content)`` for a single turn."""
-    return answer_hash("\0".join([*(h["assistant"] for h in history), content or ""]))
-
-
-def earlier_turns(question: dict, answer: dict, questions: dict, texts: dict) -> list[dict[str, str]]:
-    """The earlier turns of a conversation, as the model answered them ({user, assistant}), oldest first.
-    ``questions`` maps (benchmark, question_id) to rows with ``extra`` parsed; ``texts`` maps answer keys
-    to contents."""
-    turns, key = [], question["extra"].get("previous")
-    while key is not None:
-        earlier = questions[(answer["benchmark"], key)]
-        text = texts.get((answer["benchmark"], key, answer["sample_index"], answer["strategy"]))
-        turns.append({"user": earlier["turns"][-1], "assistant": text or ""})
-        key = earlier["extra"].get("previous")
-    return turns[::-1]
-
-
 async def judge(
     store: Store,
     run_id: str,
@@ -110,21 +90,27 @@ async def judge(
     config: JudgeConfig = JudgeConfig(),
     *,
     rejudge: bool = False,
+    benchmarks: list[str] | None = None,
+    questions: set[tuple[str, str]] | None = None,
     progress: JudgeProgress | None = None,
 ) -> JudgeProgress:
-    """Judge the run's answers with every judge; returns the counters."""
+    """Judge the run's answers with every judge; returns the counters. ``benchmarks`` and ``questions``
+    ((benchmark, question_id) pairs), when given, limit which answers."""
     progress = progress or JudgeProgress()
+    scope = questions
     questions = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
                  for q in store.read("questions", run_id).to_pylist()}
-    answers = store.read("answers", run_id, [*_KEY, "content", "error"]).to_pylist()
+    answers = store.read("answers", run_id, [*_KEY, "content", "error", "answer_hash"]).to_pylist()
     texts = {tuple(a[k] for k in _KEY): a["content"] for a in answers}
-    existing = {
-        (*(r[k] for k in _KEY), r["judge"]): (r["prompt_hash"], r["answer_hash"], r["error"])
+    existing = {  # every stored identity (history included) -> its error
+        (*(r[k] for k in _KEY), r["judge"], r["prompt_hash"], r["answer_hash"]): r["error"]
         for r in store.read("judgements", run_id, [*_KEY, "judge", "prompt_hash", "answer_hash", "error"]).to_pylist()
     }
     # An answer whose benchmark or question this version does not know has nothing to be judged against.
     answers = [a for a in answers
-               if (a["benchmark"], a["question_id"]) in questions and a["benchmark"] in bm.BENCHMARKS]
+               if (a["benchmark"], a["question_id"]) in questions and a["benchmark"] in bm.BENCHMARKS
+               and (benchmarks is None or a["benchmark"] in benchmarks)
+               and (scope is None or (a["benchmark"], a["question_id"]) in scope)]
     progress.total += len(answers) * len(judges)
     journal = store.journal(run_id)
     try:
@@ -152,10 +138,10 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
         question = questions[(name, answer["question_id"])]
         history = earlier_turns(question, answer, questions, texts)
         prompt_hash = judging_hash(name)
-        a_hash = conversation_hash(history, answer["content"])
+        a_hash = answer["answer_hash"] or conversation_hash([h["assistant"] for h in history], answer["content"])
         for j in judges:
-            old = existing.get((*(answer[k] for k in _KEY), j.name))
-            if not rejudge and old is not None and old[:2] == (prompt_hash, a_hash) and not _call_failed(old[2]):
+            identity = (*(answer[k] for k in _KEY), j.name, prompt_hash, a_hash)
+            if not rejudge and identity in existing and not _call_failed(existing[identity]):
                 progress.done += 1
                 progress.reused += 1
                 continue
@@ -217,6 +203,8 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
         row = _row(run_id, item.answer, name, item.prompt_hash, item.answer_hash,
                    error=f"judge_error: {exc.error_type}: {exc}"[:2000])
         requests, prompt, completion = exc.attempts, 0, 0
+        progress.failed += 1
+        progress.failures[f"{exc.error_type}: {str(exc)[:120]}"] += 1
     else:
         calls = [c for c in (verdict.reply, verdict.fallback) if c is not None]
         requests = sum(c.attempts for c in calls) + (verdict.fallback_error.attempts if verdict.fallback_error else 0)

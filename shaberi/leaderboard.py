@@ -10,7 +10,11 @@ column whose name does not contain "GPT4" (GPT4.1's is left out too; ``All`` is 
 difference from GPT4's relative to it.
 ``% JA`` is the share of Japanese characters (kana, kanji) among the letters of all of a
 model's answers, summed from the counts stored with each answer (``shaberi/scripts.py``); the original
-took it from whichever answer file it read first, so it can differ.
+took it from whichever answer file it read first, so it can differ. ``JA-MT questions`` is empty for a
+model with no MT-Bench at all. ``Complete`` counts the four benchmarks with a pooled score: complete rows
+are ranked first, partial ones after them (their averages are over fewer benchmarks).
+A question a legacy file repeats counts once; ``as_published`` counts every row, as the original tooling
+did (the repeats are kept as superseded judgements, ``legacy.py``).
 The command must answer in half a second on a 20-model tree: it defines only the views it needs and
 shares one DuckDB database between finding the runs and reading them.
 """
@@ -34,27 +38,49 @@ GPT4 = "GPT4"
 COLUMNS = [("elyza", "ELYZA 100"), ("mt_bench", "JA-MT"), ("rakuda", "Rakuda"), ("tengu", "Tengu")]
 
 
-def leaderboard(results_dir: Path, tag: str = "legacy") -> tuple[list[str], list[list]]:
+# Every judged row as the original tooling read it: a legacy file's repeated rows included (superseded
+# judgements of the same text), everything else as the lineage rule counts it.
+_AS_PUBLISHED = """
+    SELECT r.model, coalesce(h.judge, '*') AS judge, h.benchmark, avg(h.score * b.to_ten) AS score
+    FROM judgement_history h JOIN runs r USING (run_id) JOIN benchmark_info b USING (benchmark)
+    WHERE h.strategy = '' AND (h.lineage = 'current' OR (h.parse_method = 'legacy' AND h.lineage = 'superseded'))
+      AND NOT EXISTS (SELECT 1 FROM excluded_questions x
+                      WHERE x.benchmark = h.benchmark AND x.question_id = h.question_id)
+    GROUP BY GROUPING SETS ((r.model, h.judge, h.benchmark), (r.model, h.benchmark))"""
+
+
+def published_differences(results_dir: Path, run_ids: list[str]) -> list[tuple[str, str, str, float, float]]:
+    """(model, judge, benchmark title, score counting each question once, score as published) wherever the two
+    differ, for these runs."""
+    con = connect(results_dir, None, run_ids, upto="benchmark_scores")
+    return con.execute(f"""
+        SELECT s.model, s.judge, b.title, s.score, p.score FROM benchmark_scores s
+        JOIN ({_AS_PUBLISHED}) p USING (model, judge, benchmark) JOIN benchmark_info b USING (benchmark)
+        WHERE abs(s.score - p.score) > 1e-12 ORDER BY s.model, s.judge = '*' DESC, s.judge, b.position""").fetchall()
+
+
+def leaderboard(results_dir: Path, tag: str = "legacy", as_published: bool = False) -> tuple[list[str], list[list]]:
     con = duckdb.connect()
     runs = find_runs(results_dir, "tag = $tag", {"tag": tag}, con)
     if not runs:
         raise UsageError(f"no runs tagged {tag!r} under {results_dir}; import a tree with: shaberi import-legacy PATH")
     connect(results_dir, None, [r[0] for r in runs], upto="benchmark_scores", con=con)
-    scores = {(m, j, b): s for m, j, b, s in con.execute(
-        "SELECT model, judge, benchmark, score FROM benchmark_scores").fetchall()}
+    query = _AS_PUBLISHED if as_published else "SELECT model, judge, benchmark, score FROM benchmark_scores"
+    scores = {(m, j, b): s for m, j, b, s in con.execute(query).fetchall() if s is not None}
     judges = sorted({j for _, j, _ in scores if j != "*"}, key=lambda j: JUDGE_TITLES.get(j, j))
     header = ["model_name", "Judges", "Average (ex-GPT4)", "Average (All)", *(f"{t} (All)" for _, t in COLUMNS)]
     for j in judges:
         title = JUDGE_TITLES.get(j, j)
         header += [f"Average ({title})", *(f"{t} ({title})" for _, t in COLUMNS)]
-    header += ["GPT4 delta", "% JA", "JA-MT questions"]
+    header += ["GPT4 delta", "% JA", "JA-MT questions", "Complete"]
     ja = dict(con.execute(  # counted when each answer was written (shaberi/scripts.py)
         "SELECT model, sum(japanese_chars) / nullif(sum(letter_chars), 0) FROM answers GROUP BY model").fetchall())
     rows = []
     for model in sorted({r[1] for r in runs}):
         # The original read whatever file its MT-Bench folder held, for some models the older 80-question
         # set: JA-MT shows the 60-question score, or the 80-question one where that is all a model has.
-        ja_mt = "mt_bench" if any(m == model and b == "mt_bench" for m, _, b in scores) else "mt_bench_80"
+        has = {b for m, _, b in scores if m == model}
+        ja_mt = "mt_bench" if "mt_bench" in has or "mt_bench_80" not in has else "mt_bench_80"
         columns = [ja_mt if b == "mt_bench" else b for b, _ in COLUMNS]
 
         def block(judge: str, model: str = model, columns: list[str] = columns) -> list:
@@ -74,8 +100,11 @@ def leaderboard(results_dir: Path, tag: str = "legacy") -> tuple[list[str], list
         others = [v for title, v in averages.items() if GPT4 not in title and v is not None]
         row[2] = sum(others) / len(others) if len(others) > 1 else None  # "All" alone is no judge
         gpt4 = averages.get(GPT4)
-        row += [(row[2] - gpt4) / gpt4 if gpt4 and row[2] is not None else None, ja.get(model),
-                "60" if ja_mt == "mt_bench" else "80"]
+        questions = {"mt_bench": "60", "mt_bench_80": "80"}.get(ja_mt) if ja_mt in has else ""
+        complete = sum(v is not None for v in pooled[1:])
+        row += [(row[2] - gpt4) / gpt4 if gpt4 and row[2] is not None else None, ja.get(model), questions,
+                f"{complete}/{len(COLUMNS)}"]
         rows.append(row)
-    rows.sort(key=lambda r: -(r[3] or 0))
+    # Complete rows first: an average over fewer benchmarks does not rank against one over all four.
+    rows.sort(key=lambda r: (r[-1] != f"{len(COLUMNS)}/{len(COLUMNS)}", -(r[3] or 0)))
     return header, rows

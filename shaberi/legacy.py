@@ -9,8 +9,11 @@ text (so a repeated question is the same question), Tengu by ``id`` or that orde
 Rakuda by ``question_id``. A file in the 60-question MT-Bench folder that holds the older 80-question set
 (``Category`` and no ``id``) is imported as ``mt_bench_80``, never pooled with the 60. Scores may be int,
 float, null, or a dict holding ``score`` (a known bug; its ``judge_output`` goes with it). A repeated
-question keeps its last row. Tengu 61–65 are kept in the tables and left out of scores by the views.
-Models are processed one at a time, so memory follows the largest model, not the tree.
+question counts once, with its last row; its earlier rows are kept as superseded judgements (``prompt_hash``
+``legacy:repeat<k>``), which ``leaderboard --as-published`` counts as the original tooling did, and the
+import report names the models whose numbers differ between the two. Tengu 61–65 are kept in the tables
+and left out of scores by the views. Models are processed one at a time, so memory follows the largest
+model, not the tree.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class ImportReport:
     judgements: int = 0
     counts: Counter = field(default_factory=Counter)  # edge cases met, by kind
     warnings: list[str] = field(default_factory=list)
+    repeated: list[str] = field(default_factory=list)  # run ids of models with repeated judged rows
+    differences: list[str] = field(default_factory=list)  # where --as-published differs from the default
 
 
 def _files(root: Path, report: ImportReport) -> dict[str, list[tuple[str | None, str, Path]]]:
@@ -93,9 +98,9 @@ def _benchmark(folder: str, rows: list[dict], report: ImportReport) -> str:
     return name
 
 
-def _keyed(name: str, rows: list[dict], report: ImportReport) -> dict[str, dict]:
-    """question_id -> row (the last of repeated questions)."""
-    keyed: dict[str, dict] = {}
+def _keyed(name: str, rows: list[dict], report: ImportReport) -> dict[str, list[dict]]:
+    """question_id -> its rows, in file order (more than one for a repeated question)."""
+    keyed: dict[str, list[dict]] = defaultdict(list)
     order: dict[str, int] = {}
     for index, row in enumerate(rows):
         if name == "mt_bench":
@@ -109,7 +114,7 @@ def _keyed(name: str, rows: list[dict], report: ImportReport) -> dict[str, dict]
             qid = str(order.setdefault(text, len(order) + 1))
         if qid in keyed:
             report.counts["duplicate_rows"] += 1
-        keyed[qid] = row
+        keyed[qid].append(row)
     if name == "tengu":
         report.counts["tengu_files_with_id" if rows and "id" in rows[0] else "tengu_files_without_id"] += 1
     return keyed
@@ -162,6 +167,13 @@ def import_tree(path: Path, results_dir: Path) -> ImportReport:
     store = Store(results_dir)
     for model, files in _files(root, report).items():
         _import_model(store, model, files, report)
+    if report.repeated:
+        from .leaderboard import published_differences
+
+        report.differences = [
+            f"{model}: {title} ({'all judges' if judge == '*' else judge}) {ours:.4f} counting each question once, "
+            f"{published:.4f} as published ({published - ours:+.4f})"
+            for model, judge, title, ours, published in published_differences(results_dir, report.repeated)]
     return report
 
 
@@ -177,19 +189,23 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
         rows = list(_rows(path, report))
         report.files += 1
         name = _benchmark(folder, rows, report)
-        for qid, row in _keyed(name, rows, report).items():
+        for qid, repeats in _keyed(name, rows, report).items():
+            row = repeats[-1]
             if (name, qid) not in questions:
                 questions[(name, qid)] = _question(info.run_id, name, qid, row, at)
             if judge is None or (name, qid) not in answers:  # answers files first; judgement files fill gaps
                 answers[(name, qid)] = _answer(info.run_id, model, name, qid, row, at)
             if judge is None:
                 continue
-            score, output = _score(row, report)
             judges.add(judge)
-            judgements[(name, qid, judge)] = {
-                "run_id": info.run_id, "benchmark": name, "question_id": qid, "sample_index": 0, "strategy": "",
-                "judge": judge, "score": score, "parse_method": "legacy", "judge_output": output,
-                "error": None if score is not None else "legacy: no score", "created_at": at}
+            for k, each in enumerate(repeats):  # the last counts; the earlier ones are its history
+                score, output = _score(each, report)
+                repeat = len(repeats) - 1 - k
+                judgements[(name, qid, judge, repeat)] = {
+                    "run_id": info.run_id, "benchmark": name, "question_id": qid, "sample_index": 0, "strategy": "",
+                    "judge": judge, "score": score, "parse_method": "legacy", "judge_output": output,
+                    "prompt_hash": f"legacy:repeat{repeat}" if repeat else None,
+                    "error": None if score is not None else "legacy: no score", "created_at": at - repeat}
     info.benchmarks = sorted({name for name, _ in questions})
     info.judges = tuple(sorted(judges))
     with store.lock(info.run_id, f"legacy import of {model!r}"):
@@ -199,11 +215,15 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
         store.replace("judgements", info.run_id, list(judgements.values()) or TABLES["judgements"].schema.empty_table())
     report.models += 1
     report.answers += len(answers)
-    report.judgements += len(judgements)
+    report.judgements += sum(1 for key in judgements if key[3] == 0)
+    if any(key[3] for key in judgements):
+        report.repeated.append(info.run_id)
 
 
 def report_lines(report: ImportReport) -> list[str]:
     counts = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in sorted(report.counts.items()) if v)
+    differ = ["repeated questions count once here; the original tooling counted every row (shaberi leaderboard "
+              "--as-published):", *(f"  {d}" for d in report.differences)] if report.differences else []
     return [f"imported {report.models} models ({report.files} files): {report.answers:,} answers, "
-            f"{report.judgements:,} judgements", *([counts] if counts else []), *report.warnings]
+            f"{report.judgements:,} judgements", *([counts] if counts else []), *report.warnings, *differ]
 

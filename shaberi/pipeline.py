@@ -7,9 +7,10 @@ checked before the first row is written, so bad input never leaves partial rows 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlparse
@@ -31,6 +32,8 @@ from .passes.runner import PassProgress, run_passes
 from .prompts import generation_template, judging_hash, template_hash
 from .run import RunInfo, run_id_for, validate_name
 from .schema import TABLES
+from .sql import reattach
+from .status import StageCalls, benchmark_statuses, describe, run_status, stage_status, top_error, worst
 from .store import Store, now_us
 
 __all__ = ["STAGES", "Outcome", "RunRequest", "check_base_url", "execute", "parse_judge", "repeated", "reprocess_run",
@@ -46,7 +49,7 @@ class RunRequest:
     base_url: str
     results_dir: Path
     data_dir: Path
-    benchmark: str = "all"
+    benchmark: str | None = None  # None: all, when generating; the run's own benchmarks otherwise
     tag: str = "default"
     api_key_env: str | None = None  # None: OPENAI_API_KEY, optional for a loopback endpoint
     limit: int | None = None
@@ -75,6 +78,14 @@ class Outcome:
     judging: JudgeProgress = field(default_factory=JudgeProgress)
     passes: PassProgress = field(default_factory=PassProgress)
     clients: list[ChatClient] = field(default_factory=list)
+    calls: dict[str, StageCalls] = field(default_factory=dict)  # per stage run by this invocation
+    status: str = "running"  # the run's status once it finished: ok | partial | failed
+    stages: dict[str, dict] = field(default_factory=dict)  # this invocation's stages, as they ended
+
+    @property
+    def failed_stages(self) -> dict[str, dict]:
+        """Stages of this invocation that failed (every call failed, or nothing usable): exit code 1."""
+        return {name: r for name, r in self.stages.items() if r.get("status") == "failed"}
 
 
 def is_loopback(base_url: str) -> bool:
@@ -101,9 +112,14 @@ def resolve_api_key(base_url: str, env_var: str | None, option: str = "--api-key
     )
 
 
-def parse_stages(spec: str | None, have_judges: bool, have_passes: bool = False) -> list[str]:
+def parse_stages(spec: str | None, have_judges: bool, have_passes: bool = False, rejudge: bool = False) -> list[str]:
+    """The stages to run, in order. ``--rejudge`` judges stored answers again: it never generates."""
+    if rejudge and not have_judges:
+        raise UsageError("--rejudge calls the judges again on the stored answers: give at least one --judge MODEL "
+                         "(or MODEL@BASE_URL)")
     if spec is None:
-        return ["generate", *(["judge"] if have_judges else []), *(["passes"] if have_passes else [])]
+        return [*([] if rejudge else ["generate"]), *(["judge"] if have_judges else []),
+                *(["passes"] if have_passes else [])]
     stages = [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [s for s in stages if s not in STAGES]
     if unknown or not stages:
@@ -112,6 +128,9 @@ def parse_stages(spec: str | None, have_judges: bool, have_passes: bool = False)
         raise UsageError("--stages judge needs at least one --judge MODEL (or MODEL@BASE_URL)")
     if "passes" in stages and not have_passes:
         raise UsageError("--stages passes needs --passes, e.g. --passes lang_mixing,repetition,format_validation")
+    if rejudge and ("generate" in stages or "judge" not in stages):
+        raise UsageError("--rejudge judges the stored answers again and never generates: use it with --stages judge "
+                         "(or judge,passes), or without --stages")
     return [s for s in STAGES if s in stages]
 
 
@@ -121,6 +140,8 @@ def parse_judge(spec: str, default_url: str) -> tuple[str, str]:
     if not name.strip() or (sep and not url.strip()):
         raise UsageError(f"--judge {spec!r} should be MODEL or MODEL@BASE_URL, e.g. gpt-4.1@https://api.openai.com/v1")
     validate_name("judge", name)
+    if not sep and not default_url:
+        raise UsageError(f"--judge {spec!r} needs MODEL@BASE_URL or --judge-base-url (no --base-url given)")
     return name, (url if sep else default_url).rstrip("/")
 
 
@@ -132,17 +153,20 @@ def check_base_url(base_url: str) -> None:
 
 async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = None) -> Outcome:
     """Validate, then generate, judge and run the passes as asked; returns what was done. Raises UsageError on
-    bad input."""
+    bad input, before anything is written. Without the generate stage (``--rejudge``, ``--stages
+    judge|passes``) the candidate is never called and the run's answers and generation config stay as they
+    are. ``--benchmark`` scopes every stage."""
     validate_name("model", req.model)
     validate_name("tag", req.tag)
-    stages = parse_stages(req.stages, bool(req.judges), bool(req.passes))
-    if stages == ["passes"]:
-        return await _passes_only(req, on_start)
+    stages = parse_stages(req.stages, bool(req.judges), bool(req.passes), req.rejudge)
+    if "generate" not in stages:
+        return await _on_stored_answers(req, stages, on_start)
     check_base_url(req.base_url)
-    names = bm.resolve(req.benchmark)
+    names = bm.resolve(req.benchmark or "all")
     if req.limit is not None and req.limit < 1:
         raise UsageError("--limit must be at least 1")
     datasets = [bm.load(n, req.data_dir, req.limit) for n in names]
+    scope = _question_keys(datasets) if req.limit is not None else None  # --limit scopes every stage alike
     api_key = resolve_api_key(req.base_url, req.api_key_env)
     candidate = ChatClient(req.base_url, api_key, req.client)
     judge_clients: dict[tuple[str, str | None], ChatClient] = {}
@@ -170,39 +194,29 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
         outcome = Outcome(info, clients=clients)
         store = Store(req.results_dir)
         with store.lock(info.run_id, f"run {req.model!r} tag {req.tag!r}"):
-            _merge_previous(store, info)
+            previous = _merge_previous(store, info)
             if on_start:
                 on_start(outcome)
-            progress_of = dict.fromkeys(stages, "pending")
-            try:
-                store.replace("runs", info.run_id, [info.row("running")])
+            tracker = _Stages(req.results_dir, store, info.run_id, stages, previous)
+            row = lambda status: info.row(status, concurrency_history=candidate.limiter.history)  # noqa: E731
+            with tracker.running(row, lambda: _counts(datasets, outcome.generation)):
                 write_questions(store, info.run_id, datasets)
                 for stage in stages:
-                    progress_of[stage] = "running"
-                    write_progress_manifest(req.results_dir, info.row("running"), progress_of,
-                                            _counts(datasets, outcome.generation))
-                    if stage == "generate":
-                        await generate(store, info.run_id, req.model, datasets, candidate, req.generation,
-                                       rerun=req.rerun, retry_errors=req.retry_errors, progress=outcome.generation)
-                    elif stage == "judge":
-                        await judge(store, info.run_id, judges, req.judging, rejudge=req.rejudge,
-                                    progress=outcome.judging)
-                    else:
-                        await run_passes(store, info.run_id, pass_list, outcome.passes)
-                    progress_of[stage] = "done"
-            except BaseException as exc:
-                error = f"{type(exc).__name__}: {exc}"
-                store.replace("runs", info.run_id, [info.row("failed", error, candidate.limiter.history)])
-                progress_of = {k: "failed" if v == "running" else v for k, v in progress_of.items()}
-                write_manifest(req.results_dir, info.run_id, progress_of, error)
-                raise
-            store.replace("runs", info.run_id, [info.row("complete", None, candidate.limiter.history)])
-            if req.export:
-                con = export_connection(req.results_dir, info.run_id)  # one DuckDB for manifest and export
-                write_manifest(req.results_dir, info.run_id, progress_of, con=con)
-                export_run(req.results_dir, info.run_id, con=con)
-                if info.base_tag != req.tag:
-                    export_summary(req.results_dir, info.base_tag, req.model)
+                    with tracker.stage(stage):
+                        if stage == "generate":
+                            await generate(store, info.run_id, req.model, datasets, candidate, req.generation,
+                                           rerun=req.rerun, retry_errors=req.retry_errors,
+                                           progress=outcome.generation)
+                        elif stage == "judge":
+                            await judge(store, info.run_id, judges, req.judging, rejudge=req.rejudge,
+                                        benchmarks=names, questions=scope, progress=outcome.judging)
+                        else:
+                            await run_passes(store, info.run_id, pass_list, outcome.passes, benchmarks=names,
+                                             questions=scope)
+                        outcome.calls[stage] = _calls(stage, outcome)
+                        tracker.done(stage, outcome.calls[stage])
+                outcome.status, outcome.stages = tracker.finish(row, names, req.export, info.base_tag != req.tag,
+                                                                req.model, info.base_tag)
         return outcome
     finally:
         for client in clients:
@@ -253,42 +267,158 @@ def _passes(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
     return passes
 
 
-async def _passes_only(req: RunRequest, on_start: Callable[[Outcome], object] | None) -> Outcome:
-    """``--stages passes``: the passes over a stored run; no generation, no judging, no call unless a pass
-    consults a model."""
+async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Callable[[Outcome], object] | None
+                             ) -> Outcome:
+    """``--rejudge`` and ``--stages judge|passes``: the judges and passes over a stored run's answers. The
+    candidate is never called; its answers, questions and generation config stay as they are."""
+    what = "--rejudge" if req.rejudge else f"--stages {','.join(stages)}"
+    if req.limit is not None and req.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    store = Store(req.results_dir)
+    run_id = run_id_for(req.model, req.tag)
+    old = store.read("runs", run_id).to_pylist()
+    have = set(store.read("answers", run_id, ["benchmark"]).column("benchmark").to_pylist()) if old else set()
+    if not have:
+        raise UsageError(f"no stored answers for model {req.model!r} tag {req.tag!r} under {req.results_dir}; "
+                         f"{what} works on stored answers: generate them first (shaberi run without {what}), or "
+                         "check --model, --tag and --results-dir")
+    names = None
+    if req.benchmark is not None:
+        names = bm.resolve(req.benchmark)
+        if missing := [n for n in names if n not in have]:
+            raise UsageError(f"run {req.tag!r} has no answers for {', '.join(missing)}; it has "
+                             f"{', '.join(sorted(have))}")
+    questions = None
+    if req.limit is not None:  # the same first N questions of each file as when they were generated
+        names = names or [n for n in bm.registry() if n in have and n in bm.BENCHMARKS]
+        questions = _question_keys([bm.load(n, req.data_dir, req.limit) for n in names])
     clients: dict[tuple[str, str | None], ChatClient] = {}
     try:
-        pass_list = _passes(req, clients)
-        store = Store(req.results_dir)
-        run_id = run_id_for(req.model, req.tag)
-        old = store.read("runs", run_id).to_pylist()
-        if not old:
-            raise UsageError(f"no run for model {req.model!r} tag {req.tag!r} under {req.results_dir}; --stages "
-                             "passes needs a run with answers (check --model, --tag and --results-dir)")
+        judges = _judges(req, clients) if "judge" in stages else []
+        pass_list = _passes(req, clients) if "passes" in stages else []
         for client in clients.values():
             await client.check()
         row = old[0]
         info = RunInfo(model=req.model, tag=req.tag, base_url=row["base_url"] or "", api_key=None,
-                       generation_config={}, benchmarks=[], datasets={}, prompt_hashes={},
+                       generation_config=orjson.loads(row["generation_config"] or "{}"),
+                       benchmarks=list(row["benchmarks"] or []), datasets=orjson.loads(row["datasets"] or "{}"),
+                       prompt_hashes=orjson.loads(row["prompt_hashes"] or "{}")
+                       | {f"judging/{n}": judging_hash(n) for n in (names or sorted(have)) if judges},
+                       judges=tuple(dict.fromkeys([*(row["judges"] or []),
+                                                   *(f"{j.name}@{j.client.base_url}" for j in judges)])),
                        passes=tuple(f"{p.name}@{p.version}" for p in pass_list),
                        pass_config={p.name: p.config for p in pass_list})
+        _merge_passes(info, row)
         outcome = Outcome(info, clients=list(clients.values()))
-        with store.lock(run_id, f"passes of run {req.model!r} tag {req.tag!r}"):
+        with store.lock(run_id, f"run {req.model!r} tag {req.tag!r}"):
+            row = store.read("runs", run_id).to_pylist()[0]  # as it is now, under the lock
             if on_start:
                 on_start(outcome)
-            await run_passes(store, run_id, pass_list, outcome.passes)
-            _merge_passes(info, row)
-            store.replace("runs", run_id, [row | {"passes": list(info.passes),
-                                                  "pass_config": orjson.dumps(info.pass_config).decode(),
-                                                  "updated_at": now_us()}])
-            if req.export:
-                con = export_connection(req.results_dir, run_id)
-                write_manifest(req.results_dir, run_id, {"passes": "done"}, con=con)
-                export_run(req.results_dir, run_id, con=con)
+            tracker = _Stages(req.results_dir, store, run_id, stages, orjson.loads(row.get("stages") or "{}"))
+
+            def updated(status: str) -> dict:
+                return row | {"judges": list(info.judges), "passes": list(info.passes),
+                              "pass_config": orjson.dumps(info.pass_config).decode(),
+                              "prompt_hashes": orjson.dumps(info.prompt_hashes).decode(), "status": status,
+                              "updated_at": now_us()}
+
+            with tracker.running(updated, dict):
+                for stage in stages:
+                    with tracker.stage(stage):
+                        if stage == "judge":
+                            await judge(store, run_id, judges, req.judging, rejudge=req.rejudge, benchmarks=names,
+                                        questions=questions, progress=outcome.judging)
+                        else:
+                            await run_passes(store, run_id, pass_list, outcome.passes, benchmarks=names,
+                                             questions=questions)
+                        outcome.calls[stage] = _calls(stage, outcome)
+                        tracker.done(stage, outcome.calls[stage])
+                outcome.status, outcome.stages = tracker.finish(updated, names, req.export,
+                                                                info.base_tag != req.tag, req.model, info.base_tag)
         return outcome
     finally:
         for client in clients.values():
             await client.aclose()
+
+
+def _calls(stage: str, outcome: Outcome) -> StageCalls:
+    """What a stage of this invocation called, and what failed."""
+    if stage == "generate":
+        g = outcome.generation
+        return StageCalls(stage, g.calls, g.failed, g.failures)
+    if stage == "judge":
+        j = outcome.judging
+        return StageCalls(stage, j.judged, j.failed, j.failures)
+    p = outcome.passes
+    return StageCalls(stage, p.consulted + p.failed, p.failed, p.failures)
+
+
+class _Stages:
+    """The run's row and manifest while its stages run: each stage's status when it starts and ends, the run's
+    status at the end (this invocation's calls and the tables: ``status``), ``failed`` with the error when an
+    exception ends it. Earlier invocations' stage records are kept (``runs.stages``)."""
+
+    def __init__(self, results_dir: Path, store: Store, run_id: str, stages: list[str], previous: dict) -> None:
+        self.results_dir, self.store, self.run_id, self.stages = results_dir, store, run_id, stages
+        self.state: dict[str, dict] = dict(previous) | {s: {"status": "pending"} for s in stages}
+        self.counts: Callable[[], dict[str, dict]] = dict
+        self.make_row: Callable[[str], dict] = lambda status: {}
+
+    def _row(self, status: str, error: str | None = None) -> dict:
+        return self.make_row(status) | {"stages": orjson.dumps(self.state).decode(), "status": status, "error": error}
+
+    @contextlib.contextmanager
+    def running(self, make_row: Callable[[str], dict], counts: Callable[[], dict[str, dict]]) -> Iterator[None]:
+        self.make_row, self.counts = make_row, counts
+        self.store.replace("runs", self.run_id, [self._row("running")])
+        try:
+            yield
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            for name in self.stages:
+                status = self.state[name].get("status")
+                if status in ("running", "pending"):
+                    self.state[name]["status"] = "failed" if status == "running" else "not run"
+            self.store.replace("runs", self.run_id, [self._row("failed", error)])
+            write_manifest(self.results_dir, self.run_id)
+            raise
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        self.state[name] = {"status": "running", "started_at": now_us()}
+        row = self._row("running")
+        self.store.replace("runs", self.run_id, [row])  # what a reader finds if this process dies now
+        write_progress_manifest(self.results_dir, row, self.counts())
+        yield
+
+    def done(self, name: str, calls: StageCalls) -> None:
+        self.state[name] = calls.record() | {"finished_at": now_us()}
+        self.store.replace("runs", self.run_id, [self._row("running")])
+
+    def finish(self, make_row: Callable[[str], dict], scoped: list[str] | None, export: bool, family: bool,
+               model: str, base_tag: str) -> tuple[str, dict[str, dict]]:
+        """The run's status from the tables and this invocation's calls; the export, then the final row and
+        manifest (a kill during the export leaves the run ``running``, read as interrupted)."""
+        con = export_connection(self.results_dir, self.run_id)
+        benchmarks = benchmark_statuses(con)
+        for name in self.stages:
+            in_scope = [b for n, b in benchmarks.items() if scoped is None or n in scoped]
+            record = self.state[name]
+            record["status"] = worst([record["status"], *(stage_status(b, name) for b in in_scope)])
+            if record["status"] == "failed" and not record.get("error"):  # nothing usable, though no call failed now
+                record["error"], record["error_count"] = top_error(in_scope, name)
+        failed = [name for name in self.stages if self.state[name]["status"] == "failed"]
+        status = "failed" if failed else run_status([b["status"] for b in benchmarks.values()])
+        error = "; ".join(describe(name, self.state[name]) for name in failed) or None
+        if export:
+            export_run(self.results_dir, self.run_id, con=con)
+        self.store.replace("runs", self.run_id, [self._row(status, error)])
+        if export:
+            reattach(con, self.results_dir, "runs", [self.run_id])
+            write_manifest(self.results_dir, self.run_id, con=con)
+            if family:
+                export_summary(self.results_dir, base_tag, model)
+        return status, {name: self.state[name] for name in self.stages}
 
 
 def repeated(req: RunRequest, runs: int) -> list[RunRequest]:
@@ -321,6 +451,10 @@ def execute(req: RunRequest, on_start: Callable[[Outcome], object] | None = None
     return asyncio.run(run(req, on_start))
 
 
+def _question_keys(datasets: list[bm.Dataset]) -> set[tuple[str, str]]:
+    return {(q.benchmark, q.question_id) for d in datasets for q in d.questions}
+
+
 def _counts(datasets: list[bm.Dataset], progress: Progress) -> dict[str, dict]:
     return {d.benchmark: {"questions": len(d.questions),
                           "answers": progress.benchmarks[d.benchmark].done if d.benchmark in progress.benchmarks else 0,
@@ -328,11 +462,12 @@ def _counts(datasets: list[bm.Dataset], progress: Progress) -> dict[str, dict]:
                           if d.benchmark in progress.benchmarks else 0} for d in datasets}
 
 
-def _merge_previous(store: Store, info: RunInfo) -> None:
-    """A resumed or extended run keeps its creation time and the benchmarks and judges it already had."""
+def _merge_previous(store: Store, info: RunInfo) -> dict:
+    """A resumed or extended run keeps its creation time and the benchmarks and judges it already had;
+    returns its stage records (``runs.stages``)."""
     old = store.read("runs", info.run_id).to_pylist()
     if not old:
-        return
+        return {}
     prev = old[0]
     info.created_at = int(prev["created_at"].timestamp() * 1_000_000)
     info.benchmarks = list(dict.fromkeys([*(prev["benchmarks"] or []), *info.benchmarks]))
@@ -340,6 +475,7 @@ def _merge_previous(store: Store, info: RunInfo) -> None:
     info.prompt_hashes = orjson.loads(prev["prompt_hashes"] or "{}") | info.prompt_hashes
     info.judges = tuple(dict.fromkeys([*(prev["judges"] or []), *info.judges]))
     _merge_passes(info, prev)
+    return orjson.loads(prev.get("stages") or "{}")
 
 
 def _merge_passes(info: RunInfo, prev: dict) -> None:
@@ -350,11 +486,13 @@ def _merge_passes(info: RunInfo, prev: dict) -> None:
 
 
 def write_questions(store: Store, run_id: str, datasets: list[bm.Dataset]) -> None:
-    """The run's questions: this invocation's benchmarks replaced, others kept (built column-wise: fast)."""
-    fresh = {d.benchmark for d in datasets}
-    old = store.read("questions", run_id)
-    kept = old.filter(pc.invert(pc.is_in(old["benchmark"], pa.array(sorted(fresh)))))
+    """The run's questions: this invocation's written as loaded, every other one kept — a run re-run with
+    ``--limit`` never loses the questions its answers belong to (built column-wise: fast)."""
     qs = [q for d in datasets for q in d.questions]
+    old = store.read("questions", run_id)
+    fresh = pa.array(sorted(f"{q.benchmark}\0{q.question_id}" for q in qs))
+    keys = pc.binary_join_element_wise(old["benchmark"], old["question_id"], "\0")
+    kept = old.filter(pc.invert(pc.is_in(keys, fresh)))
     new = pa.table(
         {
             "run_id": [run_id] * len(qs),

@@ -102,8 +102,9 @@ TABLES: dict[str, Table] = {
                 ("git_dirty", BOOL),
                 ("package_versions", STR),  # JSON
                 ("concurrency_history", STR),  # JSON list of [seconds, limit, reason]
-                ("status", STR),  # running | complete | failed
+                ("status", STR),  # running | ok | partial | failed (a dead writer's running: interrupted)
                 ("error", STR),
+                ("stages", STR),  # JSON: stage -> {status, calls, failed, error, error_count} of its last run
                 ("created_at", TS),
                 ("updated_at", TS),
             ],
@@ -142,13 +143,16 @@ TABLES: dict[str, Table] = {
                 ("prompt_tokens", I64),
                 ("completion_tokens", I64),
                 ("request_hash", STR),
+                ("answer_hash", STR),  # of the text a judge sees (see ``lineage``); null in parts older than it
                 ("created_at", TS),
             ],
             derive=_count_scripts,
         ),
         _t(
             "judgements",
-            (*_ANSWER_KEY, "judge"),
+            # One row per answer, judge, judging prompt and judged text: a new prompt or a regenerated answer
+            # adds a row, the older ones stay as history (``sql/015_lineage.sql`` says which one counts).
+            (*_ANSWER_KEY, "judge", "prompt_hash", "answer_hash"),
             [
                 *_ANSWER_FIELDS,
                 ("judge", STR),

@@ -11,7 +11,9 @@ scipy's Student t quantile, so confidence intervals come from scipy, not from a 
 from __future__ import annotations
 
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
 
@@ -20,7 +22,7 @@ from .errors import UsageError
 from .resources import resource_dir
 from .schema import TABLES, Table
 
-__all__ = ["connect", "find_runs", "load_pricing"]
+__all__ = ["RunRef", "Selection", "connect", "find_runs", "load_pricing", "reattach", "select_runs"]
 
 
 def _raw_view(con: duckdb.DuckDBPyConnection, root: Path, spec: Table, run_ids: list[str] | None) -> None:
@@ -49,6 +51,12 @@ def _raw_view(con: duckdb.DuckDBPyConnection, root: Path, spec: Table, run_ids: 
         source = "(SELECT 1 WHERE false)"
         select = [f'CAST(NULL AS {t}) AS "{n}"' for n, t in columns] + ["CAST(NULL AS VARCHAR) AS _file"]
     con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS SELECT {', '.join(select)} FROM {source}")
+
+
+def reattach(con: duckdb.DuckDBPyConnection, root: str | Path, table: str, run_ids: list[str] | None) -> None:
+    """Point ``raw_<table>`` at the table's parts as they are now (after a write replaced the ones a
+    connection was made with); the views over it see the new rows at their next query."""
+    _raw_view(con, Path(root), TABLES[table], run_ids)
 
 
 def load_pricing(path: Path | None = None) -> list[tuple[str, float, float, float | None]]:
@@ -116,17 +124,67 @@ def connect(root: str | Path, pricing: Path | None = None, run_ids: list[str] | 
     return con
 
 
+class RunRef(NamedTuple):
+    """A run as ``find_runs`` lists it; ``status`` as stored (``status.effective`` says how to show it)."""
+
+    run_id: str
+    model: str
+    tag: str
+    base_tag: str
+    run_index: int
+    status: str | None
+
+
 def find_runs(root: str | Path, where: str, params: dict, con: duckdb.DuckDBPyConnection | None = None
-              ) -> list[tuple]:
-    """(run_id, model, tag, base_tag, run_index) of the runs matching ``where``, reading five columns of the
-    runs table only, so that a command can then ``connect`` to just those runs' partitions (pass the same
-    ``con`` to both to save a database)."""
+              ) -> list[RunRef]:
+    """The runs matching ``where``, reading six columns of the runs table only, so that a command can then
+    ``connect`` to just those runs' partitions (pass the same ``con`` to both to save a database)."""
     pattern = str(Path(root) / "tables" / "runs" / "*" / "part-*.parquet").replace("'", "''")
     try:
-        return (con or duckdb.connect()).execute(
-            "SELECT run_id, model, tag, base_tag, run_index "
+        rows = (con or duckdb.connect()).execute(
+            "SELECT run_id, model, tag, base_tag, run_index, status "
             f"FROM read_parquet('{pattern}', union_by_name = true) "
             f"QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1 AND ({where}) "
             "ORDER BY model, run_index, tag", params).fetchall()
     except duckdb.IOException:  # no runs at all yet
         return []
+    return [RunRef(*r) for r in rows]
+
+
+@dataclass
+class Selection:
+    """The runs a ``--tag`` names: one run, or the family ``{tag}-run1 … N`` (``family``)."""
+
+    tag: str
+    runs: list[RunRef]
+    family: bool
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [r.run_id for r in self.runs]
+
+    @property
+    def models(self) -> list[str]:
+        return list(dict.fromkeys(r.model for r in self.runs))
+
+
+def select_runs(root: str | Path, tag: str, model: str | None = None, runs: int | None = None,
+                prefer_family: bool = False) -> Selection:
+    """The run tagged ``tag``, or the family ``{tag}-run1 … N`` when there is no such run, when ``runs`` asks
+    for the first N members, or when ``prefer_family``. One rule for every reader (view, compare, report)."""
+    found = find_runs(root, "(tag = $tag OR base_tag = $tag) AND ($model IS NULL OR model = $model)",
+                      {"tag": tag, "model": model})
+    exact = [r for r in found if r.tag == tag]
+    family = [r for r in found if r.tag != tag and r.base_tag == tag]
+    if runs is not None:
+        family = [r for r in family if r.run_index <= runs]
+    if family and (runs is not None or prefer_family or not exact):
+        if runs is not None and len({r.run_index for r in family}) < runs:
+            raise UsageError(f"--runs {runs} asked for, but only {len({r.run_index for r in family})} runs of "
+                             f"{tag!r} exist")
+        return Selection(tag, family, True)
+    if not exact:
+        tags = sorted({r.tag for r in find_runs(root, "true", {})})
+        raise UsageError(f"no run tagged {tag!r}{f' for model {model!r}' if model else ''} under {root}"
+                         f"; tags there: {', '.join(tags[:20]) or 'none'}{' …' if len(tags) > 20 else ''}")
+    return Selection(tag, exact, False)

@@ -136,7 +136,7 @@ class Store:
         """Hold the run's lock; a second writer fails at once with a clear message."""
         path = self.root / "locks" / f"{run_id}.lock"
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(path, timeout=0)
+        lock = FileLock(path, timeout=0.5)  # a reader's probe (``status.writer_alive``) holds it for microseconds
         try:
             lock.acquire()
         except Timeout:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from rich.markup import escape
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -31,34 +31,58 @@ def _num(value: float | None, signed: bool = False) -> str:
     return "" if value is None else (f"{value:+.2f}" if signed else f"{value:.2f}")
 
 
-def render_detail(d: Detail) -> str:
-    """The detail panel as Rich markup (also what the tests read)."""
-    out = [f"[b]{escape(d.benchmark)} / {escape(d.question_id)}[/b]" + (f"  ({escape(d.category)})" if d.category
-                                                                        else "")]
+def render_detail(d: Detail) -> Text:
+    """The detail panel (also what the tests read). Built from Text pieces, never from markup: answers and
+    judge replies hold arbitrary brackets (truncated JSON, ``[0, 1)``, ``[/b]``, ``[[8]]``)."""
+    out = Text()
+
+    def line(*parts: str | tuple[str, str]) -> None:
+        out.append("\n" if out else "")
+        out.append_text(Text.assemble(*parts))
+
+    def head(title: str) -> None:
+        line("")
+        line((title, "bold"))
+
+    line((f"{d.benchmark} / {d.question_id}", "bold"), f"  ({d.category})" if d.category else "")
     for i, turn in enumerate(d.turns, start=1):
-        out += ["", f"[b]Prompt{f' (turn {i})' if len(d.turns) > 1 else ''}[/b]", escape(turn)]
+        head(f"Prompt{f' (turn {i})' if len(d.turns) > 1 else ''}")
+        line(turn)
     if d.reference:
-        out += ["", "[b]Reference[/b]", escape(d.reference)]
+        head("Reference")
+        line(d.reference)
     if d.criteria:
-        out += ["", "[b]Criteria[/b]", escape(d.criteria)]
-    out += ["", "[b]Answer[/b]" + (f"  (finish_reason: {escape(d.finish_reason)})" if d.finish_reason else "")]
-    out.append(f"[red]error: {escape(d.answer_error)}[/red]" if d.answer_error else escape(d.answer or ""))
+        head("Criteria")
+        line(d.criteria)
+    line("")
+    line(("Answer", "bold"), f"  (finish_reason: {d.finish_reason})" if d.finish_reason else "")
+    line((f"error: {d.answer_error}", "red") if d.answer_error else d.answer or "")
     if d.reasoning:
-        out += ["", "[b]Reasoning (not judged)[/b]", f"[dim]{escape(d.reasoning)}[/dim]"]
+        head("Reasoning (not judged)")
+        line((d.reasoning, "dim"))
     for j in d.judgements:
         score = NONE if j["score"] is None else f"{j['score']:g}"
-        out += ["", f"[b]Judge {escape(j['judge'])}[/b]: score {score}"
-                + (f" (scale {j['score_scale']})" if j["score_scale"] else "")
-                + f", parsed by {escape(j['parse_method'] or NONE)}"
-                + (f"  [red]{escape(j['error'])}[/red]" if j["error"] else "")]
-        out.append(escape(j["judge_output"]) if j["judge_output"] else "[dim](no judge reply stored)[/dim]")
+        line("")
+        line((f"Judge {j['judge']}", "bold"), f": score {score}",
+             f" (scale {j['score_scale']})" if j["score_scale"] else "",
+             f", parsed by {j['parse_method'] or NONE}",
+             f", prompt {j['prompt_hash']}" if j.get("prompt_hash") else "",
+             (f"  {j['error']}", "red") if j["error"] else "")
+        line(j["judge_output"] if j["judge_output"] else ("(no judge reply stored)", "dim"))
         if j["fallback_output"]:
-            out += ["[i]Fallback reply:[/i]", escape(j["fallback_output"])]
+            line(("Fallback reply:", "italic"))
+            line(j["fallback_output"])
+    if d.history:
+        head("Earlier judgements (history, not counted)")
+        for h in d.history:
+            score = NONE if h["score"] is None else f"{h['score']:g}"
+            why = "of an earlier answer text" if h["lineage"] == "stale" else "superseded by a later judgement"
+            line(f"{h['judge']}: score {score}, prompt {h['prompt_hash'] or NONE}, {why}")
     if d.passes:
-        out += ["", "[b]Pass deltas[/b]"]
+        head("Pass deltas")
         for p in d.passes:
-            out.append(f"{escape(p['pass_name'])}: {p['delta']:+.2f}  {escape(p['reason'] or 'nothing found')}")
-    return "\n".join(out)
+            line(f"{p['pass_name']}: {p['delta']:+.2f}  {p['reason'] or 'nothing found'}")
+    return out
 
 
 class InspectApp(App):

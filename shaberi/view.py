@@ -16,7 +16,8 @@ from pathlib import Path
 import duckdb
 
 from .errors import UsageError
-from .sql import connect, find_runs
+from .sql import connect, select_runs
+from .status import effective, worst, writer_alive
 
 __all__ = ["Report", "build", "clustered_se"]
 
@@ -30,6 +31,9 @@ class Section:
     runs: list[str]
     columns: list[str]
     rows: list[list] = field(default_factory=list)
+    status: str = "ok"  # the run's (a family: the worst member's), interrupted when its writer died
+    notes: list[str] = field(default_factory=list)  # what the numbers leave out: excluded runs, stale judgements
+    prompt_hashes: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> judging prompts scored
 
 
 @dataclass
@@ -38,7 +42,7 @@ class Report:
     multi: bool
     sections: list[Section]
     token_columns: list[str]
-    tokens: list[list]
+    tokens: list[list]  # by stage, then a Total row
 
 
 def clustered_se(scores: list[float], clusters: list[str]) -> float | None:
@@ -57,32 +61,22 @@ def clustered_se(scores: list[float], clusters: list[str]) -> float | None:
 
 def build(results_dir: Path, tag: str, runs: int | None = None, model: str | None = None, judge: str | None = None,
           pricing: Path | None = None, clustered: bool = False) -> Report:
-    found = find_runs(results_dir, "(tag = $tag OR base_tag = $tag) AND ($model IS NULL OR model = $model)",
-                      {"tag": tag, "model": model})
-    exact = [r for r in found if r[2] == tag]
-    family = [r for r in found if r[2] != tag and r[3] == tag]
-    if runs is not None:
-        family = [r for r in family if r[4] <= runs]
-    chosen = family if family and (runs is not None or not exact) else exact
-    if not chosen:
-        tags = sorted({r[2] for r in find_runs(results_dir, "true", {})})
-        raise UsageError(f"no run tagged {tag!r}{f' for model {model!r}' if model else ''} under {results_dir}"
-                         f"; tags there: {', '.join(tags) or 'none'}")
-    multi = chosen is family
-    con = connect(results_dir, pricing, [r[0] for r in chosen])  # read only the chosen runs' partitions
-    if multi and runs is not None and len({r[4] for r in chosen}) < runs:
-        raise UsageError(f"--runs {runs} asked for, but only {len({r[4] for r in chosen})} runs of {tag!r} exist")
+    chosen = select_runs(results_dir, tag, model, runs)
+    con = connect(results_dir, pricing, chosen.run_ids)  # read only the chosen runs' partitions
+    statuses = {r.run_id: effective(r.status, writer_alive(results_dir, r.run_id)) for r in chosen.runs}
     sections = []
-    for m in dict.fromkeys(r[1] for r in chosen):
-        run_ids = [r[0] for r in chosen if r[1] == m]
+    for m in chosen.models:
+        run_ids = [r.run_id for r in chosen.runs if r.model == m]
         for j in _judges(con, run_ids, judge):
-            sections.append(_multi(con, m, j, run_ids, tag, clustered) if multi else _single(con, m, j, run_ids[0]))
+            section = _multi(con, m, j, run_ids, tag, clustered) if chosen.family else _single(con, m, j, run_ids[0])
+            section.status = worst([statuses[r] for r in run_ids])
+            sections.append(section)
     token_cols = ["stage", "requests", "cached_requests", "prompt_tokens", "completion_tokens", "cost_usd", "priced"]
-    tokens = con.execute(
-        "SELECT stage, sum(requests), sum(cached_requests), sum(prompt_tokens), sum(completion_tokens), "
-        "sum(cost_usd), bool_and(priced) FROM cost WHERE list_contains($ids, run_id) GROUP BY stage ORDER BY stage",
-        {"ids": [r[0] for r in chosen]}).fetchall()
-    return Report(tag, multi, sections, token_cols, [list(t) for t in tokens])
+    tokens = [list(t) for t in con.execute(
+        "SELECT coalesce(stage, 'Total'), sum(requests), sum(cached_requests), sum(prompt_tokens), "
+        "sum(completion_tokens), sum(cost_usd), bool_and(priced) FROM cost WHERE list_contains($ids, run_id) "
+        "GROUP BY ROLLUP (stage) ORDER BY stage IS NULL, stage", {"ids": chosen.run_ids}).fetchall()]
+    return Report(tag, chosen.family, sections, token_cols, tokens)
 
 
 def _judges(con: duckdb.DuckDBPyConnection, run_ids: list[str], judge: str | None) -> list[str]:
@@ -106,24 +100,32 @@ def _benchmarks(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[tupl
 
 
 def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str) -> Section:
-    section = Section(model, judge, [run_id], ["benchmark", "score", "baseline", "n", "null", "errors", "note"])
+    section = Section(model, judge, [run_id], ["benchmark", "score", "baseline", "n", "null", "errors", "not_judged",
+                                               "note"])
     got = {r[0]: r[1:] for r in con.execute(
-        "SELECT benchmark, score, baseline_score, n, n_null, n_error + n_judge_error FROM benchmark_scores "
-        "WHERE run_id = $run AND judge = $judge", {"run": run_id, "judge": judge}).fetchall()}
+        "SELECT benchmark, score, baseline_score, n, n_null, n_error + n_judge_error, n_not_judged, n_stale, "
+        "prompt_hashes FROM benchmark_scores WHERE run_id = $run AND judge = $judge",
+        {"run": run_id, "judge": judge}).fetchall()}
     for bench, title in _benchmarks(con, [run_id]):
         if bench not in got:
-            section.rows.append([title, None, None, 0, 0, 0, "not run"])
+            section.rows.append([title, None, None, 0, 0, 0, 0, "not run"])
             continue
-        score, baseline, n, null, errors = got[bench]
-        note = "no scores" if score is None else ("with pass deltas" if baseline != score else "")
-        section.rows.append([title, score, baseline, n, null, errors, note])
+        score, baseline, n, null, errors, not_judged, stale, prompts = got[bench]
+        notes = ["no scores" if score is None else ("with pass deltas" if baseline != score else "")]
+        if not_judged:
+            notes.append(f"{not_judged} not judged" + (f" ({stale} judged as an earlier answer: stale)" if stale
+                                                        else ""))
+        if len(prompts) > 1:
+            notes.append(f"{len(prompts)} judging prompt versions")
+        section.prompt_hashes[bench] = prompts
+        section.rows.append([title, score, baseline, n, null, errors, not_judged, "; ".join(x for x in notes if x)])
     overall = con.execute("SELECT overall, baseline_overall, complete FROM run_scores WHERE run_id = $run AND judge = "
                           "$judge", {"run": run_id, "judge": judge}).fetchone()
-    if overall:
-        section.rows.append(["Overall", overall[0], overall[1], None, None, None,
+    if overall and overall[0] is not None:
+        section.rows.append(["Overall", overall[0], overall[1], None, None, None, None,
                              "" if overall[2] else "not every benchmark has a score"])
     else:
-        section.rows.append(["Overall", None, None, None, None, None, "no scores"])
+        section.rows.append(["Overall", None, None, None, None, None, None, "no scores"])
     return section
 
 
@@ -132,13 +134,21 @@ def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list
     section = Section(model, judge, run_ids,
                       ["benchmark", "mean", "std_dev", "ci_low", "ci_high", "min", "max", "runs", "se_clustered",
                        "baseline_mean"])
+    excluded = con.execute(  # members that did less than the family: their numbers would mix another average in
+        "SELECT r.run_id, r.tag, c.incomplete_benchmarks FROM run_completeness c JOIN runs r USING (run_id) "
+        "WHERE NOT c.complete AND c.judge = $judge AND r.model = $model ORDER BY r.run_index",
+        {"judge": judge, "model": model}).fetchall()
+    counted = [r for r in run_ids if r not in {e[0] for e in excluded}]
+    if excluded:
+        section.notes.append("left out, incomplete: " + ", ".join(
+            f"{t} (missing in {', '.join(b)})" for _, t, b in excluded))
     stats = {r[0]: r[1:] for r in con.execute(
         "SELECT benchmark, mean, sd, ci_low, ci_high, min, max, runs, baseline_mean FROM multi_run_stats "
-        "WHERE base_tag = $tag AND "
-        "model = $model AND judge = $judge", {"tag": tag, "model": model, "judge": judge}).fetchall()}
+        "WHERE base_tag = $tag AND model = $model AND judge = $judge",
+        {"tag": tag, "model": model, "judge": judge}).fetchall()}
     per_question = con.execute(
         "SELECT benchmark, question_id, score_10 FROM scores WHERE list_contains($ids, run_id) AND strategy = '' "
-        "AND score_10 IS NOT NULL AND ($judge = '*' OR judge = $judge)", {"ids": run_ids, "judge": judge}).fetchall(
+        "AND score_10 IS NOT NULL AND ($judge = '*' OR judge = $judge)", {"ids": counted, "judge": judge}).fetchall(
     ) if clustered else []
     for bench, title in [*_benchmarks(con, run_ids), ("overall", "Overall")]:
         if bench not in stats:
@@ -149,3 +159,4 @@ def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list
         *values, baseline = stats[bench]
         section.rows.append([title, *values, se, baseline])
     return section
+

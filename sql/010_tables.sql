@@ -1,4 +1,4 @@
--- Thin views over the Parquet lake, one per table in shaberi/schema.py.
+-- Thin views over the Parquet lake, one per table in shaberi/schema.py (judgements: judgement_rows).
 -- raw_<table> (created by shaberi/sql.py) holds every stored row plus _file; a key written twice
 -- keeps its latest row, as the store's compaction does. token_usage rows are increments: summed.
 
@@ -15,10 +15,12 @@ SELECT * EXCLUDE (_file) FROM raw_answers
 QUALIFY row_number() OVER (
     PARTITION BY run_id, benchmark, question_id, sample_index, strategy ORDER BY created_at DESC, _file DESC) = 1;
 
-CREATE OR REPLACE VIEW judgements AS
+-- Every stored judgement version (one per answer, judge, judging prompt and judged text); which of them
+-- count is the lineage rule's business (015_lineage.sql defines `judgements` from these).
+CREATE OR REPLACE VIEW judgement_rows AS
 SELECT * EXCLUDE (_file) FROM raw_judgements
 QUALIFY row_number() OVER (
-    PARTITION BY run_id, benchmark, question_id, sample_index, strategy, judge
+    PARTITION BY run_id, benchmark, question_id, sample_index, strategy, judge, prompt_hash, answer_hash
     ORDER BY created_at DESC, _file DESC) = 1;
 
 CREATE OR REPLACE VIEW pass_deltas AS

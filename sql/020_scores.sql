@@ -1,11 +1,13 @@
--- scores: every judgement's score after the pass deltas, clamped to the benchmark's scale, with the
+-- scores: every current judgement's score after the pass deltas, clamped to the benchmark's scale, with the
 -- judge's original score kept beside it. Without a delta the judge's score is used as it is (legacy
 -- files hold a few out-of-scale scores, which the original leaderboard averaged as they were).
 -- A pass delta with judge = '' applies to every judge, and only to judgements of the text it checked
 -- (answer_hash; legacy judgements have none); passes lists the passes that changed the score.
 -- A null judge score stays null whatever the passes say (never 0). Questions in excluded_questions
--- (Tengu 61–65, present in legacy imports) are left out.
-CREATE OR REPLACE VIEW scores AS
+-- (Tengu 61–65, present in legacy imports) are left out. prompt_hash says which judging prompt gave it.
+-- scores_using(['name@version', …]) applies only those passes (compare: the passes both sides ran);
+-- scores_using(NULL) applies every pass, and is the scores view.
+CREATE OR REPLACE MACRO scores_using(use_passes) AS TABLE
 WITH deltas AS (
     SELECT j.run_id, j.benchmark, j.question_id, j.sample_index, j.strategy, j.judge,
            sum(d.delta) AS pass_delta, list(d.pass_name ORDER BY d.pass_name) AS passes
@@ -15,6 +17,7 @@ WITH deltas AS (
      AND d.sample_index = j.sample_index AND d.strategy = j.strategy AND (d.judge = j.judge OR d.judge = '')
      AND (d.answer_hash = j.answer_hash OR d.answer_hash IS NULL OR j.answer_hash IS NULL)  -- the same text
     WHERE d.delta <> 0  -- a 0 row records that a pass looked and found nothing: it changes nothing
+      AND (use_passes IS NULL OR list_contains(use_passes, d.pass_name || '@' || coalesce(d.pass_version, '')))
     GROUP BY ALL
 )
 SELECT j.run_id, j.benchmark, j.question_id, j.sample_index, j.strategy, j.judge,
@@ -25,8 +28,11 @@ SELECT j.run_id, j.benchmark, j.question_id, j.sample_index, j.strategy, j.judge
        j.score * b.to_ten AS original_score_10,
        CASE WHEN d.pass_delta IS NULL OR j.score IS NULL THEN j.score
             ELSE least(greatest(j.score + d.pass_delta, b.scale_min), b.scale_max) END * b.to_ten AS score_10,
-       b.scale_min, b.scale_max, j.parse_method, j.error, coalesce(d.passes, []) AS passes
+       b.scale_min, b.scale_max, j.parse_method, j.error, coalesce(d.passes, []) AS passes,
+       j.prompt_hash, j.answer_hash
 FROM judgements j
 JOIN benchmark_info b USING (benchmark)
 LEFT JOIN deltas d USING (run_id, benchmark, question_id, sample_index, strategy, judge)
 WHERE NOT EXISTS (SELECT 1 FROM excluded_questions x WHERE x.benchmark = j.benchmark AND x.question_id = j.question_id);
+
+CREATE OR REPLACE VIEW scores AS SELECT * FROM scores_using(NULL);

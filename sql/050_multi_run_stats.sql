@@ -1,14 +1,21 @@
--- multi_run_stats: across the runs of a base tag ({tag}-run1 … {tag}-runN), per model, judge and
--- benchmark (and 'overall'): mean, sample sd, the 95 % margin from the t distribution (scipy's
--- quantile via t_quantile), the interval, min, max, the number of runs and the values in run order;
--- baseline_mean is the mean without pass deltas.
+-- multi_run_stats: across the runs of a family ({tag}-run1 … {tag}-runN), per model, judge and benchmark
+-- (and 'overall'): mean, sample sd, the 95 % margin from the t distribution (scipy's quantile via
+-- t_quantile), the interval, min, max, the number of runs and the values in run order; baseline_mean is
+-- the mean without pass deltas. Only complete runs count (run_completeness; a run with no
+-- question to do is complete: a member that ran fewer
+-- benchmarks or questions, or was not judged by this judge, would mix a different average in);
+-- excluded_runs lists the others by tag.
 CREATE OR REPLACE VIEW multi_run_stats AS
-WITH per_run AS (
+WITH counted AS (
+    SELECT s.* FROM benchmark_scores s LEFT JOIN run_completeness c USING (run_id, judge)
+    WHERE coalesce(c.complete, true) AND s.tag <> s.base_tag
+), per_run AS (
     SELECT base_tag, model, judge, benchmark, title, position, run_index, score, baseline_score
-    FROM benchmark_scores WHERE score IS NOT NULL
+    FROM counted WHERE score IS NOT NULL
     UNION ALL
-    SELECT base_tag, model, judge, 'overall', 'Overall', 1000, run_index, overall, baseline_overall
-    FROM run_scores WHERE overall IS NOT NULL
+    SELECT r.base_tag, r.model, r.judge, 'overall', 'Overall', 1000, r.run_index, r.overall, r.baseline_overall
+    FROM run_scores r LEFT JOIN run_completeness c USING (run_id, judge)
+    WHERE coalesce(c.complete, true) AND r.tag <> r.base_tag AND r.overall IS NOT NULL
 ), summary AS (
     SELECT base_tag, model, judge, benchmark, title, position,
            count(*) AS runs, avg(score) AS mean, stddev_samp(score) AS sd,
@@ -16,5 +23,11 @@ WITH per_run AS (
            min(score) AS min, max(score) AS max, list(score ORDER BY run_index) AS "values",
            avg(baseline_score) AS baseline_mean
     FROM per_run GROUP BY ALL
+), excluded AS (
+    SELECT r.model, r.base_tag, c.judge, list(r.tag ORDER BY r.run_index) AS excluded_runs
+    FROM run_completeness c JOIN runs r USING (run_id)
+    WHERE NOT c.complete AND r.tag <> r.base_tag
+    GROUP BY ALL
 )
-SELECT *, mean - margin AS ci_low, mean + margin AS ci_high FROM summary;
+SELECT s.*, s.mean - s.margin AS ci_low, s.mean + s.margin AS ci_high, coalesce(e.excluded_runs, []) AS excluded_runs
+FROM summary s LEFT JOIN excluded e USING (model, base_tag, judge);

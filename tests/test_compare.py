@@ -43,7 +43,7 @@ def planted(tmp_path):
 
 def test_planted_difference_is_detected_and_null_differences_are_not(planted):
     root, a, b = planted
-    got = {c.benchmark: c for c in compare(root, "base", "new")}
+    got = {c.benchmark: c for c in compare(root, "base", "new").benchmarks}
     elyza, tengu, rakuda = got["elyza"], got["tengu"], got["rakuda"]
     assert elyza.verdict == "B better" and elyza.ci_low > 0 and elyza.p_wilcoxon_holm < 0.05
     assert tengu.verdict == "n.s." and tengu.ci_low < 0 < tengu.ci_high and tengu.p_wilcoxon_holm >= 0.05
@@ -53,7 +53,10 @@ def test_planted_difference_is_detected_and_null_differences_are_not(planted):
     assert elyza.n == 60 and elyza.diff == pytest.approx(d.mean(), abs=1e-12)
     assert elyza.p_wilcoxon == pytest.approx(stats.wilcoxon(d).pvalue, abs=1e-12)
     assert elyza.p_t == pytest.approx(stats.ttest_rel(b["elyza"] * 2.0, a["elyza"] * 2.0).pvalue, abs=1e-12)
-    boot = stats.bootstrap((d,), np.mean, confidence_level=0.95, n_resamples=9999, method="BCa", random_state=0)
+    # The interval is adjusted for the three benchmarks (Bonferroni), as the verdict read off it is.
+    boot = stats.bootstrap((d,), np.mean, confidence_level=1 - 0.05 / 3, n_resamples=9999, method="BCa",
+                           random_state=0)
+    assert elyza.ci_level == pytest.approx(1 - 0.05 / 3)
     assert (elyza.ci_low, elyza.ci_high) == pytest.approx(tuple(boot.confidence_interval), abs=1e-12)
     # Holm over the three benchmarks' Wilcoxon p-values (the smallest is multiplied by 3).
     assert elyza.p_wilcoxon_holm == pytest.approx(min(1.0, 3 * elyza.p_wilcoxon), abs=1e-12)
@@ -73,7 +76,9 @@ def test_compare_cli_formats_and_errors(planted):
     root = str(planted[0])
     out = shaberi("compare", "base", "new", "--format", "json", "--results-dir", root)
     assert out.returncode == 0, out.stderr
-    assert [c["verdict"] for c in json.loads(out.stdout)] == ["B better", "n.s.", "n.s."]
+    body = json.loads(out.stdout)
+    assert [c["verdict"] for c in body["benchmarks"]] == ["B better", "n.s.", "n.s."]
+    assert body["basis"]["judges"] == ["j"] and body["basis"]["passes"] == []
     table = shaberi("compare", "base", "new", "--format", "markdown", "--results-dir", root)
     assert "| ELYZA-tasks-100 | 60 |" in table.stdout
     missing = shaberi("compare", "base", "nope", "--results-dir", root)

@@ -13,9 +13,9 @@ from shaberi.testing import LoopbackServer
 
 from .conftest import shaberi, write_rakuda
 
-MANIFEST_KEYS = {"run_id", "tag", "base_tag", "status", "error", "stages", "model", "generation_config", "judges",
-                 "passes", "benchmarks", "tokens", "template_hashes", "git", "package_versions", "created_at",
-                 "updated_at"}
+MANIFEST_KEYS = {"run_id", "tag", "base_tag", "status", "error", "stages", "stage_detail", "model",
+                 "generation_config", "judges", "passes", "benchmarks", "tokens", "token_totals", "template_hashes", "git",
+                 "package_versions", "created_at", "updated_at"}
 
 
 def read_jsonl(path):
@@ -28,16 +28,25 @@ def test_layout_manifest_and_normalized_records(server, tmp_path):
                    "--benchmark", "rakuda", "--judge", "judge-a", "--results-dir", str(tmp_path / "r"),
                    "--data-dir", str(data))
     assert proc.returncode == 0, proc.stderr
-    run = tmp_path / "r" / "org__model" / "exp-run1"
+    run = tmp_path / "r" / "org%2Fmodel" / "exp-run1"  # folder names: percent-encoded, reversible
     manifest = json.loads((run / "manifest.json").read_text())
     assert set(manifest) >= MANIFEST_KEYS
-    assert manifest["status"] == "ok" and manifest["stages"] == {"generate": "done", "judge": "done"}
+    # One answer of three failed: the generation is partial, the judging of what there is complete.
+    assert manifest["status"] == "partial" and manifest["stages"] == {"generate": "partial", "judge": "ok"}
+    assert manifest["stage_detail"]["generate"]["calls"] == 3 and manifest["stage_detail"]["generate"]["failed"] == 1
     assert manifest["model"] == {"name": "org/model", "base_url": server.base_url, "api_key_sha256": None}
     assert manifest["judges"][0]["name"] == "judge-a" and manifest["judges"][0]["last_judged_at"]
     rakuda = manifest["benchmarks"]["rakuda"]
     assert (rakuda["questions"], rakuda["answers"], rakuda["answer_errors"]) == (3, 3, 1)
     assert rakuda["error"].startswith("HTTP 401") and rakuda["dataset"]["rows"] == 3
+    assert (rakuda["status"], rakuda["generate"]) == ("partial", "partial")
+    assert rakuda["judge"]["judge-a"] | {"error": None} == {"status": "ok", "judged": 3, "judge_failed": 0,
+                                                            "not_judged": 0, "stale": 0, "error": None}
     assert {t["stage"] for t in manifest["tokens"]} == {"generation", "judging"}
+    totals = manifest["token_totals"]
+    assert set(totals["by_stage"]) == {"generation", "judging"} and set(totals["by_benchmark"]) == {"rakuda"}
+    assert totals["run"]["prompt_tokens"] == sum(t["prompt_tokens"] for t in manifest["tokens"]) > 0
+    assert totals["run"]["requests"] == sum(t["requests"] for t in manifest["tokens"])
     assert "judging/rakuda" in manifest["template_hashes"] and "commit" in manifest["git"]
 
     art = run / "artifacts" / "shaberi"
@@ -48,15 +57,24 @@ def test_layout_manifest_and_normalized_records(server, tmp_path):
     for name in ("answers", "judgements", "scores"):
         assert (art / "normalized" / f"{name}.jsonl").is_file()
     record = read_jsonl(art / "normalized" / "judgements.jsonl")[0]
-    assert set(record) >= {"answer_id", "judge_model", "reasoning", "judge_output", "prompt_tokens",
-                           "completion_tokens"}
+    assert set(record) >= {"answer_id", "judge_model", "reasoning", "judge_output", "answer_prompt_tokens",
+                           "answer_completion_tokens", "judge_prompt_tokens", "judge_completion_tokens"}
     assert record["answer_id"] == f"{manifest['run_id']}/rakuda/q0/0"
+    # reasoning is the judge's, not the candidate's think text (which stays with the answer)
+    assert record["judge_output"].startswith(record["reasoning"]) and "FINAL SCORE" not in record["reasoning"]
+    assert "まず質問を整理します" not in record["reasoning"] and record["judge_prompt_tokens"] > 0
+    assert record["answer_completion_tokens"] == answers[0]["answer_completion_tokens"] > 0
     metrics = json.loads((art / "metrics.json").read_text())
     assert {m["judge"] for m in metrics["benchmarks"]} == {"judge-a", "*"}
+    assert metrics["tokens"]["run"] == totals["run"]
 
-    summary = json.loads((tmp_path / "r" / "org__model" / "exp" / "manifest.json").read_text())
+    # The family's summary is a file of its own: no run's manifest can be there.
+    summary = json.loads((tmp_path / "r" / "org%2Fmodel" / "exp" / "family.json").read_text())
     assert summary["kind"] == "multi_run" and summary["tags"] == ["exp-run1", "exp-run2"]
+    assert [(m["tag"], m["complete"], m["status"]) for m in summary["members"]] == [
+        ("exp-run1", True, "partial"), ("exp-run2", True, "partial")]
     assert any(s["benchmark"] == "overall" and s["runs"] == 2 for s in summary["statistics"])
+    assert not (tmp_path / "r" / "org%2Fmodel" / "exp" / "manifest.json").exists()
 
     (art / "metrics.json").unlink()
     again = shaberi("export", "--tag", "exp", "--results-dir", str(tmp_path / "r"))
@@ -79,5 +97,11 @@ def test_a_run_killed_while_judging_has_a_valid_manifest(tmp_path, data_dir):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     manifest = json.loads(path.read_text())  # valid JSON: written by rename, never torn
-    assert manifest["status"] == "running" and manifest["stages"] == {"generate": "done", "judge": "running"}
+    assert manifest["status"] == "running" and manifest["stages"] == {"generate": "ok", "judge": "running"}
     assert manifest["benchmarks"]["rakuda"]["answers"] == 4
+    # The next reader sees that no process is writing it any more.
+    view = shaberi("view", "--results-dir", str(tmp_path), "--format", "json")
+    assert view.returncode == 0 and json.loads(view.stdout)["scores"][0]["status"] == "interrupted"
+    assert shaberi("export", "--results-dir", str(tmp_path)).returncode == 0
+    manifest = json.loads(path.read_text())
+    assert manifest["status"] == "interrupted" and manifest["stages"] == {"generate": "ok", "judge": "interrupted"}

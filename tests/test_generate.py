@@ -62,7 +62,7 @@ def test_runs_row_records_the_run_and_never_the_key(server, data_dir, tmp_path, 
                        generation=GenerationConfig(temperature=0.5, seed=7))
     (row,) = query(tmp_path, "SELECT run_id, tag, model, status, api_key_sha256, generation_config, datasets, "
                              "prompt_hashes, benchmarks, package_versions, concurrency_history FROM runs")
-    assert row[0] == info.run_id == run_id_for("m", "t1") and row[1:4] == ("t1", "m", "complete")
+    assert row[0] == info.run_id == run_id_for("m", "t1") and row[1:4] == ("t1", "m", "ok")
     assert len(row[4]) == 12 and "secret" not in row[4]
     assert orjson.loads(row[5]) == {"temperature": 0.5, "max_tokens": 6000, "frequency_penalty": None, "seed": 7,
                                     "samples": 1, "judging": {"temperature": 0.0, "max_tokens": 1024}}
@@ -153,6 +153,6 @@ def test_a_run_killed_mid_flight_resumes_without_losing_or_repaying_work(data_di
     repaid = stats["calls"] - 315
     assert 0 <= repaid <= concurrency, f"{repaid} calls were paid twice; at most the {concurrency} in flight may be"
     assert max(stats["by_key"].values()) <= 2
-    assert query(tmp_path, "SELECT status FROM runs") == [("complete",)]
+    assert query(tmp_path, "SELECT status FROM runs") == [("ok",)]
     # token_usage counts every call whose answer came back; the few in flight at the kill died with it.
     assert query(tmp_path, "SELECT sum(requests) FROM token_usage") == [(stats["calls"] - repaid,)]

@@ -61,10 +61,12 @@ def test_view_formats_single_run_and_table(three_runs):
     assert "| Benchmark | Mean | Std Dev | 95% CI | Range |" in md.stdout and "(2 runs)" in md.stdout
     single = shaberi("view", "--tag", "exp-run2", "--format", "csv", "--results-dir", results)
     lines = list(csv.reader(io.StringIO(single.stdout)))
-    assert lines[0] == ["model", "judge", "benchmark", "score", "baseline", "n", "null", "errors", "note"]
-    by_bench = {r[2]: r for r in lines[1:6]}
+    assert lines[0] == ["model", "judge", "status", "benchmark", "score", "baseline", "n", "null", "errors",
+                        "not_judged", "note"]
+    by_bench = {r[3]: r for r in lines[1:6]}
     assert by_bench["MT-Bench"][-1] == "not run" and by_bench["Overall"][-1] == "not every benchmark has a score"
-    assert float(by_bench["Rakuda"][3]) == query(three_runs, "SELECT score FROM benchmark_scores b JOIN runs r USING "
+    assert by_bench["Rakuda"][2] == "ok"
+    assert float(by_bench["Rakuda"][4]) == query(three_runs, "SELECT score FROM benchmark_scores b JOIN runs r USING "
                                                              "(run_id) WHERE r.tag = 'exp-run2' AND benchmark = "
                                                              "'rakuda' AND judge = 'j'")[0][0]
 

@@ -111,18 +111,40 @@ def locate(name: str, data_dir: Path, key: str = "file") -> Path:
 
 def read_rows(path: Path) -> list[dict]:
     """Rows of a JSON Lines, JSON array, CSV or Parquet file, with the file's own column names."""
+    return read_located(path)[0]
+
+
+def read_located(path: Path) -> tuple[list[dict], list[str]]:
+    """The rows, and where each one is: ``file:line`` (JSON Lines, CSV) or ``file row n`` (JSON array,
+    Parquet), for error messages that point at the row."""
     try:
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
 
-            return pq.read_table(path).to_pylist()
+            rows = pq.read_table(path).to_pylist()
+            return rows, [f"{path} row {i}" for i in range(1, len(rows) + 1)]
         if path.suffix == ".csv":
             with open(path, newline="", encoding="utf-8-sig") as fh:
-                return list(csv.DictReader(fh))
+                reader = csv.DictReader(fh)
+                rows, where, start = [], [], 2
+                for row in reader:
+                    rows.append(row)
+                    where.append(f"{path}:{start}")
+                    start = reader.line_num + 1
+                return rows, where
         text = path.read_bytes()
         if path.suffix == ".json" and text.lstrip().startswith(b"["):
-            return orjson.loads(text)
-        return [orjson.loads(line) for line in text.splitlines() if line.strip()]
+            rows = orjson.loads(text)
+            return rows, [f"{path} row {i}" for i in range(1, len(rows) + 1)]
+        numbered = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+        rows, where = [], []
+        for n, line in numbered:
+            try:
+                rows.append(orjson.loads(line))
+            except orjson.JSONDecodeError as exc:
+                raise DataError(f"{path}:{n}: not a JSON object ({exc})") from None
+            where.append(f"{path}:{n}")
+        return rows, where
     except (orjson.JSONDecodeError, UnicodeDecodeError, OSError, ValueError) as exc:
         raise DataError(f"cannot read {path}: {exc}") from None
 
@@ -131,11 +153,11 @@ def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:
     """Load, validate and convert one benchmark's upstream file."""
     entry = registry()[name]
     path = locate(name, data_dir)
-    rows = _checked_rows(name, path, entry["columns"], entry)
+    rows = _checked_rows(name, path, entry["columns"], entry.get("id_columns", []), entry)
     extra = {}
     if "references" in entry:
         ref_path = locate(name, data_dir, "references")
-        extra["references"] = _checked_rows(name, ref_path, entry["reference_columns"], entry)
+        extra["references"] = _checked_rows(name, ref_path, entry["reference_columns"], ["question_id"], entry)
     questions = list(itertools.islice(BENCHMARKS[name].convert(rows, **extra), limit))
     if not questions:
         raise DataError(f"{name}: {path} holds no questions; re-download it with: shaberi data pull")
@@ -143,16 +165,27 @@ def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:
     return Dataset(name, path, digest, len(rows), questions, digest in entry.get("sha256", []))
 
 
-def _checked_rows(name: str, path: Path, columns: list, entry: dict) -> list[dict]:
-    rows = read_rows(path)
-    if rows:
-        alternatives = [[c] if isinstance(c, str) else c for c in columns]
-        missing = ["/".join(a) for a in alternatives if not any(c in rows[0] for c in a)]
-        if missing:
+def _checked_rows(name: str, path: Path, columns: list, id_columns: list[str], entry: dict) -> list[dict]:
+    """The file's rows, refused (pointing at the row) when one lacks a required column or repeats a question
+    id: a repeated id would file one answer under another question's id."""
+    rows, where = read_located(path)
+    alternatives = [[c] if isinstance(c, str) else c for c in columns]
+    seen: dict[str, str] = {}
+    for row, at in zip(rows, where, strict=True):
+        if not isinstance(row, dict):
+            raise DataError(f"{name}: {at}: not a JSON object")
+        if missing := ["/".join(a) for a in alternatives if not any(c in row for c in a)]:
             raise DataError(
-                f"{name}: {path} lacks the upstream column(s) {', '.join(missing)} "
-                f"(it has {', '.join(rows[0])}); use the file from {entry.get('hf_repo') or entry.get('source')}"
+                f"{name}: {at}: the row lacks the upstream column(s) {', '.join(missing)} "
+                f"(it has {', '.join(row) or 'none'}); use the file from {entry.get('hf_repo') or entry.get('source')}"
             )
+        key = next((c for c in id_columns if row.get(c) not in (None, "")), None)
+        if key is not None:
+            qid = str(row[key])
+            if qid in seen:
+                raise DataError(f"{name}: {at}: question id {qid} repeats {seen[qid]}; every question needs its own "
+                                f"{key}")
+            seen[qid] = at
     return rows
 
 

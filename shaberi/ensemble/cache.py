@@ -19,6 +19,7 @@ from ..benchmarks import Dataset, read_rows
 from ..client import ChatClient
 from ..errors import DataError, UsageError
 from ..generate import GenerationConfig, Progress, generate
+from ..lineage import answer_hash
 from ..pipeline import write_questions
 from ..prompts import generation_template, template_hash
 from ..run import RunInfo, validate_name
@@ -45,7 +46,7 @@ class CacheEntry:
 
 def entries(results_dir: Path, model: str | None = None) -> list[CacheEntry]:
     found = []
-    for run_id, run_model, tag, _, _ in find_runs(results_dir, "tag LIKE 'ensemble-%'", {}):
+    for run_id, run_model, tag, *_ in find_runs(results_dir, "tag LIKE 'ensemble-%'", {}):
         m = _TAG.match(tag)
         if m and (model is None or run_model == model):
             t = m["temperature"]
@@ -93,7 +94,7 @@ async def generate_cache(results_dir: Path, model: str, dataset: Dataset, client
         store.replace("runs", info.run_id, [info.row("running")])
         write_questions(store, info.run_id, [dataset])
         await generate(store, info.run_id, model, [dataset], client, config, progress=progress)
-        store.replace("runs", info.run_id, [info.row("complete", None, client.limiter.history)])
+        store.replace("runs", info.run_id, [info.row("ok", None, client.limiter.history)])
     return info.run_id
 
 
@@ -126,10 +127,11 @@ def import_responses(results_dir: Path, model: str, dataset: Dataset, files: lis
             if r is None or r.get("response") is None:
                 rows.append(base | {"error": f"no response in {path.name}", "error_type": "missing"})
             else:
-                rows.append(base | {"content": str(r["response"]), "finish_reason": "recorded"})
+                rows.append(base | {"content": str(r["response"]), "answer_hash": answer_hash(str(r["response"])),
+                                    "finish_reason": "recorded"})
     store = Store(results_dir)
     with store.lock(info.run_id, f"import of {model!r} {dataset.benchmark!r}"):
-        store.replace("runs", info.run_id, [info.row("complete")])
+        store.replace("runs", info.run_id, [info.row("ok")])
         write_questions(store, info.run_id, [dataset])
         store.replace("answers", info.run_id, rows)
     return info.run_id, counts

@@ -24,7 +24,7 @@ from ..benchmarks import Question
 from ..client import LLM
 from ..dispatch import Dispatcher
 from ..errors import LLMError, UsageError
-from ..judge import answer_hash
+from ..lineage import answer_hash
 from ..prompts import template_hash
 from ..store import Journal, Store, now_us
 from . import cache
@@ -150,8 +150,8 @@ class _Entry:
                 self.consensus[(a["question_id"], a["strategy"])] = (a["request_hash"], a["content"])
             else:
                 self.members[a["question_id"]][a["sample_index"]] = None if a["error"] else a["content"]
-        self.grades = {(j["question_id"], j["sample_index"], j["strategy"], j["judge"]):
-                       (j["answer_hash"], j["prompt_hash"], j["score"], j["parse_method"])
+        self.grades = {(j["question_id"], j["sample_index"], j["strategy"], j["judge"], j["answer_hash"],
+                        j["prompt_hash"]): (j["score"], j["parse_method"])
                        for j in store.read("judgements", run_id, ["question_id", "sample_index", "strategy", "judge",
                                                                   "answer_hash", "prompt_hash", "score",
                                                                   "parse_method"]).to_pylist()}
@@ -286,7 +286,7 @@ class _Grading:
         # The same text for the same question is graded once, whichever member or strategy wrote it.
         self.by_text: dict[tuple[str, str, str, str], tuple[int, str, str | None]] = {
             (qid, judge_name, version, a_hash): (int(score or 0), method, None)
-            for (qid, _, _, judge_name), (a_hash, version, score, method) in cached.grades.items()}
+            for (qid, _, _, judge_name, a_hash, version), (score, method) in cached.grades.items()}
 
     def get(self, qid: str, sample_index: int, strategy: str) -> tuple[int, int]:
         """(correct, attempted) as 0/1."""
@@ -306,9 +306,9 @@ class _Grading:
             question = self.cached.questions[qid]
             judge, version = self._judge_name(question)
             a_hash = answer_hash(text)
-            old = self.cached.grades.get((qid, index, strategy, judge))
-            if old is not None and old[0] == a_hash and old[1] == version:
-                self.results[(qid, index, strategy)] = (int(old[2] or 0), int(old[3] != "NOT_ATTEMPTED"))
+            old = self.cached.grades.get((qid, index, strategy, judge, a_hash, version))
+            if old is not None and old[1] != "judge_error":  # a failed grading call is asked again
+                self.results[(qid, index, strategy)] = (int(old[0] or 0), int(old[1] != "NOT_ATTEMPTED"))
                 continue
             same = self.by_text.get((qid, judge, version, a_hash))
             if text is None:  # an error answer: wrong, and never sent to a judge

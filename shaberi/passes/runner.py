@@ -11,7 +11,7 @@ any stored verdict whose answer text, model and prompt are unchanged, and calls 
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -23,7 +23,7 @@ from .. import benchmarks as bm
 from ..client import Completion
 from ..dispatch import Dispatcher
 from ..errors import LLMError
-from ..judge import conversation_hash, earlier_turns
+from ..lineage import conversation_hash, earlier_turns
 from ..schema import TABLES
 from ..store import Journal, Store, now_us
 from . import Finding, Item, Pass
@@ -42,12 +42,21 @@ class PassProgress:
     consulted: int = 0  # model calls made this session
     reused: int = 0  # stored verdicts reused
     failed: int = 0  # model calls that failed: the rules' finding stands, the row says so
+    failures: Counter[str] = field(default_factory=Counter)  # why, by error
 
 
-async def run_passes(store: Store, run_id: str, passes: list[Pass], progress: PassProgress | None = None
+async def run_passes(store: Store, run_id: str, passes: list[Pass], progress: PassProgress | None = None,
+                     benchmarks: list[str] | None = None, questions: set[tuple[str, str]] | None = None
                      ) -> PassProgress:
+    """Run ``passes`` over the run's answers: of ``benchmarks`` and ``questions`` ((benchmark, question_id)
+    pairs) only, when given; the passes' rows outside them stay as they are."""
     progress = progress or PassProgress()
-    items = list(_items(store, run_id))
+
+    def in_scope(benchmark: str, question_id: str) -> bool:
+        return (benchmarks is None or benchmark in benchmarks) and (
+            questions is None or (benchmark, question_id) in questions)
+
+    items = [(item, h) for item, h in _items(store, run_id) if in_scope(item.benchmark, item.question_id)]
     progress.answers = len(items)
     progress.total = len(items) * len(passes)
     old = store.read("pass_deltas", run_id)
@@ -75,7 +84,9 @@ async def run_passes(store: Store, run_id: str, passes: list[Pass], progress: Pa
             progress.flagged[p.name] = sum(1 for r in rows if r["pass_name"] == p.name and r["delta"])
     finally:
         journal.close()
-    kept = old.filter(pc.invert(pc.is_in(old["pass_name"], pa.array(names))))
+    scoped = pa.array([in_scope(b, q) for b, q in zip(old["benchmark"].to_pylist(), old["question_id"].to_pylist(),
+                                                        strict=True)], pa.bool_())
+    kept = old.filter(pc.invert(pc.and_(pc.is_in(old["pass_name"], pa.array(names)), scoped)))
     fresh = pa.Table.from_pylist(rows, TABLES["pass_deltas"].schema)
     store.replace("pass_deltas", run_id, pa.concat_tables([kept, fresh]))
     store.compact("token_usage", run_id)
@@ -90,11 +101,15 @@ def _items(store: Store, run_id: str) -> Iterator[tuple[Item, str]]:
     """(Item, conversation hash) for every answer of a benchmark this version knows."""
     questions = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
                  for q in store.read("questions", run_id, ["benchmark", "question_id", "turns", "extra"]).to_pylist()}
-    scores: dict[tuple, dict] = defaultdict(dict)
-    for j in store.read("judgements", run_id, [*_KEY, "judge", "score"]).to_pylist():
-        scores[tuple(j[k] for k in _KEY)][j["judge"]] = j["score"]
-    answers = store.read("answers", run_id, [*_KEY, "content", "error", "finish_reason"]).to_pylist()
+    answers = store.read("answers", run_id, [*_KEY, "content", "error", "finish_reason", "answer_hash"]).to_pylist()
     texts = {tuple(a[k] for k in _KEY): a["content"] for a in answers}
+    current = {tuple(a[k] for k in _KEY): a["answer_hash"] for a in answers}
+    scores: dict[tuple, dict] = defaultdict(dict)
+    judged = store.read("judgements", run_id, [*_KEY, "judge", "score", "answer_hash", "created_at"])
+    for j in sorted(judged.to_pylist(), key=lambda j: j["created_at"]):  # the lineage rule: latest of this text
+        key = tuple(j[k] for k in _KEY)
+        if None in (j["answer_hash"], current.get(key)) or j["answer_hash"] == current.get(key):
+            scores[key][j["judge"]] = j["score"]
     for a in answers:
         spec = bm.BENCHMARKS.get(a["benchmark"])
         question = questions.get((a["benchmark"], a["question_id"]))
@@ -104,7 +119,8 @@ def _items(store: Store, run_id: str) -> Iterator[tuple[Item, str]]:
         key = tuple(a[k] for k in _KEY)
         item = Item(*key, prompt=asked[-1], question="\n".join(asked), content=a["content"], error=a["error"],
                     finish_reason=a["finish_reason"], scale=spec.scale, scores=scores.get(key, {}))
-        yield item, conversation_hash(earlier_turns(question, a, questions, texts), a["content"])
+        yield item, a["answer_hash"] or conversation_hash(
+            [t["assistant"] for t in earlier_turns(question, a, questions, texts)], a["content"])
 
 
 def _stored_verdicts(rows: list[dict]) -> dict[tuple, tuple[dict, int | None, int | None]]:
@@ -135,6 +151,7 @@ async def _consult(journal: Journal, run_id: str, p: Pass, asks: list[tuple[Item
                  "cached_requests": 0, "created_at": now_us()}
         if outcome is None:  # the rules' finding stands; the row says the model could not be asked
             progress.failed += 1
+            progress.failures[f"{error.error_type}: {str(error)[:120]}" if error else "unknown"] += 1
             finding.detail["detector"] = {"model": llm.model, "error": str(error)}
             rows.append(_row(run_id, p, item, finding, a_hash))
             journal.append("token_usage", usage)

@@ -1,0 +1,178 @@
+"""Honest statuses: what a run, a stage and a benchmark came to, and whether the process writing it is alive.
+
+Per benchmark and stage, from the tables (so they hold after any sequence of resumes):
+
+    ok           everything asked for is there
+    partial      some of it (the counts say what is missing)
+    failed       nothing usable: every answer errored, or every judge call failed
+    not run      the stage never ran on it
+    interrupted  the run says it is running, but no process holds its lock (killed, or the machine died)
+
+For one invocation, ``StageCalls`` counts the calls a stage made and how many failed: a stage whose every
+call failed makes the command exit with code 1 and one line naming the most common error.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["ORDER", "StageCalls", "benchmark_statuses", "describe", "effective", "generation_status", "judging_status",
+           "run_status", "stage_status", "top_error", "worst", "writer_alive"]
+
+ORDER = ("ok", "not run", "partial", "interrupted", "failed")  # better to worse
+_LEGACY = {"complete": "ok", "error": "failed"}  # statuses written before these words
+
+
+def worst(statuses: list[str]) -> str:
+    """The worst of several statuses (a run is as good as its worst benchmark); ``ok`` for none."""
+    known = [_LEGACY.get(s, s) for s in statuses if s]
+    return max(known, key=lambda s: ORDER.index(s) if s in ORDER else 0, default="ok")
+
+
+def generation_status(questions: int, answers: int, errors: int, missing: int) -> str:
+    if questions == 0 or answers == 0:
+        return "not run"
+    if missing == 0 and errors == 0:
+        return "ok"
+    return "failed" if answers - errors <= 0 else "partial"
+
+
+def judging_status(answers: int, judged: int, failed: int, not_judged: int) -> str:
+    if answers == 0 or (judged == 0 and failed == 0):
+        return "not run"
+    if failed == 0 and not_judged == 0:
+        return "ok"
+    return "failed" if judged == 0 else "partial"
+
+
+@dataclass
+class StageCalls:
+    """The calls one stage made in this invocation."""
+
+    stage: str
+    calls: int = 0
+    failed: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def all_failed(self) -> bool:
+        return self.calls > 0 and self.failed >= self.calls
+
+    @property
+    def status(self) -> str:
+        return "failed" if self.all_failed else ("partial" if self.failed else "ok")
+
+    def record(self) -> dict:
+        common = self.failures.most_common(1)
+        return {"status": self.status, "calls": self.calls, "failed": self.failed,
+                "error": common[0][0] if common else None, "error_count": common[0][1] if common else 0}
+
+
+def writer_alive(results_dir: Path, run_id: str) -> bool | None:
+    """Whether a process holds the run's lock (``Store.lock``); None when that cannot be told (a read-only
+    or foreign results root). Probes with a shared lock released at once: no file is created."""
+    try:
+        fd = os.open(Path(results_dir) / "locks" / f"{run_id}.lock", os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def effective(status: str | None, alive: bool | None) -> str:
+    """A stored status as a reader should show it: ``running`` with no live writer (``writer_alive``) is
+    ``interrupted``."""
+    status = _LEGACY.get(status or "", status or "ok")
+    return "interrupted" if status == "running" and alive is False else status
+
+
+def run_status(benchmarks: list[str]) -> str:
+    """A finished run's status from its benchmarks': something never done makes it partial, not 'not run'."""
+    status = worst(benchmarks)
+    return "partial" if status == "not run" else status
+
+
+def benchmark_statuses(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
+    """Per benchmark of the run a connection holds (``sql.connect(run_ids=[…])``): its status and, per stage,
+    the status and counts the coverage views give, with the most common error."""
+    out: dict[str, dict] = {}
+    errors = {(b, s): (e, n) for b, s, e, n in con.execute("""
+        SELECT benchmark, 'generate', error_type || ': ' || left(min(error), 120), count(*) FROM answers
+        WHERE error IS NOT NULL AND strategy = '' GROUP BY benchmark, error_type
+        QUALIFY row_number() OVER (PARTITION BY benchmark ORDER BY count(*) DESC, error_type) = 1
+        UNION ALL
+        SELECT benchmark, 'judge', left(error, 160), count(*) FROM judgements
+        WHERE error LIKE 'judge_error%' AND strategy = '' GROUP BY benchmark, error
+        QUALIFY row_number() OVER (PARTITION BY benchmark ORDER BY count(*) DESC, error) = 1
+        """).fetchall()}
+    for bench, questions, answers, answer_errors, missing in con.execute(
+            "SELECT benchmark, questions, answers, answer_errors, missing FROM answer_coverage ORDER BY benchmark"
+    ).fetchall():
+        out[bench] = {"generate": {"status": generation_status(questions, answers, answer_errors, missing),
+                                   "questions": questions, "answers": answers, "answer_errors": answer_errors,
+                                   "missing": missing, "error": errors.get((bench, "generate"))},
+                      "judge": {}, "passes": {}}
+    for judge, bench, answers, judged, failed, not_judged, stale in con.execute(
+            "SELECT judge, benchmark, answers, judged, judge_failed, not_judged, stale FROM judge_coverage "
+            "ORDER BY judge").fetchall():
+        if bench in out:
+            out[bench]["judge"][judge] = {"status": judging_status(answers, judged, failed, not_judged),
+                                          "judged": judged, "judge_failed": failed, "not_judged": not_judged,
+                                          "stale": stale, "error": errors.get((bench, "judge"))}
+    for name, bench, answers, checked, stale in con.execute(
+            "SELECT pass_name, benchmark, answers, checked, stale FROM pass_coverage ORDER BY pass_name").fetchall():
+        if bench in out:
+            out[bench]["passes"][name] = {"status": "ok" if checked == answers else "partial", "checked": checked,
+                                          "not_checked": answers - checked, "stale": stale}
+    for b in out.values():
+        b["status"] = worst([b["generate"]["status"], *(e["status"] for stage in ("judge", "passes")
+                                                          for e in b[stage].values())])
+    return out
+
+
+def stage_status(benchmark: dict, stage: str) -> str:
+    """One stage's status on a benchmark (an entry of ``benchmark_statuses``): over its judges or passes."""
+    if stage == "generate":
+        return str(benchmark["generate"]["status"])
+    parts = benchmark["judge" if stage == "judge" else "passes"].values()
+    return worst([p["status"] for p in parts]) if parts else "not run"
+
+
+def top_error(benchmarks: list[dict], stage: str) -> tuple[str | None, int]:
+    """The most common error of a stage over these benchmarks (entries of ``benchmark_statuses``)."""
+    found: Counter[str] = Counter()
+    for b in benchmarks:
+        entries = [b["generate"]] if stage == "generate" else list(b.get(stage, {}).values())
+        for e in entries:
+            if e.get("error"):
+                found[e["error"][0]] += e["error"][1]
+    common = found.most_common(1)
+    return (common[0][0], common[0][1]) if common else (None, 0)
+
+
+def describe(stage: str, record: dict) -> str:
+    """One line for a failed stage: ``judge stage: all 40 calls failed; most common: … (40)``."""
+    calls, failed = record.get("calls") or 0, record.get("failed") or 0
+    what = (f"all {calls} calls failed" if calls and failed >= calls else
+            f"{failed} of {calls} calls failed" if calls else "nothing usable")
+    why = f"; most common: {record['error']} ({record.get('error_count') or 0})" if record.get("error") else ""
+    return f"{stage} stage: {what}{why}"

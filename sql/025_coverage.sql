@@ -1,0 +1,64 @@
+-- What the scores rest on, and what they leave out.
+-- run_judges: the judges of each run: those it names (runs.judges, 'MODEL@URL') and any with stored rows.
+CREATE OR REPLACE VIEW run_judges AS
+SELECT run_id, split_part(judge, '@', 1) AS judge FROM (SELECT run_id, unnest(judges) AS judge FROM runs)
+UNION
+SELECT DISTINCT run_id, judge FROM judgement_rows WHERE strategy = '';
+
+-- answer_coverage: run × benchmark (chat benchmarks, raw answers): questions, answers stored, answer errors,
+-- and questions with no answer at all.
+CREATE OR REPLACE VIEW answer_coverage AS
+WITH q AS (
+    SELECT q.run_id, q.benchmark, q.question_id FROM questions q JOIN benchmark_info USING (benchmark)
+    WHERE NOT EXISTS (SELECT 1 FROM excluded_questions x WHERE x.benchmark = q.benchmark AND x.question_id = q.question_id)
+), a AS (
+    SELECT run_id, benchmark, question_id, count(*) AS answers, count(error) AS errors
+    FROM answers WHERE strategy = '' GROUP BY ALL
+)
+SELECT q.run_id, q.benchmark, count(*) AS questions, coalesce(sum(a.answers), 0)::BIGINT AS answers,
+       coalesce(sum(a.errors), 0)::BIGINT AS answer_errors, count(*) - count(a.question_id) AS missing
+FROM q LEFT JOIN a USING (run_id, benchmark, question_id)
+GROUP BY ALL;
+
+-- judge_coverage: run × judge × benchmark: of the run's answers, how many this judge's current judgements
+-- cover (judged: answer errors included, each with its row), how many only have a failed judge call, and
+-- how many are not judged at all — stale: judged only as an earlier text of the answer.
+CREATE OR REPLACE VIEW judge_coverage AS
+WITH a AS (
+    SELECT a.run_id, a.benchmark, a.question_id, a.sample_index FROM answers a JOIN benchmark_info USING (benchmark)
+    WHERE a.strategy = ''
+      AND NOT EXISTS (SELECT 1 FROM excluded_questions x WHERE x.benchmark = a.benchmark AND x.question_id = a.question_id)
+), h AS (
+    SELECT run_id, benchmark, question_id, sample_index, judge,
+           bool_or(lineage = 'current' AND coalesce(error NOT LIKE 'judge_error%', true)) AS judged,
+           bool_or(lineage = 'current' AND error LIKE 'judge_error%') AS failed,
+           bool_or(lineage = 'stale') AS stale
+    FROM judgement_history WHERE strategy = '' GROUP BY ALL
+)
+SELECT a.run_id, j.judge, a.benchmark, count(*) AS answers,
+       count(*) FILTER (WHERE h.judged) AS judged,
+       count(*) FILTER (WHERE h.failed AND NOT h.judged) AS judge_failed,
+       count(*) FILTER (WHERE NOT coalesce(h.judged OR h.failed, false)) AS not_judged,
+       count(*) FILTER (WHERE NOT coalesce(h.judged OR h.failed, false) AND h.stale) AS stale
+FROM a JOIN run_judges j USING (run_id)
+LEFT JOIN h ON h.run_id = a.run_id AND h.benchmark = a.benchmark AND h.question_id = a.question_id
+           AND h.sample_index = a.sample_index AND h.judge = j.judge
+GROUP BY ALL;
+
+-- pass_coverage: run × pass × benchmark: of the run's answers, how many the pass checked as they are now
+-- (its row's answer_hash is the answer's), and how many only as an earlier text (stale).
+CREATE OR REPLACE VIEW pass_coverage AS
+WITH p AS (
+    SELECT run_id, benchmark, question_id, sample_index, pass_name, answer_hash FROM pass_deltas WHERE strategy = ''
+)
+SELECT a.run_id, n.pass_name, a.benchmark, count(DISTINCT a.question_id || '/' || a.sample_index) AS answers,
+       count(DISTINCT a.question_id || '/' || a.sample_index) FILTER (
+           WHERE p.pass_name IS NOT NULL AND coalesce(p.answer_hash = a.answer_hash, true)) AS checked,
+       count(DISTINCT a.question_id || '/' || a.sample_index) FILTER (WHERE p.answer_hash <> a.answer_hash) AS stale
+FROM answers a
+JOIN benchmark_info USING (benchmark)
+JOIN (SELECT DISTINCT run_id, pass_name FROM pass_deltas) n USING (run_id)
+LEFT JOIN p ON p.run_id = a.run_id AND p.benchmark = a.benchmark AND p.question_id = a.question_id
+           AND p.sample_index = a.sample_index AND p.pass_name = n.pass_name
+WHERE a.strategy = ''
+GROUP BY ALL;
