@@ -58,7 +58,8 @@ def run(
                                              "of the adaptive limit.")] = 60,
     stages: Annotated[str | None, typer.Option("--stages", help="Comma list of generate,judge,passes [default: "
                                                "generate, judge when --judge is given, passes when --passes is "
-                                               "given]. --stages passes alone needs no --base-url.")] = None,
+                                               "given]. Without generate the candidate is never called and "
+                                               "--base-url is not needed.")] = None,
     passes: Annotated[str | None, typer.Option("--passes", help="Comma list of score-modifying passes: "
                                                "lang_mixing,repetition,format_validation.")] = None,
     pass_option: Annotated[list[str] | None, typer.Option("--pass-option", help="NAME.KEY=VALUE, repeatable, e.g. "
@@ -118,7 +119,7 @@ def run(
     from .client import AIMDConfig, ClientConfig
     from .generate import GenerationConfig
     from .judge import JudgeConfig
-    from .pipeline import RunRequest, repeated, reprocess_run
+    from .pipeline import RunRequest, check_stored, parse_stages, repeated, reprocess_run
     from .run import run_id_for
 
     if reprocess:
@@ -127,8 +128,8 @@ def run(
         changed = asyncio.run(reprocess_run(results_dir, model, tag))
         typer.echo(f"reprocessed run {run_id_for(model, tag)}: {changed} judgements changed, 0 API calls")
         return
-    passes_only = stages is not None and [x.strip() for x in stages.split(",") if x.strip()] == ["passes"]
-    if base_url is None and not passes_only:
+    stages_run = parse_stages(stages, bool(judge), bool(passes), rejudge)
+    if base_url is None and "generate" in stages_run:
         raise UsageError("--base-url is required (the OpenAI-compatible endpoint serving --model)")
     if concurrency < 1 or (judge_concurrency is not None and judge_concurrency < 1):
         raise UsageError("--concurrency and --judge-concurrency must be at least 1")
@@ -147,7 +148,11 @@ def run(
     if dry_run:
         _dry_run(request, runs, pricing)
         return
-    for each in repeated(request, runs):
+    family = repeated(request, runs)
+    if "generate" not in stages_run:  # every run of the family must have answers before any is judged
+        for each in family:
+            check_stored(each, stages_run)
+    for each in family:
         _run(each)
 
 
@@ -164,7 +169,8 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
     rows = []
     for each in repeated(request, runs):
         rows += estimate(request.results_dir, each.model, each.tag, each.base_url, datasets, each.generation,
-                         each.judges if "judge" in stages else [], each.judging.max_tokens, pricing)
+                         each.judges if "judge" in stages else [], each.judging.max_tokens, pricing,
+                         generating="generate" in stages)
     header = ["Stage", "Model", "Calls", "Reused", "Prompt tokens", "Completion (typical)", "Completion (max)",
               "Cost typical (USD)", "Cost max (USD)"]
     table = [[r.stage, r.model, f"{r.calls:,}", f"{r.reused:,}", f"~{r.prompt_tokens:,}", f"~{r.completion_tokens:,}",

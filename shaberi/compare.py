@@ -131,8 +131,9 @@ def compare(results_dir: Path, tag_a: str, tag_b: str, model: str | None = None,
     rows = _per_question(con, runs_a, runs_b, basis, keys)
     results = _statistics(rows, seed)
     if not results:
+        why = "; ".join(f"{b}: {w}" for b, w in basis.not_compared.items())
         raise UsageError(f"tags {tag_a!r} and {tag_b!r} share no scored question"
-                         f"{f' for judge {judge!r}' if judge else ''}; nothing to compare")
+                         f"{f' for judge {judge!r}' if judge else ''}{f' ({why})' if why else ''}; nothing to compare")
     return ComparisonReport(tag_a, tag_b, basis, results)
 
 

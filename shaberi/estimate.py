@@ -48,7 +48,9 @@ class Estimate:
 
 def estimate(results_dir: Path, model: str, tag: str, base_url: str, datasets: list[bm.Dataset],
              config: GenerationConfig, judges: list[str], judge_max_tokens: int,
-             pricing: Path | None) -> list[Estimate]:
+             pricing: Path | None, generating: bool = True) -> list[Estimate]:
+    """The generation row (unless ``generating`` is off: ``--rejudge``, ``--stages judge``) and one row per
+    judge."""
     store = Store(results_dir)
     run_id = run_id_for(model, tag)
     progress = Progress()
@@ -61,7 +63,7 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, datasets: l
     prompt = sum(estimate_tokens(item.body.decode()) for item in planned)
     con = connect(results_dir, pricing)
     rows = [_priced(con, "generation", model, len(planned), reused, prompt, config.max_tokens,
-                    _observed(con, "answers", "model", model))]
+                    _observed(con, "answers", "model", model))] if generating else []
     answers = len(questions) * config.samples
     for judge in judges:
         name = judge.partition("@")[0]

@@ -36,8 +36,8 @@ from .sql import reattach
 from .status import StageCalls, benchmark_statuses, describe, run_status, stage_status, top_error, worst
 from .store import Store, now_us
 
-__all__ = ["STAGES", "Outcome", "RunRequest", "check_base_url", "execute", "parse_judge", "repeated", "reprocess_run",
-           "resolve_api_key", "run", "shared_llm", "write_questions"]
+__all__ = ["STAGES", "Outcome", "RunRequest", "check_base_url", "check_stored", "execute", "parse_judge",
+           "parse_stages", "repeated", "reprocess_run", "resolve_api_key", "run", "shared_llm", "write_questions"]
 
 STAGES = ("generate", "judge", "passes")
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -267,10 +267,20 @@ def _passes(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
     return passes
 
 
-async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Callable[[Outcome], object] | None
-                             ) -> Outcome:
-    """``--rejudge`` and ``--stages judge|passes``: the judges and passes over a stored run's answers. The
-    candidate is never called; its answers, questions and generation config stay as they are."""
+@dataclass(frozen=True)
+class _Scope:
+    """What a run on stored answers works on: the run's row, and the benchmarks and questions in scope
+    (None: all of them)."""
+
+    row: dict
+    have: frozenset[str]
+    benchmarks: list[str] | None
+    questions: set[tuple[str, str]] | None
+
+
+def check_stored(req: RunRequest, stages: list[str]) -> _Scope:
+    """A run on stored answers (``--rejudge``, ``--stages judge|passes``) needs them: checked for every run of
+    a ``--runs N`` family before any is touched."""
     what = "--rejudge" if req.rejudge else f"--stages {','.join(stages)}"
     if req.limit is not None and req.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -292,18 +302,30 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
     if req.limit is not None:  # the same first N questions of each file as when they were generated
         names = names or [n for n in bm.registry() if n in have and n in bm.BENCHMARKS]
         questions = _question_keys([bm.load(n, req.data_dir, req.limit) for n in names])
+    return _Scope(old[0], frozenset(have), names, questions)
+
+
+async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Callable[[Outcome], object] | None
+                             ) -> Outcome:
+    """``--rejudge`` and ``--stages judge|passes``: the judges and passes over a stored run's answers. The
+    candidate is never called; its answers, questions and generation config stay as they are."""
+    scope = check_stored(req, stages)
+    names, questions, have = scope.benchmarks, scope.questions, scope.have
+    store = Store(req.results_dir)
+    run_id = run_id_for(req.model, req.tag)
     clients: dict[tuple[str, str | None], ChatClient] = {}
     try:
         judges = _judges(req, clients) if "judge" in stages else []
         pass_list = _passes(req, clients) if "passes" in stages else []
         for client in clients.values():
             await client.check()
-        row = old[0]
+        row = scope.row
         info = RunInfo(model=req.model, tag=req.tag, base_url=row["base_url"] or "", api_key=None,
                        generation_config=orjson.loads(row["generation_config"] or "{}"),
                        benchmarks=list(row["benchmarks"] or []), datasets=orjson.loads(row["datasets"] or "{}"),
                        prompt_hashes=orjson.loads(row["prompt_hashes"] or "{}")
-                       | {f"judging/{n}": judging_hash(n) for n in (names or sorted(have)) if judges},
+                       | {f"judging/{n}": judging_hash(n) for n in (names or sorted(have))
+                          if judges and n in bm.BENCHMARKS},
                        judges=tuple(dict.fromkeys([*(row["judges"] or []),
                                                    *(f"{j.name}@{j.client.base_url}" for j in judges)])),
                        passes=tuple(f"{p.name}@{p.version}" for p in pass_list),

@@ -172,7 +172,11 @@ def top_error(benchmarks: list[dict], stage: str) -> tuple[str | None, int]:
 def describe(stage: str, record: dict) -> str:
     """One line for a failed stage: ``judge stage: all 40 calls failed; most common: … (40)``."""
     calls, failed = record.get("calls") or 0, record.get("failed") or 0
-    what = (f"all {calls} calls failed" if calls and failed >= calls else
-            f"{failed} of {calls} calls failed" if calls else "nothing usable")
+    if not calls:
+        what = "nothing usable"
+    elif failed >= calls:
+        what = "its one call failed" if calls == 1 else f"all {calls} calls failed"
+    else:
+        what = f"{failed} of {calls} calls failed"
     why = f"; most common: {record['error']} ({record.get('error_count') or 0})" if record.get("error") else ""
     return f"{stage} stage: {what}{why}"

@@ -83,3 +83,69 @@ def test_compare_cli_formats_and_errors(planted):
     assert "| ELYZA-tasks-100 | 60 |" in table.stdout
     missing = shaberi("compare", "base", "nope", "--results-dir", root)
     assert missing.returncode == 2 and "no run tagged 'nope'" in missing.stderr
+
+
+def test_like_for_like_judges_passes_and_dropped_questions_over_real_runs(server, tmp_path):
+    """Byte-identical answers, one tag judged by j1 and the other by j1 and a lenient j2, and the passes on one
+    side only: no difference, and the table says what it compared on and what it left out."""
+    from .conftest import write_rakuda
+
+    texts = [f"<<judge@j1: FINAL SCORE: {s}>> <<judge@j2: FINAL SCORE: 10>> 質問{i}" for i, s in enumerate([3, 5, 7,
+                                                                                                          4, 6, 2])]
+    looping = "<<answer: " + "\\n".join(["同じ行を繰り返します。"] * 6) + ">> "
+    texts[0] = looping + texts[0]
+    results = tmp_path / "r"
+
+    def run(tag: str, data, *args: str) -> None:
+        proc = shaberi("run", "--model", "m", "--tag", tag, "--base-url", server.base_url, "--benchmark", "rakuda",
+                       "--max-retries", "0", "--results-dir", str(results), "--data-dir", str(data), *args)
+        assert proc.returncode in (0, 1), proc.stderr
+
+    same = write_rakuda(tmp_path / "same", texts)
+    run("a", same, "--judge", "j1")
+    run("b", same, "--judge", "j1", "--judge", "j2", "--passes", "repetition")
+    out = shaberi("compare", "a", "b", "--format", "json", "--results-dir", str(results))
+    assert out.returncode == 0, out.stderr
+    body = json.loads(out.stdout)
+    assert query_answers_identical(results)
+    (rakuda,) = body["benchmarks"]
+    assert (rakuda["n"], rakuda["diff"], rakuda["verdict"]) == (6, 0.0, "n.s.")
+    basis = body["basis"]
+    assert (basis["judges"], basis["judges_only_b"], basis["passes"]) == (["j1"], ["j2"], [])
+    assert [p.split("@")[0] for p in basis["passes_only_b"]] == ["repetition"]
+    table = shaberi("compare", "a", "b", "--results-dir", str(results))
+    assert "judges: j1 (left out, on one side only: B's j2)" in table.stdout
+    assert "passes: none (left out, on one side only: B's repetition@" in table.stdout
+    # Without the like-for-like rule B would have looked better: j2 gives every answer 10.
+    pooled = query_scores(results)
+    assert pooled["b"] > pooled["a"] + 2
+
+    # An answer error on one side, a question judged on neither: dropped, counted, named.
+    broken = write_rakuda(tmp_path / "broken", [*texts[:5], texts[5] + " [[fail:401]]"])
+    run("c", broken, "--judge", "j1")
+    partly = write_rakuda(tmp_path / "partly", texts)
+    run("d", partly)
+    run("d", partly, "--stages", "judge", "--judge", "j1", "--limit", "4")
+    body = json.loads(shaberi("compare", "a", "c", "--format", "json", "--results-dir", str(results)).stdout)
+    assert body["benchmarks"][0]["dropped_b"] == {"answer error": 1} and body["benchmarks"][0]["n"] == 5
+    body = json.loads(shaberi("compare", "d", "a", "--format", "json", "--results-dir", str(results)).stdout)
+    assert body["benchmarks"][0]["dropped_a"] == {"not judged": 2} and body["benchmarks"][0]["dropped_b"] == {}
+    # Nothing in common: refused with the reason.
+    run("e", same, "--judge", "j2")
+    refused = shaberi("compare", "a", "e", "--results-dir", str(results))
+    assert refused.returncode == 2 and "share no judge" in refused.stderr
+
+
+def query_answers_identical(results) -> bool:
+    from .conftest import query
+
+    pairs = query(results, "SELECT x.content = y.content FROM answers x JOIN runs rx ON rx.run_id = x.run_id "
+                           "JOIN answers y USING (benchmark, question_id) JOIN runs ry ON ry.run_id = y.run_id "
+                           "WHERE rx.tag = 'a' AND ry.tag = 'b'")
+    return len(pairs) == 6 and all(same for (same,) in pairs)
+
+
+def query_scores(results) -> dict[str, float]:
+    from .conftest import query
+
+    return dict(query(results, "SELECT tag, score FROM benchmark_scores WHERE judge = '*'"))

@@ -14,8 +14,8 @@ from shaberi.testing import LoopbackServer
 from .conftest import shaberi, write_rakuda
 
 MANIFEST_KEYS = {"run_id", "tag", "base_tag", "status", "error", "stages", "stage_detail", "model",
-                 "generation_config", "judges", "passes", "benchmarks", "tokens", "token_totals", "template_hashes", "git",
-                 "package_versions", "created_at", "updated_at"}
+                 "generation_config", "judges", "passes", "benchmarks", "tokens", "token_totals", "template_hashes",
+                 "git", "package_versions", "created_at", "updated_at"}
 
 
 def read_jsonl(path):

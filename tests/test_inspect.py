@@ -4,6 +4,7 @@ a real headless Chromium): what they show, on complete, partial, errored, legacy
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import shutil
@@ -192,3 +193,62 @@ def test_report_of_a_legacy_import_and_bad_input(tmp_path, data_dir):
     assert "no token usage recorded" in out.read_text()
     missing = shaberi("report", "--tag", "nope", "--out", str(out), "--results-dir", str(tmp_path / "r"))
     assert missing.returncode == 2 and missing.stderr.startswith("error: no run tagged 'nope'")
+
+
+BRACKETS = ["[0, 1)", "{\"a\": [1, 2", "[/b] 閉じタグだけ", "[[8]] と [b]太字[/b]", "末尾の ]", "[red]赤[/red"]
+
+
+def test_inspect_shows_any_text_literally(server, tmp_path):
+    """Answers and judge replies with unbalanced brackets and markup-like text: shown as written, no crash."""
+    from .conftest import write_rakuda
+
+    texts = [f"<<answer: {t}>> <<judge: {t} FINAL SCORE: 5>> 質問{i}" for i, t in enumerate(BRACKETS)]
+    data = write_rakuda(tmp_path / "d", texts)
+    asyncio.run(run(RunRequest(model="m", base_url=server.base_url, results_dir=tmp_path / "r", data_dir=data,
+                               benchmark="rakuda", judges=["j"], client=ClientConfig(timeout=5, max_retries=0))))
+    app = InspectApp(tmp_path / "r")
+    seen = []
+
+    async def steps(app, pilot):
+        app.query_one("#questions").focus()
+        for _ in BRACKETS:
+            seen.append(detail_text(app))
+            await pilot.press("down")
+            await pilot.pause()
+
+    run_app(app, steps)
+    assert not app.return_code
+    for text in BRACKETS:
+        assert sum(text in s for s in seen) >= 1, text  # the answer, as written
+        assert any(f"{text} FINAL SCORE: 5" in s for s in seen), text  # the judge's reply, as written
+
+
+def test_inspect_exits_non_zero_when_the_browser_fails(root, monkeypatch):
+    """An unexpected error inside the browser: textual shows it, and the command's exit code says so."""
+    from shaberi.cli import main
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("a bug in the detail panel")
+
+    monkeypatch.setattr(Inspector, "detail", broken)
+    app = InspectApp(root, model="m")
+
+    async def steps(app, pilot):
+        pass
+
+    with pytest.raises(RuntimeError):
+        run_app(app, steps)
+    assert app.return_code == 1
+
+    def headless(self):  # the command's own App.run, without a terminal
+        async def go():
+            async with self.run_test():
+                pass
+
+        with contextlib.suppress(RuntimeError):  # textual re-raises it after showing it
+            asyncio.run(go())
+
+    monkeypatch.setattr(InspectApp, "run", headless)
+    with pytest.raises(SystemExit) as exited:
+        main(["inspect", "--results-dir", str(root)])
+    assert exited.value.code == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import shutil
 
@@ -120,3 +121,33 @@ def test_leaderboard_cli_and_export_of_imported_runs(tmp_path, data_dir):
     assert table.returncode == 0 and "| model_name | Judges | Average (ex-GPT4) | Average (All) |" in table.stdout
     bad = shaberi("import-legacy", str(tmp_path / "nowhere"), "--results-dir", str(results))
     assert bad.returncode == 2 and "is not an original Shaberi result tree" in bad.stderr
+
+
+def test_a_repeated_legacy_row_counts_once_and_as_published_counts_it_as_the_original_did(tmp_path, data_dir):
+    """karakuri's Tulu405 MT-Bench file holds the 80-question set with one question twice (81 rows): the
+    original leaderboard averaged all 81 rows; by default each question counts once."""
+    path = (data_dir / "legacy" / "samples" / "judgements" / "judge_llmjudge-tulu405" / "shisa-ai__ja-mt-bench-1shot"
+            / "karakuri-ai__karakuri-lm-70b-chat-v0.1.json")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    last = {r["Question"]: r["score"] for r in rows}  # the last row of a repeated question
+    assert (len(rows), len(last)) == (81, 80)
+    results = tmp_path / "r"
+    proc = shaberi("import-legacy", str(data_dir / "legacy" / "samples"), "--results-dir", str(results))
+    assert proc.returncode == 0, proc.stderr
+    published = sum(r["score"] for r in rows) / len(rows)
+    once = sum(last.values()) / len(last)
+    assert ("karakuri-ai/karakuri-lm-70b-chat-v0.1: MT-Bench (80, legacy) (all judges) "
+            f"{once:.4f} counting each question once, {published:.4f} as published ({published - once:+.4f})"
+            ) in proc.stdout
+
+    def ja_mt(*args: str) -> float:
+        out = shaberi("leaderboard", "--format", "csv", "--results-dir", str(results), *args)
+        row = next(r for r in csv.DictReader(io.StringIO(out.stdout)) if r["model_name"].startswith("karakuri"))
+        assert row["JA-MT questions"] == "80"
+        return float(row["JA-MT (All)"])
+
+    assert ja_mt() == pytest.approx(once, abs=1e-12)
+    assert ja_mt("--as-published") == pytest.approx(published, abs=1e-12)
+    # The repeat is history, not lost: one superseded judgement beside the current one.
+    assert query(results, "SELECT lineage, count(*) FROM judgement_history WHERE judge = 'llmjudge-tulu405' "
+                          "AND benchmark = 'mt_bench_80' GROUP BY 1 ORDER BY 1") == [("current", 80), ("superseded", 1)]

@@ -50,6 +50,9 @@ def test_view_of_the_runs_in_json_matches_scipy(three_runs):
     assert t["se_clustered"] is not None
     stages = {r["stage"]: r for r in report["tokens"]}
     assert stages["generation"]["requests"] == 54 and stages["judging"]["requests"] == 54
+    assert list(stages)[-1] == "Total"  # tokens and $ summed over the stages
+    for column in ("requests", "cached_requests", "prompt_tokens", "completion_tokens", "cost_usd"):
+        assert stages["Total"][column] == sum(r[column] for name, r in stages.items() if name != "Total")
 
 
 def test_view_formats_single_run_and_table(three_runs):

@@ -17,8 +17,9 @@ body so that a retry of the same request sees the next outcome::
 
 A request whose system message contains ``FINAL SCORE`` is a judge call. Its reply is
 ``<<judge: PRIMARY || FALLBACK>>`` from the prompt when present (FALLBACK once the conversation already
-holds the judge's first reply), else a short reasoning line and ``FINAL SCORE: n`` with n in 1..5 from
-a hash of the prompt, valid on every benchmark's scale.
+holds the judge's first reply; ``<<judge@MODEL: …>>`` applies to that judge model only and comes first),
+else a short reasoning line and ``FINAL SCORE: n`` with n in 1..5 from a hash of the prompt, valid on
+every benchmark's scale.
 
 ``POST /_fail`` with a JSON list of statuses (``[503, 503]``) answers the next chat requests with those,
 whatever they hold. ``GET /_stats`` returns call counts (total, per request key, per status), and the
@@ -144,7 +145,7 @@ class FakeLLM:
             return self._respond(status, b'{"error": {"message": "injected fault"}}', headers)
         if self.latency:
             await asyncio.sleep(self.latency)
-        content = self._reply(messages, text, key, payload.get("seed"))
+        content = self._reply(messages, text, key, payload.get("seed"), str(payload.get("model", "")))
         prompt_tokens = max(1, len(text) // 2)
         completion_tokens = max(1, len(content) // 2)
         body = {
@@ -164,9 +165,9 @@ class FakeLLM:
 
 
     @staticmethod
-    def _reply(messages: list[dict], text: str, key: str, seed: int | None = None) -> str:
+    def _reply(messages: list[dict], text: str, key: str, seed: int | None = None, model: str = "") -> str:
         if any(m.get("role") == "system" and "FINAL SCORE" in str(m.get("content")) for m in messages):
-            if m := _JUDGE.search(text):
+            if m := (re.search(rf"<<judge@{re.escape(model)}:(.*?)>>", text, re.S) or _JUDGE.search(text)):
                 primary, _, fallback = m.group(1).partition("||")
                 second = any(msg.get("role") == "assistant" for msg in messages)
                 return (fallback if second else primary).strip().replace("\\n", "\n")

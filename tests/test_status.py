@@ -1,0 +1,157 @@
+"""Honest statuses and exit codes, family statistics from complete runs only, and a layout where nothing
+collides: over real HTTP and the real command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from scipy import stats
+
+from shaberi.testing import LoopbackServer
+
+from .conftest import query, shaberi, write_rakuda
+
+
+def run(base_url, results, data, *args: str, tag: str = "t", model: str = "m"):
+    return shaberi("run", "--model", model, "--tag", tag, "--base-url", base_url, "--max-retries", "0",
+                   "--results-dir", str(results), "--data-dir", str(data), *args)
+
+
+def manifest(results, model: str, tag: str) -> dict:
+    from shaberi.export import run_folder
+
+    return json.loads((run_folder(results, model, tag) / "manifest.json").read_text())
+
+
+def test_a_judge_that_fails_every_call_fails_the_command(server, tmp_path):
+    data = write_rakuda(tmp_path / "d", ["質問1", "質問2", "質問3"])
+    results = tmp_path / "r"
+    with LoopbackServer() as judge_server:
+        judge_server.fail_next(*[500] * 10)
+        proc = run(server.base_url, results, data, "--benchmark", "rakuda", "--judge",
+                   f"j@{judge_server.base_url}")
+    assert proc.returncode == 1, proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("error:")]  # the rest is the progress display
+    assert line == "error: judge stage: all 3 calls failed; most common: server_error: HTTP 500: forced by /_fail (3)"
+    m = manifest(results, "m", "t")
+    assert (m["status"], m["stages"]) == ("failed", {"generate": "ok", "judge": "failed"})
+    assert m["benchmarks"]["rakuda"]["judge"]["j"]["status"] == "failed" and m["error"].startswith("judge stage")
+    assert m["stage_detail"]["judge"] | {"started_at": 0, "finished_at": 0} == {
+        "status": "failed", "calls": 3, "failed": 3, "error": "server_error: HTTP 500: forced by /_fail",
+        "error_count": 3, "started_at": 0, "finished_at": 0}
+    view = json.loads(shaberi("view", "--tag", "t", "--format", "json", "--results-dir", str(results)).stdout)
+    assert view["scores"][0]["status"] == "failed"
+    # The next run that judges them all makes it whole again.
+    again = run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j", "--stages", "judge")
+    assert again.returncode == 0 and manifest(results, "m", "t")["stages"]["judge"] == "ok"
+
+
+def test_a_candidate_that_fails_every_call_and_a_base_url_without_v1(server, tmp_path):
+    data = write_rakuda(tmp_path / "d", ["[[fail:500]] 質問1", "[[fail:500]] 質問2"])
+    results = tmp_path / "r"
+    proc = run(server.base_url, results, data, "--benchmark", "rakuda")
+    assert proc.returncode == 1 and "error: generate stage: all 2 calls failed; most common: server_error: HTTP 500" \
+        in proc.stderr
+    assert manifest(results, "m", "t")["benchmarks"]["rakuda"]["generate"] == "failed"
+    bare = server.base_url.removesuffix("/v1")
+    proc = run(bare, tmp_path / "r2", data, "--benchmark", "rakuda")
+    assert proc.returncode == 2 and "probably lacks /v1" in proc.stderr and not (tmp_path / "r2").exists()
+
+
+def test_a_run_killed_during_its_export_reads_as_interrupted(server, tmp_path):
+    data = write_rakuda(tmp_path / "d", ["質問1", "質問2"])
+    results = tmp_path / "r"
+    kill_in_export = textwrap.dedent(f"""
+        import os, sys
+        import shaberi.pipeline as p
+        def die(*a, **k):
+            os.kill(os.getpid(), 9)
+        p.export_run = die
+        from shaberi.cli import main
+        main(["run", "--model", "m", "--base-url", {server.base_url!r}, "--benchmark", "rakuda", "--judge", "j",
+              "--results-dir", {str(results)!r}, "--data-dir", {str(data)!r}])
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    proc = subprocess.run([sys.executable, "-c", kill_in_export], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == -9
+    assert query(results, "SELECT status FROM runs") == [("running",)]
+    view = json.loads(shaberi("view", "--format", "json", "--results-dir", str(results)).stdout)
+    assert view["scores"][0]["status"] == "interrupted"
+    assert manifest(results, "m", "default")["status"] != "ok"
+    # Running the same command again finishes it: nothing is called again, the export is written.
+    server.reset()
+    again = run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j", tag="default")
+    assert again.returncode == 0 and server.stats()["calls"] == 0
+    assert manifest(results, "m", "default")["status"] == "ok"
+
+
+def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
+    results = tmp_path / "r"
+    common = ["--limit", "3", "--judge", "j"]
+    assert run(server.base_url, results, data_dir, "--runs", "2", "--benchmark", "rakuda,elyza", *common,
+               tag="fam").returncode == 0
+    assert run(server.base_url, results, data_dir, "--benchmark", "rakuda", *common, tag="fam-run3").returncode == 0
+    view = json.loads(shaberi("view", "--tag", "fam", "--format", "json", "--results-dir", str(results)).stdout)
+    (section,) = view["scores"]
+    assert section["runs"] and "left out, incomplete: fam-run3 (missing in elyza)" in section["notes"]
+    rows = {r["benchmark"]: r for r in section["rows"]}
+    overall = [v for (v,) in query(results, "SELECT overall FROM run_scores JOIN runs USING (run_id, model, tag) "
+                                            "WHERE judge = 'j' AND tag IN ('fam-run1', 'fam-run2') ORDER BY tag")]
+    assert rows["Overall"]["runs"] == 2 and rows["Overall"]["mean"] == pytest.approx(sum(overall) / 2, abs=1e-12)
+    assert rows["Overall"]["std_dev"] == pytest.approx(stats.tstd(overall), abs=1e-12)
+    assert rows["Rakuda"]["runs"] == 2  # the partial member is left out of every benchmark, not only the overall
+    family = json.loads((results / "m" / "fam" / "family.json").read_text())
+    assert [(m["tag"], m["complete"], m["incomplete_benchmarks"]) for m in family["members"]] == [
+        ("fam-run1", True, []), ("fam-run2", True, []), ("fam-run3", False, ["elyza"])]
+    assert {tuple(s["excluded_runs"]) for s in family["statistics"]} == {("fam-run3",)}
+
+
+def test_leaderboard_ranks_complete_rows_first_and_names_no_mt_bench(server, tmp_path, data_dir):
+    results = tmp_path / "r"
+    assert run(server.base_url, results, data_dir, "--limit", "2", "--judge", "j", tag="lb",
+               model="complete").returncode == 0
+    only_rakuda = write_rakuda(tmp_path / "d", ["<<judge: FINAL SCORE: 10>> 質問1", "<<judge: FINAL SCORE: 10>> 2"])
+    assert run(server.base_url, results, only_rakuda, "--benchmark", "rakuda", "--judge", "j", tag="lb",
+               model="partial").returncode == 0
+    proc = shaberi("leaderboard", "--tag", "lb", "--format", "csv", "--results-dir", str(results))
+    assert proc.returncode == 0, proc.stderr
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert [(r["model_name"], r["Complete"], r["JA-MT questions"]) for r in rows] == [
+        ("complete", "4/4", "60"), ("partial", "1/4", "")]
+    assert float(rows[1]["Average (All)"]) == 10.0 > float(rows[0]["Average (All)"])  # higher, yet ranked after
+
+
+def test_no_two_runs_share_a_manifest_or_a_folder(server, tmp_path):
+    data = write_rakuda(tmp_path / "d", ["質問1", "質問2"])
+    results = tmp_path / "r"
+    for model, tag, extra in [("m", "exp", []), ("m", "exp", ["--runs", "2"]), ("org/m", "a", []),
+                              ("org__m", "a", []), ("org/m", "a/", [])]:
+        assert run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j", *extra, tag=tag,
+                   model=model).returncode == 0
+    assert manifest(results, "m", "exp")["tag"] == "exp"  # the single run's, not the family's
+    family = json.loads((results / "m" / "exp" / "family.json").read_text())
+    assert family["tags"] == ["exp-run1", "exp-run2"]
+    names = {(manifest(results, model, tag)["model"]["name"], manifest(results, model, tag)["tag"])
+             for model, tag in [("org/m", "a"), ("org__m", "a"), ("org/m", "a/")]}
+    assert names == {("org/m", "a"), ("org__m", "a"), ("org/m", "a/")}
+    from urllib.parse import unquote
+
+    assert sorted(unquote(p.name) for p in results.iterdir() if p.is_dir() and p.name not in (
+        "tables", "locks", "journal")) == ["m", "org/m", "org__m"]
+    single = json.loads(shaberi("view", "--tag", "exp", "--format", "json", "--results-dir", str(results)).stdout)
+    assert not single["multi_run"]
+    # The passes on one member: its manifest keeps the earlier stages, the family summary is rewritten.
+    before = (results / "m" / "exp" / "family.json").stat().st_mtime_ns
+    proc = shaberi("run", "--model", "m", "--tag", "exp-run1", "--stages", "passes", "--passes", "repetition",
+                   "--results-dir", str(results))
+    assert proc.returncode == 0, proc.stderr
+    assert manifest(results, "m", "exp-run1")["stages"] == {"generate": "ok", "judge": "ok", "passes": "ok"}
+    assert (results / "m" / "exp" / "family.json").stat().st_mtime_ns > before
