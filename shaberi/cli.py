@@ -24,7 +24,9 @@ __all__ = ["app", "main"]
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
     help="Batch evaluation of LLMs on Japanese chat benchmarks. Results are Parquet tables; query them "
-    "with `shaberi sql`.",
+    "with `shaberi sql`. Exit codes: 0 success; 1 the work ran but failed (run: a stage in which every call failed "
+    "or nothing is usable; ensemble check: a significant regression; inspect: the browser crashed); 2 bad input "
+    "(one line saying what to fix, nothing written).",
 )
 data_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Benchmark data files.")
 app.add_typer(data_app, name="data")
