@@ -219,8 +219,7 @@ def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: lis
             FROM q CROSS JOIN sides
             LEFT JOIN a ON a.benchmark = q.benchmark AND a.question_id = q.question_id AND a.is_a = sides.is_a
             LEFT JOIN s ON s.benchmark = q.benchmark AND s.question_id = q.question_id AND s.is_a = sides.is_a
-            WHERE NOT EXISTS (SELECT 1 FROM excluded_questions x
-                              WHERE x.benchmark = q.benchmark AND x.question_id = q.question_id)
+            ANTI JOIN excluded_questions x ON x.benchmark = q.benchmark AND x.question_id = q.question_id
         ), paired AS (
             SELECT x.benchmark, x.question_id, x.score AS score_a, y.score AS score_b
             FROM per x JOIN per y ON y.benchmark = x.benchmark AND y.question_id = x.question_id

@@ -1,7 +1,7 @@
 """``shaberi leaderboard``: the original Shaberi table from the tables, for any tag (default ``legacy``).
 
 Per model: ``Judges`` (how many judged it), ``Average (All)`` and the four benchmark columns pooled over
-every judge's rows (``benchmark_scores`` judge ``*``: not a mean of per-judge means, as in the original),
+every judge's rows (``score_means`` judge ``*``: not a mean of per-judge means, as in the original),
 then per judge ``Average (J)`` and its four columns; each Average is the mean of the four columns next
 to it. ELYZA is × 2 and Tengu 61–65 are left out (the views do both). JA-MT is the 60-question set; a
 model that only has the older 80-question set shows that instead, and ``JA-MT questions`` says which.
@@ -43,20 +43,20 @@ COLUMNS = [("elyza", "ELYZA 100"), ("mt_bench", "JA-MT"), ("rakuda", "Rakuda"), 
 _AS_PUBLISHED = """
     SELECT r.model, coalesce(h.judge, '*') AS judge, h.benchmark, avg(h.score * b.to_ten) AS score
     FROM judgement_history h JOIN runs r USING (run_id) JOIN benchmark_info b USING (benchmark)
+    ANTI JOIN excluded_questions x ON x.benchmark = h.benchmark AND x.question_id = h.question_id
     WHERE h.strategy = '' AND (h.lineage = 'current' OR (h.parse_method = 'legacy' AND h.lineage = 'superseded'))
-      AND NOT EXISTS (SELECT 1 FROM excluded_questions x
-                      WHERE x.benchmark = h.benchmark AND x.question_id = h.question_id)
     GROUP BY GROUPING SETS ((r.model, h.judge, h.benchmark), (r.model, h.benchmark))"""
 
 
 def published_differences(results_dir: Path, run_ids: list[str]) -> list[tuple[str, str, str, float, float]]:
     """(model, judge, benchmark title, score counting each question once, score as published) wherever the two
     differ, for these runs."""
-    con = connect(results_dir, None, run_ids, upto="benchmark_scores")
+    con = connect(results_dir, None, run_ids, upto="score_means")
     return con.execute(f"""
-        SELECT s.model, s.judge, b.title, s.score, p.score FROM benchmark_scores s
-        JOIN ({_AS_PUBLISHED}) p USING (model, judge, benchmark) JOIN benchmark_info b USING (benchmark)
-        WHERE abs(s.score - p.score) > 1e-12 ORDER BY s.model, s.judge = '*' DESC, s.judge, b.position""").fetchall()
+        SELECT r.model, s.judge, b.title, s.score, p.score FROM score_means s JOIN runs r USING (run_id)
+        JOIN ({_AS_PUBLISHED}) p ON p.model = r.model AND p.judge = s.judge AND p.benchmark = s.benchmark
+        JOIN benchmark_info b ON b.benchmark = s.benchmark
+        WHERE abs(s.score - p.score) > 1e-12 ORDER BY r.model, s.judge = '*' DESC, s.judge, b.position""").fetchall()
 
 
 def leaderboard(results_dir: Path, tag: str = "legacy", as_published: bool = False) -> tuple[list[str], list[list]]:
@@ -64,8 +64,9 @@ def leaderboard(results_dir: Path, tag: str = "legacy", as_published: bool = Fal
     runs = find_runs(results_dir, "tag = $tag", {"tag": tag}, con)
     if not runs:
         raise UsageError(f"no runs tagged {tag!r} under {results_dir}; import a tree with: shaberi import-legacy PATH")
-    connect(results_dir, None, [r[0] for r in runs], upto="benchmark_scores", con=con)
-    query = _AS_PUBLISHED if as_published else "SELECT model, judge, benchmark, score FROM benchmark_scores"
+    connect(results_dir, None, [r[0] for r in runs], upto="score_means", con=con)
+    query = _AS_PUBLISHED if as_published else (
+        "SELECT r.model, s.judge, s.benchmark, s.score FROM score_means s JOIN runs r USING (run_id)")
     scores = {(m, j, b): s for m, j, b, s in con.execute(query).fetchall() if s is not None}
     judges = sorted({j for _, j, _ in scores if j != "*"}, key=lambda j: JUDGE_TITLES.get(j, j))
     header = ["model_name", "Judges", "Average (ex-GPT4)", "Average (All)", *(f"{t} (All)" for _, t in COLUMNS)]

@@ -19,9 +19,9 @@ from pathlib import Path
 import orjson
 
 from .errors import UsageError
-from .store import now_us
 
-__all__ = ["RunInfo", "git_state", "key_fingerprint", "package_versions", "run_id_for", "validate_name"]
+__all__ = ["RunInfo", "git_state", "key_fingerprint", "package_versions", "run_id_for", "run_id_prefix",
+           "validate_name"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _RUN_TAG = re.compile(r"^(?P<base>.+)-run(?P<index>\d+)$")
@@ -42,10 +42,26 @@ def validate_name(kind: str, value: str) -> str:
     return value
 
 
+def _now_us() -> int:
+    """``store.now_us``, without importing the store (and pyarrow) into commands that only read."""
+    from .store import now_us
+
+    return now_us()
+
+
+def _slug(name: str) -> str:
+    return _UNSAFE.sub("-", name.replace("/", "__")).strip("-.")[:80]
+
+
 def run_id_for(model: str, tag: str) -> str:
     digest = hashlib.sha256(orjson.dumps([model, tag])).hexdigest()[:8]
-    slug = lambda s: _UNSAFE.sub("-", s.replace("/", "__")).strip("-.")[:80]  # noqa: E731
-    return f"{slug(tag)}__{slug(model)}__{digest}"
+    return f"{_slug(tag)}__{_slug(model)}__{digest}"
+
+
+def run_id_prefix(tag: str) -> str:
+    """What the run id of the run tagged ``tag``, and of every run ``{tag}-runN``, starts with: a reader can
+    skip every other run's folder (necessary, not sufficient: the tags themselves are compared after)."""
+    return _slug(tag)
 
 
 def key_fingerprint(api_key: str | None) -> str | None:
@@ -99,7 +115,7 @@ class RunInfo:
 
     def __post_init__(self) -> None:
         self.run_id = run_id_for(self.model, self.tag)
-        self.created_at = now_us()
+        self.created_at = _now_us()
 
     @property
     def base_tag(self) -> str:
@@ -132,5 +148,5 @@ class RunInfo:
             "status": status,
             "error": error,
             "created_at": self.created_at,
-            "updated_at": now_us(),
+            "updated_at": _now_us(),
         }

@@ -20,9 +20,10 @@ import duckdb
 from . import benchmarks as bm
 from .errors import UsageError
 from .resources import resource_dir
+from .run import run_id_prefix
 from .schema import TABLES, Table
 
-__all__ = ["RunRef", "Selection", "connect", "find_runs", "load_pricing", "reattach", "select_runs"]
+__all__ = ["RunRef", "Selection", "connect", "find_runs", "load_pricing", "materialize", "reattach", "select_runs"]
 
 
 def _raw_view(con: duckdb.DuckDBPyConnection, root: Path, spec: Table, run_ids: list[str] | None) -> None:
@@ -59,6 +60,15 @@ def reattach(con: duckdb.DuckDBPyConnection, root: str | Path, table: str, run_i
     _raw_view(con, Path(root), TABLES[table], run_ids)
 
 
+def materialize(con: duckdb.DuckDBPyConnection, *views: str) -> duckdb.DuckDBPyConnection:
+    """Compute these views once, as temp tables of the same name (they shadow the views, and every view
+    built on them reads the table): for a command that asks many questions of the same few runs. Give them
+    in dependency order; the connection must not see the tables change afterwards."""
+    for view in views:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {view} AS SELECT * FROM main.{view}")
+    return con
+
+
 def load_pricing(path: Path | None = None) -> list[tuple[str, float, float, float | None]]:
     """(model, input, output, cached_input) in USD per million tokens, from a TOML file of
     ``[model] input = …, output = …, cached_input = …``."""
@@ -93,12 +103,15 @@ def _t_quantile(p: float, df: int) -> float | None:
 
 
 def connect(root: str | Path, pricing: Path | None = None, run_ids: list[str] | None = None,
-            upto: str | None = None, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+            upto: str | None = None, con: duckdb.DuckDBPyConnection | None = None,
+            cache: tuple[str, ...] = ()) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with every view defined; the Parquet files are read at query time. With
     ``run_ids``, every table holds only those runs (the runs table included). With ``upto`` (a view
     named by a file ``sql/NNN_<view>.sql``), the files after it are not applied: a command that needs
     only the first views does not pay for binding the rest. ``con``: an empty connection to define them in
-    (each new in-memory database costs 20 ms; ``find_runs`` can share one)."""
+    (each new in-memory database costs 20 ms; ``find_runs`` can share one). ``cache``: views computed once,
+    as soon as they are defined (``materialize``), for a command that asks many questions of a few runs;
+    the views defined after them bind to the table, which is cheaper too."""
     con = con or duckdb.connect()
     for spec in TABLES.values():
         _raw_view(con, Path(root), spec, run_ids)
@@ -119,8 +132,11 @@ def connect(root: str | Path, pricing: Path | None = None, run_ids: list[str] | 
             break
     if upto is None or any("t_quantile" in s for s in scripts):  # registering a Python UDF imports numpy
         con.create_function("t_quantile", _t_quantile, ["DOUBLE", "BIGINT"], "DOUBLE", null_handling="special")
+    pending = list(cache)
     for script in scripts:
         con.execute(script)
+        while pending and f"VIEW {pending[0]} AS" in script:
+            materialize(con, pending.pop(0))
     return con
 
 
@@ -135,11 +151,13 @@ class RunRef(NamedTuple):
     status: str | None
 
 
-def find_runs(root: str | Path, where: str, params: dict, con: duckdb.DuckDBPyConnection | None = None
-              ) -> list[RunRef]:
+def find_runs(root: str | Path, where: str, params: dict, con: duckdb.DuckDBPyConnection | None = None,
+              tag_prefix: str | None = None) -> list[RunRef]:
     """The runs matching ``where``, reading six columns of the runs table only, so that a command can then
-    ``connect`` to just those runs' partitions (pass the same ``con`` to both to save a database)."""
-    pattern = str(Path(root) / "tables" / "runs" / "*" / "part-*.parquet").replace("'", "''")
+    ``connect`` to just those runs' partitions (pass the same ``con`` to both to save a database). With
+    ``tag_prefix`` (``run.run_id_prefix``), only the folders of runs whose tag can match are read."""
+    folders = f"run_id={tag_prefix}*" if tag_prefix is not None else "*"
+    pattern = str(Path(root) / "tables" / "runs" / folders / "part-*.parquet").replace("'", "''")
     try:
         rows = (con or duckdb.connect()).execute(
             "SELECT run_id, model, tag, base_tag, run_index, status "
@@ -173,7 +191,7 @@ def select_runs(root: str | Path, tag: str, model: str | None = None, runs: int 
     """The run tagged ``tag``, or the family ``{tag}-run1 … N`` when there is no such run, when ``runs`` asks
     for the first N members, or when ``prefer_family``. One rule for every reader (view, compare, report)."""
     found = find_runs(root, "(tag = $tag OR base_tag = $tag) AND ($model IS NULL OR model = $model)",
-                      {"tag": tag, "model": model})
+                      {"tag": tag, "model": model}, tag_prefix=run_id_prefix(tag))
     exact = [r for r in found if r.tag == tag]
     family = [r for r in found if r.tag != tag and r.base_tag == tag]
     if runs is not None:

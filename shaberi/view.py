@@ -62,7 +62,8 @@ def clustered_se(scores: list[float], clusters: list[str]) -> float | None:
 def build(results_dir: Path, tag: str, runs: int | None = None, model: str | None = None, judge: str | None = None,
           pricing: Path | None = None, clustered: bool = False) -> Report:
     chosen = select_runs(results_dir, tag, model, runs)
-    con = connect(results_dir, pricing, chosen.run_ids)  # read only the chosen runs' partitions
+    con = connect(results_dir, pricing, chosen.run_ids, upto="cost",  # the chosen runs, the views needed
+                  cache=("benchmark_scores", *(["run_completeness"] if chosen.family else [])))
     statuses = {r.run_id: effective(r.status, writer_alive(results_dir, r.run_id)) for r in chosen.runs}
     sections = []
     for m in chosen.models:
@@ -75,7 +76,8 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
     tokens = [list(t) for t in con.execute(
         "SELECT coalesce(stage, 'Total'), sum(requests), sum(cached_requests), sum(prompt_tokens), "
         "sum(completion_tokens), sum(cost_usd), bool_and(priced) FROM cost WHERE list_contains($ids, run_id) "
-        "GROUP BY ROLLUP (stage) ORDER BY stage IS NULL, stage", {"ids": chosen.run_ids}).fetchall()]
+        "GROUP BY ROLLUP (stage) HAVING count(*) > 0 ORDER BY stage IS NULL, stage", {"ids": chosen.run_ids}
+    ).fetchall()]
     return Report(tag, chosen.family, sections, token_cols, tokens)
 
 

@@ -33,6 +33,6 @@ SELECT j.run_id, j.benchmark, j.question_id, j.sample_index, j.strategy, j.judge
 FROM judgements j
 JOIN benchmark_info b USING (benchmark)
 LEFT JOIN deltas d USING (run_id, benchmark, question_id, sample_index, strategy, judge)
-WHERE NOT EXISTS (SELECT 1 FROM excluded_questions x WHERE x.benchmark = j.benchmark AND x.question_id = j.question_id);
+ANTI JOIN excluded_questions x ON x.benchmark = j.benchmark AND x.question_id = j.question_id;
 
 CREATE OR REPLACE VIEW scores AS SELECT * FROM scores_using(NULL);

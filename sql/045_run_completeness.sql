@@ -6,24 +6,30 @@
 CREATE OR REPLACE VIEW run_completeness AS
 WITH fam AS (
     SELECT run_id, model, base_tag, tag <> base_tag AS member FROM runs
-), expected AS (
+), expected AS (  -- the family's questions
     SELECT DISTINCT f.model, f.base_tag, f.member, q.benchmark, q.question_id
     FROM questions q JOIN fam f USING (run_id) JOIN benchmark_info b USING (benchmark)
-    WHERE NOT EXISTS (SELECT 1 FROM excluded_questions x WHERE x.benchmark = q.benchmark AND x.question_id = q.question_id)
+    ANTI JOIN excluded_questions x ON x.benchmark = q.benchmark AND x.question_id = q.question_id
+), per_benchmark AS (
+    SELECT model, base_tag, member, benchmark, count(*) AS expected FROM expected GROUP BY ALL
 ), family_judges AS (
     SELECT DISTINCT f.model, f.base_tag, f.member, j.judge FROM run_judges j JOIN fam f USING (run_id)
-), slots AS (
-    SELECT f.run_id, j.judge, e.benchmark, e.question_id
+), done AS (  -- per run, judge and benchmark: the family's questions this judge has judged in this run
+    SELECT j.run_id, j.judge, j.benchmark, count(DISTINCT j.question_id) AS done
+    FROM judgements j JOIN fam f USING (run_id)
+    SEMI JOIN expected e ON e.model = f.model AND e.base_tag = f.base_tag AND e.member = f.member
+                        AND e.benchmark = j.benchmark AND e.question_id = j.question_id
+    WHERE j.strategy = '' AND j.sample_index = 0 AND coalesce(j.error NOT LIKE 'judge_error%', true)
+    GROUP BY ALL
+), slots AS (  -- every run × family judge × family benchmark, with what was expected and what was done
+    SELECT f.run_id, j.judge, p.benchmark, p.expected, coalesce(d.done, 0) AS done
     FROM fam f
-    JOIN expected e USING (model, base_tag, member)
+    JOIN per_benchmark p USING (model, base_tag, member)
     JOIN family_judges j USING (model, base_tag, member)
-), done AS (
-    SELECT DISTINCT run_id, judge, benchmark, question_id FROM judgements
-    WHERE strategy = '' AND sample_index = 0 AND coalesce(error NOT LIKE 'judge_error%', true)
+    LEFT JOIN done d ON d.run_id = f.run_id AND d.judge = j.judge AND d.benchmark = p.benchmark
 )
-SELECT s.run_id, coalesce(s.judge, '*') AS judge, count(*) AS expected, count(d.run_id) AS done,
-       count(*) = count(d.run_id) AS complete,
-       list(DISTINCT s.benchmark ORDER BY s.benchmark) FILTER (WHERE d.run_id IS NULL) AS incomplete_benchmarks
-FROM slots s
-LEFT JOIN done d USING (run_id, judge, benchmark, question_id)
-GROUP BY GROUPING SETS ((s.run_id, s.judge), (s.run_id));
+SELECT run_id, coalesce(judge, '*') AS judge, sum(expected)::BIGINT AS expected, sum(done)::BIGINT AS done,
+       bool_and(done = expected) AS complete,
+       list(DISTINCT benchmark ORDER BY benchmark) FILTER (WHERE done < expected) AS incomplete_benchmarks
+FROM slots
+GROUP BY GROUPING SETS ((run_id, judge), (run_id));

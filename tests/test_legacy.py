@@ -151,3 +151,8 @@ def test_a_repeated_legacy_row_counts_once_and_as_published_counts_it_as_the_ori
     # The repeat is history, not lost: one superseded judgement beside the current one.
     assert query(results, "SELECT lineage, count(*) FROM judgement_history WHERE judge = 'llmjudge-tulu405' "
                           "AND benchmark = 'mt_bench_80' GROUP BY 1 ORDER BY 1") == [("current", 80), ("superseded", 1)]
+    # An imported run reads like any other (no token usage: no Total row to make up).
+    view = shaberi("view", "--tag", "legacy", "--model", "karakuri-ai/karakuri-lm-70b-chat-v0.1", "--format", "json",
+                   "--results-dir", str(results))
+    assert view.returncode == 0, view.stderr
+    assert json.loads(view.stdout)["tokens"] == [] and json.loads(view.stdout)["scores"][0]["status"] == "ok"

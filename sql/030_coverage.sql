@@ -3,14 +3,14 @@
 CREATE OR REPLACE VIEW run_judges AS
 SELECT run_id, split_part(judge, '@', 1) AS judge FROM (SELECT run_id, unnest(judges) AS judge FROM runs)
 UNION
-SELECT DISTINCT run_id, judge FROM judgement_rows WHERE strategy = '';
+SELECT DISTINCT run_id, judge FROM raw_judgements WHERE strategy = '';  -- every version names its judge
 
 -- answer_coverage: run × benchmark (chat benchmarks, raw answers): questions, answers stored, answer errors,
 -- and questions with no answer at all.
 CREATE OR REPLACE VIEW answer_coverage AS
 WITH q AS (
     SELECT q.run_id, q.benchmark, q.question_id FROM questions q JOIN benchmark_info USING (benchmark)
-    WHERE NOT EXISTS (SELECT 1 FROM excluded_questions x WHERE x.benchmark = q.benchmark AND x.question_id = q.question_id)
+    ANTI JOIN excluded_questions x ON x.benchmark = q.benchmark AND x.question_id = q.question_id
 ), a AS (
     SELECT run_id, benchmark, question_id, count(*) AS answers, count(error) AS errors
     FROM answers WHERE strategy = '' GROUP BY ALL
@@ -26,8 +26,8 @@ GROUP BY ALL;
 CREATE OR REPLACE VIEW judge_coverage AS
 WITH a AS (
     SELECT a.run_id, a.benchmark, a.question_id, a.sample_index FROM answers a JOIN benchmark_info USING (benchmark)
+    ANTI JOIN excluded_questions x ON x.benchmark = a.benchmark AND x.question_id = a.question_id
     WHERE a.strategy = ''
-      AND NOT EXISTS (SELECT 1 FROM excluded_questions x WHERE x.benchmark = a.benchmark AND x.question_id = a.question_id)
 ), h AS (
     SELECT run_id, benchmark, question_id, sample_index, judge,
            bool_or(lineage = 'current' AND coalesce(error NOT LIKE 'judge_error%', true)) AS judged,
