@@ -32,7 +32,7 @@ from .passes.runner import PassProgress, run_passes
 from .prompts import generation_template, judging_hash, template_hash
 from .run import RunInfo, run_id_for, validate_name
 from .schema import TABLES
-from .sql import reattach
+from .sql import connect, reattach
 from .status import StageCalls, benchmark_statuses, describe, run_status, stage_status, top_error, worst
 from .store import Store, now_us
 
@@ -421,7 +421,9 @@ class _Stages:
                model: str, base_tag: str) -> tuple[str, dict[str, dict]]:
         """The run's status from the tables and this invocation's calls; the export, then the final row and
         manifest (a kill during the export leaves the run ``running``, read as interrupted)."""
-        con = export_connection(self.results_dir, self.run_id)
+        # The statuses need only the coverage views; the export needs them all (one connection either way).
+        con = export_connection(self.results_dir, self.run_id) if export else connect(
+            self.results_dir, None, [self.run_id], upto="coverage")
         benchmarks = benchmark_statuses(con)
         for name in self.stages:
             in_scope = [b for n, b in benchmarks.items() if scoped is None or n in scoped]

@@ -111,38 +111,46 @@ def run_status(benchmarks: list[str]) -> str:
     return "partial" if status == "not run" else status
 
 
+_STATUS_QUERY = """
+    SELECT 'answers' AS kind, benchmark, NULL AS name, questions AS a, answers AS b, answer_errors AS c,
+           missing AS d, NULL::BIGINT AS e, NULL AS error FROM answer_coverage
+    UNION ALL
+    SELECT 'judge', benchmark, judge, answers, judged, judge_failed, not_judged, stale, NULL FROM judge_coverage
+    UNION ALL
+    SELECT 'pass', benchmark, pass_name, answers, checked, stale, NULL, NULL, NULL FROM pass_coverage
+    UNION ALL (  -- the most common error of each benchmark's answers, and of each judge's calls
+        SELECT 'answer_error', benchmark, NULL, count(*), NULL, NULL, NULL, NULL,
+               error_type || ': ' || left(min(error), 120)
+        FROM answers WHERE error IS NOT NULL AND strategy = '' GROUP BY benchmark, error_type
+        QUALIFY row_number() OVER (PARTITION BY benchmark ORDER BY count(*) DESC, error_type) = 1)
+    UNION ALL (
+        SELECT 'judge_error', benchmark, judge, count(*), NULL, NULL, NULL, NULL, left(error, 160) FROM judgements
+        WHERE error LIKE 'judge_error%' AND strategy = '' GROUP BY benchmark, judge, error
+        QUALIFY row_number() OVER (PARTITION BY benchmark, judge ORDER BY count(*) DESC, error) = 1)"""
+
+
 def benchmark_statuses(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
     """Per benchmark of the run a connection holds (``sql.connect(run_ids=[…])``): its status and, per stage,
-    the status and counts the coverage views give, with the most common error."""
+    the status and counts the coverage views give, with the most common error (one query: a run pays for
+    it when it ends)."""
+    rows = con.execute(_STATUS_QUERY).fetchall()
+    errors = {(kind, bench, name): (error, n) for kind, bench, name, n, *_, error in rows if kind.endswith("_error")}
     out: dict[str, dict] = {}
-    errors = {(b, s): (e, n) for b, s, e, n in con.execute("""
-        SELECT benchmark, 'generate', error_type || ': ' || left(min(error), 120), count(*) FROM answers
-        WHERE error IS NOT NULL AND strategy = '' GROUP BY benchmark, error_type
-        QUALIFY row_number() OVER (PARTITION BY benchmark ORDER BY count(*) DESC, error_type) = 1
-        UNION ALL
-        SELECT benchmark, 'judge', left(error, 160), count(*) FROM judgements
-        WHERE error LIKE 'judge_error%' AND strategy = '' GROUP BY benchmark, error
-        QUALIFY row_number() OVER (PARTITION BY benchmark ORDER BY count(*) DESC, error) = 1
-        """).fetchall()}
-    for bench, questions, answers, answer_errors, missing in con.execute(
-            "SELECT benchmark, questions, answers, answer_errors, missing FROM answer_coverage ORDER BY benchmark"
-    ).fetchall():
+    for _, bench, _, questions, answers, answer_errors, missing, _, _ in sorted(
+            (r for r in rows if r[0] == "answers"), key=lambda r: r[1]):
         out[bench] = {"generate": {"status": generation_status(questions, answers, answer_errors, missing),
                                    "questions": questions, "answers": answers, "answer_errors": answer_errors,
-                                   "missing": missing, "error": errors.get((bench, "generate"))},
+                                   "missing": missing, "error": errors.get(("answer_error", bench, None))},
                       "judge": {}, "passes": {}}
-    for judge, bench, answers, judged, failed, not_judged, stale in con.execute(
-            "SELECT judge, benchmark, answers, judged, judge_failed, not_judged, stale FROM judge_coverage "
-            "ORDER BY judge").fetchall():
-        if bench in out:
-            out[bench]["judge"][judge] = {"status": judging_status(answers, judged, failed, not_judged),
-                                          "judged": judged, "judge_failed": failed, "not_judged": not_judged,
-                                          "stale": stale, "error": errors.get((bench, "judge"))}
-    for name, bench, answers, checked, stale in con.execute(
-            "SELECT pass_name, benchmark, answers, checked, stale FROM pass_coverage ORDER BY pass_name").fetchall():
-        if bench in out:
-            out[bench]["passes"][name] = {"status": "ok" if checked == answers else "partial", "checked": checked,
-                                          "not_checked": answers - checked, "stale": stale}
+    for kind, bench, name, answers, done, failed, not_done, stale, _ in sorted(
+            (r for r in rows if r[0] in ("judge", "pass") and r[1] in out), key=lambda r: (r[0], r[2], r[1])):
+        if kind == "judge":
+            out[bench]["judge"][name] = {"status": judging_status(answers, done, failed, not_done), "judged": done,
+                                         "judge_failed": failed, "not_judged": not_done, "stale": stale,
+                                         "error": errors.get(("judge_error", bench, name))}
+        else:  # a pass: done = checked, failed = stale
+            out[bench]["passes"][name] = {"status": "ok" if done == answers else "partial", "checked": done,
+                                          "not_checked": answers - done, "stale": failed}
     for b in out.values():
         b["status"] = worst([b["generate"]["status"], *(e["status"] for stage in ("judge", "passes")
                                                           for e in b[stage].values())])
