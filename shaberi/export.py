@@ -71,7 +71,7 @@ def export_connection(results_dir: Path, run_id: str) -> duckdb.DuckDBPyConnecti
     """DuckDB for one run's manifest and export, kept small: one thread and 128 MB (it spills beyond that),
     so that exporting a large run does not raise the run's peak memory (measured: 317 → 260 MB at 20,000
     answers)."""
-    con = connect(results_dir, None, [run_id])
+    con = connect(results_dir, None, [run_id], upto="run_scores")  # the views a run's export reads
     con.execute("SET threads = 1; SET memory_limit = '128MB'")
     return con
 

@@ -62,7 +62,7 @@ def clustered_se(scores: list[float], clusters: list[str]) -> float | None:
 def build(results_dir: Path, tag: str, runs: int | None = None, model: str | None = None, judge: str | None = None,
           pricing: Path | None = None, clustered: bool = False) -> Report:
     chosen = select_runs(results_dir, tag, model, runs)
-    con = connect(results_dir, pricing, chosen.run_ids, upto="cost",  # the chosen runs, the views needed
+    con = connect(results_dir, pricing, chosen.run_ids, upto="multi_run_stats",  # the chosen runs, the views needed
                   cache=("benchmark_scores", *(["run_completeness"] if chosen.family else [])))
     statuses = {r.run_id: effective(r.status, writer_alive(results_dir, r.run_id)) for r in chosen.runs}
     sections = []
