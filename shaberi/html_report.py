@@ -67,10 +67,19 @@ def _block(inspector: Inspector, tag: str, model: str | None) -> Block:
             "SELECT benchmark, mean, ci_low, ci_high, runs FROM multi_run_stats WHERE base_tag = $tag AND judge = '*' "
             "AND model = $model", {"tag": tag, "model": block.model}).fetchall()}
         errors = {}
+    lineage = {b: (n, stale, prompts) for b, n, stale, prompts in con.execute(  # what the scores leave out
+        "SELECT benchmark, sum(n_not_judged), sum(n_stale), flatten(list(prompt_hashes)) FROM benchmark_scores "
+        "WHERE list_contains($ids, run_id) AND judge = '*' GROUP BY 1", {"ids": block.runs}).fetchall()}
     for bench, title in con.execute("SELECT benchmark, title FROM benchmark_info WHERE in_overall OR benchmark IN "
                                     "(SELECT DISTINCT benchmark FROM answers) ORDER BY position").fetchall():
         got = by.get(bench)
-        note = "not run" if got is None else ("no scores" if got["score"] is None else "")
+        notes = ["not run" if got is None else ("no scores" if got["score"] is None else "")]
+        not_judged, stale, prompts = lineage.get(bench, (0, 0, []))
+        if not_judged:
+            notes.append(f"{not_judged} not judged" + (f" ({stale} stale)" if stale else ""))
+        if prompts:
+            notes.append("judging prompt " + ", ".join(sorted(set(prompts))))
+        note = "; ".join(n for n in notes if n)
         block.rows.append({"benchmark": bench, "title": title, **(got or {"score": None, "low": None, "high": None,
                                                                         "n": 0, "null": 0}),
                            "errors": errors.get(bench, 0), "note": note})
