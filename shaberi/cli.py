@@ -159,25 +159,31 @@ def run(
 
 
 def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
-    from .benchmarks import load, resolve
+    from .benchmarks import BENCHMARKS, load, registry, resolve
     from .estimate import estimate
-    from .pipeline import parse_stages, repeated
+    from .pipeline import check_stored, parse_stages, repeated
     from .run import validate_name
 
     validate_name("model", request.model)
     validate_name("tag", request.tag)
     stages = parse_stages(request.stages, bool(request.judges), bool(request.passes), request.rejudge)
-    datasets = [load(n, request.data_dir, request.limit) for n in resolve(request.benchmark or "all")]
-    rows = []
+    table = []
     for each in repeated(request, runs):
-        rows += estimate(request.results_dir, each.model, each.tag, each.base_url, datasets, each.generation,
-                         each.judges if "judge" in stages else [], each.judging.max_tokens, pricing,
-                         generating="generate" in stages)
-    header = ["Stage", "Model", "Calls", "Reused", "Prompt tokens", "Completion (typical)", "Completion (max)",
-              "Cost typical (USD)", "Cost max (USD)"]
-    table = [[r.stage, r.model, f"{r.calls:,}", f"{r.reused:,}", f"~{r.prompt_tokens:,}", f"~{r.completion_tokens:,}",
-              f"{r.completion_bound:,}", f"${r.cost_usd:.2f}" + ("" if r.priced else " *"),
-              f"${r.cost_bound_usd:.2f}" + ("" if r.priced else " *")] for r in rows]
+        if "generate" in stages:
+            names = resolve(each.benchmark or "all")
+        else:  # the stored run's benchmarks, as the run itself would take them
+            scope = check_stored(each, stages)
+            names = scope.benchmarks or [n for n in registry() if n in scope.have and n in BENCHMARKS]
+        datasets = [load(n, each.data_dir, each.limit) for n in names]
+        for r in estimate(each.results_dir, each.model, each.tag, each.base_url, datasets, each.generation,
+                          each.judges if "judge" in stages else [], each.judging.max_tokens, pricing,
+                          generating="generate" in stages):
+            table.append([*([each.tag] if runs > 1 else []), r.stage, r.model, f"{r.calls:,}", f"{r.reused:,}",
+                          f"~{r.prompt_tokens:,}", f"~{r.completion_tokens:,}", f"{r.completion_bound:,}",
+                          f"${r.cost_usd:.2f}" + ("" if r.priced else " *"),
+                          f"${r.cost_bound_usd:.2f}" + ("" if r.priced else " *")])
+    header = [*(["Run"] if runs > 1 else []), "Stage", "Model", "Calls", "Reused", "Prompt tokens",
+              "Completion (typical)", "Completion (max)", "Cost typical (USD)", "Cost max (USD)"]
     _print_rows(f"Dry run: {request.model}, tag {request.tag}{f' × {runs} runs' if runs > 1 else ''} "
                 "(estimates; * unpriced model counted as $0; nothing was called)", header, table, "table")
 
@@ -204,14 +210,17 @@ def _run(request: RunRequest) -> None:
         typer.echo(f"run {outcome.info.run_id}: {sum(b.done for b in g)} answers ({sum(b.cached for b in g)} "
                    f"reused, {outcome.generation.calls} called, {failed} errors), {sum(b.tokens for b in g):,} tokens")
     j = outcome.judging
+    lead = "  " if g else f"run {outcome.info.run_id}: "
     if j.total:
-        typer.echo(f"  judged {j.done} ({j.reused} reused, {j.judged} called, {j.fallbacks} needed the fallback "
-                   f"prompt, {j.null_scores} without a score)")
+        errored = f"; {j.answer_errors} errored answers not sent" if j.answer_errors else ""
+        typer.echo(f"{lead}judged {j.done - j.answer_errors} ({j.reused} reused, {j.judged} called, {j.failed} "
+                   f"failed, {j.fallbacks} needed the fallback prompt, {j.null_scores} without a score){errored}")
+        lead = "  "
     p = outcome.passes
     if p.answers:
         calls = f"; {p.consulted} model calls, {p.reused} verdicts reused, {p.failed} failed" if (
             p.consulted or p.reused or p.failed) else ""
-        typer.echo(f"{'  ' if g else f'run {outcome.info.run_id}: '}passes over {p.answers} answers, changing the "
+        typer.echo(f"{lead}passes over {p.answers} answers, changing the "
                    f"score of: {', '.join(f'{name} {n}' for name, n in p.flagged.items())}{calls}")
     if failed:
         typer.echo("  errored answers are retried by running the same command again (see answers.error_type)")
@@ -309,9 +318,9 @@ def _render_report(report: Report, fmt: str) -> None:
                  f"status: {s.status}")
         if report.multi:
             header = ["Benchmark", "Mean", "Std Dev", "95% CI", "Range", "Runs", "SE (by question)",
-                      "Mean without passes"]
+                      "Mean without passes", "Note"]
             rows = [[r[0], _num(r[1]), _num(r[2]), _ci(r[3], r[4], r[1]), _range(r[5], r[6]), str(r[7] or "-"),
-                     _num(r[8]), _num(r[9])] for r in s.rows]
+                     _num(r[8]), _num(r[9]), r[10]] for r in s.rows]
         else:
             header = ["Benchmark", "Score", "Without passes", "n", "Null", "Errors", "Not judged", "Note"]
             rows = [[r[0], _num(r[1]), _num(r[2]), *(str(v) if v is not None else "" for v in r[3:7]), r[7]]
@@ -330,9 +339,7 @@ def _num(value: float | None) -> str:
 
 
 def _ci(low: float | None, high: float | None, mean: float | None) -> str:
-    if mean is None:
-        return "not run"
-    return "-" if low is None else f"{low:.2f}–{high:.2f}"
+    return "-" if low is None or mean is None else f"{low:.2f}–{high:.2f}"
 
 
 def _range(low: float | None, high: float | None) -> str:

@@ -32,6 +32,8 @@ __all__ = ["Basis", "Comparison", "ComparisonReport", "compare"]
 
 ALPHA = 0.05
 _SEP = "\x1f"  # joins judge, benchmark and prompt hash into one key
+# Each side's runs: a run on both sides (a tag and its own family, or a tag with itself) is counted on both.
+_SIDES = "SELECT unnest($a) AS run_id, true AS is_a UNION ALL SELECT unnest($b), false"
 
 
 @dataclass
@@ -106,12 +108,12 @@ def _side(results_dir: Path, tag: str, model: str | None) -> Selection:
     return chosen
 
 
-def _complete(con: duckdb.DuckDBPyConnection, side: Selection) -> tuple[list[str], list[str]]:
-    """A family's complete runs, and the tags of those left out."""
+def _complete(con: duckdb.DuckDBPyConnection, side: Selection, judge: str | None) -> tuple[list[str], list[str]]:
+    """A family's complete runs (for ``judge``, or every judge), and the tags of those left out."""
     if not side.family:
         return side.run_ids, []
-    complete = {r for r, c in con.execute("SELECT run_id, complete FROM run_completeness WHERE judge = '*'"
-                                          ).fetchall() if not c}
+    complete = {r for r, c in con.execute("SELECT run_id, complete FROM run_completeness WHERE judge = $j",
+                                          {"j": judge or "*"}).fetchall() if not c}
     kept = [r.run_id for r in side.runs if r.run_id not in complete]
     if not kept:
         raise UsageError(f"no run of {side.tag!r} is complete (every member lacks questions or judgements the "
@@ -124,8 +126,8 @@ def compare(results_dir: Path, tag_a: str, tag_b: str, model: str | None = None,
     side_a = _side(results_dir, tag_a, model)
     side_b = _side(results_dir, tag_b, model or side_a.models[0])
     con = connect(results_dir, None, list(dict.fromkeys(side_a.run_ids + side_b.run_ids)))
-    runs_a, excluded_a = _complete(con, side_a)
-    runs_b, excluded_b = _complete(con, side_b)
+    runs_a, excluded_a = _complete(con, side_a, judge)
+    runs_b, excluded_b = _complete(con, side_b, judge)
     basis, keys = _basis(con, tag_a, tag_b, runs_a, runs_b, judge)
     basis.excluded_runs = excluded_a + excluded_b
     rows = _per_question(con, runs_a, runs_b, basis, keys)
@@ -166,9 +168,9 @@ def _basis(con: duckdb.DuckDBPyConnection, tag_a: str, tag_b: str, runs_a: list[
     pa_, pb = passes(runs_a), passes(runs_b)
     prompts: dict[str, dict[bool, set[tuple[str, str]]]] = {}
     for bench, is_a, j, h in con.execute(
-            "SELECT DISTINCT benchmark, list_contains($a, run_id), judge, coalesce(prompt_hash, '') FROM judgements "
-            "WHERE list_contains($all, run_id) AND strategy = '' AND list_contains($used, judge)",
-            {"a": runs_a, "all": runs_a + runs_b, "used": used}).fetchall():
+            f"SELECT DISTINCT benchmark, is_a, judge, coalesce(prompt_hash, '') FROM judgements JOIN ({_SIDES}) "
+            "USING (run_id) WHERE strategy = '' AND list_contains($used, judge)",
+            {"a": runs_a, "b": runs_b, "used": used}).fetchall():
         prompts.setdefault(bench, {True: set(), False: set()})[is_a].add((j, h))
     common: dict[str, list[str]] = {}
     not_compared = {}
@@ -193,20 +195,20 @@ def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: lis
                   keys: list[str]) -> list[tuple]:
     """Per benchmark and side: the paired scores, and the dropped questions by reason."""
     return con.execute(f"""
-        WITH q AS (  -- every question either side answered or judged
+        WITH side_runs AS ({_SIDES}),
+        q AS (  -- every question either side answered or judged
             SELECT DISTINCT benchmark, question_id FROM answers
             WHERE list_contains($all, run_id) AND strategy = '' AND sample_index = 0
             UNION SELECT DISTINCT benchmark, question_id FROM judgement_rows
             WHERE list_contains($all, run_id) AND strategy = '' AND sample_index = 0
         ), sides AS (SELECT unnest([true, false]) AS is_a),
         a AS (
-            SELECT benchmark, question_id, list_contains($a, run_id) AS is_a, bool_and(error IS NOT NULL) AS failed
-            FROM answers WHERE list_contains($all, run_id) AND strategy = '' AND sample_index = 0 GROUP BY ALL
+            SELECT benchmark, question_id, is_a, bool_and(error IS NOT NULL) AS failed
+            FROM answers JOIN side_runs USING (run_id) WHERE strategy = '' AND sample_index = 0 GROUP BY ALL
         ), s AS (
-            SELECT benchmark, question_id, list_contains($a, run_id) AS is_a, avg(score_10) AS score,
-                   count(*) AS judged
-            FROM scores_using($passes)
-            WHERE list_contains($all, run_id) AND strategy = '' AND sample_index = 0
+            SELECT benchmark, question_id, is_a, avg(score_10) AS score, count(*) AS judged
+            FROM scores_using($passes) JOIN side_runs USING (run_id)
+            WHERE strategy = '' AND sample_index = 0
               AND list_contains($keys, judge || '{_SEP}' || benchmark || '{_SEP}' || coalesce(prompt_hash, ''))
             GROUP BY ALL
         ), per AS (
@@ -236,7 +238,7 @@ def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: lis
         FROM benchmark_info b
         WHERE list_contains($benchmarks, b.benchmark)
         ORDER BY b.position""",
-        {"a": runs_a, "all": runs_a + runs_b, "passes": basis.passes, "keys": keys,
+        {"a": runs_a, "b": runs_b, "all": runs_a + runs_b, "passes": basis.passes, "keys": keys,
          "benchmarks": sorted(basis.prompts)}).fetchall()
 
 

@@ -244,7 +244,8 @@ def _copy(con: duckdb.DuckDBPyConnection, query: str, path: Path) -> None:
 
 def export_summary(results_dir: Path, base_tag: str, model: str) -> Path | None:
     """``<model>/<base_tag>/family.json`` for a family of runs {base_tag}-runN: every member with its status
-    and completeness, and the statistics over the complete ones (``multi_run_stats``)."""
+    and completeness (for every judge; ``complete_for``: the judges it is complete for), and the statistics
+    over the complete ones (``multi_run_stats``, per judge)."""
     family = [r for r in find_runs(results_dir, "base_tag = $tag AND model = $model AND tag <> $tag",
                                    {"tag": base_tag, "model": model})]
     if not family:
@@ -258,7 +259,9 @@ def export_summary(results_dir: Path, base_tag: str, model: str) -> Path | None:
         done, missing = complete.get((r.run_id, "*"), (True, []))
         members.append({"tag": r.tag, "run_id": r.run_id, "run_index": r.run_index,
                         "status": effective(status.get(r.run_id), writer_alive(results_dir, r.run_id)),
-                        "complete": done, "incomplete_benchmarks": missing or []})
+                        "complete": done, "incomplete_benchmarks": missing or [],
+                        "complete_for": sorted(j for (run, j), (c, _) in complete.items()  # judge by judge
+                                               if run == r.run_id and j != "*" and c)})
     summary = {
         "kind": "multi_run", "base_tag": base_tag, "model": model,
         "tags": [m["tag"] for m in members], "run_ids": [m["run_id"] for m in members], "members": members,

@@ -36,6 +36,7 @@ class Block:
     status: str  # ok, partial, failed, running or interrupted (the worst of a family's)
     rows: list[dict] = field(default_factory=list)  # benchmark, title, score, low, high, n, null, errors, note
     tokens: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the numbers leave out
 
 
 def _block(inspector: Inspector, tag: str, model: str | None) -> Block:
@@ -67,6 +68,11 @@ def _block(inspector: Inspector, tag: str, model: str | None) -> Block:
             "SELECT benchmark, mean, ci_low, ci_high, runs FROM multi_run_stats WHERE base_tag = $tag AND judge = '*' "
             "AND model = $model", {"tag": tag, "model": block.model}).fetchall()}
         errors = {}
+        left_out = con.execute("SELECT r.tag, c.incomplete_benchmarks FROM run_completeness c JOIN runs r "
+                               "USING (run_id) WHERE c.judge = '*' AND NOT c.complete ORDER BY r.run_index").fetchall()
+        if left_out:
+            block.notes.append("left out, not every question answered and judged: "
+                               + ", ".join(f"{t} ({', '.join(b)})" for t, b in left_out))
     lineage = {b: (n, stale, prompts) for b, n, stale, prompts in con.execute(  # what the scores leave out
         "SELECT benchmark, sum(n_not_judged), sum(n_stale), flatten(list(prompt_hashes)) FROM benchmark_scores "
         "WHERE list_contains($ids, run_id) AND judge = '*' GROUP BY 1", {"ids": block.runs}).fetchall()}

@@ -61,6 +61,8 @@ class JudgeProgress:
     judged: int = 0  # judgements that needed a call this session
     failed: int = 0  # of which the judge call itself failed (after retries)
     failures: Counter[str] = field(default_factory=Counter)  # why, by error
+    answer_errors: int = 0  # error answers: recorded for each judge, never sent
+    reused_by: Counter[tuple[str, str]] = field(default_factory=Counter)  # (benchmark, judge) -> reused
     fallbacks: int = 0
     null_scores: int = 0
     by_judge: dict[str, int] = field(default_factory=dict)
@@ -97,9 +99,8 @@ async def judge(
     """Judge the run's answers with every judge; returns the counters. ``benchmarks`` and ``questions``
     ((benchmark, question_id) pairs), when given, limit which answers."""
     progress = progress or JudgeProgress()
-    scope = questions
-    questions = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
-                 for q in store.read("questions", run_id).to_pylist()}
+    rows = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
+            for q in store.read("questions", run_id).to_pylist()}
     answers = store.read("answers", run_id, [*_KEY, "content", "error", "answer_hash"]).to_pylist()
     texts = {tuple(a[k] for k in _KEY): a["content"] for a in answers}
     existing = {  # every stored identity (history included) -> its error
@@ -108,21 +109,25 @@ async def judge(
     }
     # An answer whose benchmark or question this version does not know has nothing to be judged against.
     answers = [a for a in answers
-               if (a["benchmark"], a["question_id"]) in questions and a["benchmark"] in bm.BENCHMARKS
+               if (a["benchmark"], a["question_id"]) in rows and a["benchmark"] in bm.BENCHMARKS
                and (benchmarks is None or a["benchmark"] in benchmarks)
-               and (scope is None or (a["benchmark"], a["question_id"]) in scope)]
+               and (questions is None or (a["benchmark"], a["question_id"]) in questions)]
     progress.total += len(answers) * len(judges)
     journal = store.journal(run_id)
     try:
         record = functools.partial(_record, journal, run_id, progress)
         call = functools.partial(_call, config)
-        plan = functools.partial(_plan, run_id=run_id, answers=answers, questions=questions, texts=texts,
+        plan = functools.partial(_plan, run_id=run_id, answers=answers, questions=rows, texts=texts,
                                  existing=existing, rejudge=rejudge, journal=journal, progress=progress)
         clients = list(dict.fromkeys(j.client for j in judges))  # one dispatcher per endpoint and its limiter
         await asyncio.gather(*(
             Dispatcher(plan([j for j in judges if j.client is c]), call, record, c.limiter.config.max).run()
             for c in clients
         ))
+        for (bench, name), n in progress.reused_by.items():  # the token table's "reused" column
+            journal.append("token_usage", {"run_id": run_id, "stage": "judging", "benchmark": bench, "model": name,
+                                           "requests": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                           "cached_requests": n, "created_at": now_us()})
     finally:
         journal.close()
     store.compact("judgements", run_id)
@@ -144,11 +149,12 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
             if not rejudge and identity in existing and not _call_failed(existing[identity]):
                 progress.done += 1
                 progress.reused += 1
+                progress.reused_by[(name, j.name)] += 1
                 continue
             if answer["error"] is not None:  # never sent to a judge; counted, not averaged as zero
                 journal.append("judgements", _row(run_id, answer, j.name, prompt_hash, a_hash, error=ANSWER_ERROR))
                 progress.done += 1
-                progress.null_scores += 1
+                progress.answer_errors += 1
                 continue
             messages = judge_messages(name, question, answer["content"], bm.BENCHMARKS[name].scale, history)
             yield _Item(answer, j, messages, prompt_hash, a_hash)

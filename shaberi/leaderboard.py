@@ -63,7 +63,10 @@ def leaderboard(results_dir: Path, tag: str = "legacy", as_published: bool = Fal
     con = duckdb.connect()
     runs = find_runs(results_dir, "tag = $tag", {"tag": tag}, con)
     if not runs:
-        raise UsageError(f"no runs tagged {tag!r} under {results_dir}; import a tree with: shaberi import-legacy PATH")
+        members = sorted({r.tag for r in find_runs(results_dir, "base_tag = $tag", {"tag": tag}, con)})
+        hint = (f"{tag!r} names the runs {', '.join(members[:3])}{' …' if len(members) > 3 else ''}: rank one of them "
+                f"(--tag {members[0]})" if members else "import a tree with: shaberi import-legacy PATH")
+        raise UsageError(f"no runs tagged {tag!r} under {results_dir}; {hint}")
     connect(results_dir, None, [r[0] for r in runs], upto="score_means", con=con)
     query = _AS_PUBLISHED if as_published else (
         "SELECT r.model, s.judge, s.benchmark, s.score FROM score_means s JOIN runs r USING (run_id)")

@@ -183,7 +183,7 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
     at = now_us()
     questions: dict[tuple[str, str], dict] = {}
     answers: dict[tuple[str, str], dict] = {}
-    judgements: dict[tuple[str, str, str], dict] = {}
+    judgements: dict[tuple[str, str, str, int], dict] = {}  # (benchmark, question, judge, repeats after it)
     judges: set[str] = set()
     for judge, folder, path in sorted(files, key=lambda f: (f[0] is not None, f[0] or "", f[1])):
         rows = list(_rows(path, report))
@@ -216,7 +216,7 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
     report.models += 1
     report.answers += len(answers)
     report.judgements += sum(1 for key in judgements if key[3] == 0)
-    if any(key[3] for key in judgements):
+    if any(key[3] > 0 for key in judgements):
         report.repeated.append(info.run_id)
 
 

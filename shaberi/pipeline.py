@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import ipaddress
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlparse
@@ -199,22 +199,20 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
                 on_start(outcome)
             tracker = _Stages(req.results_dir, store, info.run_id, stages, previous)
             row = lambda status: info.row(status, concurrency_history=candidate.limiter.history)  # noqa: E731
+            async def do(stage: str) -> None:
+                if stage == "generate":
+                    await generate(store, info.run_id, req.model, datasets, candidate, req.generation,
+                                   rerun=req.rerun, retry_errors=req.retry_errors, progress=outcome.generation)
+                elif stage == "judge":
+                    await judge(store, info.run_id, judges, req.judging, rejudge=req.rejudge, benchmarks=names,
+                                questions=scope, progress=outcome.judging)
+                else:
+                    await run_passes(store, info.run_id, pass_list, outcome.passes, benchmarks=names,
+                                     questions=scope)
+
             with tracker.running(row, lambda: _counts(datasets, outcome.generation)):
                 write_questions(store, info.run_id, datasets)
-                for stage in stages:
-                    with tracker.stage(stage):
-                        if stage == "generate":
-                            await generate(store, info.run_id, req.model, datasets, candidate, req.generation,
-                                           rerun=req.rerun, retry_errors=req.retry_errors,
-                                           progress=outcome.generation)
-                        elif stage == "judge":
-                            await judge(store, info.run_id, judges, req.judging, rejudge=req.rejudge,
-                                        benchmarks=names, questions=scope, progress=outcome.judging)
-                        else:
-                            await run_passes(store, info.run_id, pass_list, outcome.passes, benchmarks=names,
-                                             questions=scope)
-                        outcome.calls[stage] = _calls(stage, outcome)
-                        tracker.done(stage, outcome.calls[stage])
+                await tracker.run(do, outcome)
                 outcome.status, outcome.stages = tracker.finish(row, names, req.export, info.base_tag != req.tag,
                                                                 req.model, info.base_tag)
         return outcome
@@ -344,17 +342,15 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
                               "prompt_hashes": orjson.dumps(info.prompt_hashes).decode(), "status": status,
                               "updated_at": now_us()}
 
+            async def do(stage: str) -> None:
+                if stage == "judge":
+                    await judge(store, run_id, judges, req.judging, rejudge=req.rejudge, benchmarks=names,
+                                questions=questions, progress=outcome.judging)
+                else:
+                    await run_passes(store, run_id, pass_list, outcome.passes, benchmarks=names, questions=questions)
+
             with tracker.running(updated, dict):
-                for stage in stages:
-                    with tracker.stage(stage):
-                        if stage == "judge":
-                            await judge(store, run_id, judges, req.judging, rejudge=req.rejudge, benchmarks=names,
-                                        questions=questions, progress=outcome.judging)
-                        else:
-                            await run_passes(store, run_id, pass_list, outcome.passes, benchmarks=names,
-                                             questions=questions)
-                        outcome.calls[stage] = _calls(stage, outcome)
-                        tracker.done(stage, outcome.calls[stage])
+                await tracker.run(do, outcome)
                 outcome.status, outcome.stages = tracker.finish(updated, names, req.export,
                                                                 info.base_tag != req.tag, req.model, info.base_tag)
         return outcome
@@ -405,17 +401,18 @@ class _Stages:
             write_manifest(self.results_dir, self.run_id)
             raise
 
-    @contextlib.contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        self.state[name] = {"status": "running", "started_at": now_us()}
-        row = self._row("running")
-        self.store.replace("runs", self.run_id, [row])  # what a reader finds if this process dies now
-        write_progress_manifest(self.results_dir, row, self.counts())
-        yield
-
-    def done(self, name: str, calls: StageCalls) -> None:
-        self.state[name] = calls.record() | {"finished_at": now_us()}
-        self.store.replace("runs", self.run_id, [self._row("running")])
+    async def run(self, do: Callable[[str], Awaitable[None]], outcome: Outcome) -> None:
+        """Each stage in turn, recorded in the run's row (and manifest) when it starts and when it ends: what a
+        reader finds if this process dies meanwhile."""
+        for name in self.stages:
+            self.state[name] = {"status": "running", "started_at": now_us()}
+            row = self._row("running")
+            self.store.replace("runs", self.run_id, [row])
+            write_progress_manifest(self.results_dir, row, self.counts())
+            await do(name)
+            outcome.calls[name] = _calls(name, outcome)
+            self.state[name] = outcome.calls[name].record() | {"finished_at": now_us()}
+            self.store.replace("runs", self.run_id, [self._row("running")])
 
     def finish(self, make_row: Callable[[str], dict], scoped: list[str] | None, export: bool, family: bool,
                model: str, base_tag: str) -> tuple[str, dict[str, dict]]:

@@ -8,8 +8,9 @@ Per benchmark and stage, from the tables (so they hold after any sequence of res
     not run      the stage never ran on it
     interrupted  the run says it is running, but no process holds its lock (killed, or the machine died)
 
-For one invocation, ``StageCalls`` counts the calls a stage made and how many failed: a stage whose every
-call failed makes the command exit with code 1 and one line naming the most common error.
+For one invocation, ``StageCalls`` counts the calls a stage made and how many failed. A stage that ends
+``failed`` — every call of it failed, or the tables hold nothing usable of it — makes ``shaberi run`` exit
+with code 1 and one line naming the most common error (``describe``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["ORDER", "StageCalls", "benchmark_statuses", "describe", "effective", "generation_status", "judging_status",
            "run_status", "stage_status", "top_error", "worst", "writer_alive"]
 
-ORDER = ("ok", "not run", "partial", "interrupted", "failed")  # better to worse
+ORDER = ("ok", "not run", "partial", "running", "interrupted", "failed")  # better to worse
 _LEGACY = {"complete": "ok", "error": "failed"}  # statuses written before these words
 
 
@@ -45,8 +46,8 @@ def generation_status(questions: int, answers: int, errors: int, missing: int) -
     return "failed" if answers - errors <= 0 else "partial"
 
 
-def judging_status(answers: int, judged: int, failed: int, not_judged: int) -> str:
-    if answers == 0 or (judged == 0 and failed == 0):
+def judging_status(answers: int, judged: int, failed: int, not_judged: int, answer_errors: int = 0) -> str:
+    if answers == answer_errors or (judged == 0 and failed == 0):  # nothing to judge, or never judged
         return "not run"
     if failed == 0 and not_judged == 0:
         return "ok"
@@ -113,18 +114,20 @@ def run_status(benchmarks: list[str]) -> str:
 
 _STATUS_QUERY = """
     SELECT 'answers' AS kind, benchmark, NULL AS name, questions AS a, answers AS b, answer_errors AS c,
-           missing AS d, NULL::BIGINT AS e, NULL AS error FROM answer_coverage
+           missing AS d, NULL::BIGINT AS e, NULL::BIGINT AS f, NULL AS error FROM answer_coverage
     UNION ALL
-    SELECT 'judge', benchmark, judge, answers, judged, judge_failed, not_judged, stale, NULL FROM judge_coverage
+    SELECT 'judge', benchmark, judge, answers, judged, judge_failed, not_judged, stale, answer_errors, NULL
+    FROM judge_coverage
     UNION ALL
-    SELECT 'pass', benchmark, pass_name, answers, checked, stale, NULL, NULL, NULL FROM pass_coverage
+    SELECT 'pass', benchmark, pass_name, answers, checked, stale, NULL, NULL, NULL, NULL FROM pass_coverage
     UNION ALL (  -- the most common error of each benchmark's answers, and of each judge's calls
-        SELECT 'answer_error', benchmark, NULL, count(*), NULL, NULL, NULL, NULL,
+        SELECT 'answer_error', benchmark, NULL, count(*), NULL, NULL, NULL, NULL, NULL,
                error_type || ': ' || left(min(error), 120)
         FROM answers WHERE error IS NOT NULL AND strategy = '' GROUP BY benchmark, error_type
         QUALIFY row_number() OVER (PARTITION BY benchmark ORDER BY count(*) DESC, error_type) = 1)
     UNION ALL (
-        SELECT 'judge_error', benchmark, judge, count(*), NULL, NULL, NULL, NULL, left(error, 160) FROM judgements
+        SELECT 'judge_error', benchmark, judge, count(*), NULL, NULL, NULL, NULL, NULL, left(error, 160)
+        FROM judgements
         WHERE error LIKE 'judge_error%' AND strategy = '' GROUP BY benchmark, judge, error
         QUALIFY row_number() OVER (PARTITION BY benchmark, judge ORDER BY count(*) DESC, error) = 1)"""
 
@@ -136,18 +139,18 @@ def benchmark_statuses(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
     rows = con.execute(_STATUS_QUERY).fetchall()
     errors = {(kind, bench, name): (error, n) for kind, bench, name, n, *_, error in rows if kind.endswith("_error")}
     out: dict[str, dict] = {}
-    for _, bench, _, questions, answers, answer_errors, missing, _, _ in sorted(
+    for _, bench, _, questions, answers, answer_errors, missing, _, _, _ in sorted(
             (r for r in rows if r[0] == "answers"), key=lambda r: r[1]):
         out[bench] = {"generate": {"status": generation_status(questions, answers, answer_errors, missing),
                                    "questions": questions, "answers": answers, "answer_errors": answer_errors,
                                    "missing": missing, "error": errors.get(("answer_error", bench, None))},
                       "judge": {}, "passes": {}}
-    for kind, bench, name, answers, done, failed, not_done, stale, _ in sorted(
+    for kind, bench, name, answers, done, failed, not_done, stale, answer_errors, _ in sorted(
             (r for r in rows if r[0] in ("judge", "pass") and r[1] in out), key=lambda r: (r[0], r[2], r[1])):
         if kind == "judge":
-            out[bench]["judge"][name] = {"status": judging_status(answers, done, failed, not_done), "judged": done,
-                                         "judge_failed": failed, "not_judged": not_done, "stale": stale,
-                                         "error": errors.get(("judge_error", bench, name))}
+            out[bench]["judge"][name] = {"status": judging_status(answers, done, failed, not_done, answer_errors),
+                                         "judged": done, "judge_failed": failed, "not_judged": not_done,
+                                         "stale": stale, "error": errors.get(("judge_error", bench, name))}
         else:  # a pass: done = checked, failed = stale
             out[bench]["passes"][name] = {"status": "ok" if done == answers else "partial", "checked": done,
                                           "not_checked": answers - done, "stale": failed}

@@ -108,15 +108,20 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str)
         "SELECT benchmark, score, baseline_score, n, n_null, n_error + n_judge_error, n_not_judged, n_stale, "
         "prompt_hashes FROM benchmark_scores WHERE run_id = $run AND judge = $judge",
         {"run": run_id, "judge": judge}).fetchall()}
+    answered = dict(con.execute("SELECT benchmark, answers FROM answer_coverage WHERE run_id = $run",
+                                {"run": run_id}).fetchall())
+    by_judge = _not_judged_by_judge(con, [run_id]) if judge == ALL_JUDGES else {}
     for bench, title in _benchmarks(con, [run_id]):
-        if bench not in got:
-            section.rows.append([title, None, None, 0, 0, 0, 0, "not run"])
+        if bench not in got:  # no judge has looked at it: was it answered at all?
+            n = answered.get(bench, 0)
+            section.rows.append([title, None, None, 0, 0, 0, n, f"{n} answers, not judged" if n else "not run"])
             continue
         score, baseline, n, null, errors, not_judged, stale, prompts = got[bench]
         notes = ["no scores" if score is None else ("with pass deltas" if baseline != score else "")]
         if not_judged:
-            notes.append(f"{not_judged} not judged" + (f" ({stale} judged as an earlier answer: stale)" if stale
-                                                        else ""))
+            who = by_judge.get(bench)
+            notes.append(f"{not_judged} not judged" + (f" ({who})" if who else "")
+                         + (f", {stale} of them judged as an earlier answer: stale" if stale else ""))
         if len(prompts) > 1:
             notes.append(f"{len(prompts)} judging prompt versions")
         section.prompt_hashes[bench] = prompts
@@ -127,38 +132,60 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str)
         section.rows.append(["Overall", overall[0], overall[1], None, None, None, None,
                              "" if overall[2] else "not every benchmark has a score"])
     else:
-        section.rows.append(["Overall", None, None, None, None, None, None, "no scores"])
+        section.rows.append(["Overall", None, None, None, None, None, None,
+                             "none of the four core benchmarks has a score"])
     return section
+
+
+def _not_judged_by_judge(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, str]:
+    """Pooled judges count an answer once per judge: per benchmark, which judges left how many out."""
+    rows = con.execute("SELECT benchmark, judge, sum(n_not_judged)::BIGINT FROM benchmark_scores WHERE judge <> '*' "
+                       "AND list_contains($ids, run_id) GROUP BY ALL HAVING sum(n_not_judged) > 0 ORDER BY 1, 2",
+                       {"ids": run_ids}).fetchall()
+    out: dict[str, list[str]] = {}
+    for bench, judge, n in rows:
+        out.setdefault(bench, []).append(f"{judge} {n}")
+    return {bench: ", ".join(parts) for bench, parts in out.items()}
 
 
 def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list[str], tag: str,
            clustered: bool) -> Section:
     section = Section(model, judge, run_ids,
                       ["benchmark", "mean", "std_dev", "ci_low", "ci_high", "min", "max", "runs", "se_clustered",
-                       "baseline_mean"])
+                       "baseline_mean", "note"])
     excluded = con.execute(  # members that did less than the family: their numbers would mix another average in
         "SELECT r.run_id, r.tag, c.incomplete_benchmarks FROM run_completeness c JOIN runs r USING (run_id) "
         "WHERE NOT c.complete AND c.judge = $judge AND r.model = $model ORDER BY r.run_index",
         {"judge": judge, "model": model}).fetchall()
     counted = [r for r in run_ids if r not in {e[0] for e in excluded}]
     if excluded:
-        section.notes.append("left out, incomplete: " + ", ".join(
-            f"{t} (missing in {', '.join(b)})" for _, t, b in excluded))
+        by = "" if judge == ALL_JUDGES else f" by {judge}"
+        section.notes.append(f"left out, not every question answered and judged{by}: " + ", ".join(
+            f"{t} ({', '.join(b)})" for _, t, b in excluded))
+    for bench, prompts in con.execute(
+            "SELECT benchmark, list_sort(list_distinct(flatten(list(prompt_hashes)))) FROM benchmark_scores "
+            "WHERE list_contains($ids, run_id) AND judge = $judge GROUP BY 1", {"ids": counted, "judge": judge}
+    ).fetchall():
+        section.prompt_hashes[bench] = prompts
     stats = {r[0]: r[1:] for r in con.execute(
         "SELECT benchmark, mean, sd, ci_low, ci_high, min, max, runs, baseline_mean FROM multi_run_stats "
         "WHERE base_tag = $tag AND model = $model AND judge = $judge",
         {"tag": tag, "model": model, "judge": judge}).fetchall()}
+    ran = {b for (b,) in con.execute("SELECT DISTINCT benchmark FROM answers WHERE list_contains($ids, run_id)",
+                                     {"ids": run_ids}).fetchall()}
     per_question = con.execute(
         "SELECT benchmark, question_id, score_10 FROM scores WHERE list_contains($ids, run_id) AND strategy = '' "
         "AND score_10 IS NOT NULL AND ($judge = '*' OR judge = $judge)", {"ids": counted, "judge": judge}).fetchall(
     ) if clustered else []
+    core = {b for (b,) in con.execute("SELECT benchmark FROM benchmark_info WHERE in_overall").fetchall()}
     for bench, title in [*_benchmarks(con, run_ids), ("overall", "Overall")]:
         if bench not in stats:
-            section.rows.append([title, None, None, None, None, None, None, 0, None, None])
+            note = "not run" if bench != "overall" and bench not in ran else "no complete run has a score"
+            section.rows.append([title, None, None, None, None, None, None, 0, None, None, note])
             continue
         rows = [(q, s) for b, q, s in per_question if b == bench]
         se = clustered_se([s for _, s in rows], [q for q, _ in rows]) if rows else None
         *values, baseline = stats[bench]
-        section.rows.append([title, *values, se, baseline])
+        note = "not every benchmark has a score" if bench == "overall" and not core <= set(stats) else ""
+        section.rows.append([title, *values, se, baseline, note])
     return section
-

@@ -20,12 +20,12 @@ SELECT q.run_id, q.benchmark, count(*) AS questions, coalesce(sum(a.answers), 0)
 FROM q LEFT JOIN a USING (run_id, benchmark, question_id)
 GROUP BY ALL;
 
--- judge_coverage: run × judge × benchmark: of the run's answers, how many this judge's current judgements
--- cover (judged: answer errors included, each with its row), how many only have a failed judge call, and
--- how many are not judged at all — stale: judged only as an earlier text of the answer.
+-- judge_coverage: run × judge × benchmark: of the run's answers (answer_errors of them failed), how many
+-- this judge's current judgements cover (judged: answer errors included, each with its row), how many only
+-- have a failed judge call, and how many are not judged at all — stale: judged only as an earlier text.
 CREATE OR REPLACE VIEW judge_coverage AS
 WITH a AS (
-    SELECT a.run_id, a.benchmark, a.question_id, a.sample_index FROM answers a JOIN benchmark_info USING (benchmark)
+    SELECT a.run_id, a.benchmark, a.question_id, a.sample_index, a.error FROM answers a JOIN benchmark_info USING (benchmark)
     ANTI JOIN excluded_questions x ON x.benchmark = a.benchmark AND x.question_id = a.question_id
     WHERE a.strategy = ''
 ), h AS (
@@ -35,7 +35,7 @@ WITH a AS (
            bool_or(lineage = 'stale') AS stale
     FROM judgement_history WHERE strategy = '' GROUP BY ALL
 )
-SELECT a.run_id, j.judge, a.benchmark, count(*) AS answers,
+SELECT a.run_id, j.judge, a.benchmark, count(*) AS answers, count(a.error) AS answer_errors,
        count(*) FILTER (WHERE h.judged) AS judged,
        count(*) FILTER (WHERE h.failed AND NOT h.judged) AS judge_failed,
        count(*) FILTER (WHERE NOT coalesce(h.judged OR h.failed, false)) AS not_judged,

@@ -149,3 +149,22 @@ def query_scores(results) -> dict[str, float]:
     from .conftest import query
 
     return dict(query(results, "SELECT tag, score FROM benchmark_scores WHERE judge = '*'"))
+
+
+def test_a_run_on_both_sides_counts_on_both(server, tmp_path):
+    """A family against one of its own members, or a tag against itself: the shared run is on both sides."""
+    from .conftest import write_rakuda
+
+    results = tmp_path / "r"
+    data = write_rakuda(tmp_path / "d", [f"<<judge@j1: FINAL SCORE: {s}>> 質問{i}" for i, s in enumerate([5, 3, 4])])
+    other = write_rakuda(tmp_path / "o", [f"<<judge@j1: FINAL SCORE: {s}>> 質問{i}" for i, s in enumerate([4, 2, 2])])
+    for tag, d in (("fam-run1", data), ("fam-run2", other)):
+        assert shaberi("run", "--model", "m", "--tag", tag, "--base-url", server.base_url, "--benchmark", "rakuda",
+                       "--judge", "j1", "--results-dir", str(results), "--data-dir", str(d)).returncode == 0
+    body = json.loads(shaberi("compare", "fam-run1", "fam", "--format", "json", "--results-dir",
+                              str(results)).stdout)
+    (rakuda,) = body["benchmarks"]
+    assert (rakuda["mean_a"], rakuda["mean_b"]) == pytest.approx((4.0, 10 / 3))  # B: both runs, per question
+    same = json.loads(shaberi("compare", "fam-run1", "fam-run1", "--format", "json", "--results-dir",
+                              str(results)).stdout)
+    assert same["benchmarks"][0]["diff"] == 0.0 and same["benchmarks"][0]["n"] == 3

@@ -156,3 +156,11 @@ def test_a_repeated_legacy_row_counts_once_and_as_published_counts_it_as_the_ori
                    "--results-dir", str(results))
     assert view.returncode == 0, view.stderr
     assert json.loads(view.stdout)["tokens"] == [] and json.loads(view.stdout)["scores"][0]["status"] == "ok"
+    rows = {r["benchmark"]: r for r in json.loads(view.stdout)["scores"][0]["rows"]}
+    assert rows["MT-Bench (80, legacy)"]["score"] == pytest.approx(once * 1.0)  # (1–10: as is)
+    assert rows["Overall"]["note"] == "none of the four core benchmarks has a score"
+    # A model whose answers no judge scored: its benchmarks were run, not judged.
+    unjudged = shaberi("view", "--tag", "legacy", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--format", "json",
+                       "--results-dir", str(results))
+    rows = {r["benchmark"]: r for r in json.loads(unjudged.stdout)["scores"][0]["rows"]}
+    assert rows["Tengu-Bench"]["note"] == "115 answers, not judged" and rows["Rakuda"]["note"] == "not run"

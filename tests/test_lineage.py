@@ -52,6 +52,12 @@ def test_rejudge_never_calls_the_candidate_whoever_addresses_the_run(server, tmp
     assert query(results, "SELECT tag, generation_config FROM runs ORDER BY tag") == config
     assert [json.loads(c)["seed"] for _, c in config] == [1, 2]
     assert query(results, "SELECT count(*) FROM judgements WHERE judge = 'j2'") == [(10,)]
+    # The dry run of the same: judging only, over the run's own benchmark (the data dir holds no other).
+    server.reset()
+    dry = run(server, results, data, "--rejudge", "--judge", "j2", "--runs", "2", "--dry-run", tag="fam")
+    assert dry.returncode == 0, dry.stderr
+    assert "judging" in dry.stdout and "generation" not in dry.stdout and "fam-run2" in dry.stdout
+    assert server.stats()["calls"] == 0
 
 
 def test_rejudge_and_judge_stage_refuse_without_answers_or_judges(server, tmp_path):

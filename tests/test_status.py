@@ -58,6 +58,11 @@ def test_a_candidate_that_fails_every_call_and_a_base_url_without_v1(server, tmp
     assert proc.returncode == 1 and "error: generate stage: all 2 calls failed; most common: server_error: HTTP 500" \
         in proc.stderr
     assert manifest(results, "m", "t")["benchmarks"]["rakuda"]["generate"] == "failed"
+    # Judging answers that all failed: nothing to judge, nothing called; the judge stage did not run.
+    judged = run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j")
+    assert judged.returncode == 1 and "judged 0 (0 reused, 0 called" in judged.stdout
+    assert "2 errored answers not sent" in judged.stdout
+    assert manifest(results, "m", "t")["stages"] == {"generate": "failed", "judge": "not run"}
     bare = server.base_url.removesuffix("/v1")
     proc = run(bare, tmp_path / "r2", data, "--benchmark", "rakuda")
     assert proc.returncode == 2 and "probably lacks /v1" in proc.stderr and not (tmp_path / "r2").exists()
@@ -98,7 +103,7 @@ def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
     assert run(server.base_url, results, data_dir, "--benchmark", "rakuda", *common, tag="fam-run3").returncode == 0
     view = json.loads(shaberi("view", "--tag", "fam", "--format", "json", "--results-dir", str(results)).stdout)
     (section,) = view["scores"]
-    assert section["runs"] and "left out, incomplete: fam-run3 (missing in elyza)" in section["notes"]
+    assert "left out, not every question answered and judged by j: fam-run3 (elyza)" in section["notes"]
     rows = {r["benchmark"]: r for r in section["rows"]}
     overall = [v for (v,) in query(results, "SELECT overall FROM run_scores JOIN runs USING (run_id, model, tag) "
                                             "WHERE judge = 'j' AND tag IN ('fam-run1', 'fam-run2') ORDER BY tag")]
@@ -109,6 +114,20 @@ def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
     assert [(m["tag"], m["complete"], m["incomplete_benchmarks"]) for m in family["members"]] == [
         ("fam-run1", True, []), ("fam-run2", True, []), ("fam-run3", False, ["elyza"])]
     assert {tuple(s["excluded_runs"]) for s in family["statistics"]} == {("fam-run3",)}
+    # The report names the member it leaves out too; the leaderboard points at the members of a base tag.
+    report = shaberi("report", "--tag", "fam", "--out", str(tmp_path / "r.html"), "--results-dir", str(results))
+    assert report.returncode == 0 and "left out, not every question answered and judged: fam-run3 (elyza)" in (
+        tmp_path / "r.html").read_text(encoding="utf-8")
+    board = shaberi("leaderboard", "--tag", "fam", "--results-dir", str(results))
+    assert board.returncode == 2 and "rank one of them (--tag fam-run1)" in board.stderr
+    # A judge that judged only part of every member: no run is complete for it, and the view says so.
+    assert run(server.base_url, results, data_dir, "--runs", "2", "--benchmark", "rakuda", "--stages", "judge",
+               "--judge", "j3", "--limit", "2", tag="fam").returncode == 0
+    view = json.loads(shaberi("view", "--tag", "fam", "--judge", "j3", "--format", "json", "--results-dir",
+                              str(results)).stdout)
+    rows = {r["benchmark"]: r for r in view["scores"][0]["rows"]}
+    assert rows["Rakuda"]["mean"] is None and rows["Rakuda"]["note"] == "no complete run has a score"
+    assert rows["MT-Bench"]["note"] == "not run"
 
 
 def test_leaderboard_ranks_complete_rows_first_and_names_no_mt_bench(server, tmp_path, data_dir):
