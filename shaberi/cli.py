@@ -135,6 +135,23 @@ def run(
         raise UsageError("--base-url is required (the OpenAI-compatible endpoint serving --model)")
     if concurrency < 1 or (judge_concurrency is not None and judge_concurrency < 1):
         raise UsageError("--concurrency and --judge-concurrency must be at least 1")
+    for option, value, ok, want in [  # a value the endpoint would refuse, or that would turn a safeguard off
+        ("--timeout", timeout, timeout > 0, "more than 0 seconds"),
+        ("--max-tokens", max_tokens, max_tokens >= 1, "at least 1"),
+        ("--judge-max-tokens", judge_max_tokens, judge_max_tokens >= 1, "at least 1"),
+        ("--temperature", temperature, 0 <= temperature <= 2, "between 0 and 2"),
+        ("--judge-temperature", judge_temperature, 0 <= judge_temperature <= 2, "between 0 and 2"),
+        ("--frequency-penalty", frequency_penalty, frequency_penalty is None or -2 <= frequency_penalty <= 2,
+         "between -2 and 2"),
+        ("--rpm", rpm, rpm is None or rpm > 0, "more than 0"),
+        ("--max-retries", max_retries, max_retries >= 0, "0 or more"),
+        ("--retry-errors", retry_errors, retry_errors >= 0, "0 or more"),
+        ("--aimd-increase", aimd_increase, aimd_increase >= 1, "at least 1"),
+        ("--aimd-decrease", aimd_decrease, 0 < aimd_decrease < 1, "between 0 and 1"),
+        ("--aimd-cooldown", aimd_cooldown, aimd_cooldown >= 0, "0 or more seconds"),
+    ]:
+        if not ok:
+            raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
     aimd = AIMDConfig(min(concurrency_start, concurrency), min(concurrency_min, concurrency), concurrency,
                       aimd_increase, aimd_decrease, aimd_cooldown)
     request = RunRequest(
@@ -417,15 +434,18 @@ def export(
     """Write (again) the JSONL artifacts, metrics and manifests of stored runs."""
     from .export import export_run, export_summary, write_manifest
     from .sql import find_runs
+    from .store import Store
 
     where = "($tag IS NULL OR tag = $tag OR base_tag = $tag) AND ($model IS NULL OR model = $model)"
     runs = find_runs(results_dir, where, {"tag": tag, "model": model})
     if not runs:
         raise UsageError(f"no runs to export under {results_dir}{f' tagged {tag!r}' if tag else ''}"
                          f"{f' for model {model!r}' if model else ''}")
+    store = Store(results_dir)
     for run_id, run_model, run_tag, *_ in runs:
-        write_manifest(results_dir, run_id)
-        folder = export_run(results_dir, run_id)
+        with store.lock(run_id, f"run {run_model!r} tag {run_tag!r}"):  # not while a run writes it
+            write_manifest(results_dir, run_id, holding_lock=True)
+            folder = export_run(results_dir, run_id)
         typer.echo(f"{run_tag} ({run_model}): {folder.parent.parent}")
     for run_model, base_tag in sorted({(r[1], r[3]) for r in runs if r[2] != r[3]}):
         if path := export_summary(results_dir, base_tag, run_model):

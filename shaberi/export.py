@@ -85,8 +85,10 @@ def _stages(run: dict, alive: bool | None) -> tuple[dict[str, str], dict[str, di
     return statuses, records
 
 
-def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | None = None) -> Path:
-    """The run's manifest from its tables: statuses per run, stage and benchmark, counts, tokens with totals."""
+def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | None = None,
+                   holding_lock: bool = False) -> Path:
+    """The run's manifest from its tables: statuses per run, stage and benchmark, counts, tokens with totals.
+    ``holding_lock``: the caller holds the run's lock, so a run still marked running has no writer."""
     con = con or export_connection(results_dir, run_id)
     (run,) = _records(con, "SELECT * FROM runs")
     statuses = benchmark_statuses(con)
@@ -111,8 +113,8 @@ def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnectio
                            if bn == name},
             "dataset": datasets.get(name),
         }
-    return _write_manifest(results_dir, run, benchmarks, judged, tokens, _totals(con), writer_alive(
-        results_dir, run_id))
+    alive = False if holding_lock else writer_alive(results_dir, run_id)
+    return _write_manifest(results_dir, run, benchmarks, judged, tokens, _totals(con), alive)
 
 
 def write_progress_manifest(results_dir: Path, run: dict, counts: dict[str, dict]) -> Path:

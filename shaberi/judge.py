@@ -95,17 +95,21 @@ async def judge(
     benchmarks: list[str] | None = None,
     questions: set[tuple[str, str]] | None = None,
     progress: JudgeProgress | None = None,
+    rejudged_since: int | None = None,
 ) -> JudgeProgress:
     """Judge the run's answers with every judge; returns the counters. ``benchmarks`` and ``questions``
-    ((benchmark, question_id) pairs), when given, limit which answers."""
+    ((benchmark, question_id) pairs), when given, limit which answers. ``rejudged_since`` (µs): a ``rejudge``
+    resuming one that was killed keeps what that one judged from then on instead of paying for it again."""
     progress = progress or JudgeProgress()
     rows = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
             for q in store.read("questions", run_id).to_pylist()}
     answers = store.read("answers", run_id, [*_KEY, "content", "error", "answer_hash"]).to_pylist()
     texts = {tuple(a[k] for k in _KEY): a["content"] for a in answers}
-    existing = {  # every stored identity (history included) -> its error
-        (*(r[k] for k in _KEY), r["judge"], r["prompt_hash"], r["answer_hash"]): r["error"]
-        for r in store.read("judgements", run_id, [*_KEY, "judge", "prompt_hash", "answer_hash", "error"]).to_pylist()
+    existing = {  # every stored identity (history included) -> its error, and whether a resumed rejudge keeps it
+        (*(r[k] for k in _KEY), r["judge"], r["prompt_hash"], r["answer_hash"]): (
+            r["error"], rejudged_since is not None and r["created_at"].timestamp() * 1e6 >= rejudged_since)
+        for r in store.read("judgements", run_id, [*_KEY, "judge", "prompt_hash", "answer_hash", "error",
+                                                   "created_at"]).to_pylist()
     }
     # An answer whose benchmark or question this version does not know has nothing to be judged against.
     answers = [a for a in answers
@@ -146,7 +150,8 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
         a_hash = answer["answer_hash"] or conversation_hash([h["assistant"] for h in history], answer["content"])
         for j in judges:
             identity = (*(answer[k] for k in _KEY), j.name, prompt_hash, a_hash)
-            if not rejudge and identity in existing and not _call_failed(existing[identity]):
+            old = existing.get(identity)
+            if old is not None and (not rejudge or old[1]) and not _call_failed(old[0]):
                 progress.done += 1
                 progress.reused += 1
                 progress.reused_by[(name, j.name)] += 1

@@ -145,10 +145,10 @@ def parse_judge(spec: str, default_url: str) -> tuple[str, str]:
     return name, (url if sep else default_url).rstrip("/")
 
 
-def check_base_url(base_url: str) -> None:
+def check_base_url(base_url: str, option: str = "--base-url") -> None:
     parsed = urlparse(base_url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise UsageError(f"--base-url {base_url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
+        raise UsageError(f"{option} {base_url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
 
 
 async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = None) -> Outcome:
@@ -227,10 +227,13 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
     key_env = req.judge_api_key_env or req.api_key_env
     top = req.judge_concurrency or req.client.aimd.max
     aimd = replace(req.client.aimd, start=min(req.client.aimd.start, top), min=min(req.client.aimd.min, top), max=top)
-    judges = []
+    judges: list[Judge] = []
     for spec in dict.fromkeys(req.judges):
         name, url = parse_judge(spec, (req.judge_base_url or req.base_url).rstrip("/"))
-        check_base_url(url)
+        check_base_url(url, f"--judge {spec!r}: its URL")
+        if clash := next((j for j in judges if j.name == name), None):  # judgements are keyed by judge name
+            raise UsageError(f"--judge {name!r} is given twice, at {clash.client.base_url} and {url}; a judge's "
+                             "judgements are kept under its name: judge with one of them per run")
         key = resolve_api_key(url, key_env, "--judge-api-key-env")
         if (url, key) not in clients:
             clients[(url, key)] = client = ChatClient(url, key, replace(req.client, aimd=aimd))
@@ -247,7 +250,7 @@ def shared_llm(spec: str, default_url: str | None, key_env: str | None, config: 
     if "@" not in spec and not default_url:
         raise UsageError(f"{what}={spec!r} needs MODEL@BASE_URL (no --base-url given)")
     name, url = parse_judge(spec, (default_url or "").rstrip("/"))
-    check_base_url(url)
+    check_base_url(url, f"{what}: its URL")
     key = resolve_api_key(url, key_env, key_option)
     if (url, key) not in clients:
         clients[(url, key)] = ChatClient(url, key, config)
@@ -334,7 +337,10 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
             row = store.read("runs", run_id).to_pylist()[0]  # as it is now, under the lock
             if on_start:
                 on_start(outcome)
-            tracker = _Stages(req.results_dir, store, run_id, stages, orjson.loads(row.get("stages") or "{}"))
+            previous = orjson.loads(row.get("stages") or "{}")
+            tracker = _Stages(req.results_dir, store, run_id, stages, previous, rejudge=req.rejudge)
+            killed = previous.get("judge", {})  # a rejudge that died: what it judged is not paid for again
+            since = killed.get("started_at") if killed.get("status") == "running" and killed.get("rejudge") else None
 
             def updated(status: str) -> dict:
                 return row | {"judges": list(info.judges), "passes": list(info.passes),
@@ -345,7 +351,7 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
             async def do(stage: str) -> None:
                 if stage == "judge":
                     await judge(store, run_id, judges, req.judging, rejudge=req.rejudge, benchmarks=names,
-                                questions=questions, progress=outcome.judging)
+                                questions=questions, progress=outcome.judging, rejudged_since=since)
                 else:
                     await run_passes(store, run_id, pass_list, outcome.passes, benchmarks=names, questions=questions)
 
@@ -376,8 +382,10 @@ class _Stages:
     status at the end (this invocation's calls and the tables: ``status``), ``failed`` with the error when an
     exception ends it. Earlier invocations' stage records are kept (``runs.stages``)."""
 
-    def __init__(self, results_dir: Path, store: Store, run_id: str, stages: list[str], previous: dict) -> None:
+    def __init__(self, results_dir: Path, store: Store, run_id: str, stages: list[str], previous: dict,
+                 rejudge: bool = False) -> None:
         self.results_dir, self.store, self.run_id, self.stages = results_dir, store, run_id, stages
+        self.rejudge = rejudge
         self.state: dict[str, dict] = dict(previous) | {s: {"status": "pending"} for s in stages}
         self.counts: Callable[[], dict[str, dict]] = dict
         self.make_row: Callable[[str], dict] = lambda status: {}
@@ -405,7 +413,8 @@ class _Stages:
         """Each stage in turn, recorded in the run's row (and manifest) when it starts and when it ends: what a
         reader finds if this process dies meanwhile."""
         for name in self.stages:
-            self.state[name] = {"status": "running", "started_at": now_us()}
+            self.state[name] = {"status": "running", "started_at": now_us(),
+                                **({"rejudge": True} if name == "judge" and self.rejudge else {})}
             row = self._row("running")
             self.store.replace("runs", self.run_id, [row])
             write_progress_manifest(self.results_dir, row, self.counts())
@@ -431,7 +440,8 @@ class _Stages:
         failed = [name for name in self.stages if self.state[name]["status"] == "failed"]
         status = "failed" if failed else run_status([b["status"] for b in benchmarks.values()])
         error = "; ".join(describe(name, self.state[name]) for name in failed) or None
-        if export:
+        if export:  # the stages are done; the run still says running until its export is written
+            write_progress_manifest(self.results_dir, self._row("running"), self.counts())
             export_run(self.results_dir, self.run_id, con=con)
         self.store.replace("runs", self.run_id, [self._row(status, error)])
         if export:

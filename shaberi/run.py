@@ -34,7 +34,7 @@ def validate_name(kind: str, value: str) -> str:
     if any(ord(c) < 32 for c in value):
         raise UsageError(f"--{kind} {value!r} contains control characters")
     parts = value.replace("\\", "/").split("/")
-    if value.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:", value) or ".." in parts:
+    if value.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:[\\/]", value) or ".." in parts:
         raise UsageError(
             f"--{kind} {value!r} looks like a path outside the results root; use a plain name such as "
             "'org/model' or 'baseline-v2'"

@@ -19,6 +19,7 @@ import duckdb
 
 from . import benchmarks as bm
 from .errors import UsageError
+from .layout import live_parts
 from .resources import resource_dir
 from .run import run_id_prefix
 from .schema import TABLES, Table
@@ -31,10 +32,16 @@ def _raw_view(con: duckdb.DuckDBPyConnection, root: Path, spec: Table, run_ids: 
     table_dir = root / "tables" / spec.name
     columns = spec.duckdb_columns
     if run_ids is None:
-        parts = list(table_dir.glob("*/part-*.parquet"))
-        files = [str(table_dir / "*" / "part-*.parquet")] if parts else []
+        found = list(table_dir.glob("*/part-*.parquet"))
+        by_run: dict[Path, list[Path]] = {}
+        for p in found:
+            by_run.setdefault(p.parent, []).append(p)
+        parts = [p for run in by_run.values() for p in live_parts(run)]
+        # One pattern while every part holds rows (the usual case); a list when a crash left replaced parts.
+        files = ([str(table_dir / "*" / "part-*.parquet")] if len(parts) == len(found) else [str(p) for p in parts]
+                 ) if parts else []
     else:  # only the partitions of these runs: the cost follows the runs asked about, not the whole lake
-        parts = [p for r in run_ids for p in sorted((table_dir / f"run_id={r}").glob("part-*.parquet"))]
+        parts = [p for r in run_ids for p in live_parts(list((table_dir / f"run_id={r}").glob("part-*.parquet")))]
         files = [str(p) for p in parts]
     if files:
         quoted = ", ".join("'{}'".format(f.replace("'", "''")) for f in files)

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
 from .errors import RunLockedError
+from .layout import live_parts, part_name, part_seq
 from .schema import TABLES, Table
 
 __all__ = ["Journal", "Store", "now_us", "recover"]
@@ -53,7 +54,7 @@ class Store:
 
     def parts(self, table: str, run_id: str) -> list[Path]:
         d = self.run_dir(table, run_id)
-        return sorted(d.glob("part-*.parquet")) if d.is_dir() else []
+        return live_parts(list(d.glob("part-*.parquet"))) if d.is_dir() else []
 
     def next_seq(self) -> int:
         """A part/journal sequence number: increasing within this process, time-ordered across runs."""
@@ -61,8 +62,10 @@ class Store:
         return self._last_seq
 
     # -- writing -----------------------------------------------------------------------------
-    def write_part(self, table: str, run_id: str, data: pa.Table | list[dict], seq: int | None = None) -> Path:
-        """Write one part atomically (temp name, fsync, rename) and return its path."""
+    def write_part(self, table: str, run_id: str, data: pa.Table | list[dict], seq: int | None = None,
+                   covers: int | None = None) -> Path:
+        """Write one part atomically (temp name, fsync, rename) and return its path. ``covers``: the newest part
+        this one holds the rows of (``live_parts``)."""
         spec = TABLES[table]
         if isinstance(data, list):
             data = pa.Table.from_pylist(data, schema=spec.schema)
@@ -70,7 +73,7 @@ class Store:
             data = spec.derive(data)
         d = self.run_dir(table, run_id)
         d.mkdir(parents=True, exist_ok=True)
-        final = d / f"part-{seq if seq is not None else self.next_seq()}.parquet"
+        final = d / part_name(seq if seq is not None else self.next_seq(), covers)
         tmp = d / f".{final.name}.tmp"
         pq.write_table(data, tmp, compression="zstd")
         _commit(tmp, final)
@@ -79,7 +82,7 @@ class Store:
     def replace(self, table: str, run_id: str, data: pa.Table | list[dict]) -> None:
         """Make ``data`` the whole content of the run's partition (new part first, then old ones go)."""
         old = self.parts(table, run_id)
-        new = self.write_part(table, run_id, data)
+        new = self.write_part(table, run_id, data, covers=max(map(part_seq, old), default=None))
         for p in old:
             if p != new:
                 p.unlink(missing_ok=True)
@@ -120,7 +123,7 @@ class Store:
             keep[part].append(row)
         # Pass 2: copy the winners, one part in memory at a time.
         d = self.run_dir(table, run_id)
-        final = d / f"part-{self.next_seq()}.parquet"
+        final = d / part_name(self.next_seq(), max(map(part_seq, parts)))
         tmp = d / f".{final.name}.tmp"
         with pq.ParquetWriter(tmp, spec.schema, compression="zstd") as writer:
             for i, p in enumerate(parts):
@@ -146,6 +149,8 @@ class Store:
             ) from None
         try:
             recover(self, run_id)  # before anyone reads the run: what a killed writer journaled counts
+            # New parts must sort after every part there, whatever this machine's clock did since they were written.
+            self._last_seq = max([self._last_seq, *(part_seq(p) for t in TABLES for p in self.parts(t, run_id))])
             yield
         finally:
             lock.release()

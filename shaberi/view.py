@@ -71,6 +71,9 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
         for j in _judges(con, run_ids, judge):
             section = _multi(con, m, j, run_ids, tag, clustered) if chosen.family else _single(con, m, j, run_ids[0])
             section.status = worst([statuses[r] for r in run_ids])
+            if section.status == "interrupted":
+                section.notes.append("interrupted: no process is writing it; the rows its last calls journaled "
+                                     "count once it is resumed (run the same command again)")
             sections.append(section)
     token_cols = ["stage", "requests", "cached_requests", "prompt_tokens", "completion_tokens", "cost_usd", "priced"]
     tokens = [list(t) for t in con.execute(

@@ -60,7 +60,7 @@ def test_missing_api_key_variable(server, tmp_path, data_dir):
 
 
 @pytest.mark.parametrize(("model", "tag"), [("m", "../../etc"), ("m", "/tmp/x"), ("/abs/m", "t"),
-                                           ("org/../../x", "t"), ("m", " ")])
+                                           ("org/../../x", "t"), ("m", " "), ("m", "C:\\x")])
 def test_names_that_would_escape_the_results_root(server, tmp_path, data_dir, model, tag):
     proc = shaberi("run", "--model", model, "--tag", tag, "--base-url", server.base_url,
                    "--results-dir", str(tmp_path / "results"), "--data-dir", str(data_dir))
@@ -139,3 +139,20 @@ def test_demo_on_the_loopback_server_runs_every_stage_on_the_shipped_samples(tmp
     assert "12 answers (0 reused, 12 called, 0 errors)" in proc.stdout and "judged 12" in proc.stdout
     assert "passes over 12 answers" in proc.stdout
     assert "Overall" in proc.stdout and (tmp_path / "shaberi-loopback" / "demo" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize(("option", "value"), [("--timeout", "0"), ("--max-tokens", "-1"), ("--judge-max-tokens", "0"),
+                                               ("--temperature", "-3"), ("--rpm", "0"), ("--aimd-decrease", "5"),
+                                               ("--retry-errors", "-5"), ("--frequency-penalty", "99")])
+def test_numbers_an_endpoint_would_refuse_or_that_turn_a_safeguard_off(server, tmp_path, data_dir, option, value):
+    proc = shaberi("run", "--model", "m", "--base-url", server.base_url, option, value,
+                   "--results-dir", str(tmp_path / "results"), "--data-dir", str(data_dir))
+    assert_clean_refusal(proc, tmp_path, f"{option} {value} is out of range")
+    assert server.stats()["calls"] == 0
+
+
+def test_a_judge_name_given_twice_on_two_endpoints_is_refused(server, tmp_path, data_dir):
+    proc = shaberi("run", "--model", "m", "--base-url", server.base_url, "--judge", f"j@{server.base_url}",
+                   "--judge", "j@http://127.0.0.1:9/v1", "--results-dir", str(tmp_path / "results"),
+                   "--data-dir", str(data_dir))
+    assert_clean_refusal(proc, tmp_path, "--judge 'j' is given twice")

@@ -82,3 +82,45 @@ def test_wrong_columns_and_empty_files_are_refused(tmp_path):
 def test_unknown_benchmark_lists_the_choices():
     with pytest.raises(UsageError, match="unknown benchmark gsm8k; choose from: all, elyza, tengu, mt_bench, rakuda"):
         bm.resolve("elyza,gsm8k")
+
+
+def _write(tmp_path, name: str, text: str) -> None:
+    (tmp_path / "ja").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "ja" / name).write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize(("name", "text", "needle"), [
+    # A CSV row cut short, and a null: either would be asked as the question "None".
+    ("rakuda.csv", "category,question_id,text\nc,q1,質問1\nc,q2\n", "rakuda.csv:3: the row lacks the upstream "
+                                                                    "column(s) text"),
+    ("rakuda.jsonl", '{"category": "c", "question_id": "q1", "text": null}\n', "rakuda.jsonl:1: the row lacks"),
+    # Ids repeated once read as the benchmark reads them.
+    ("ja_mt_bench_1shot.jsonl", '{"id": "11", "category": "c", "Question": "a"}\n'
+                                '{"id": "011", "category": "c", "Question": "b"}\n', "question id 11 is given to more "
+                                                                                     "than one row (row 1, row 2)"),
+    ("tengu_bench.jsonl", '{"Category": "c", "Question": "a", "Answer": null, "Criteria": "x", "id": "2"}\n'
+                          '{"Category": "c", "Question": "b", "Answer": "r", "Criteria": "y"}\n',
+     "question id 2 is given to more than one row"),
+    ("ja_mt_bench_1shot.jsonl", '{"id": "abc", "category": "c", "Question": "a"}\n', "a row mt_bench cannot read"),
+    ("rakuda.csv", 'category,question_id,text\nc,q1,"unterminated\n', "not valid CSV"),
+])
+def test_rows_that_would_be_asked_wrongly_are_refused_with_where_they_are(tmp_path, name, text, needle):
+    _write(tmp_path, name, text)
+    benchmark = {"rakuda": "rakuda", "ja_mt_bench_1shot": "mt_bench", "tengu_bench": "tengu"}[name.split(".")[0]]
+    with pytest.raises(DataError) as refused:
+        bm.load(benchmark, tmp_path)
+    assert needle in str(refused.value)
+
+
+def test_two_files_for_one_benchmark_are_refused(tmp_path):
+    _write(tmp_path, "rakuda.jsonl", '{"category": "c", "question_id": "q1", "text": "a"}\n')
+    _write(tmp_path, "rakuda.csv", "category,question_id,text\nc,q1,b\n")
+    with pytest.raises(DataError, match="two files for one benchmark"):
+        bm.load("rakuda", tmp_path)
+
+
+def test_mt_bench_full_turns_must_be_a_list(tmp_path):
+    _write(tmp_path, "ja_mt_bench_full_2turn.jsonl", '{"question_id": 81, "category": "writing", "turns": "abc"}\n')
+    _write(tmp_path, "ja_mt_bench_reference_gpt4.jsonl", '{"question_id": 81, "choices": [{"turns": ["x", "y"]}]}\n')
+    with pytest.raises(DataError, match="turns is not a list"):
+        bm.load("mt_bench_full", tmp_path)

@@ -194,3 +194,39 @@ def test_a_pass_or_generation_on_a_store_with_history_counts_only_current_judgem
     ((item, a_hash),) = list(_items(Store(results), run_id))
     assert item.scores == {"j": 8.0} and a_hash == query(results, "SELECT answer_hash FROM answers")[0][0]
     assert query(results, "SELECT count(*) FROM judgement_history") == [(2,)]
+
+
+def test_a_killed_rejudge_resumes_without_paying_twice(tmp_path):
+    """--rejudge calls every judge again; killed half-way and run again, it keeps what it had judged: only the
+    calls in flight at the kill are paid twice."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from shaberi.testing import LoopbackServer
+
+    data = write_rakuda(tmp_path / "d", [f"質問{i}" for i in range(10)])
+    results = tmp_path / "r"
+    with LoopbackServer(latency_ms=250) as slow:
+        args = ["run", "--model", "m", "--base-url", slow.base_url, "--benchmark", "rakuda", "--judge", "j",
+                "--judge-concurrency", "2", "--concurrency", "2", "--results-dir", str(results), "--data-dir",
+                str(data)]
+        assert shaberi(*args).returncode == 0
+        slow.reset()
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+        proc = subprocess.Popen([sys.executable, "-m", "shaberi", *args, "--rejudge"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while slow.stats()["calls"] < 6 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        before = slow.stats()["calls"]
+        assert 6 <= before < 10
+        again = shaberi(*args, "--rejudge")
+        assert again.returncode == 0, again.stderr
+        total = slow.stats()["calls"]
+    assert 10 <= total <= 10 + 2  # the rest, and at most the two calls that were in flight
+    assert query(results, "SELECT count(*) FROM judgements") == [(10,)]

@@ -94,3 +94,35 @@ def test_second_writer_of_the_same_run_is_refused(tmp_path):
         holder.wait()
     with store.lock("r", "x"):  # a dead holder's lock is free again
         pass
+
+
+@pytest.mark.parametrize("how", ["compact", "replace"])
+def test_a_crash_after_a_part_replaced_others_counts_nothing_twice(tmp_path, monkeypatch, how):
+    """Summed rows (token usage) survive a kill between writing the part that replaces the others and deleting
+    them: readers skip the parts it covers, in the store and in SQL, whatever the machine's clock did."""
+    store = Store(tmp_path)
+    for n in (1, 2, 3):
+        store.write_part("token_usage", "r", [usage(n, 10 * n)])
+    before = query(tmp_path, "SELECT requests, prompt_tokens FROM token_usage")
+    assert before == [(6, 60)]
+
+    def killed(self, *args, **kwargs):  # the process dies before the replaced parts are deleted
+        raise SystemExit(137)
+
+    monkeypatch.setattr("pathlib.Path.unlink", killed)
+    with pytest.raises(SystemExit):
+        if how == "compact":
+            store.compact("token_usage", "r")
+        else:
+            store.replace("token_usage", "r", store.read("token_usage", "r"))
+    monkeypatch.undo()
+    assert len(list((tmp_path / "tables" / "token_usage" / "run_id=r").glob("part-*"))) == 4  # all still there
+    assert query(tmp_path, "SELECT requests, prompt_tokens FROM token_usage") == before
+    assert store.read("token_usage", "r").select(["requests", "prompt_tokens"]).to_pylist() == [
+        {"requests": 6, "prompt_tokens": 60}]
+    # A writer that comes later, even with a clock gone back, writes after the part that covers the others.
+    monkeypatch.setattr("time.time_ns", lambda: 1)
+    fresh = Store(tmp_path)
+    with fresh.lock("r", "test"):
+        fresh.write_part("token_usage", "r", [usage(1, 5)])
+    assert query(tmp_path, "SELECT requests, prompt_tokens FROM token_usage") == [(7, 65)]

@@ -7,8 +7,8 @@ columns it must have come from ``data/datasets.toml``.
 
 from __future__ import annotations
 
+import collections
 import csv
-import itertools
 import shutil
 import tomllib
 from collections.abc import Callable, Iterable
@@ -101,9 +101,11 @@ def resolve(spec: str) -> list[str]:
 def locate(name: str, data_dir: Path, key: str = "file") -> Path:
     entry = registry()[name]
     stem = data_dir / entry[key]
-    for ext in FORMATS:
-        if stem.with_suffix(ext).is_file():
-            return stem.with_suffix(ext)
+    found = [stem.with_suffix(ext) for ext in FORMATS if stem.with_suffix(ext).is_file()]
+    if len(found) > 1:  # which one is the data? not ours to guess
+        raise DataError(f"{name}: two files for one benchmark ({', '.join(str(f) for f in found)}); keep one")
+    if found:
+        return found[0]
     where = (f"put {entry['hf_repo']}'s {entry['hf_file']} there, or run: shaberi data pull --data-dir {data_dir}"
              if "hf_repo" in entry else f"it comes from {entry['source']}")
     raise DataError(f"{name}: no dataset file at {stem}.{{jsonl,csv,parquet}}; {where}")
@@ -125,12 +127,15 @@ def read_located(path: Path) -> tuple[list[dict], list[str]]:
             return rows, [f"{path} row {i}" for i in range(1, len(rows) + 1)]
         if path.suffix == ".csv":
             with open(path, newline="", encoding="utf-8-sig") as fh:
-                reader = csv.DictReader(fh)
+                reader = csv.DictReader(fh, strict=True)  # a stray quote is an error, not a merged row
                 rows, where, start = [], [], 2
-                for row in reader:
-                    rows.append(row)
-                    where.append(f"{path}:{start}")
-                    start = reader.line_num + 1
+                try:
+                    for row in reader:
+                        rows.append(row)
+                        where.append(f"{path}:{start}")
+                        start = reader.line_num + 1
+                except csv.Error as exc:
+                    raise DataError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
                 return rows, where
         text = path.read_bytes()
         if path.suffix == ".json" and text.lstrip().startswith(b"["):
@@ -158,7 +163,17 @@ def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:
     if "references" in entry:
         ref_path = locate(name, data_dir, "references")
         extra["references"] = _checked_rows(name, ref_path, entry["reference_columns"], ["question_id"], entry)
-    questions = list(itertools.islice(BENCHMARKS[name].convert(rows, **extra), limit))
+    try:
+        questions = list(BENCHMARKS[name].convert(rows, **extra))
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        raise DataError(f"{name}: {path}: a row {name} cannot read ({type(exc).__name__}: {exc}); check its ids and "
+                        f"columns against {entry.get('hf_repo') or entry.get('source')}") from None
+    repeated = [q for q, n in collections.Counter(q.question_id for q in questions).items() if n > 1]
+    if repeated:  # ids read as the benchmark reads them ('011' is 11; a row without an id takes its row number)
+        raise DataError(f"{name}: {path}: question id {repeated[0]} is given to more than one row "
+                        f"({_where_id(repeated[0], rows, entry.get('id_columns', []), path)}); every question "
+                        "needs its own id")
+    questions = questions[:limit]
     if not questions:
         raise DataError(f"{name}: {path} holds no questions; re-download it with: shaberi data pull")
     digest = sha256_file(path)
@@ -166,15 +181,18 @@ def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:
 
 
 def _checked_rows(name: str, path: Path, columns: list, id_columns: list[str], entry: dict) -> list[dict]:
-    """The file's rows, refused (pointing at the row) when one lacks a required column or repeats a question
-    id: a repeated id would file one answer under another question's id."""
+    """The file's rows, refused (pointing at the row) when one lacks a required column or its value (a CSV
+    row cut short, a null: it would be asked as the text "None"), or repeats a question id: a repeated id
+    would file one answer under another question's id. ``nullable`` columns may be empty."""
     rows, where = read_located(path)
     alternatives = [[c] if isinstance(c, str) else c for c in columns]
+    nullable = set(entry.get("nullable", []))
     seen: dict[str, str] = {}
     for row, at in zip(rows, where, strict=True):
         if not isinstance(row, dict):
             raise DataError(f"{name}: {at}: not a JSON object")
-        if missing := ["/".join(a) for a in alternatives if not any(c in row for c in a)]:
+        if missing := ["/".join(a) for a in alternatives
+                       if not any(c in row and (c in nullable or _present(row[c])) for c in a)]:
             raise DataError(
                 f"{name}: {at}: the row lacks the upstream column(s) {', '.join(missing)} "
                 f"(it has {', '.join(row) or 'none'}); use the file from {entry.get('hf_repo') or entry.get('source')}"
@@ -187,6 +205,23 @@ def _checked_rows(name: str, path: Path, columns: list, id_columns: list[str], e
                                 f"{key}")
             seen[qid] = at
     return rows
+
+
+def _present(value: object) -> bool:
+    return value is not None and not (isinstance(value, str) and not value.strip())
+
+
+def _where_id(qid: str, rows: list[dict], id_columns: list[str], path: Path) -> str:
+    """Where the rows that read as question ``qid`` are, as far as the file says."""
+    def reads_as(row: dict, index: int) -> bool:
+        value = next((row[c] for c in id_columns if _present(row.get(c))), index)
+        try:
+            return str(int(value)) == qid
+        except (TypeError, ValueError):
+            return str(value) == qid
+
+    hits = [i for i, row in enumerate(rows, start=1) if reads_as(row, i)]
+    return ", ".join(f"row {i}" for i in hits[:5]) if hits else f"in {path.name}"
 
 
 def pull(name: str, data_dir: Path) -> Path:

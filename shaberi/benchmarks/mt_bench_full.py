@@ -18,6 +18,8 @@ REFERENCE_GUIDED = frozenset({"math", "reasoning", "coding"})
 def convert(rows: list[dict], references: list[dict] | None = None) -> Iterator[Question]:
     refs = {int(r["question_id"]): r["choices"][0]["turns"] for r in references or []}
     for row in rows:
+        if not isinstance(row["turns"], list):
+            raise ValueError(f"question {row['question_id']}: turns is not a list of user turns")
         qid, turns = int(row["question_id"]), [str(t) for t in row["turns"]]
         category = _text(row.get("category"))
         for n in range(1, len(turns) + 1):
