@@ -58,3 +58,20 @@ def shaberi(*args: str, env: dict | None = None, timeout: float = 120) -> subpro
 
 def query(results: Path, sql: str) -> list[tuple]:
     return connect(results).execute(sql).fetchall()
+
+
+def kill_when(server, args: list[str], calls: int) -> int:
+    """Start ``shaberi ARGS``, SIGKILL it once the server has seen ``calls`` chat calls (a kill -9 mid-flight),
+    and return how many it had seen then."""
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    proc = subprocess.Popen([sys.executable, "-m", "shaberi", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 60
+    while server.stats()["calls"] < calls and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return server.stats()["calls"]

@@ -199,13 +199,9 @@ def test_a_pass_or_generation_on_a_store_with_history_counts_only_current_judgem
 def test_a_killed_rejudge_resumes_without_paying_twice(tmp_path):
     """--rejudge calls every judge again; killed half-way and run again, it keeps what it had judged: only the
     calls in flight at the kill are paid twice."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     from shaberi.testing import LoopbackServer
+
+    from .conftest import kill_when
 
     data = write_rakuda(tmp_path / "d", [f"質問{i}" for i in range(10)])
     results = tmp_path / "r"
@@ -215,16 +211,7 @@ def test_a_killed_rejudge_resumes_without_paying_twice(tmp_path):
                 str(data)]
         assert shaberi(*args).returncode == 0
         slow.reset()
-        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-        proc = subprocess.Popen([sys.executable, "-m", "shaberi", *args, "--rejudge"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while slow.stats()["calls"] < 6 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        before = slow.stats()["calls"]
-        assert 6 <= before < 10
+        assert 6 <= kill_when(slow, [*args, "--rejudge"], 6) < 10
         again = shaberi(*args, "--rejudge")
         assert again.returncode == 0, again.stderr
         total = slow.stats()["calls"]
