@@ -107,7 +107,8 @@ def test_regenerated_answers_leave_no_stale_score_counted(server, tmp_path):
     assert again.returncode == 0, again.stderr
     view = json.loads(shaberi("view", "--tag", "t", "--format", "json", "--results-dir", str(results)).stdout)
     rakuda = next(r for r in view["scores"][0]["rows"] if r["benchmark"] == "Rakuda")
-    assert rakuda["score"] is None and rakuda["not_judged"] == 3 and "3 judged as an earlier answer" in rakuda["note"]
+    assert rakuda["score"] is None and rakuda["not_judged"] == 3
+    assert "3 not judged, 3 of them judged as an earlier answer: stale" in rakuda["note"]
     assert view["scores"][0]["status"] == "partial"
     assert query(results, "SELECT count(*) FROM scores") == [(0,)]
     assert query(results, "SELECT lineage, count(*) FROM judgement_history GROUP BY 1") == [("stale", 3)]
