@@ -26,7 +26,7 @@ from pathlib import Path
 import duckdb
 
 from .errors import UsageError
-from .sql import Selection, connect, select_runs
+from .sql import Selection, connect, left_out, select_runs
 
 __all__ = ["Basis", "Comparison", "ComparisonReport", "compare"]
 
@@ -112,13 +112,12 @@ def _complete(con: duckdb.DuckDBPyConnection, side: Selection, judge: str | None
     """A family's complete runs (for ``judge``, or every judge), and the tags of those left out."""
     if not side.family:
         return side.run_ids, []
-    complete = {r for r, c in con.execute("SELECT run_id, complete FROM run_completeness WHERE judge = $j",
-                                          {"j": judge or "*"}).fetchall() if not c}
-    kept = [r.run_id for r in side.runs if r.run_id not in complete]
+    incomplete = {run_id for run_id, _, _ in left_out(con, judge or "*")}
+    kept = [r.run_id for r in side.runs if r.run_id not in incomplete]
     if not kept:
         raise UsageError(f"no run of {side.tag!r} is complete (every member lacks questions or judgements the "
                          "family has); see shaberi view --tag " + side.tag)
-    return kept, [r.tag for r in side.runs if r.run_id in complete]
+    return kept, [r.tag for r in side.runs if r.run_id in incomplete]
 
 
 def compare(results_dir: Path, tag_a: str, tag_b: str, model: str | None = None, judge: str | None = None,
@@ -197,10 +196,10 @@ def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: lis
     return con.execute(f"""
         WITH side_runs AS ({_SIDES}),
         q AS (  -- every question either side answered or judged
-            SELECT DISTINCT benchmark, question_id FROM answers
-            WHERE list_contains($all, run_id) AND strategy = '' AND sample_index = 0
-            UNION SELECT DISTINCT benchmark, question_id FROM judgement_rows
-            WHERE list_contains($all, run_id) AND strategy = '' AND sample_index = 0
+            SELECT DISTINCT benchmark, question_id FROM answers JOIN side_runs USING (run_id)
+            WHERE strategy = '' AND sample_index = 0
+            UNION SELECT DISTINCT benchmark, question_id FROM judgement_rows JOIN side_runs USING (run_id)
+            WHERE strategy = '' AND sample_index = 0
         ), sides AS (SELECT unnest([true, false]) AS is_a),
         a AS (
             SELECT benchmark, question_id, is_a, bool_and(error IS NOT NULL) AS failed
@@ -238,7 +237,7 @@ def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: lis
         FROM benchmark_info b
         WHERE list_contains($benchmarks, b.benchmark)
         ORDER BY b.position""",
-        {"a": runs_a, "b": runs_b, "all": runs_a + runs_b, "passes": basis.passes, "keys": keys,
+        {"a": runs_a, "b": runs_b, "passes": basis.passes, "keys": keys,
          "benchmarks": sorted(basis.prompts)}).fetchall()
 
 

@@ -76,15 +76,6 @@ def export_connection(results_dir: Path, run_id: str) -> duckdb.DuckDBPyConnecti
     return con
 
 
-def _stages(run: dict, alive: bool | None) -> tuple[dict[str, str], dict[str, dict]]:
-    """Each stage's status (``running`` with no live writer is ``interrupted``) and its record."""
-    records = orjson.loads(run.get("stages") or "{}")
-    dead = alive is False
-    statuses = {name: "interrupted" if dead and r.get("status") == "running" else r.get("status", "pending")
-                for name, r in records.items()}
-    return statuses, records
-
-
 def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | None = None,
                    holding_lock: bool = False) -> Path:
     """The run's manifest from its tables: statuses per run, stage and benchmark, counts, tokens with totals.
@@ -157,7 +148,8 @@ def _write_manifest(results_dir: Path, run: dict, benchmarks: dict, judged: dict
         judges.append({"name": name, "base_url": url or None,
                        "first_judged_at": min((v["first_at"] for v in rows), default=None),
                        "last_judged_at": max((v["last_at"] for v in rows), default=None)})
-    stages, records = _stages(run, alive)
+    records = orjson.loads(run.get("stages") or "{}")
+    stages = {name: effective(r.get("status", "pending"), alive) for name, r in records.items()}
     manifest = {
         "run_id": run["run_id"], "tag": run["tag"], "base_tag": run["base_tag"], "run_index": run["run_index"],
         "status": effective(run["status"], alive), "error": run.get("error"), "stages": stages,

@@ -18,7 +18,7 @@ from pathlib import Path
 import jinja2
 
 from .inspector import Detail, Inspector
-from .sql import select_runs
+from .sql import left_out, select_runs
 from .status import effective, worst, writer_alive
 
 __all__ = ["write_report"]
@@ -68,11 +68,9 @@ def _block(inspector: Inspector, tag: str, model: str | None) -> Block:
             "SELECT benchmark, mean, ci_low, ci_high, runs FROM multi_run_stats WHERE base_tag = $tag AND judge = '*' "
             "AND model = $model", {"tag": tag, "model": block.model}).fetchall()}
         errors = {}
-        left_out = con.execute("SELECT r.tag, c.incomplete_benchmarks FROM run_completeness c JOIN runs r "
-                               "USING (run_id) WHERE c.judge = '*' AND NOT c.complete ORDER BY r.run_index").fetchall()
-        if left_out:
+        if excluded := left_out(con, "*", block.model):
             block.notes.append("left out, not every question answered and judged: "
-                               + ", ".join(f"{t} ({', '.join(b)})" for t, b in left_out))
+                               + ", ".join(f"{t} ({', '.join(b)})" for _, t, b in excluded))
     lineage = {b: (n, stale, prompts) for b, n, stale, prompts in con.execute(  # what the scores leave out
         "SELECT benchmark, sum(n_not_judged), sum(n_stale), flatten(list(prompt_hashes)) FROM benchmark_scores "
         "WHERE list_contains($ids, run_id) AND judge = '*' GROUP BY 1", {"ids": block.runs}).fetchall()}

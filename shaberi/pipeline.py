@@ -213,7 +213,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             with tracker.running(row, lambda: _counts(datasets, outcome.generation)):
                 write_questions(store, info.run_id, datasets)
                 await tracker.run(do, outcome)
-                outcome.status, outcome.stages = tracker.finish(row, names, req.export, info.base_tag != req.tag,
+                outcome.status, outcome.stages = tracker.finish(names, req.export, info.base_tag != req.tag,
                                                                 req.model, info.base_tag)
         return outcome
     finally:
@@ -357,8 +357,8 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
 
             with tracker.running(updated, dict):
                 await tracker.run(do, outcome)
-                outcome.status, outcome.stages = tracker.finish(updated, names, req.export,
-                                                                info.base_tag != req.tag, req.model, info.base_tag)
+                outcome.status, outcome.stages = tracker.finish(names, req.export, info.base_tag != req.tag,
+                                                                req.model, info.base_tag)
         return outcome
     finally:
         for client in clients.values():
@@ -423,8 +423,8 @@ class _Stages:
             self.state[name] = outcome.calls[name].record() | {"finished_at": now_us()}
             self.store.replace("runs", self.run_id, [self._row("running")])
 
-    def finish(self, make_row: Callable[[str], dict], scoped: list[str] | None, export: bool, family: bool,
-               model: str, base_tag: str) -> tuple[str, dict[str, dict]]:
+    def finish(self, scoped: list[str] | None, export: bool, family: bool, model: str, base_tag: str
+               ) -> tuple[str, dict[str, dict]]:
         """The run's status from the tables and this invocation's calls; the export, then the final row and
         manifest (a kill during the export leaves the run ``running``, read as interrupted)."""
         # The statuses need only the coverage views; the export needs them all (one connection either way).

@@ -24,7 +24,8 @@ from .resources import resource_dir
 from .run import run_id_prefix
 from .schema import TABLES, Table
 
-__all__ = ["RunRef", "Selection", "connect", "find_runs", "load_pricing", "materialize", "reattach", "select_runs"]
+__all__ = ["RunRef", "Selection", "connect", "find_runs", "left_out", "load_pricing", "materialize", "reattach",
+           "select_runs"]
 
 
 def _raw_view(con: duckdb.DuckDBPyConnection, root: Path, spec: Table, run_ids: list[str] | None) -> None:
@@ -191,6 +192,16 @@ class Selection:
     @property
     def models(self) -> list[str]:
         return list(dict.fromkeys(r.model for r in self.runs))
+
+
+def left_out(con: duckdb.DuckDBPyConnection, judge: str = "*", model: str | None = None
+             ) -> list[tuple[str, str, list[str]]]:
+    """(run_id, tag, benchmarks) of the family members not complete for ``judge`` ('*': every judge): the runs
+    family statistics leave out (``run_completeness``), in run order."""
+    return [(r, t, b or []) for r, t, b in con.execute(
+        "SELECT r.run_id, r.tag, c.incomplete_benchmarks FROM run_completeness c JOIN runs r USING (run_id) "
+        "WHERE NOT c.complete AND c.judge = $judge AND ($model IS NULL OR r.model = $model) AND r.tag <> r.base_tag "
+        "ORDER BY r.run_index", {"judge": judge, "model": model}).fetchall()]
 
 
 def select_runs(root: str | Path, tag: str, model: str | None = None, runs: int | None = None,

@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 
 from .errors import UsageError
-from .sql import connect, select_runs
+from .sql import connect, left_out, select_runs
 from .status import effective, worst, writer_alive
 
 __all__ = ["Report", "build", "clustered_se"]
@@ -156,10 +156,7 @@ def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list
     section = Section(model, judge, run_ids,
                       ["benchmark", "mean", "std_dev", "ci_low", "ci_high", "min", "max", "runs", "se_clustered",
                        "baseline_mean", "note"])
-    excluded = con.execute(  # members that did less than the family: their numbers would mix another average in
-        "SELECT r.run_id, r.tag, c.incomplete_benchmarks FROM run_completeness c JOIN runs r USING (run_id) "
-        "WHERE NOT c.complete AND c.judge = $judge AND r.model = $model ORDER BY r.run_index",
-        {"judge": judge, "model": model}).fetchall()
+    excluded = left_out(con, judge, model)  # members that did less: their numbers would mix another average in
     counted = [r for r in run_ids if r not in {e[0] for e in excluded}]
     if excluded:
         by = "" if judge == ALL_JUDGES else f" by {judge}"
