@@ -6,7 +6,8 @@ already stored, except rows whose judge call failed; ``rejudge`` calls again. A 
 leaves the older ones as history. ``reprocess`` re-parses the stored replies with the current extraction
 rules and makes no call at all. The stage only reads answers: it never calls the candidate.
 
-Per answer and judge: one call with ``primary.jinja``; when no rule finds a score in the reply, one
+Per answer and judge: one call with ``primary.jinja``; when the reply holds no single valid verdict in the
+judge's own words (``shaberi.extract``: none, quoted, ambiguous, out of scale, several that disagree), one
 follow-up call in the same conversation with ``fallback.jinja``; when that fails too the score is null
 and ``error`` says why. Error answers are never sent: their row has a null score and
 ``error = 'answer_error'``.
@@ -179,7 +180,7 @@ async def _call(config: JudgeConfig, item: _Item) -> _Verdict:
     spec = bm.BENCHMARKS[item.answer["benchmark"]]
     client = item.judge.client
     reply = await client.chat(_body(item, config, item.messages))
-    found = extract(reply.content, spec.scale, spec.rules)
+    found = extract(reply.content, spec.scale, spec.rules, item.answer["content"])
     if found.ok:
         return _Verdict(reply, found)
     follow_up = [*item.messages, {"role": "assistant", "content": reply.content or ""},
@@ -243,12 +244,16 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
 def reprocess(store: Store, run_id: str) -> int:
     """Re-parse every stored judge reply of the run with the current rules; no API call. Returns rows changed."""
     rows = store.read("judgements", run_id).to_pylist()
+    current = {tuple(a[k] for k in _KEY): a
+               for a in store.read("answers", run_id, [*_KEY, "answer_hash", "content"]).to_pylist()}
     changed = 0
     for row in rows:
         spec = bm.BENCHMARKS.get(row["benchmark"])
         if spec is None or row["judge_output"] is None:
             continue  # answer errors and failed judge calls hold no reply to re-read
-        found = extract(row["judge_output"], spec.scale, spec.rules)
+        answer = current.get(tuple(row[k] for k in _KEY))
+        judged = answer["content"] if answer and answer["answer_hash"] in (None, row["answer_hash"]) else None
+        found = extract(row["judge_output"], spec.scale, spec.rules, judged)
         if not found.ok and row["fallback_output"] is not None:
             found = _with_fallback(found, row["fallback_output"], spec)
         error = None if found.ok else (

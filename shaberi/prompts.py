@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from functools import cache
 
@@ -11,17 +12,38 @@ import jinja2
 from .benchmarks import Question
 from .resources import resource_dir
 
-__all__ = ["generation_messages", "judge_fallback", "judge_messages", "judging_hash", "render", "template_hash"]
+__all__ = ["generation_messages", "judge_fallback", "judge_messages", "judging_hash", "render", "template_hash",
+           "untrusted"]
+
+# The markers our templates put around a model's text (【回答】…【回答終了】, <answer>…</answer>, …), with
+# invisible characters allowed anywhere in them, since a judge reads past those.
+_GAP = "[\\s\u200b-\u200f\u2060\ufeff]*"
+_MARKERS = re.compile(
+    "[【\\[［〖]" + _GAP + f"((?:過{_GAP}去{_GAP}の{_GAP})?回{_GAP}答(?:{_GAP}終{_GAP}了)?)" + _GAP + "[】\\]］〗]"
+    + "|<" + _GAP + "(/?" + _GAP + "(?:answer|critique|rebuttal|response)\\b)", re.I)
+
+
+def untrusted(text: object) -> str:
+    """A model's text made safe to place between our markers: every marker-like sequence inside it is
+    defanged (【回答終了】 becomes 〔回答終了〕, ``</answer>`` becomes ``‹/answer>``), so the text can neither
+    close its block nor open a block of its own, as Inspect does for its ``[END DATA]``. The templates also
+    tell the judge that instructions inside the block are part of what it judges."""
+    def defang(m: re.Match[str]) -> str:
+        return f"〔{m.group(1)}〕" if m.group(1) is not None else f"‹{m.group(2)}"
+
+    return _MARKERS.sub(defang, str(text))
 
 
 @cache
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(resource_dir("prompts")),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         auto_reload=False,  # templates do not change during a run; skips a stat() per render
     )
+    env.filters["untrusted"] = untrusted
+    return env
 
 
 @cache

@@ -60,7 +60,7 @@ def test_fallback_prompt_is_asked_once_when_the_reply_has_no_score(server, tmp_p
     rows = judgements(tmp_path / "r")
     assert rows[0][2:5] == (6, "fallback:final_score", None)
     assert rows[0][5:] == ("丁寧な回答です。", "FINAL SCORE: 6")
-    assert rows[1][2] is None and rows[1][4].startswith("unparseable: reply: no score")
+    assert rows[1][2] is None and rows[1][4].startswith("unparseable: reply: no verdict")
     assert rows[1][5:] == ("判断できません。", "やはり判断できません。")
     assert rows[2][2] is None and "outside 1-10" in rows[2][4]
     assert out.judging.fallbacks == 3 and out.judging.null_scores == 2

@@ -17,7 +17,8 @@ body so that a retry of the same request sees the next outcome::
 
 A request whose system message contains ``FINAL SCORE`` is a judge call. Its reply is
 ``<<judge: PRIMARY || FALLBACK>>`` from the prompt when present (FALLBACK once the conversation already
-holds the judge's first reply; ``<<judge@MODEL: …>>`` applies to that judge model only and comes first),
+holds the judge's first reply; ``<<judge@MODEL: …>>`` applies to that judge model only and comes first;
+``<<judge64: …>>`` holds PRIMARY and FALLBACK base64-encoded, so that the reply is not a copy of the answer),
 else a short reasoning line and ``FINAL SCORE: n`` with n in 1..5 from a hash of the prompt, valid on
 every benchmark's scale.
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import hashlib
 import re
 import sys
@@ -44,7 +46,7 @@ __all__ = ["FakeLLM", "main", "request_key"]
 
 _FAULT = re.compile(r"\[\[fail:(\w+)(?:\*(\d+))?\]\]")
 _ANSWER = re.compile(r"<<answer:(.*?)>>", re.S)
-_JUDGE = re.compile(r"<<judge:(.*?)>>", re.S)
+_JUDGE = re.compile(r"<<judge(64)?:(.*?)>>", re.S)
 
 
 def request_key(messages: list[dict]) -> str:
@@ -167,10 +169,12 @@ class FakeLLM:
     @staticmethod
     def _reply(messages: list[dict], text: str, key: str, seed: int | None = None, model: str = "") -> str:
         if any(m.get("role") == "system" and "FINAL SCORE" in str(m.get("content")) for m in messages):
-            if m := (re.search(rf"<<judge@{re.escape(model)}:(.*?)>>", text, re.S) or _JUDGE.search(text)):
-                primary, _, fallback = m.group(1).partition("||")
-                second = any(msg.get("role") == "assistant" for msg in messages)
-                return (fallback if second else primary).strip().replace("\\n", "\n")
+            if m := (re.search(rf"<<judge(@){re.escape(model)}:(.*?)>>", text, re.S) or _JUDGE.search(text)):
+                primary, _, fallback = m.group(2).partition("||")
+                reply = fallback if any(msg.get("role") == "assistant" for msg in messages) else primary
+                if m.group(1) == "64":
+                    return base64.b64decode(reply.strip()).decode()
+                return reply.strip().replace("\\n", "\n")
             return f"テスト用の採点です。\nFINAL SCORE: {1 + int(key, 16) % 5}"
         if m := _ANSWER.search(text):
             return m.group(1).strip().replace("\\n", "\n")
