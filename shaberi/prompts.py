@@ -12,26 +12,38 @@ import jinja2
 from .benchmarks import Question
 from .resources import resource_dir
 
-__all__ = ["generation_messages", "judge_fallback", "judge_messages", "judging_hash", "render", "template_hash",
-           "untrusted"]
+__all__ = [
+    "MARKERS",
+    "generation_messages",
+    "judge_fallback",
+    "judge_messages",
+    "judging_hash",
+    "render",
+    "template_hash",
+    "untrusted",
+]
 
-# The markers our templates put around a model's text (【回答】…【回答終了】, <answer>…</answer>, …), with
-# invisible characters allowed anywhere in them, since a judge reads past those.
+# What our templates put around a model's text (【回答】…【回答終了】, 【質問開始】, <answer>…</answer>, …):
+# any of these brackets around 回答 or 質問 (with 過去の, 開始, 終了), and our tag names. Spaces and invisible
+# characters may sit anywhere in a marker, since a judge reads past those.
 _GAP = "[\\s\u200b-\u200f\u2060\ufeff]*"
-_MARKERS = re.compile(
-    "[【\\[［〖]" + _GAP + f"((?:過{_GAP}去{_GAP}の{_GAP})?回{_GAP}答(?:{_GAP}終{_GAP}了)?)" + _GAP + "[】\\]］〗]"
-    + "|<" + _GAP + "(/?" + _GAP + "(?:answer|critique|rebuttal|response)\\b)", re.I)
+MARKERS = re.compile(
+    "[【〖〔［\\[<＜《〈]" + _GAP + f"((?:{_GAP.join('過去の')})?(?:{_GAP.join('回答')}|{_GAP.join('質問')})"
+    f"(?:{_GAP}{_GAP.join('開始')}|{_GAP}{_GAP.join('終了')})?)" + _GAP + "[】〗〕］\\]>＞》〉]"
+    + "|<" + _GAP + "(/?" + _GAP + "(?:answer|critique|rebuttal)(?:\\s[^<>\\n]*)?>)", re.I)
 
 
 def untrusted(text: object) -> str:
     """A model's text made safe to place between our markers: every marker-like sequence inside it is
-    defanged (【回答終了】 becomes 〔回答終了〕, ``</answer>`` becomes ``‹/answer>``), so the text can neither
-    close its block nor open a block of its own, as Inspect does for its ``[END DATA]``. The templates also
-    tell the judge that instructions inside the block are part of what it judges."""
+    rewritten (【回答終了】 becomes 《本文中の表記：回答終了》, ``</answer>`` becomes ``‹/answer>``), so the text
+    can neither close its block nor open one of its own, as Inspect does for its ``[END DATA]``. The
+    templates also tell the judge that instructions inside a block are part of what it judges."""
     def defang(m: re.Match[str]) -> str:
-        return f"〔{m.group(1)}〕" if m.group(1) is not None else f"‹{m.group(2)}"
+        if m.group(1) is not None:
+            return f"《本文中の表記：{re.sub(_GAP, '', m.group(1))}》"
+        return f"‹{m.group(2)}"
 
-    return _MARKERS.sub(defang, str(text))
+    return MARKERS.sub(defang, str(text))
 
 
 @cache
@@ -74,6 +86,7 @@ def judging_hash(benchmark: str) -> str:
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(MARKERS.pattern.encode())  # what ``untrusted`` rewrites shapes the prompt too
     return digest.hexdigest()[:16]
 
 

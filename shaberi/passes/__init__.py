@@ -152,7 +152,7 @@ def build(names: str | list[str], options: list[str] = ()) -> list[Pass]:
 
 
 def _load() -> None:
-    from . import format_validation, lang_mixing, repetition  # noqa: F401  (registration)
+    from . import format_validation, lang_mixing, repetition, safety_check  # noqa: F401  (registration)
 
 
 _load()
