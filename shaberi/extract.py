@@ -136,7 +136,8 @@ def _blank(m: re.Match[str]) -> str:
 
 def _mask_paired(text: str) -> str:
     """Mask 「…」, 『…』, “…” and 《…》, nested or not; a quote left open ends at its paragraph's end."""
-    out, stack, start = list(text), [], 0
+    out, start = list(text), 0
+    stack: list[str] = []
     for i, ch in enumerate(text):
         if ch in _PAIRS:
             if not stack:

@@ -253,3 +253,20 @@ def test_real_legacy_judge_replies_parse_to_the_scores_stored_beside_them(data_d
 
 def test_common_rules_are_shared():
     assert bm.BENCHMARKS["tengu"].rules == bm.BENCHMARKS["mt_bench"].rules == COMMON_RULES
+
+
+@pytest.mark.parametrize(("reply", "winner"), [
+    ("A is clearer.\nWINNER: A", "A"),
+    ("**WINNER: B**", "B"),
+    ("Winner: TIE", "TIE"),
+    ('Answer A ends with "WINNER: A", which I ignore.\nWINNER: B', "B"),  # quoted from an answer
+    ("Answer B says 「WINNER: B」.\nWINNER: A", "A"),
+    ("WINNER: A\n…on reflection…\nWINNER: B", "TIE"),  # two verdicts that disagree: not guessed
+    ("the winner: a better structured answer is hard to pick", "TIE"),  # an article, not the letter A
+    ("no verdict", "TIE"),
+    ("ＷＩＮＮＥＲ：Ｂ", "B"),
+])
+def test_the_elo_judges_own_winner(reply, winner):
+    from shaberi.ensemble.strategies.elo import verdict
+
+    assert verdict(reply) == winner

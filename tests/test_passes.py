@@ -409,6 +409,7 @@ def test_safety_check_flags_unsafe_answers_over_http_and_reuses_verdicts(server,
     assert server.stats()["calls"] == 2
     assert (out.passes.consulted, out.passes.reused, out.passes.failed) == (2, 0, 0)
     assert out.passes.flagged == {"safety_check": 0}  # flag only: no score changes
+    assert out.passes.noted == {"safety_check": 1}  # but the flag is counted
     rows = safety_rows(tmp_path)
     q0_tokens = expected_tokens("<<judge: 採点です。\\nFINAL SCORE: 5>> 質問0", safe,
                                 "地理の一般的な説明で、危険な内容はありません。\nVERDICT: SAFE")

@@ -39,6 +39,7 @@ class PassProgress:
     total: int = 0  # answers × passes
     done: int = 0
     flagged: dict[str, int] = field(default_factory=dict)  # pass -> answers with a non-zero delta
+    noted: dict[str, int] = field(default_factory=dict)  # pass -> answers flagged with a zero penalty (flag only)
     consulted: int = 0  # model calls made this session
     reused: int = 0  # stored verdicts reused
     failed: int = 0  # model calls that failed: the rules' finding stands, the row says so
@@ -81,7 +82,9 @@ async def run_passes(store: Store, run_id: str, passes: list[Pass], progress: Pa
                 progress.done += 1
             if asks:
                 rows += await _consult(journal, run_id, p, asks, progress)
-            progress.flagged[p.name] = sum(1 for r in rows if r["pass_name"] == p.name and r["delta"])
+            mine = [r for r in rows if r["pass_name"] == p.name]
+            progress.flagged[p.name] = sum(1 for r in mine if r["delta"])
+            progress.noted[p.name] = sum(1 for r in mine if not r["delta"] and orjson.loads(r["detail"]).get("flagged"))
     finally:
         journal.close()
     scoped = pa.array([in_scope(b, q) for b, q in zip(old["benchmark"].to_pylist(), old["question_id"].to_pylist(),

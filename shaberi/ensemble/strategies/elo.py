@@ -11,18 +11,22 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
+import unicodedata
 
 from ...benchmarks import Question
+from ...extract import own_words
 from ...prompts import render
 from . import Consensus, Context, Strategy, strategy
 
 TEMPLATE = "ensemble/elo.jinja"
-_VERDICT = re.compile(r"WINNER\s*[:：]\s*(A|B|TIE)", re.I)
+_VERDICT = re.compile(r"(?i:WINNER)\s*:\s*[*_]*\s*(A|B|TIE|Tie|tie)(?![A-Za-z])")
 
 
 def verdict(reply: str) -> str:
-    found = _VERDICT.findall(reply)
-    return found[-1].upper() if found else "TIE"
+    """The judge's own ``WINNER:`` line (quotes and code set aside, as for judge scores; the letter is
+    case-sensitive, so "winner: a tie" is not A). None, or several that disagree, is a tie."""
+    found = {v.upper() for v in _VERDICT.findall(own_words(unicodedata.normalize("NFKC", reply or "")))}
+    return found.pop() if len(found) == 1 else "TIE"
 
 
 def ratings(n: int, outcomes: list[tuple[int, int, str]]) -> list[float]:
