@@ -63,7 +63,7 @@ def run(
                                                "given]. Without generate the candidate is never called and "
                                                "--base-url is not needed.")] = None,
     passes: Annotated[str | None, typer.Option("--passes", help="Comma list of score-modifying passes: "
-                                               "lang_mixing,repetition,format_validation.")] = None,
+                                               "lang_mixing,repetition,format_validation,safety_check.")] = None,
     pass_option: Annotated[list[str] | None, typer.Option("--pass-option", help="NAME.KEY=VALUE, repeatable, e.g. "
                                                           "lang_mixing.penalty=1 or lang_mixing.detector=MODEL@URL."
                                                           )] = None,
@@ -237,8 +237,10 @@ def _run(request: RunRequest) -> None:
     if p.answers:
         calls = f"; {p.consulted} model calls, {p.reused} verdicts reused, {p.failed} failed" if (
             p.consulted or p.reused or p.failed) else ""
+        noted = {name: n for name, n in p.noted.items() if n}
+        noted_text = f"; flagged with no penalty: {', '.join(f'{k} {n}' for k, n in noted.items())}" if noted else ""
         typer.echo(f"{lead}passes over {p.answers} answers, changing the "
-                   f"score of: {', '.join(f'{name} {n}' for name, n in p.flagged.items())}{calls}")
+                   f"score of: {', '.join(f'{name} {n}' for name, n in p.flagged.items())}{noted_text}{calls}")
     if failed:
         typer.echo("  errored answers are retried by running the same command again (see answers.error_type)")
     typer.echo(f"  status: {outcome.status}")
@@ -650,7 +652,7 @@ def ensemble_import_responses(
 
 
 def _quick_eval_print(result: Result, out: Path | None, results_dir: Path) -> Path:
-    from .ensemble.evaluate import attempted_lines, comparisons
+    from .ensemble.evaluate import attempted_lines, comparisons, unreadable_lines
     from .ensemble.gate import gate
 
     gated = gate(comparisons(result))
@@ -664,7 +666,7 @@ def _quick_eval_print(result: Result, out: Path | None, results_dir: Path) -> Pa
                      f"{min(c.p_mcnemar_holm, c.p_ttest_holm):.3f}", f"{100 * c.mde:.1f}",
                      f"{o.requests} ({o.reused} reused)", "REGRESSION" if c.regression else "ok"])
     _print_rows(f"quick-eval {result.model}, seed {result.seed}, sample {result.sample}", header, rows, "table")
-    for line in attempted_lines(result):
+    for line in attempted_lines(result) + unreadable_lines(result):
         typer.echo(line)
     path = out or results_dir / "quick-eval" / f"{result.model.replace('/', '__')}-{'+'.join(result.strategies)}" \
         f"-seed{result.seed}-n{result.sample}.json"
@@ -745,7 +747,7 @@ def ensemble_check(
 
     result, entry = asyncio.run(check(results_dir, baseline_file, model, consensus_model=consensus_model, judge=judge,
                                       base_url=base_url, api_key_env=api_key_env))
-    from .ensemble.evaluate import comparisons
+    from .ensemble.evaluate import accuracy, comparisons
     from .ensemble.gate import gate
 
     _quick_eval_print(result, None, results_dir)
@@ -753,8 +755,9 @@ def ensemble_check(
     for dataset, accepted in (entry.get("accuracy") or {}).items():
         got = result.datasets.get(dataset)
         if got:
-            now = {s: sum(o.correct) / len(o.correct) for s, o in got.strategies.items()}
-            typer.echo(f"  {dataset}: accepted {accepted}, now " + ", ".join(f"{s} {v:.3f}" for s, v in now.items()))
+            now = {s: accuracy(o.correct) for s, o in got.strategies.items()}
+            typer.echo(f"  {dataset}: accepted {accepted}, now " + ", ".join(
+                f"{s} {'-' if v is None else f'{v:.3f}'}" for s, v in now.items()))
     if regressions:
         typer.echo("REGRESSION: " + ", ".join(f"{c.strategy} on {c.dataset} ({100 * c.difference:+.1f} points, Holm p "
                                               f"{min(c.p_mcnemar_holm, c.p_ttest_holm):.3f})" for c in regressions),

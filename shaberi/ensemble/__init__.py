@@ -12,5 +12,6 @@
 Everything lands in the same tables as the chat benchmarks: members are ``answers`` rows with
 ``sample_index`` 0…N−1, consensus answers are ``answers`` rows with ``strategy`` set (their
 ``reasoning`` column holds the strategy's record as JSON: votes, ratings, rounds), grades are
-``judgements`` rows (judge ``exact:<grader>`` or the judge model; score 1 or 0).
+``judgements`` rows (judge ``exact:<grader>`` or the judge model; score 1 or 0, or NULL when the judge's
+reply could not be read or the grading call failed: no grade, never a wrong one).
 """

@@ -8,6 +8,12 @@ graded too. The single-model baseline is sample 0 of the same entry, or of a sep
 in the entry's tables (``answers`` rows with ``strategy`` set, ``judgements`` rows), keyed by what
 they depend on, so evaluating again with another seed or sample size only computes what is new.
 The outcome is a plain ``Result`` (saved as JSON by the CLI) that ``gate`` and ``report`` read.
+
+A grade is 1, 0 or None: None when the llm grader could not read its judge's reply (``unparsed``) or the
+grading call failed (``judge_error``). None is no grade, never a wrong one: accuracies are over the readable
+grades, a question without a readable grade on either side of a paired comparison is left out of it (and
+counted: ``Comparison.excluded``), and ``DatasetOutcome.graders`` counts, per grader, the grades of this
+evaluation and the unreadable ones, as the ``judgements`` table holds them.
 """
 
 from __future__ import annotations
@@ -33,13 +39,18 @@ from .graders import GRADERS
 from .graders import llm as llm_grader
 from .strategies import STRATEGIES, Context, Strategy
 
-__all__ = ["Result", "attempted_lines", "comparisons", "given_attempted", "quick_eval", "sample_ids"]
+__all__ = ["UNREADABLE", "Result", "accuracy", "attempted_lines", "comparisons", "excluded_lines", "given_attempted",
+           "grader_rows", "quick_eval", "sample_ids", "unreadable_lines"]
+
+# parse_method values of a response no rule or judge could read (rule graders count it wrong, the llm
+# grader leaves it without a grade).
+UNREADABLE = ("none", "unparsed", "timeout")
 
 
 @dataclass
 class StrategyOutcome:
-    correct: list[int]
-    attempted: list[int]
+    correct: list[int | None]  # None: no readable grade
+    attempted: list[int | None]
     reused: int = 0
     requests: int = 0
     prompt_tokens: int = 0
@@ -51,11 +62,14 @@ class DatasetOutcome:
     cache: str  # run id of the cache entry
     n_members: int
     question_ids: list[str]
-    baseline: list[int]
-    baseline_attempted: list[int]
-    samples_mean: list[float]
+    baseline: list[int | None]  # None: no readable grade
+    baseline_attempted: list[int | None]
+    samples_mean: list[float | None]  # over the members' readable grades; None when there is none
     strategies: dict[str, StrategyOutcome] = field(default_factory=dict)
-    member_accuracy: list[float] = field(default_factory=list)
+    member_accuracy: list[float | None] = field(default_factory=list)  # over readable grades
+    # grader -> {"graded", "unreadable", "no_grade"} over this evaluation's grades (members, baseline,
+    # strategies), from the judgements table
+    graders: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -79,14 +93,22 @@ class Result:
         return cls(raw["model"], raw["seed"], raw["sample"], raw["strategies"], sets)
 
 
-def given_attempted(correct: list[int], attempted: list[int]) -> tuple[int, float | None]:
-    """(questions attempted, accuracy among them): SimpleQA's second number, for judge-graded datasets."""
-    tried = sum(attempted)
-    return tried, (sum(c for c, a in zip(correct, attempted, strict=True) if a) / tried if tried else None)
+def given_attempted(correct: list[int | None], attempted: list[int | None]) -> tuple[int, float | None]:
+    """(questions attempted, accuracy among them): SimpleQA's second number, for judge-graded datasets.
+    A question without a readable grade is neither attempted nor not."""
+    tried = [c for c, a in zip(correct, attempted, strict=True) if a and c is not None]
+    return len(tried), (sum(tried) / len(tried) if tried else None)
+
+
+def accuracy(grades: list[int | None]) -> float | None:
+    """Over the readable grades; None when there is none."""
+    readable = [g for g in grades if g is not None]
+    return sum(readable) / len(readable) if readable else None
 
 
 def attempted_lines(result: Result) -> list[str]:
-    """One line per dataset where some answer was NOT_ATTEMPTED: attempted share and accuracy given attempted."""
+    """One line per dataset where some answer was NOT_ATTEMPTED or has no readable grade: attempted share and
+    accuracy given attempted (and how many had no grade)."""
     lines = []
     for name, d in result.datasets.items():
         series = {"baseline": (d.baseline, d.baseline_attempted)} | {
@@ -95,11 +117,38 @@ def attempted_lines(result: Result) -> list[str]:
             continue
         parts = []
         for label, (correct, attempted) in series.items():
-            tried, accuracy = given_attempted(correct, attempted)
-            parts.append(f"{label} attempted {tried}/{len(attempted)}, accuracy given attempted "
-                         + ("-" if accuracy is None else f"{accuracy:.1%}"))
+            tried, given = given_attempted(correct, attempted)
+            unread = sum(c is None for c in correct)
+            parts.append(f"{label} attempted {tried}/{len(attempted)}"
+                         + (f" ({unread} without a readable grade)" if unread else "")
+                         + ", accuracy given attempted " + ("-" if given is None else f"{given:.1%}"))
         lines.append(f"{name}: " + "; ".join(parts))
     return lines
+
+
+def grader_rows(result: Result) -> list[tuple[str, str, int, int, int]]:
+    """(dataset, grader, grades, unreadable, without a grade) per dataset and grader of this evaluation."""
+    return [(name, grader, c.get("graded", 0), c.get("unreadable", 0), c.get("no_grade", 0))
+            for name, d in result.datasets.items() for grader, c in d.graders.items()]
+
+
+def excluded_lines(result: Result) -> list[str]:
+    """The comparisons that left questions out for want of a readable grade, and the strategies left
+    uncompared for want of any."""
+    lines = [f"{c.dataset}: {c.strategy}: {c.excluded} question(s) without a readable grade on some side left out "
+             f"of the comparison (n = {c.n})" for c in comparisons(result) if c.excluded]
+    for name, d in result.datasets.items():
+        for s, o in d.strategies.items():
+            if not _paired(d, o):
+                lines.append(f"{name}: {s}: no question with a readable grade on both sides: not compared")
+    return lines
+
+
+def unreadable_lines(result: Result) -> list[str]:
+    """Per dataset and grader, the responses graded and how many were unreadable; then ``excluded_lines``."""
+    return [f"{dataset}: grader {grader}: {graded:,} graded, {unread:,} unreadable ({unread / graded:.1%})"
+            + (f", {no_grade:,} without a grade (left out of the accuracies)" if no_grade else "")
+            for dataset, grader, graded, unread, no_grade in grader_rows(result) if graded] + excluded_lines(result)
 
 
 def sample_ids(ids: list[str], sample: int, seed: int, dataset: str) -> list[str]:
@@ -109,9 +158,23 @@ def sample_ids(ids: list[str], sample: int, seed: int, dataset: str) -> list[str
     return sorted(random.Random(f"{seed}:{dataset}").sample(ordered, sample), key=lambda q: (len(q), q))
 
 
+def _paired(d: DatasetOutcome, o: StrategyOutcome) -> list[tuple[int, int, float]]:
+    return [(b, c, m) for b, c, m in zip(d.baseline, o.correct, d.samples_mean, strict=True)
+            if b is not None and c is not None and m is not None]
+
+
 def comparisons(result: Result) -> list[Comparison]:
-    return [compare(name, s, d.baseline, o.correct, d.samples_mean)
-            for name, d in result.datasets.items() for s, o in d.strategies.items()]
+    """Each strategy against the baseline, over the questions with a readable grade on every side (the others
+    counted in ``excluded``); a strategy with no such question is not compared (``unreadable_lines`` says so)."""
+    found = []
+    for name, d in result.datasets.items():
+        for s, o in d.strategies.items():
+            paired = _paired(d, o)
+            if paired:
+                c = compare(name, s, [p[0] for p in paired], [p[1] for p in paired], [p[2] for p in paired])
+                c.excluded = len(o.correct) - len(paired)
+                found.append(c)
+    return found
 
 
 async def quick_eval(results_dir: Path, model: str, strategies: list[str], datasets: list[str], sample: int,
@@ -186,13 +249,14 @@ async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry
                     base_journal.close()
             base_grades = [base_grading.get(qid, 0, "") for qid in ids]
         else:
+            base_grading = grading
             base_grades = [grading.get(qid, 0, "") for qid in ids]
         outcome.baseline = [g[0] for g in base_grades]
         outcome.baseline_attempted = [g[1] for g in base_grades]
         per_member = [[grading.get(qid, i, "")[0] for qid in ids if i < len(members[qid])] for i in range(width)]
-        outcome.member_accuracy = [sum(m) / len(m) if m else 0.0 for m in per_member]
-        outcome.samples_mean = [sum(grading.get(qid, i, "")[0] for i in range(len(members[qid]))) /
-                                max(1, len(members[qid])) for qid in ids]
+        outcome.member_accuracy = [accuracy(m) for m in per_member]
+        outcome.samples_mean = [accuracy([grading.get(qid, i, "")[0] for i in range(len(members[qid]))])
+                                for qid in ids]
         for name in strategies:
             done = await _consensus(journal, cached, STRATEGIES[name](), ids, members, consensus)
             await grading.grade([(qid, 0, name, done[qid]) for qid in ids], journal)
@@ -203,7 +267,31 @@ async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry
         journal.close()
     store.compact("answers", entry.run_id)
     store.compact("judgements", entry.run_id)
+    separate = base.run_id if base is not None and base.run_id != entry.run_id else None
+    outcome.graders = _grader_counts(store, entry.run_id, ids, strategies, separate,
+                                     grading.judges | (base_grading.judges if separate else set()))
     return outcome
+
+
+def _grader_counts(store: Store, run_id: str, ids: list[str], strategies: list[str], base_run: str | None,
+                   judges: set[str]) -> dict[str, dict[str, int]]:
+    """Per grader, the grades that count (the ``judgements`` view) of this evaluation's answers by its graders:
+    every member and strategy answer of the sampled questions, and the separate baseline's sample 0."""
+    from ..sql import connect
+
+    con = connect(store.root, run_ids=[run_id] + ([base_run] if base_run else []), upto="lineage")
+    rows = con.execute(
+        f"""SELECT CASE WHEN judge LIKE 'exact:%' THEN substr(judge, 7) ELSE 'llm:' || judge END AS grader,
+                   count(*), count(*) FILTER (WHERE parse_method IN {UNREADABLE}),
+                   count(*) FILTER (WHERE score IS NULL)
+            FROM judgements
+            WHERE question_id IN (SELECT unnest($ids)) AND judge IN (SELECT unnest($judges)) AND (
+                  (run_id = $run AND strategy IN (SELECT unnest($strategies)))
+                  OR (run_id = $base AND strategy = '' AND sample_index = 0))
+            GROUP BY 1 ORDER BY 1""",
+        {"ids": ids, "judges": sorted(judges), "run": run_id, "strategies": ["", *strategies],
+         "base": base_run or ""}).fetchall()
+    return {grader: {"graded": n, "unreadable": unread, "no_grade": null} for grader, n, unread, null in rows}
 
 
 class _Consensus(dict):
@@ -278,19 +366,18 @@ class _Grading:
     """Grades of one entry's answers: stored ones reused (same answer text, same grader version), the rest
     computed (rules) or asked (the llm grader), journaled as ``judgements`` rows."""
 
-    VERSION = "1"
-
     def __init__(self, cached: _Entry, judge: LLM | None) -> None:
         self.cached, self.judge = cached, judge
-        self.results: dict[tuple[str, int, str], tuple[int, int]] = {}
+        self.judges: set[str] = set()  # the judge names this grading used
+        self.results: dict[tuple[str, int, str], tuple[int | None, int | None]] = {}
         # The same text for the same question is graded once, whichever member or strategy wrote it.
-        self.by_text: dict[tuple[str, str, str, str], tuple[int, str, str | None]] = {
-            (qid, judge_name, version, a_hash): (int(score or 0), method, None)
+        self.by_text: dict[tuple[str, str, str, str], tuple[int | None, str, str | None]] = {
+            (qid, judge_name, version, a_hash): (_score(score, method), method, None)
             for (qid, _, _, judge_name, a_hash, version), (score, method) in cached.grades.items()}
 
-    def get(self, qid: str, sample_index: int, strategy: str) -> tuple[int, int]:
-        """(correct, attempted) as 0/1."""
-        return self.results.get((qid, sample_index, strategy), (0, 0))
+    def get(self, qid: str, sample_index: int, strategy: str) -> tuple[int | None, int | None]:
+        """(correct, attempted) as 0/1, both None when there is no readable grade."""
+        return self.results.get((qid, sample_index, strategy), (None, None))
 
     def _judge_name(self, question: Question) -> tuple[str, str]:
         kind = question.extra.get("grader", "mcq")
@@ -298,17 +385,18 @@ class _Grading:
             if self.judge is None:
                 raise UsageError(f"{question.benchmark} is graded by a judge model: give --judge MODEL[@BASE_URL]")
             return self.judge.model, f"llm:{llm_grader.prompt_hash()}"
-        return GRADERS[kind].judge, f"{GRADERS[kind].judge}@{self.VERSION}"
+        return GRADERS[kind].judge, f"{GRADERS[kind].judge}@{GRADERS[kind].version}"
 
     async def grade(self, items: list[tuple[str, int, str, str | None]], journal: Journal) -> None:
         asks = []
         for qid, index, strategy, text in items:
             question = self.cached.questions[qid]
             judge, version = self._judge_name(question)
+            self.judges.add(judge)
             a_hash = answer_hash(text)
             old = self.cached.grades.get((qid, index, strategy, judge, a_hash, version))
             if old is not None and old[1] != "judge_error":  # a failed grading call is asked again
-                self.results[(qid, index, strategy)] = (int(old[0] or 0), int(old[1] != "NOT_ATTEMPTED"))
+                self.results[(qid, index, strategy)] = _outcome(_score(*old), old[1])
                 continue
             same = self.by_text.get((qid, judge, version, a_hash))
             if text is None:  # an error answer: wrong, and never sent to a judge
@@ -333,12 +421,12 @@ class _Grading:
 
         def record(item: tuple, outcome: tuple | None, error: LLMError | None) -> None:
             question, index, strategy, judge, version, a_hash, _ = item
-            if outcome is None:
-                self._store(journal, question, index, strategy, judge, version, a_hash, 0, "judge_error",
+            if outcome is None:  # no grade: asked again next time
+                self._store(journal, question, index, strategy, judge, version, a_hash, None, "judge_error",
                             None, error=f"judge_error: {error}")
                 return
             grade, reply = outcome
-            self._store(journal, question, index, strategy, judge, version, a_hash, int(grade == "CORRECT"), grade,
+            self._store(journal, question, index, strategy, judge, version, a_hash, llm_grader.score(grade), grade,
                         reply.content, tokens=(reply.prompt_tokens, reply.completion_tokens))
             journal.append("token_usage", {"run_id": self.cached.run_id, "stage": "judging",
                                            "benchmark": question.benchmark, "model": model,
@@ -357,16 +445,29 @@ class _Grading:
                 self._store(journal, question, index, strategy, judge, version, a_hash, score, method, output)
 
     def _store(self, journal: Journal, question: Question, index: int, strategy: str, judge: str, version: str,
-               a_hash: str, score: int, method: str, output: str | None, error: str | None = None,
+               a_hash: str, score: int | None, method: str, output: str | None, error: str | None = None,
                tokens: tuple[int, int] | None = None) -> None:
-        self.results[(question.question_id, index, strategy)] = (score, int(method != "NOT_ATTEMPTED"))
+        self.results[(question.question_id, index, strategy)] = _outcome(score, method)
         self.by_text[(question.question_id, judge, version, a_hash)] = (score, method, output)
         journal.append("judgements", {
             "run_id": self.cached.run_id, "benchmark": question.benchmark, "question_id": question.question_id,
-            "sample_index": index, "strategy": strategy, "judge": judge, "score": float(score), "score_scale": "0-1",
+            "sample_index": index, "strategy": strategy, "judge": judge,
+            "score": None if score is None else float(score), "score_scale": "0-1",
             "parse_method": method, "judge_output": output, "prompt_hash": version, "answer_hash": a_hash,
             "prompt_tokens": tokens[0] if tokens else None, "completion_tokens": tokens[1] if tokens else None,
-            "error": error or ("answer_error" if method == "answer_error" else None), "created_at": now_us()})
+            "error": error or _ERRORS.get(method), "created_at": now_us()})
 
 
+_ERRORS = {"answer_error": "answer_error", "judge_error": "judge_error",
+           "unparsed": f"unparseable: the judge's reply is none of A, B, C, {', '.join(llm_grader.GRADES)}"}
 
+
+def _score(score: float | None, method: str) -> int | None:
+    """A stored score as a grade: None stays None, and so does an unreadable judge reply stored as 0 before
+    issue 14."""
+    return None if score is None or method in ("unparsed", "judge_error") else int(score)
+
+
+def _outcome(score: int | None, method: str) -> tuple[int | None, int | None]:
+    """(correct, attempted): both None without a grade."""
+    return (None, None) if score is None else (score, int(method != "NOT_ATTEMPTED"))

@@ -47,6 +47,7 @@ class Comparison:
     p_mcnemar_holm: float | None = None
     p_ttest_holm: float | None = None
     regression: bool | None = None
+    excluded: int = 0  # questions left out: no readable grade for the baseline, the strategy or every sample
 
     def row(self) -> dict:
         return asdict(self)

@@ -4,7 +4,9 @@ Each file may come from a separate job (one strategy each, say); the gate runs o
 comparisons, so Holm's correction covers everything the report shows. Per dataset: the baseline, the
 mean of the N samples, then per strategy its accuracy, the difference from the baseline with its 95 %
 interval, the McNemar, paired-t and Fisher p-values, the Holm-adjusted ones, the smallest detectable
-regression and the verdict.
+regression and the verdict. Then, per model, dataset and grader, how many responses were graded and how many
+were unreadable (``parse_method`` none, unparsed or timeout, as the quick-eval counted them in the
+``judgements`` table), and how many had no grade at all (left out of every accuracy and test).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import DataError
-from .evaluate import Result, attempted_lines, comparisons
+from .evaluate import Result, attempted_lines, comparisons, excluded_lines, grader_rows
 from .gate import ALPHA, Comparison, gate
 
 __all__ = ["load_results", "markdown"]
@@ -63,6 +65,19 @@ def markdown(results: list[tuple[Path, Result]], alpha: float = ALPHA) -> tuple[
     attempted = [line for _, r in results for line in attempted_lines(r)]
     if attempted:
         lines += ["", "Judge-graded datasets (SimpleQA style):", *(f"- {line}" for line in attempted)]
+    graders = [(r.model, *row) for _, r in results for row in grader_rows(r)]
+    if graders:
+        lines += ["", "### Unreadable responses per grader", "",
+                  "| model | dataset | grader | graded | unreadable | share | no grade (left out) |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {model} | {dataset} | {grader} | {graded} | {unread} | {_pct(unread / graded if graded else 0)} "
+                  f"| {no_grade} |" for model, dataset, grader, graded, unread, no_grade in graders]
+        lines += ["", "Unreadable: no rule found an answer (none, timeout: graded wrong), or the judge's reply could "
+                  "not be read (unparsed: no grade, left out of the accuracies and tests, as is a failed grading "
+                  "call)."]
+    left_out = [line for _, r in results for line in excluded_lines(r)]
+    if left_out:
+        lines += ["", *(f"- {line}" for line in left_out)]
     lines += ["", "McNemar: exact, one-sided, against the single answer (sample 0), paired by question. Paired t: "
               "the strategy's per-question correctness against the mean of the N samples. Fisher: unpaired, shown for "
               "comparison only. MDE: the smallest regression detectable with 80 % power at this n."]

@@ -2,9 +2,12 @@
 
 A rule grader (``numeric``, ``mcq``, ``math``) extracts the final answer from a response and compares it
 with the gold; its judge name is ``exact:<name>``, its score 1 or 0, ``parse_method`` says which rule
-found the answer (``none``: nothing found, graded wrong) and ``judge_output`` holds what was extracted.
-``extract`` is also what ``majority`` votes over. The ``llm`` grader asks a judge model (SimpleQA style:
-CORRECT, INCORRECT or NOT_ATTEMPTED) and is asynchronous (``shaberi.ensemble.llm_grader``).
+found the answer (``none``: nothing found, ``timeout``: math gave up; both graded wrong, as the response
+gave no readable answer) and ``judge_output`` holds what was extracted. ``version`` is part of a stored
+grade's identity (``prompt_hash`` ``exact:<name>@<version>``): bump it when the rules change, and stored
+grades are made again. ``extract`` is also what ``majority`` votes over. The ``llm`` grader asks a judge
+model (SimpleQA style: CORRECT, INCORRECT or NOT_ATTEMPTED) and is asynchronous (``graders.llm``); a
+reply it cannot read is no grade at all (score NULL, ``unparsed``), never a wrong one.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class Grader:
     name: str
     extract: Callable[[str, Question], Extraction]
     same: Callable[[Extraction, Question], bool]  # is this extraction the gold answer?
+    version: str = "1"  # of the rules: a stored grade of another version is made again
 
     @property
     def judge(self) -> str:
@@ -41,7 +45,7 @@ class Grader:
 GRADERS: dict[str, Grader] = {}
 
 
-def grader(name: str, same: Callable[[Extraction, Question], bool] | None = None) -> Callable:
+def grader(name: str, same: Callable[[Extraction, Question], bool] | None = None, version: str = "1") -> Callable:
     """Register an extraction function; by default an answer is right when it equals the gold extracted the
     same way (so the gold's own formatting does not matter)."""
 
@@ -49,7 +53,7 @@ def grader(name: str, same: Callable[[Extraction, Question], bool] | None = None
         def equal(found: Extraction, q: Question) -> bool:
             return found.answer == fn(q.reference or "", q).answer or found.answer == (q.reference or "").strip()
 
-        GRADERS[name] = Grader(name, fn, same or equal)
+        GRADERS[name] = Grader(name, fn, same or equal, version)
         return fn
 
     return register

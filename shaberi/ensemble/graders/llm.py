@@ -1,7 +1,14 @@
 """llm: a judge model grades a free-form answer against the gold target, SimpleQA style
 (``prompts/ensemble/simpleqa_grader.jinja``): CORRECT (score 1), INCORRECT or NOT_ATTEMPTED (score 0;
-``parse_method`` keeps which, so accuracy given attempted can be computed). An unreadable reply is
-INCORRECT with method ``unparsed``. Asynchronous: the stage calls it through the shared client."""
+``parse_method`` keeps which, so accuracy given attempted can be computed).
+
+A reply that cannot be read as exactly one grade is ``unparsed``: score NULL (``score`` here returns
+None), never 0, with the reply in ``judge_output`` and ``error`` saying why; accuracy is computed over the
+readable grades and the unreadable ones are counted apart. A reply is read as: the requested letter at its
+start, in upper case ("A", "(B).", "**C**", "Grade: A"; not "A reasonable …"), else the one grade word it
+names, as the prompt spells it or capitalised (CORRECT, Incorrect, NOT_ATTEMPTED, "Not attempted"; not
+"not correct"); a letter and a word that disagree, two different grade words, or neither, are unreadable.
+Asynchronous: the stage calls it through the shared client."""
 
 from __future__ import annotations
 
@@ -13,20 +20,32 @@ from ...benchmarks import Question
 from ...client import ChatClient, Completion
 from ...prompts import render, template_hash
 
-__all__ = ["TEMPLATE", "ask", "verdict"]
+__all__ = ["GRADES", "TEMPLATE", "UNPARSED", "ask", "score", "verdict"]
 
 TEMPLATE = "ensemble/simpleqa_grader.jinja"
-_GRADES = {"A": "CORRECT", "B": "INCORRECT", "C": "NOT_ATTEMPTED"}
+GRADES = ("CORRECT", "INCORRECT", "NOT_ATTEMPTED")
+UNPARSED = "unparsed"
+_LETTERS = {"A": "CORRECT", "B": "INCORRECT", "C": "NOT_ATTEMPTED"}
+# The letter, upper case, alone: "A reasonable guess" starts with an article, not a grade.
+_LETTER = re.compile(r"^[\W_]*(?:(?i:grade)\W*)?([ABC])(?!\w)(?!\s+[a-z])")
+# The grade words as the prompt spells them, or capitalised; "not correct" names no grade.
+_WORD = re.compile(r"\b(NOT[ _]ATTEMPTED|Not [Aa]ttempted|INCORRECT|Incorrect|CORRECT|Correct)\b")
 
 
 def verdict(reply: str) -> str:
-    """CORRECT, INCORRECT, NOT_ATTEMPTED, or unparsed."""
-    text = reply.strip().upper()
-    if m := re.search(r"\b(NOT_ATTEMPTED|INCORRECT|CORRECT)\b", text):
-        return m.group(1)
-    if m := re.match(r"^\W*([ABC])\b", text):
-        return _GRADES[m.group(1)]
-    return "unparsed"
+    """CORRECT, INCORRECT, NOT_ATTEMPTED, or ``unparsed``."""
+    text = reply.strip()
+    letter = _LETTER.match(text)
+    words = {w.upper().replace(" ", "_") for w in _WORD.findall(text)}
+    if letter:
+        grade = _LETTERS[letter.group(1)]
+        return grade if words <= {grade} else UNPARSED
+    return words.pop() if len(words) == 1 else UNPARSED
+
+
+def score(grade: str) -> int | None:
+    """1 for CORRECT, 0 for INCORRECT and NOT_ATTEMPTED, None (no grade) for anything else."""
+    return {"CORRECT": 1, "INCORRECT": 0, "NOT_ATTEMPTED": 0}.get(grade)
 
 
 def prompt_hash() -> str:
