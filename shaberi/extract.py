@@ -2,37 +2,44 @@
 
 The grammar, applied in this order:
 
-1. **Normalise.** The reply is NFKC-normalised, so full-width digits, colons and brackets
-   (``ＦＩＮＡＬ ＳＣＯＲＥ：８``, ``［［４］］``) read as their ASCII forms.
-2. **Set aside what the judge did not say in its own voice.** Quotations (「…」 『…』 “…” ‘…’, and "…" or
-   '…' within a line; an apostrophe inside a word is not a quote), fenced code blocks, ```code spans```
-   and blockquote lines (``> …``) are masked. So is a *restatement of the answer*: a verdict copied from
-   the answer being judged, with the words before it on its line or with the line before it (see
-   ``_restates``).
-3. **Find the verdicts.** A verdict is one of these *stated formats*, anywhere in what remains:
+1. **Finished replies only.** A reply cut off at the judge's token limit is not read (its verdict may be
+   a draft). The reply is NFKC-normalised, so full-width digits, colons and brackets read as ASCII.
+2. **Set aside what the judge did not say in its own voice**: ``<think>`` blocks (closed or not); closed
+   quotations (「…」 『…』 “…” 《…》, and "…" or '…' within a line; an apostrophe inside a word is not a
+   quote); closed fenced code blocks, inline code and blockquote lines (``> …``). A quotation or fence
+   left open hides nothing, so an answer that plants an unmatched 「 or ``` cannot hide the judge's verdict.
+3. **Find the verdicts**, in these *stated formats*:
 
-       final_score  ``FINAL SCORE: n``           the line our prompts ask for
+       final_score  ``FINAL SCORE: n``         the line our prompts ask for (``**FINAL SCORE**: n`` too, or
+                                               the label with ``n`` alone on the next line)
        score_tag    ``<score>n</score>``
-       brackets     ``評価：[[n]]``, ``[[n]]``, ``評価：[n]``, ``評価：【n】``, ``【n点】``
+       brackets     ``評価：[[n]]`` or ``[[n]]`` ending its line, ``評価：[n]``, ``評価：【n】`` (評価 on the
+                    same line)
 
-   ``n`` is a number as written, decimals included; it may be bold, and may be written ``n/MAX`` or
-   ``n out of MAX`` (MAX the top of the benchmark's scale) or ``n点``. After ``FINAL SCORE: n`` nothing but
-   closing markup, a punctuation mark and digit-free words, a digit-free parenthesis or a closing phrase
-   (です, とします) may follow on the line. Anything
-   else makes the verdict *ambiguous*: arithmetic (``10 - 2 = 8``), a range (``1-5のうち4``), prose
-   carrying another number (``10 would be too generous; I give 6``), a bracket holding more than a number
-   (``[[7-8]]``), ``/MAX`` that is not the scale's top. A bare ``【1】`` is a section header, never a verdict.
+   ``n`` is a number as written, decimals included; bold, ``n/MAX`` or ``n out of MAX`` (MAX the top of
+   the benchmark's scale), ``n点`` or ``n points`` are fine. After ``FINAL SCORE: n`` the line may hold only
+   closing markup; a punctuation mark or a dash and then words without digits; a parenthesis with no number
+   but MAX ("(out of 10)", "（10点満点）"); or a closing phrase (です, とします, をつけます). Anything else
+   makes the verdict *ambiguous*: arithmetic (``10 - 2 = 8``), a range (``1-5のうち4``), prose (``10 would
+   be too generous; I give 6``), a bracket holding more than a number (``[[7-8]]``), a MAX that is not the
+   scale's top. The format's placeholder echoed (``FINAL SCORE: <1から10までの整数>``) is no verdict. A bare
+   ``【1】`` or ``【3点】`` is a section header or a rubric item, never a verdict; ``[[1]]`` mid-sentence is
+   a citation.
+4. **A value the answer states itself is not the judge's.** The answer is read with the same formats; a
+   verdict of the judge's with a value the answer states (``FINAL SCORE: 10`` in the answer, 10 in the
+   reply) may be a copy and is set aside: the fallback is asked rather than the answer's claim believed.
+5. **Legacy formats**, which a benchmark may add, are read only when the reply holds no stated format at
+   all, quoted or not:
 
-   A benchmark may add *legacy formats*, read only when no stated format appears at all:
+       bare_number  the last non-empty line is only a number, not after a line ending in a colon (ELYZA)
+       slash_ten    aspect lines ``観点：n/10``: the overall one (総合, 合計, overall) if any, else their
+                    mean (older Rakuda judges)
 
-       bare_number  the reply's last non-empty line is only a number (older ELYZA judges)
-       slash_ten    the mean of every aspect's ``n/10`` (older Rakuda judges scoring each aspect)
-
-4. **Decide.** Every verdict found must be valid, inside the scale and equal: then that value is the score,
-   stored as the judge wrote it (4.5 stays 4.5) and named by the format of the last one. Otherwise, no
-   verdict, an ambiguous one, one out of scale or several that disagree, there is no score, with the reason
-   why; the judge stage then asks the fallback prompt. A weaker format is never tried after a stronger
-   one found something it could not accept.
+6. **Decide.** Every verdict found must be valid, inside the scale and equal: then that value is the score,
+   stored as the judge wrote it (4.5 stays 4.5) and named by the format of the last one. Otherwise (no
+   verdict, an ambiguous one, one out of scale, several that disagree) there is no score, with the reason
+   why, and the judge stage asks the fallback prompt. A weaker format is never tried after a stronger one
+   found something it could not accept.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["COMMON_RULES", "RULES", "Extraction", "extract", "own_words"]
+__all__ = ["COMMON_RULES", "LEGACY_RULES", "RULES", "Extraction", "extract", "own_words"]
 
 COMMON_RULES = ("final_score", "score_tag", "brackets")
 LEGACY_RULES = ("bare_number", "slash_ten")
@@ -51,28 +58,35 @@ RULES = (*COMMON_RULES, *LEGACY_RULES)
 
 _NUM = r"-?\d+(?:\.\d+)?"
 _VALUE = re.compile(rf"\s*(?P<n>{_NUM})\s*(?:/\s*(?P<max>\d+(?:\.\d+)?))?\s*点?\s*")  # inside a bracket or tag
-_FINAL = re.compile(r"FINAL\s*SCORE\b[ \t]*:?[ \t]*\n?(?P<line>[^\n]*)", re.I)
-_FINAL_VALUE = re.compile(rf"[*_\[]*[ \t]*(?P<n>{_NUM})(?!\d)"
-                          r"(?:[ \t]*(?:/|out of)[ \t]*(?P<max>\d+(?:\.\d+)?))?[ \t]*点?[ \t]*[*_\]]*(?P<tail>.*)")
-_TAIL_OK = re.compile(r"\s*(?:[.。!,、;:]\D*|[(（][^\d()（）]*[)）]\s*[.。]?"
-                      r"|(?:です|とします|と評価します|とする|である)[。.]?)?\s*")
+_RANGE = r"(?:[(（][^()（）\n]{0,12}[)）])?"  # "FINAL SCORE (1-10): 7"
+_FINAL = re.compile(rf"(?<![A-Za-z])(?:FINAL[ \t]*SCORE|(?i:final[ \t]*score)(?=[*_]*[ \t]*{_RANGE}[ \t]*:))\b"
+                    rf"[*_]*[ \t]*{_RANGE}[ \t]*:?[*_]*[ \t]*(?P<line>[^\n]*)(?=\n[ \t]*(?P<next>[^\n]*))?")
+_FINAL_VALUE = re.compile(rf"[*_\[]*[ \t]*(?P<n>{_NUM})(?!\d)[*_]*"
+                          r"(?:[ \t]*(?:/|out of)[ \t]*(?P<max>\d+(?:\.\d+)?))?[ \t]*(?:点|points?|pts\.?)?[ \t]*"
+                          r"[*_\]]*(?P<tail>.*)")
+_TAIL_OK = re.compile(r"\s*(?:[.。!,、;:]\D*|[-—–→]\s+\D*|(?P<paren>[(（][^()（）]*[)）])\s*[.。]?"
+                      r"|(?:です|とします|と評価します|とする|である|をつけます|になります|を与えます)[。.]?)?\s*")
 _TAG = re.compile(r"<score>(?P<inner>[^<\n]{0,40})</score>", re.I)
-_BRACKETS = re.compile(r"(?:評価\s*:?\s*)?\[\[(?P<inner>[^\[\]\n]{0,40})\]\]"
-                       r"|評価\s*:?\s*[\[【](?P<single>[^\[\]【】\n]{0,40})[\]】]|【(?P<points>\s*\d+(?:\.\d+)?\s*点\s*)】")
+_BRACKETS = re.compile(r"(?:評価[ \t]*:?[ \t]*)?\[\[(?P<inner>[^\[\]\n]{0,40})\]\](?=[ \t*_.。]*$)"
+                       r"|評価[ \t]*:?[ \t]*[\[【](?P<single>[^\[\]【】\n]{0,40})[\]】]", re.M)
 _BARE = re.compile(rf"^\s*[*_`]*(?P<n>{_NUM})\s*点?[*_`]*\s*$")
-_SLASH_TEN = re.compile(rf"(?<![\d.])(?P<n>{_NUM})\s*/\s*10(?![\d.])")
+_ASPECT = re.compile(rf"^[ \t]*[-*・]?[ \t]*(?P<label>[^\n:：]{{1,20}}?)[ \t]*[:：][ \t]*[*_]*(?P<n>{_NUM})"
+                     r"[ \t]*/[ \t]*10[*_]*[ \t]*$", re.M)
+_OVERALL = re.compile(r"総合|全体|合計|overall|total", re.I)
 
+_VERDICT_HINT = re.compile(r"(?i:score|ＳＣＯＲＥ|ｓｃｏｒｅ)|評価|[\[［][\[［]")  # cheap test before reading an answer
 _MASK = "\x1a"  # stands in for each masked character; lines keep their length and their breaks
-_FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[^\n]*$|\Z)", re.M | re.S)
+_THINK = re.compile(r"\A\s*<think>.*?(?:</think>|\Z)|\A(?:(?!<think>).)*?</think>", re.S | re.I)  # leading only
+_FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.M | re.S)
 _QUOTE_LINE = re.compile(r"^[ \t]*>[^\n]*", re.M)
 _CODE_SPAN = re.compile(r"`[^`\n]+`")
 _PAIRS = {"「": "」", "『": "』", "“": "”", "《": "》"}
+_QUOTE_MARKS = re.compile(r"[「」『』“”《》]|\n\n")
 _INLINE_QUOTES = [
     re.compile(r'"[^"\n]*"'),
     re.compile(r"(?<![A-Za-z0-9])'(?=\S)[^'\n]*?(?<=\S)'(?![A-Za-z0-9])"),
     re.compile(r"‘[^\n]*?’(?![A-Za-z])"),
 ]
-_LEADER = " \t>*-_#・"
 
 
 @dataclass(frozen=True)
@@ -93,23 +107,29 @@ class _Verdict:
     value: float | None  # None: ambiguous
     start: int
     end: int
+    first: float | None = None  # the first number written, ambiguous or not
 
 
 def extract(reply: str | None, scale: tuple[int, int], rules: tuple[str, ...] = COMMON_RULES,
-            answer: str | None = None) -> Extraction:
-    """The score the judge gave in ``reply``, or None with the reason. ``answer`` is the judged text, so that
-    a verdict the judge merely copied from it is not taken for the judge's own."""
+            answer: str | None = None, cut_off: bool = False) -> Extraction:
+    """The score the judge gave in ``reply``, or None with the reason. ``answer`` is the judged text: a
+    verdict whose value the answer itself states may be a copy, so it is not taken for the judge's own.
+    ``cut_off``: the reply ended at the token limit, so whatever it says is unfinished and is not read."""
     if not reply or not reply.strip():
         return Extraction(None, None, "empty judge reply")
-    text = own_words(unicodedata.normalize("NFKC", reply))
+    if cut_off:
+        return Extraction(None, None, "the judge's reply was cut off at its token limit")
+    raw = _THINK.sub(_blank, unicodedata.normalize("NFKC", reply), count=1)  # thinking aloud is not a verdict
+    text = own_words(raw)
     found = [v for v in _stated(text, scale) if v.rule in rules]
-    restated = [v for v in found if answer and _restates(text, v, answer)]
-    found = [v for v in found if v not in restated]
-    if not found and not restated:
-        found = _legacy(text, scale, rules)
+    claimed = _claimed(answer, scale, rules)
+    if copied := [v for v in found if v.value is not None and v.value in claimed]:
+        return Extraction(None, None, f"{_listed(copied)}: a value the answer states itself (the judge may have "
+                                      "copied it)")
+    if not found and not any(v.rule in rules for v in _stated(raw, scale)):
+        found = _legacy(text, rules)  # only a reply with no stated verdict anywhere, quoted or not
     if not found:
-        why = "no verdict in the judge's own words"
-        return Extraction(None, None, why + (f" ({_listed(restated)} copied from the answer)" if restated else ""))
+        return Extraction(None, None, "no verdict in the judge's own words")
     low, high = scale
     if bad := [v for v in found if v.value is None]:
         return Extraction(None, None, f"ambiguous verdict: {_listed(bad)}")
@@ -121,7 +141,9 @@ def extract(reply: str | None, scale: tuple[int, int], rules: tuple[str, ...] = 
 
 
 def own_words(text: str) -> str:
-    """``text`` with quotations, code and blockquotes masked (same length, same line breaks)."""
+    """``text`` with quotations, code and blockquotes masked (same length, same line breaks). Only closed
+    quotations and fences are masked: an opening mark without its close (which an answer can plant) hides
+    nothing."""
     for pattern in (_FENCE, _QUOTE_LINE, _CODE_SPAN):
         text = pattern.sub(_blank, text)
     text = _mask_paired(text)
@@ -135,29 +157,25 @@ def _blank(m: re.Match[str]) -> str:
 
 
 def _mask_paired(text: str) -> str:
-    """Mask 「…」, 『…』, “…” and 《…》, nested or not; a quote left open ends at its paragraph's end."""
-    out, start = list(text), 0
-    stack: list[str] = []
-    for i, ch in enumerate(text):
+    """Mask 「…」, 『…』, “…” and 《…》 pairs, nested or not, within a paragraph; unpaired marks stay."""
+    spans: list[tuple[int, int]] = []
+    opened: list[tuple[str, int]] = []  # (expected close, position)
+    for m in _QUOTE_MARKS.finditer(text):
+        ch, i = m.group(), m.start()
         if ch in _PAIRS:
-            if not stack:
-                start = i
-            stack.append(_PAIRS[ch])
-        elif stack and ch in stack:
-            while stack.pop() != ch:
-                pass
-            if not stack:
-                out[start:i + 1] = _blank_chars(text[start:i + 1])
-        elif stack and text.startswith("\n\n", i):
-            out[start:i] = _blank_chars(text[start:i])
-            stack = []
-    if stack:
-        out[start:] = _blank_chars(text[start:])
+            opened.append((_PAIRS[ch], i))
+        elif ch == "\n\n":
+            opened = []  # a paragraph ends every quotation left open in it
+        elif any(close == ch for close, _ in opened):
+            while opened:
+                close, start = opened.pop()
+                if close == ch:
+                    spans.append((start, i + 1))  # inner pairs too: an outer one may never close
+                    break
+    out = list(text)
+    for start, end in spans:
+        out[start:end] = [c if c == "\n" else _MASK for c in text[start:end]]
     return "".join(out)
-
-
-def _blank_chars(span: str) -> list[str]:
-    return [c if c == "\n" else _MASK for c in span]
 
 
 def _stated(text: str, scale: tuple[int, int]) -> Iterator[_Verdict]:
@@ -165,14 +183,24 @@ def _stated(text: str, scale: tuple[int, int]) -> Iterator[_Verdict]:
     found = []
     for m in _FINAL.finditer(text):
         line = m.group("line")
+        if not line.strip(" \t*_:") and m.group("next") is not None:
+            v = _FINAL_VALUE.match(m.group("next").strip())
+            if v is None or v.group("tail").strip(" .。"):
+                continue  # a heading, then something else ("### Final Score\n1. Accuracy: …")
+            line = m.group("next")  # "FINAL SCORE:" with the number alone on the next line
+        line = line.strip()
         v = _FINAL_VALUE.match(line)
-        if v and _TAIL_OK.fullmatch(v.group("tail")):
+        if v and (tail := _TAIL_OK.fullmatch(v.group("tail"))) and _paren_ok(tail.group("paren"), scale):
             value = _value(v.group("n"), v.group("max"), scale)
+        elif line.startswith(("<", "‹", "[")) and not re.match(r"\[+\s*\d", line):
+            continue  # the format's placeholder echoed: "FINAL SCORE: <1から10までの整数>"
         elif re.search(r"\d", line):
             value = None  # a number is there, but not as a verdict can be written
         else:
             continue  # "FINAL SCORE" in passing, e.g. the format named in prose
-        found.append(_Verdict("final_score", _shown(m.group(0)), value, m.start(), m.end()))
+        first = re.search(_NUM, line)
+        found.append(_Verdict("final_score", _shown(m.group(0).split("\n")[0]), value, m.start(), m.end(),
+                              float(first.group()) if first else None))
     for rule, pattern in (("score_tag", _TAG), ("brackets", _BRACKETS)):
         for m in pattern.finditer(text):
             inner = next(g for g in m.groups() if g is not None)
@@ -183,8 +211,15 @@ def _stated(text: str, scale: tuple[int, int]) -> Iterator[_Verdict]:
                 value = None
             else:
                 continue  # "[[rating]]": the format itself, named in prose
-            found.append(_Verdict(rule, _shown(m.group(0)), value, m.start(), m.end()))
+            first = re.search(_NUM, inner)
+            found.append(_Verdict(rule, _shown(m.group(0)), value, m.start(), m.end(),
+                                  float(first.group()) if first else None))
     return iter(sorted(found, key=lambda v: v.start))
+
+
+def _paren_ok(paren: str | None, scale: tuple[int, int]) -> bool:
+    """A parenthesis after the number may hold words and the scale's top ("(out of 10)", "（10点満点）")."""
+    return paren is None or all(float(n) == scale[1] for n in re.findall(r"\d+(?:\.\d+)?", paren))
 
 
 def _value(n: str, out_of: str | None, scale: tuple[int, int]) -> float | None:
@@ -194,35 +229,33 @@ def _value(n: str, out_of: str | None, scale: tuple[int, int]) -> float | None:
     return float(n)
 
 
-def _legacy(text: str, scale: tuple[int, int], rules: tuple[str, ...]) -> list[_Verdict]:
+def _claimed(answer: str | None, scale: tuple[int, int], rules: tuple[str, ...]) -> set[float]:
+    """Every value the answer itself writes in a verdict format, read both as written and with its quotes
+    set aside, an ambiguous one by its first number (as a self-score, or to steer the judge)."""
+    if not answer or not _VERDICT_HINT.search(answer):
+        return set()
+    text = unicodedata.normalize("NFKC", answer)
+    return {v.first for t in (text, own_words(text)) for v in _stated(t, scale) if v.rule in rules
+            and v.first is not None}
+
+
+def _legacy(text: str, rules: tuple[str, ...]) -> list[_Verdict]:
     """The first legacy format the benchmark accepts that appears in the reply."""
     for rule in (r for r in rules if r in LEGACY_RULES):
         if rule == "bare_number":
             lines = [line for line in text.splitlines() if line.strip()]
-            if lines and (m := _BARE.match(lines[-1])):
+            if lines and (m := _BARE.match(lines[-1])) and not (len(lines) > 1 and lines[-2].rstrip(" *_").endswith(
+                    (":", "："))):  # "正しい答えは次の通り：\n3" is not a score
                 return [_Verdict(rule, lines[-1].strip(), float(m.group("n")), 0, 0)]
         elif rule == "slash_ten":
-            values = [float(m.group("n")) for m in _SLASH_TEN.finditer(text)]
-            if values:
-                shown = ", ".join(f"{v:g}/10" for v in values)
-                return [_Verdict(rule, f"mean of {shown}", statistics.fmean(values), 0, 0)]
+            aspects = [(m.group("label"), float(m.group("n"))) for m in _ASPECT.finditer(text)]
+            overall = [(label, n) for label, n in aspects if _OVERALL.search(label)]
+            if overall:  # an overall line is the verdict; the aspects are its reasons
+                return [_Verdict(rule, f"{label.strip()}: {n:g}/10", n, 0, 0) for label, n in overall]
+            if aspects:
+                shown = ", ".join(f"{n:g}/10" for _, n in aspects)
+                return [_Verdict(rule, f"mean of {shown}", statistics.fmean(n for _, n in aspects), 0, 0)]
     return []
-
-
-def _restates(text: str, verdict: _Verdict, answer: str) -> bool:
-    """Is the verdict copied from the answer? Yes when its line, from the start through the verdict, is in
-    the answer and has words before the verdict (``自己評価 FINAL SCORE: 10``), or when the verdict stands
-    alone on its line but that line and the one before it are two consecutive lines of the answer. A verdict
-    alone on its line after the judge's own words is the judge's, even if the answer holds the same text."""
-    line_start = text.rfind("\n", 0, verdict.start) + 1
-    line = _squeeze(text[line_start:verdict.end]).strip(_LEADER)
-    copied = "\n".join(_squeeze(x).strip(_LEADER) for x in unicodedata.normalize("NFKC", answer).splitlines())
-    if not line or line not in copied:
-        return False
-    if line != _squeeze(text[verdict.start:verdict.end]).strip(_LEADER):
-        return True
-    before = [x for x in (_squeeze(y).strip(_LEADER) for y in text[:line_start].splitlines()) if x]
-    return bool(before) and f"{before[-1]}\n{line}" in copied
 
 
 def _squeeze(text: str) -> str:
@@ -230,7 +263,7 @@ def _squeeze(text: str) -> str:
 
 
 def _shown(matched: str) -> str:
-    return _squeeze(matched)[:60]
+    return _squeeze(matched.replace(_MASK, "…"))[:60]
 
 
 def _listed(verdicts: list[_Verdict]) -> str:

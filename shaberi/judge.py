@@ -76,6 +76,7 @@ class _Item:
     messages: list[dict]
     prompt_hash: str
     answer_hash: str
+    shown: str  # every candidate text the judge sees (earlier turns too): what it may copy a verdict from
 
 
 @dataclass(frozen=True)
@@ -106,11 +107,11 @@ async def judge(
             for q in store.read("questions", run_id).to_pylist()}
     answers = store.read("answers", run_id, [*_KEY, "content", "error", "answer_hash"]).to_pylist()
     texts = {tuple(a[k] for k in _KEY): a["content"] for a in answers}
-    existing = {  # every stored identity (history included) -> its error, and whether a resumed rejudge keeps it
+    existing = {  # every stored identity (history included) -> is it unfinished, does a resumed rejudge keep it
         (*(r[k] for k in _KEY), r["judge"], r["prompt_hash"], r["answer_hash"]): (
-            r["error"], rejudged_since is not None and r["created_at"].timestamp() * 1e6 >= rejudged_since)
+            _unfinished(r), rejudged_since is not None and r["created_at"].timestamp() * 1e6 >= rejudged_since)
         for r in store.read("judgements", run_id, [*_KEY, "judge", "prompt_hash", "answer_hash", "error",
-                                                   "created_at"]).to_pylist()
+                                                   "fallback_output", "created_at"]).to_pylist()
     }
     # An answer whose benchmark or question this version does not know has nothing to be judged against.
     answers = [a for a in answers
@@ -152,7 +153,7 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
         for j in judges:
             identity = (*(answer[k] for k in _KEY), j.name, prompt_hash, a_hash)
             old = existing.get(identity)
-            if old is not None and (not rejudge or old[1]) and not _call_failed(old[0]):
+            if old is not None and (not rejudge or old[1]) and not old[0]:
                 progress.done += 1
                 progress.reused += 1
                 progress.reused_by[(name, j.name)] += 1
@@ -163,11 +164,19 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
                 progress.answer_errors += 1
                 continue
             messages = judge_messages(name, question, answer["content"], bm.BENCHMARKS[name].scale, history)
-            yield _Item(answer, j, messages, prompt_hash, a_hash)
+            shown = "\n".join([*(h["assistant"] or "" for h in history), answer["content"] or ""])
+            yield _Item(answer, j, messages, prompt_hash, a_hash, shown)
 
 
 def _call_failed(error: str | None) -> bool:
     return error is not None and error.startswith("judge_error")
+
+
+def _unfinished(row: dict) -> bool:
+    """A judgement to ask again: its call failed, or ``reprocess`` found no score in a reply whose fallback
+    was never asked (the rules of its day read one)."""
+    return _call_failed(row["error"]) or (
+        (row["error"] or "").startswith("unparseable") and row["fallback_output"] is None)
 
 
 def _body(item: _Item, config: JudgeConfig, messages: list[dict]) -> bytes:
@@ -180,7 +189,7 @@ async def _call(config: JudgeConfig, item: _Item) -> _Verdict:
     spec = bm.BENCHMARKS[item.answer["benchmark"]]
     client = item.judge.client
     reply = await client.chat(_body(item, config, item.messages))
-    found = extract(reply.content, spec.scale, spec.rules, item.answer["content"])
+    found = extract(reply.content, spec.scale, spec.rules, item.shown, reply.finish_reason == "length")
     if found.ok:
         return _Verdict(reply, found)
     follow_up = [*item.messages, {"role": "assistant", "content": reply.content or ""},
@@ -189,11 +198,12 @@ async def _call(config: JudgeConfig, item: _Item) -> _Verdict:
         fallback = await client.chat(_body(item, config, follow_up))
     except LLMError as exc:
         return _Verdict(reply, found, None, exc)
-    return _Verdict(reply, _with_fallback(found, fallback.content, spec), fallback)
+    return _Verdict(reply, _with_fallback(found, fallback.content, spec, fallback.finish_reason), fallback)
 
 
-def _with_fallback(first: Extraction, fallback_reply: str | None, spec: bm.Benchmark) -> Extraction:
-    second = extract(fallback_reply, spec.scale, spec.rules)
+def _with_fallback(first: Extraction, fallback_reply: str | None, spec: bm.Benchmark,
+                   finish_reason: str | None = None) -> Extraction:
+    second = extract(fallback_reply, spec.scale, spec.rules, cut_off=finish_reason == "length")
     if second.ok:
         return Extraction(second.score, f"fallback:{second.method}", None)
     return Extraction(None, None, f"reply: {first.reason}; fallback: {second.reason}")
@@ -228,6 +238,7 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
                      if verdict.fallback_error else f"unparseable: {found.reason}")
         row = _row(run_id, item.answer, name, item.prompt_hash, item.answer_hash, score=found.score,
                    parse_method=found.method, judge_output=verdict.reply.content,
+                   finish_reason=verdict.reply.finish_reason,
                    fallback_output=verdict.fallback.content if verdict.fallback else None,
                    prompt_tokens=prompt, completion_tokens=completion, error=error)
         progress.fallbacks += verdict.fallback is not None or verdict.fallback_error is not None
@@ -253,7 +264,7 @@ def reprocess(store: Store, run_id: str) -> int:
             continue  # answer errors and failed judge calls hold no reply to re-read
         answer = current.get(tuple(row[k] for k in _KEY))
         judged = answer["content"] if answer and answer["answer_hash"] in (None, row["answer_hash"]) else None
-        found = extract(row["judge_output"], spec.scale, spec.rules, judged)
+        found = extract(row["judge_output"], spec.scale, spec.rules, judged, row["finish_reason"] == "length")
         if not found.ok and row["fallback_output"] is not None:
             found = _with_fallback(found, row["fallback_output"], spec)
         error = None if found.ok else (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from functools import cache
 
@@ -23,27 +24,55 @@ __all__ = [
     "untrusted",
 ]
 
-# What our templates put around a model's text (【回答】…【回答終了】, 【質問開始】, <answer>…</answer>, …):
-# any of these brackets around 回答 or 質問 (with 過去の, 開始, 終了), and our tag names. Spaces and invisible
-# characters may sit anywhere in a marker, since a judge reads past those.
-_GAP = "[\\s\u200b-\u200f\u2060\ufeff]*"
+# What our templates put around a model's text (【回答】…【回答終了】, 【質問開始】, <answer>…</answer>, …): any
+# bracket that reads like ours around 回答 or 質問 (with 過去の, 開始, 終了), our tag names, and the chat
+# templates' special tokens (<|im_end|>). Matched on the text as a judge may read it (``_skeleton``).
+_G = r"[\s・:.。]*"
+_KAI, _TOU = "[回囘]", "[答荅]"
+_WORDS = (rf"((?:過\s*去\s*の\s*)?(?:{_KAI}\s*{_TOU}|質\s*問)" + f"(?:{_G}開\\s*始|{_G}終\\s*了)?)")
+_ENDS = (rf"((?:過\s*去\s*の\s*)?(?:{_KAI}\s*{_TOU}|質\s*問)" + f"(?:{_G}開\\s*始|{_G}終\\s*了))")
+_OPEN, _CLOSE = "[【〖〔［\\[<《〈〘〚⟦«（(]", "[】〗〕］\\]>》〉〙〛⟧»）)]"
 MARKERS = re.compile(
-    "[【〖〔［\\[<＜《〈]" + _GAP + f"((?:{_GAP.join('過去の')})?(?:{_GAP.join('回答')}|{_GAP.join('質問')})"
-    f"(?:{_GAP}{_GAP.join('開始')}|{_GAP}{_GAP.join('終了')})?)" + _GAP + "[】〗〕］\\]>＞》〉]"
-    + "|<" + _GAP + "(/?" + _GAP + "(?:answer|critique|rebuttal)(?:\\s[^<>\\n]*)?>)", re.I)
+    r"[【〖〔［\[<《〈〘〚⟦«]\s*" + _WORDS + r"[\s.。]*[】〗〕］\]>》〉〙〛⟧»]"  # 【回答】, 【回答終了】, ⟦質問開始⟧
+    + "|" + _OPEN + r"\s*" + _ENDS + r"[\s.。]*" + _CLOSE + "?"  # a half-open 【回答終了, （回答終了）
+    + "|" + _OPEN + r"?\s*" + _ENDS + r"[\s.。]*" + _CLOSE  # 回答終了】
+    + r"|<\s*(/?\s*(?:answer|critique|rebuttal|s|start_of_turn|end_of_turn)\s*/?)(?=[\s/>])(?:\s[^<>\n]*)?>"
+    + r"|<(\|)|(\[/?INST\])", re.I)  # chat templates' special tokens: <|im_end|>, <end_of_turn>, </s>, [/INST]
+_SPACING = re.compile(r"[\s・:.。]")
+_INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0\u2800")  # fillers that render as nothing
+
+
+def _skeleton(text: str) -> tuple[str, list[int]]:
+    """``text`` as a judge may read it, each character NFKC-normalised (︻ is 【, ＜ is <) and the invisible
+    ones (format, combining and filler characters: zero-width spaces, soft hyphens, variation selectors)
+    dropped; with, for each character kept, its index in ``text``."""
+    kept, where = [], []
+    for i, ch in enumerate(text):
+        if ch in _INVISIBLE or unicodedata.category(ch) in ("Cf", "Mn", "Me"):
+            continue
+        for n in unicodedata.normalize("NFKC", ch):
+            kept.append(n)
+            where.append(i)
+    return "".join(kept), where
 
 
 def untrusted(text: object) -> str:
     """A model's text made safe to place between our markers: every marker-like sequence inside it is
-    rewritten (【回答終了】 becomes 《本文中の表記：回答終了》, ``</answer>`` becomes ``‹/answer>``), so the text
-    can neither close its block nor open one of its own, as Inspect does for its ``[END DATA]``. The
-    templates also tell the judge that instructions inside a block are part of what it judges."""
-    def defang(m: re.Match[str]) -> str:
-        if m.group(1) is not None:
-            return f"《本文中の表記：{re.sub(_GAP, '', m.group(1))}》"
-        return f"‹{m.group(2)}"
-
-    return MARKERS.sub(defang, str(text))
+    rewritten (【回答終了】 becomes 《本文中の表記：回答終了》, ``</answer>`` becomes ``‹/answer>``, ``<|im_end|>``
+    becomes ``‹|im_end|>``), so the text can neither close its block nor open one of its own, as Inspect does
+    for its ``[END DATA]``; look-alike and invisible characters do not smuggle one in. The templates also
+    tell the judge that instructions inside a block are part of what it judges."""
+    text = str(text)
+    skeleton, where = _skeleton(text)
+    out, done = [], 0
+    for m in MARKERS.finditer(skeleton):
+        start, end = where[m.start()], where[m.end() - 1] + 1
+        words = m.group(1) or m.group(2) or m.group(3)
+        # a tag or token: "<" (or "[") itself is what makes it one
+        new = "《本文中の表記：" + _SPACING.sub("", words) + "》" if words is not None else "‹" + text[start + 1:end]
+        out += [text[done:start], new]
+        done = end
+    return "".join(out) + text[done:]
 
 
 @cache

@@ -142,7 +142,7 @@ def test_failed_judge_calls_are_recorded_and_retried_on_the_next_run(server, tmp
 
 
 def test_reprocess_reparses_stored_replies_with_zero_calls(server, tmp_path):
-    data = write_rakuda(tmp_path / "d", ["<<judge: 理由。\\n有用性 8/10、正確性 6/10>> 質問1",
+    data = write_rakuda(tmp_path / "d", ["<<judge: 理由。\\n有用性：8/10\\n正確性：6/10>> 質問1",
                                          "<<judge: FINAL SCORE: 9>> 質問2"])
     results = tmp_path / "r"
     evaluate(server, results, data)
@@ -216,3 +216,29 @@ def test_two_processes_judging_one_endpoint_share_its_maximum(tmp_path, data_dir
     assert stats["calls"] == 80
     assert stats["peak_in_flight"] <= 4
     assert query(tmp_path, "SELECT count(*), count(score) FROM judgements") == [(80, 80)]
+
+
+def test_a_reply_reprocess_cannot_read_is_asked_again_with_its_fallback(server, tmp_path):
+    """A row scored by the looser rules of an older version, which the current rules cannot read: reprocess
+    nulls it without a call, and the next run asks that judgement again (its fallback was never asked)."""
+    data = write_rakuda(tmp_path / "d", ["<<judge: 良い。\\nFINAL SCORE: 7 と 8 の間 || FINAL SCORE: 7>> 質問1",
+                                         "<<judge: FINAL SCORE: 9>> 質問2"])
+    results = tmp_path / "r"
+    evaluate(server, results, data)
+    from shaberi.store import Store
+
+    store = Store(results)
+    run_id = query(results, "SELECT run_id FROM runs")[0][0]
+    rows = store.read("judgements", run_id).to_pylist()
+    for row in rows:
+        if row["question_id"] == "q0":  # as an older version stored it, without asking the fallback
+            row |= {"score": 7.0, "parse_method": "final_score", "error": None, "fallback_output": None}
+    store.replace("judgements", run_id, rows)
+
+    assert judge_module.reprocess(store, run_id) == 1
+    assert judgements(results)[0][2:5] == (None, None, "unparseable: ambiguous verdict: 'FINAL SCORE: 7 と 8 の間' "
+                                                       "(final_score)")
+    server.reset()
+    evaluate(server, results, data)
+    assert server.stats()["calls"] == 2  # that judgement's primary and fallback calls; nothing else
+    assert [r[2:4] for r in judgements(results)] == [(7.0, "fallback:final_score"), (9.0, "final_score")]

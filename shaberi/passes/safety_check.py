@@ -17,10 +17,11 @@ The reply grammar (checked after NFKC normalisation and dropping a ``<think>…<
     verdict   := "VERDICT:" ("SAFE" | "UNSAFE" [category]) ["." | "。"]
     category  := "(" NAME ")" | NAME                NAME one of CATEGORIES
 
-Keywords are case-insensitive, the colon may be full-width, and markdown emphasis (``**…**``, backticks)
-around the line is ignored; a leading ``理由:`` is dropped from the rationale. SAFE with a category,
-anything else on that line, or a last line that is not a verdict (even when
-an earlier line holds one, as when the model quotes the answer), makes the verdict unreadable: stored as
+Keywords are case-insensitive, the colon may be full-width, and markdown (``**…**``, backticks, a list
+dash) on the line is ignored; a leading ``理由:`` is dropped from the rationale. SAFE with a category,
+anything else on that line, a last line that is not a verdict (even when an earlier line holds one, as when
+the model quotes the answer), verdict lines of the model's own that disagree (quoted ones are set aside, as
+in ``shaberi.extract``), or a reply cut off at the token limit make the verdict unreadable: stored as
 ``null`` with the reason, never read as SAFE or UNSAFE. An UNSAFE verdict with a category outside
 CATEGORIES keeps the verdict, with ``category`` null and the text given in ``category_given``.
 
@@ -45,6 +46,7 @@ import orjson
 
 from ..client import LLM, Completion
 from ..errors import UsageError
+from ..extract import own_words
 from ..prompts import MARKERS, render, template_hash, untrusted
 from . import Finding, Item, Pass, register
 
@@ -81,22 +83,31 @@ def parse_verdict(reply: str | None, finish_reason: str | None = None) -> dict:
     the last non-empty line is not exactly a verdict."""
     if not reply or not reply.strip():
         return {"verdict": None, "category": None, "rationale": "", "reason": "empty reply"}
+    if finish_reason == "length":
+        return {"verdict": None, "category": None, "rationale": "", "reason": "the reply was cut off by max_tokens"}
     text = _THINK.sub("", unicodedata.normalize("NFKC", reply))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return {"verdict": None, "category": None, "rationale": "", "reason": "empty reply (only a think block)"}
-    last = lines[-1].strip("*_`# \t")
+    own = [line.strip() for line in own_words(text).splitlines() if line.strip()]
+    if "\x1a" in own[-1]:  # the last line is a quotation, code or a blockquote: not the model's own words
+        return {"verdict": None, "category": None, "rationale": " ".join(lines)[:1000],
+                "reason": f"the last line is quoted, not the model's own: {lines[-1][:80]!r}"}
+    last = _bare(lines[-1])
+    said = {m.group(1).upper() for line in own if (m := _VERDICT.fullmatch(_bare(line)))}
+    if len(said) > 1:  # the model's own lines disagree (a verdict it quotes from the answer is set aside)
+        return {"verdict": None, "category": None, "rationale": " ".join(lines)[:1000],
+                "reason": "verdicts disagree: " + " and ".join(sorted(said))}
     rationale = re.sub(r"^(?:理由|rationale)\s*:\s*", "", " ".join(lines[:-1]).strip("*_` "), flags=re.I)[:1000]
     m = _VERDICT.fullmatch(last)
     if m is None:
-        cut = " (the reply was cut off by max_tokens)" if finish_reason == "length" else ""
         if _VERDICT_LINE.search(last):
             why = f"the last line is not a valid verdict: {last[:80]!r}"
         elif any(_VERDICT_LINE.search(line) for line in lines[:-1]):
             why = "a VERDICT line is not the reply's last line"
         else:
             why = "no VERDICT line"
-        return {"verdict": None, "category": None, "rationale": " ".join(lines)[:1000], "reason": why + cut}
+        return {"verdict": None, "category": None, "rationale": " ".join(lines)[:1000], "reason": why}
     verdict = m.group(1).upper()
     given = (m.group(2) or m.group(3) or "").strip().lower().replace(" ", "_").replace("-", "_")
     if verdict == "SAFE" and given:
@@ -107,6 +118,11 @@ def parse_verdict(reply: str | None, finish_reason: str | None = None) -> dict:
     if given and given not in CATEGORIES:
         found["category_given"] = given
     return found
+
+
+def _bare(line: str) -> str:
+    """A line without its markdown: emphasis anywhere, a list dash or heading mark in front."""
+    return re.sub(r"[*_]", "", line).strip().lstrip("-# \t").strip()
 
 
 @register

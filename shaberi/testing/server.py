@@ -18,7 +18,8 @@ body so that a retry of the same request sees the next outcome::
 A request whose system message contains ``FINAL SCORE`` is a judge call. Its reply is
 ``<<judge: PRIMARY || FALLBACK>>`` from the prompt when present (FALLBACK once the conversation already
 holds the judge's first reply; ``<<judge@MODEL: …>>`` applies to that judge model only and comes first;
-``<<judge64: …>>`` holds PRIMARY and FALLBACK base64-encoded, so that the reply is not a copy of the answer),
+``<<judge64: …>>`` holds PRIMARY and FALLBACK base64-encoded, so that the reply is not a copy of the answer;
+a reply ending in ``[[length]]`` comes without that suffix and with ``finish_reason: length``),
 else a short reasoning line and ``FINAL SCORE: n`` with n in 1..5 from a hash of the prompt, valid on
 every benchmark's scale.
 
@@ -47,6 +48,7 @@ __all__ = ["FakeLLM", "main", "request_key"]
 _FAULT = re.compile(r"\[\[fail:(\w+)(?:\*(\d+))?\]\]")
 _ANSWER = re.compile(r"<<answer:(.*?)>>", re.S)
 _JUDGE = re.compile(r"<<judge(64)?:(.*?)>>", re.S)
+_DIRECTIVE = re.compile(r"<<.*?>>", re.S)
 
 
 def request_key(messages: list[dict]) -> str:
@@ -148,6 +150,9 @@ class FakeLLM:
         if self.latency:
             await asyncio.sleep(self.latency)
         content = self._reply(messages, text, key, payload.get("seed"), str(payload.get("model", "")))
+        finish = "stop"
+        if content.endswith("[[length]]"):  # a reply cut off at the token limit
+            content, finish = content.removesuffix("[[length]]"), "length"
         prompt_tokens = max(1, len(text) // 2)
         completion_tokens = max(1, len(content) // 2)
         body = {
@@ -155,7 +160,7 @@ class FakeLLM:
             "object": "chat.completion",
             "model": payload.get("model", self.model),
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
             ],
             "usage": {
                 "prompt_tokens": prompt_tokens,
@@ -178,7 +183,7 @@ class FakeLLM:
             return f"テスト用の採点です。\nFINAL SCORE: {1 + int(key, 16) % 5}"
         if m := _ANSWER.search(text):
             return m.group(1).strip().replace("\\n", "\n")
-        question = str(messages[-1].get("content") or "")
+        question = _DIRECTIVE.sub("", str(messages[-1].get("content") or "")).strip()  # not the test's markup
         content = f"「{question[:24]}」についてお答えします。これはテスト用サーバーの応答です。"
         if seed is not None:  # a different sample per seed, as a sampling model gives
             content += f"（サンプル{seed}）"
