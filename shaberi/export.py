@@ -188,8 +188,8 @@ def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | 
                -- the judge's reasoning: its reply without the closing score line (judge_output keeps all of it)
                nullif(trim(regexp_replace(j.judge_output, '\\s*FINAL SCORE\\s*[:：]\\s*[^\\n]*\\s*$', '')), '')
                    AS reasoning,
-               j.judge_output, j.fallback_output, j.prompt_hash, j.answer_hash,
-               a.prompt_tokens AS answer_prompt_tokens, a.completion_tokens AS answer_completion_tokens,
+               j.judge_output, j.finish_reason AS judge_finish_reason, j.fallback_output, j.prompt_hash,
+               j.answer_hash, a.prompt_tokens AS answer_prompt_tokens, a.completion_tokens AS answer_completion_tokens,
                j.prompt_tokens AS judge_prompt_tokens, j.completion_tokens AS judge_completion_tokens, j.created_at
         FROM judgements j LEFT JOIN answers a USING (run_id, benchmark, question_id, sample_index, strategy)
         ORDER BY j.judge, j.benchmark, j.question_id, j.sample_index""")

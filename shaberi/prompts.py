@@ -42,15 +42,20 @@ _SPACING = re.compile(r"[\s・:.。]")
 _INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0\u2800")  # fillers that render as nothing
 
 
+def _read_as(ch: str) -> str:
+    """How a judge may read one character: its NFKC form, or nothing for an invisible one."""
+    if ch in _INVISIBLE or unicodedata.category(ch) in ("Cf", "Mn", "Me"):
+        return ""
+    return unicodedata.normalize("NFKC", ch)
+
+
 def _skeleton(text: str) -> tuple[str, list[int]]:
     """``text`` as a judge may read it, each character NFKC-normalised (︻ is 【, ＜ is <) and the invisible
     ones (format, combining and filler characters: zero-width spaces, soft hyphens, variation selectors)
     dropped; with, for each character kept, its index in ``text``."""
     kept, where = [], []
     for i, ch in enumerate(text):
-        if ch in _INVISIBLE or unicodedata.category(ch) in ("Cf", "Mn", "Me"):
-            continue
-        for n in unicodedata.normalize("NFKC", ch):
+        for n in _read_as(ch):
             kept.append(n)
             where.append(i)
     return "".join(kept), where
@@ -63,6 +68,9 @@ def untrusted(text: object) -> str:
     for its ``[END DATA]``; look-alike and invisible characters do not smuggle one in. The templates also
     tell the judge that instructions inside a block are part of what it judges."""
     text = str(text)
+    table = {ord(ch): _read_as(ch) for ch in set(text)}  # the common case, no marker at all, stays in C
+    if not MARKERS.search(text.translate(table)):
+        return text
     skeleton, where = _skeleton(text)
     out, done = [], 0
     for m in MARKERS.finditer(skeleton):

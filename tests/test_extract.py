@@ -321,6 +321,7 @@ def test_common_rules_are_shared():
     ("WINNER: 回答A", "A"),
     ("<think>Draft: WINNER: B</think>\nWINNER: A", "A"),
     ("<think>Draft: WINNER: B", "TIE"),  # cut off while thinking
+    ("WINNER: A (more accurate)", "A"),
 ])
 def test_the_elo_judges_own_winner(reply, winner):
     from shaberi.ensemble.strategies.elo import verdict

@@ -21,7 +21,7 @@ from . import Consensus, Context, Strategy, strategy
 TEMPLATE = "ensemble/elo.jinja"
 _VERDICT = re.compile(r"(?i:WINNER)[*_]*[ \t]*[:=—-]?[ \t]*[*_\"'\[「]*[ \t]*"
                       r"(?:(?i:answer|response|assistant)[ \t]*|回答)?(A|B|TIE|Tie|tie)"
-                      r"[*_\"'\]」]*[ \t]*[.。]?[ \t]*$", re.M)
+                      r"[*_\"'\]」]*[ \t]*(?:[(（][^()（）\n\d]*[)）])?[ \t]*[.。]?[ \t]*$", re.M)
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S | re.I)
 
 
