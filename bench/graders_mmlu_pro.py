@@ -27,7 +27,7 @@ from shaberi.ensemble import datasets as gt
 from shaberi.ensemble.graders import GRADERS
 from shaberi.ensemble.graders.mcq import RULES, rules
 
-CAUSES = ["case", "answer is:", "formula", "other"]
+CAUSES = ["case", "answer is:", "formula", "hedged", "closing paragraph", "other"]
 
 
 @cache
@@ -56,9 +56,13 @@ def _cause(old: tuple[str | None, str, re.Match[str] | None], new_method: str, t
     letter, method, match = old
     if letter is not None and letter.islower():
         return "case"
+    if new_method == "hedged":
+        return "hedged"  # "(C) or (B)", "(A) for part a and (B) for part b": no single choice
     parenthesised = dict(rules(labels))["parenthesised"]
     if method == "parenthesised" and match is not None and parenthesised.match(match.string, match.start()) is None:
         return "formula"  # P(D), det(A), f(B), (E) = 30 psi: the new rule refuses this very match
+    if method == "parenthesised" and new_method != "parenthesised":
+        return "closing paragraph"  # (X) read only where the reply closes, and only when it names one letter
     if new_method == "answer":
         last = list(dict(rules(labels))["answer"].finditer(text))[-1]
         if re.search(r"(?i:is)\s*:", last.group(0)):
@@ -110,8 +114,8 @@ def main() -> None:
     print(f"MMLU-Pro recorded responses: {n:,} ({len(total)} models × {len(questions):,} questions), graded in "
           f"{elapsed:.1f} s ({1e6 * elapsed / n:.0f} µs per response, with the old extractor alongside)")
     print("\nextracted by rule (strongest first):")
-    for method in (*RULES, "none"):
-        label = "unreadable (none)" if method == "none" else method
+    for method in (*RULES, "hedged", "none"):
+        label = {"none": "unreadable (none)", "hedged": "unreadable (hedged)"}.get(method, method)
         print(f"  {label:<18} {by_rule[method]:>7,}  {by_rule[method] / n:6.1%}")
     print("\nper model:                     accuracy (right)      before (right)   unreadable")
     for counts in (total, right, old_right, unreadable):

@@ -820,10 +820,11 @@ def _arrow_without_pandas() -> None:
 
 
 def _console() -> Console:
-    """Stdout; when it is not a terminal (a log, a pipe), wide enough that no cell is cut."""
+    """Stdout; when it is not a terminal (a log, a pipe), wide enough that no cell is cut. Markup is off:
+    cells hold stored text (answers, judge replies, model names) that must print as stored, "[/x]" included."""
     from rich.console import Console
 
-    return Console() if sys.stdout.isatty() else Console(width=240)
+    return Console(markup=False) if sys.stdout.isatty() else Console(width=240, markup=False)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,8 +13,8 @@ The grammar, applied in this order:
        final_score  ``FINAL SCORE: n``         the line our prompts ask for (``**FINAL SCORE**: n`` too, or
                                                the label with ``n`` alone on the next line)
        score_tag    ``<score>n</score>``
-       brackets     ``評価：[[n]]`` or ``[[n]]`` ending its line, ``評価：[n]``, ``評価：【n】`` (評価 on the
-                    same line)
+       brackets     ``[[n]]`` ending its line, after a label (評価, 点数, スコア, Rating, Score) or alone at
+                    the line's start; ``評価：[n]``, ``評価：【n】`` (評価 on the same line)
 
    ``n`` is a number as written, decimals included; bold, ``n/MAX`` or ``n out of MAX`` (MAX the top of
    the benchmark's scale), ``n点`` or ``n points`` are fine. After ``FINAL SCORE: n`` the line may hold only
@@ -24,16 +24,19 @@ The grammar, applied in this order:
    be too generous; I give 6``), a bracket holding more than a number (``[[7-8]]``), a MAX that is not the
    scale's top. The format's placeholder echoed (``FINAL SCORE: <1から10までの整数>``) is no verdict. A bare
    ``【1】`` or ``【3点】`` is a section header or a rubric item, never a verdict; ``[[1]]`` mid-sentence is
-   a citation.
-4. **A value the answer states itself is not the judge's.** The answer is read with the same formats; a
+   a citation. Invisible characters (zero-width spaces, soft hyphens) are dropped before reading.
+4. **A value the answer states itself is not the judge's.** The answer is read with the same formats (as
+   written and with its quotes masked, an ambiguous one by its first number, the legacy ones too); a
    verdict of the judge's with a value the answer states (``FINAL SCORE: 10`` in the answer, 10 in the
-   reply) may be a copy and is set aside: the fallback is asked rather than the answer's claim believed.
+   reply) may be a copy, so the reply gets no score and the fallback is asked. The fallback's reply is the
+   judge's answer to a direct question and is taken as given.
 5. **Legacy formats**, which a benchmark may add, are read only when the reply holds no stated format at
    all, quoted or not:
 
        bare_number  the last non-empty line is only a number, not after a line ending in a colon (ELYZA)
-       slash_ten    aspect lines ``観点：n/10``: the overall one (総合, 合計, overall) if any, else their
-                    mean (older Rakuda judges)
+       slash_ten    aspect lines ``観点：n/10`` (words may follow): an overall line (総合, 全体, 合計, Overall,
+                    Total; ``n/10`` or ``n点``) if any, else the mean of two or more aspects (older Rakuda
+                    judges)
 
 6. **Decide.** Every verdict found must be valid, inside the scale and equal: then that value is the score,
    stored as the judge wrote it (4.5 stays 4.5) and named by the format of the last one. Otherwise (no
@@ -59,7 +62,7 @@ RULES = (*COMMON_RULES, *LEGACY_RULES)
 _NUM = r"-?\d+(?:\.\d+)?"
 _VALUE = re.compile(rf"\s*(?P<n>{_NUM})\s*(?:/\s*(?P<max>\d+(?:\.\d+)?))?\s*点?\s*")  # inside a bracket or tag
 _RANGE = r"(?:[(（][^()（）\n]{0,12}[)）])?"  # "FINAL SCORE (1-10): 7"
-_FINAL = re.compile(rf"(?<![A-Za-z])(?:FINAL[ \t]*SCORE|(?i:final[ \t]*score)(?=[*_]*[ \t]*{_RANGE}[ \t]*:))\b"
+_FINAL = re.compile(rf"(?<![A-Za-z])(?:FINAL[ \t]*SCORE|(?i:final[ \t]*score)(?=[*_]*[ \t]*{_RANGE}[ \t]*(?::|\n|$)))\b"
                     rf"[*_]*[ \t]*{_RANGE}[ \t]*:?[*_]*[ \t]*(?P<line>[^\n]*)(?=\n[ \t]*(?P<next>[^\n]*))?")
 _FINAL_VALUE = re.compile(rf"[*_\[]*[ \t]*(?P<n>{_NUM})(?!\d)[*_]*"
                           r"(?:[ \t]*(?:/|out of)[ \t]*(?P<max>\d+(?:\.\d+)?))?[ \t]*(?:点|points?|pts\.?)?[ \t]*"
@@ -67,14 +70,17 @@ _FINAL_VALUE = re.compile(rf"[*_\[]*[ \t]*(?P<n>{_NUM})(?!\d)[*_]*"
 _TAIL_OK = re.compile(r"\s*(?:[.。!,、;:]\D*|[-—–→]\s+\D*|(?P<paren>[(（][^()（）]*[)）])\s*[.。]?"
                       r"|(?:です|とします|と評価します|とする|である|をつけます|になります|を与えます)[。.]?)?\s*")
 _TAG = re.compile(r"<score>(?P<inner>[^<\n]{0,40})</score>", re.I)
-_BRACKETS = re.compile(r"(?:評価[ \t]*:?[ \t]*)?\[\[(?P<inner>[^\[\]\n]{0,40})\]\](?=[ \t*_.。]*$)"
+_BRACKETS = re.compile(r"(?:(?:評価|点数|得点|スコア|(?i:rating|score|grade))[*_]*[ \t]*:?[*_]*[ \t]*|^[ \t>*_#-]*)"
+                       r"\[\[(?P<inner>[^\[\]\n]{0,40})\]\](?=[ \t*_.。]*$)"
                        r"|評価[ \t]*:?[ \t]*[\[【](?P<single>[^\[\]【】\n]{0,40})[\]】]", re.M)
 _BARE = re.compile(rf"^\s*[*_`]*(?P<n>{_NUM})\s*点?[*_`]*\s*$")
-_ASPECT = re.compile(rf"^[ \t]*[-*・]?[ \t]*(?P<label>[^\n:：]{{1,20}}?)[ \t]*[:：][ \t]*[*_]*(?P<n>{_NUM})"
-                     r"[ \t]*/[ \t]*10[*_]*[ \t]*$", re.M)
-_OVERALL = re.compile(r"総合|全体|合計|overall|total", re.I)
-
-_VERDICT_HINT = re.compile(r"(?i:score|ＳＣＯＲＥ|ｓｃｏｒｅ)|評価|[\[［][\[［]")  # cheap test before reading an answer
+_ASPECT = re.compile(rf"^[ \t]*[-*・]?[ \t]*(?P<label>[^\n:：|]{{1,20}}?)[ \t]*[:：][ \t]*[*_]*(?P<n>{_NUM})"
+                     r"[ \t]*/[ \t]*10(?!\d|\.\d)[^\n\d]*$", re.M)  # "正確性：8/10（やや不正確）"
+_OVERALL_LABEL = r"(?:総合(?:評価|点)?|全体(?:評価)?|合計|(?i:overall|total)(?:[ \t]+(?i:score))?)"
+_OVERALL = re.compile(rf"^[ \t]*[-*・]?[ \t]*[*_]*{_OVERALL_LABEL}[*_]*[ \t]*[:：][ \t]*[*_]*(?P<n>{_NUM})"
+                      r"[ \t]*(?:/[ \t]*10|点)(?!\d|\.\d)[^\n\d]*$",
+                      re.M)
+_VERDICT_HINT = re.compile(r"(?i:score)|評価|\[\[")  # a cheap test before reading an answer for stated formats
 _MASK = "\x1a"  # stands in for each masked character; lines keep their length and their breaks
 _THINK = re.compile(r"\A\s*<think>.*?(?:</think>|\Z)|\A(?:(?!<think>).)*?</think>", re.S | re.I)  # leading only
 _FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.M | re.S)
@@ -119,15 +125,15 @@ def extract(reply: str | None, scale: tuple[int, int], rules: tuple[str, ...] = 
         return Extraction(None, None, "empty judge reply")
     if cut_off:
         return Extraction(None, None, "the judge's reply was cut off at its token limit")
-    raw = _THINK.sub(_blank, unicodedata.normalize("NFKC", reply), count=1)  # thinking aloud is not a verdict
+    raw = _THINK.sub(_blank, _visible(reply), count=1)  # thinking aloud is not a verdict
     text = own_words(raw)
     found = [v for v in _stated(text, scale) if v.rule in rules]
+    if not found and not any(v.rule in rules for v in _stated(raw, scale)):
+        found = _legacy(text, rules)  # only a reply with no stated verdict anywhere, quoted or not
     claimed = _claimed(answer, scale, rules)
     if copied := [v for v in found if v.value is not None and v.value in claimed]:
         return Extraction(None, None, f"{_listed(copied)}: a value the answer states itself (the judge may have "
                                       "copied it)")
-    if not found and not any(v.rule in rules for v in _stated(raw, scale)):
-        found = _legacy(text, rules)  # only a reply with no stated verdict anywhere, quoted or not
     if not found:
         return Extraction(None, None, "no verdict in the judge's own words")
     low, high = scale
@@ -229,14 +235,20 @@ def _value(n: str, out_of: str | None, scale: tuple[int, int]) -> float | None:
     return float(n)
 
 
+def _visible(text: str) -> str:
+    """``text`` NFKC-normalised, without the invisible characters (format, combining) a reader skips."""
+    table = {ord(ch): None for ch in set(text) if unicodedata.category(ch) in ("Cf", "Mn", "Me")}
+    return unicodedata.normalize("NFKC", text.translate(table) if table else text)
+
+
 def _claimed(answer: str | None, scale: tuple[int, int], rules: tuple[str, ...]) -> set[float]:
     """Every value the answer itself writes in a verdict format, read both as written and with its quotes
     set aside, an ambiguous one by its first number (as a self-score, or to steer the judge)."""
-    if not answer or not _VERDICT_HINT.search(answer):
-        return set()
-    text = unicodedata.normalize("NFKC", answer)
-    return {v.first for t in (text, own_words(text)) for v in _stated(t, scale) if v.rule in rules
-            and v.first is not None}
+    text = _visible(answer or "")
+    if not _VERDICT_HINT.search(text):
+        return {v.value for v in _legacy(text, rules) if v.value is not None}
+    found = [v for t in (text, own_words(text)) for v in [*_stated(t, scale), *_legacy(t, rules)] if v.rule in rules]
+    return {n for v in found if (n := v.value if v.first is None else v.first) is not None}
 
 
 def _legacy(text: str, rules: tuple[str, ...]) -> list[_Verdict]:
@@ -248,13 +260,12 @@ def _legacy(text: str, rules: tuple[str, ...]) -> list[_Verdict]:
                     (":", "："))):  # "正しい答えは次の通り：\n3" is not a score
                 return [_Verdict(rule, lines[-1].strip(), float(m.group("n")), 0, 0)]
         elif rule == "slash_ten":
-            aspects = [(m.group("label"), float(m.group("n"))) for m in _ASPECT.finditer(text)]
-            overall = [(label, n) for label, n in aspects if _OVERALL.search(label)]
-            if overall:  # an overall line is the verdict; the aspects are its reasons
-                return [_Verdict(rule, f"{label.strip()}: {n:g}/10", n, 0, 0) for label, n in overall]
-            if aspects:
-                shown = ", ".join(f"{n:g}/10" for _, n in aspects)
-                return [_Verdict(rule, f"mean of {shown}", statistics.fmean(n for _, n in aspects), 0, 0)]
+            if overall := [float(m.group("n")) for m in _OVERALL.finditer(text)]:  # the verdict; aspects its reasons
+                return [_Verdict(rule, f"overall {n:g}/10", n, 0, 0) for n in overall]
+            aspects = [float(m.group("n")) for m in _ASPECT.finditer(text)]
+            if len(aspects) >= 2:  # one "割合：3/10" line is no rubric
+                shown = ", ".join(f"{n:g}/10" for n in aspects)
+                return [_Verdict(rule, f"mean of {shown}", statistics.fmean(aspects), 0, 0)]
     return []
 
 

@@ -203,7 +203,9 @@ async def _call(config: JudgeConfig, item: _Item) -> _Verdict:
 
 def _with_fallback(first: Extraction, fallback_reply: str | None, spec: bm.Benchmark,
                    finish_reason: str | None = None) -> Extraction:
-    second = extract(fallback_reply, spec.scale, spec.rules, cut_off=finish_reason == "length")
+    # Asked for the score alone, a reply that is only the number is a verdict on every benchmark.
+    rules = (*spec.rules, "bare_number") if "bare_number" not in spec.rules else spec.rules
+    second = extract(fallback_reply, spec.scale, rules, cut_off=finish_reason == "length")
     if second.ok:
         return Extraction(second.score, f"fallback:{second.method}", None)
     return Extraction(None, None, f"reply: {first.reason}; fallback: {second.reason}")
@@ -240,8 +242,12 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
                    parse_method=found.method, judge_output=verdict.reply.content,
                    finish_reason=verdict.reply.finish_reason,
                    fallback_output=verdict.fallback.content if verdict.fallback else None,
+                   fallback_finish_reason=verdict.fallback.finish_reason if verdict.fallback else None,
                    prompt_tokens=prompt, completion_tokens=completion, error=error)
         progress.fallbacks += verdict.fallback is not None or verdict.fallback_error is not None
+        if verdict.fallback_error is not None:  # the judgement has no score because a call failed
+            progress.failed += 1
+            progress.failures[f"fallback {verdict.fallback_error.error_type}: {str(verdict.fallback_error)[:100]}"] += 1
     usage = {"run_id": run_id, "stage": "judging", "benchmark": item.answer["benchmark"], "model": name,
              "requests": requests, "prompt_tokens": prompt, "completion_tokens": completion, "cached_requests": 0,
              "created_at": now_us()}
@@ -266,7 +272,7 @@ def reprocess(store: Store, run_id: str) -> int:
         judged = answer["content"] if answer and answer["answer_hash"] in (None, row["answer_hash"]) else None
         found = extract(row["judge_output"], spec.scale, spec.rules, judged, row["finish_reason"] == "length")
         if not found.ok and row["fallback_output"] is not None:
-            found = _with_fallback(found, row["fallback_output"], spec)
+            found = _with_fallback(found, row["fallback_output"], spec, row["fallback_finish_reason"])
         error = None if found.ok else (
             row["error"] if _call_failed(row["error"]) else f"unparseable: {found.reason}")
         new = (found.score, found.method, error)

@@ -162,6 +162,7 @@ TABLES: dict[str, Table] = {
                 ("judge_output", STR),
                 ("fallback_output", STR),
                 ("finish_reason", STR),  # of the judge's first reply: "length" (cut off) is never read for a score
+                ("fallback_finish_reason", STR),
                 ("prompt_hash", STR),  # of the benchmark's judging templates
                 ("answer_hash", STR),  # of the judged text: a regenerated answer is judged again
                 ("prompt_tokens", I64),

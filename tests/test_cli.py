@@ -156,3 +156,11 @@ def test_a_judge_name_given_twice_on_two_endpoints_is_refused(server, tmp_path, 
                    "--judge", "j@http://127.0.0.1:9/v1", "--results-dir", str(tmp_path / "results"),
                    "--data-dir", str(data_dir))
     assert_clean_refusal(proc, tmp_path, "--judge 'j' is given twice")
+
+
+def test_stored_text_prints_as_stored_never_as_markup(tmp_path):
+    """A judge reply or model name holding "[/x]" or "[[fail:401]]" is text, not console markup."""
+    proc = shaberi("sql", "SELECT '[/]' AS t, '評価不能 [[fail:401]]' AS u, 'llama[q4]' AS m", "--results-dir",
+                   str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    assert "[/]" in proc.stdout and "評価不能 [[fail:401]]" in proc.stdout and "llama[q4]" in proc.stdout

@@ -57,16 +57,24 @@ MCQ = [  # (response, labels, extracted letter, rule)
     ("(A) is wrong and (B) too; so the answer is (D)", "ABCDEFGHIJ", "D", "answer"),
     ("I think A is wrong. B is also wrong. The answer is (C).", "ABCDEFGHIJ", "C", "answer"),
     ("The answer is (A). On reflection, the answer is (C).", "ABCDEFGHIJ", "C", "answer"),  # the last match
-    ("The answer is (H) for part (a) and (B) for part (b).", "ABCDEFGHIJ", "H", "answer"),
+    ("The answer is (H) for part (a) and (B) for part (b).", "ABCDEFGHIJ", None, "hedged"),  # no single choice
+    ("The answer is (C) or (B).", "ABCDEFGHIJ", None, "hedged"),
+    ("The answer is (A), (B), (C), and (J).", "ABCDEFGHIJ", None, "hedged"),
+    ("The answer is I believe (C).", "ABCDEFGHIJ", "C", "parenthesised"),  # "I" is a word here, not option I
+    ("The answer is I and II only, which is option (C).", "ABCDEFGHIJ", "C", "parenthesised"),
+    ("Answer: A reasonable estimate gives (C).", "ABCDEFGHIJ", "C", "parenthesised"),
+    ("The answer is A because the rate doubles.", "ABCD", "A", "answer"),
+    ("I would pick (C), not (D).", "ABCDEFGHIJ", "C", "answer"),
+    ("(A) is wrong and (B) is wrong, so (C).\n\nThe options (A), (B) and (D) are incorrect.", "ABCD", None, "none"),
     ("正解は：D", "ABCDEFGHIJ", "D", "answer"),
     ("答えは（B）です。", "ABCDEFGHIJ", "B", "answer"),  # full-width brackets
     ("答え：Ｃ", "ABCDEFGHIJ", "C", "answer"),  # a full-width letter
     ("It must be \\boxed{\\text{B}}", "ABCDEFGHIJ", "B", "boxed"),
     ("So the choice is $\\boxed{C}$.", "ABCDEFGHIJ", "C", "boxed"),
     ("The best choice is **D**.", "ABCDEFGHIJ", "D", "bold"),
-    ("Between (A) and (C), I pick (C)", "ABCDEFGHIJ", "C", "parenthesised"),
-    ("- (E) is wrong\n- (F) is right", "ABCDEFGHIJ", "F", "parenthesised"),  # list items, not subtractions
-    ("The answer is **a** combination of (B) and (C).", "ABCDEFGHIJ", "C", "parenthesised"),  # "a" is no letter
+    ("Between (A) and (C), I pick (C)", "ABCDEFGHIJ", "C", "answer"),
+    ("- (E) is wrong\n\n- (F) is right", "ABCDEFGHIJ", "F", "parenthesised"),  # list items, not subtractions
+    ("The answer is **a** combination of (B) and (C).", "ABCDEFGHIJ", None, "none"),  # "a" is no letter; 2 named
     ("B", "ABCDEFGHIJ", "B", "bare"),
     ("B.", "ABCD", "B", "bare"),
     # nothing to read: lowercase, words, formulas, letters out of the label set
@@ -129,6 +137,15 @@ NUMERIC = [  # (response, extracted, rule)
     ("\\boxed{12 \\text{ dollars}}", "12", "boxed"),
     ("The answer is -5", "-5", "answer_is"),
     ("The answer is −5", "-5", "answer_is"),  # U+2212
+    ("The answer is 1½ cups.", "1.5", "answer_is"),  # a mixed number, not 11/2
+    ("The answer is 18 1/2", "18.5", "answer_is"),
+    ("\\boxed{1\\frac{1}{2}}", "1.5", "boxed"),
+    ("\\boxed{18{,}000}", "18000", "boxed"),
+    ("The answer is: 20 - 2 = 18", "18", "answer_is"),  # the result, not the first operand
+    ("答えは 20 - 2 = 18 個です。", "18", "answer_is"),
+    ("\\boxed{18 \\text{ apples, 2 left}}", "18", "boxed"),
+    ("#### 1. Understand the problem\n#### 2. Compute\n20 - 2 = 18\n**Answer: 18**", "18", "answer_is"),  # headings
+    ("#### − 3", "-3", "####"),
     ("She lost −$5.", "-5", "last_number"),
     ("10 - 5 = 5, then 10 - 5", "5", "last_number"),  # a subtraction, not -5
     ("The difference is 5-3", "3", "last_number"),
@@ -198,6 +215,10 @@ def test_math_grader_bounds_its_own_time(monkeypatch):
     ("hmm", "unparsed"), ("", "unparsed"), ("a", "unparsed"), ("A reasonable guess.", "unparsed"),
     ("A. INCORRECT", "unparsed"), ("CORRECT or INCORRECT", "unparsed"), ("It is not correct", "unparsed"),
     ("ABC", "unparsed"), ("「Your job」についてお答えします。", "unparsed"),
+    # a negated or hedged grade word, two letters, thinking, full-width forms
+    ("NOT CORRECT", "unparsed"), ("The predicted answer is not CORRECT.", "unparsed"),
+    ("PARTIALLY CORRECT", "unparsed"), ("Mostly Correct", "unparsed"), ("A/B", "unparsed"), ("A, B", "unparsed"),
+    ("<think>The answer might be CORRECT... no.</think>\nB", "INCORRECT"), ("Ｂ．", "INCORRECT"),
 ])
 def test_llm_grader_verdicts(reply, grade):
     assert verdict(reply) == grade

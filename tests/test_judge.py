@@ -242,3 +242,19 @@ def test_a_reply_reprocess_cannot_read_is_asked_again_with_its_fallback(server, 
     evaluate(server, results, data)
     assert server.stats()["calls"] == 2  # that judgement's primary and fallback calls; nothing else
     assert [r[2:4] for r in judgements(results)] == [(7.0, "fallback:final_score"), (9.0, "final_score")]
+
+
+def test_cut_off_replies_stay_unread_through_reprocess_and_a_bare_fallback_number_counts(server, tmp_path):
+    data = write_rakuda(tmp_path / "d", ["<<judge: FINAL SCORE: 7[[length]] || FINAL SCORE: 8[[length]]>> 質問1",
+                                         "<<judge: 理由だけ書きました。 || 8>> 質問2"])
+    results = tmp_path / "r"
+    evaluate(server, results, data)
+    rows = judgements(results)
+    assert rows[0][2] is None and "cut off" in rows[0][4] and rows[0][4].count("cut off") == 2
+    assert rows[1][2:5] == (8.0, "fallback:bare_number", None)  # asked for the score alone, "8" is the score
+    from shaberi.store import Store
+
+    run_id = query(results, "SELECT run_id FROM runs")[0][0]
+    assert judge_module.reprocess(Store(results), run_id) == 0  # the fallback's cut-off is remembered too
+    assert query(results, "SELECT finish_reason, fallback_finish_reason FROM judgements ORDER BY question_id") == [
+        ("length", "length"), ("stop", "stop")]

@@ -526,3 +526,10 @@ def test_a_failed_safety_call_is_recorded_and_asked_again(server, tmp_path):
     again = safety_run(server, tmp_path)
     assert server.stats()["calls"] == 1 and (again.passes.consulted, again.passes.reused) == (1, 0)
     assert next(iter(safety_rows(tmp_path).values()))[2]["verdict"] == "SAFE"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-3", "-inf", "lots"])
+def test_a_penalty_is_a_finite_number_of_points_or_auto(value):
+    with pytest.raises(UsageError, match=r"is not a number|should be auto or a number of points, 0 or more"):
+        build("repetition", [f"repetition.penalty={value}"])
+    assert build("repetition", ["repetition.penalty=0"])[0].settings["penalty"] == "0"

@@ -44,7 +44,7 @@ __all__ = ["UNREADABLE", "Result", "accuracy", "attempted_lines", "comparisons",
 
 # parse_method values of a response no rule or judge could read (rule graders count it wrong, the llm
 # grader leaves it without a grade).
-UNREADABLE = ("none", "unparsed", "timeout")
+UNREADABLE = ("none", "hedged", "unparsed", "timeout")
 
 
 @dataclass

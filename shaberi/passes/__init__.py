@@ -20,6 +20,7 @@ the same.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -74,6 +75,8 @@ class Pass:
         for key, default in self.options.items():  # bad values fail here, before any row is written
             if key != self.llm_option and self.settings[key] != "auto":
                 self.number(key)
+                if "penalty" in key:
+                    penalty(self.settings[key], (0, 1), 0.0, f"{self.name}.{key}")
             elif key == self.llm_option and default == "" and self.settings[key].startswith("@"):
                 raise UsageError(f"--pass-option {self.name}.{key} should be MODEL or MODEL@BASE_URL")
         self.llm: LLM | None = None  # set by the runner when ``llm_option`` names a model
@@ -105,9 +108,12 @@ class Pass:
 
     def number(self, key: str) -> float:
         try:
-            return float(self.settings[key])
+            value = float(self.settings[key])
         except ValueError:
-            raise UsageError(f"--pass-option {self.name}.{key}={self.settings[key]!r} is not a number") from None
+            value = math.nan
+        if not math.isfinite(value):
+            raise UsageError(f"--pass-option {self.name}.{key}={self.settings[key]!r} is not a number")
+        return value
 
     def penalty(self, item: Item, fraction: float, key: str = "penalty") -> float:
         """The (negative) delta: ``fraction`` of the score range when the option is ``auto``, else its points."""
@@ -128,8 +134,10 @@ def penalty(setting: str, scale: tuple[int, int], fraction: float, option: str =
     try:
         points = float(setting)
     except ValueError:
-        raise UsageError(f"--pass-option {option}={setting!r} should be auto or a number of points") from None
-    return -abs(points)
+        points = math.nan
+    if not math.isfinite(points) or points < 0:
+        raise UsageError(f"--pass-option {option}={setting!r} should be auto or a number of points, 0 or more")
+    return -points
 
 
 def build(names: str | list[str], options: list[str] = ()) -> list[Pass]:

@@ -7,12 +7,15 @@ None), never 0, with the reply in ``judge_output`` and ``error`` saying why; acc
 readable grades and the unreadable ones are counted apart. A reply is read as: the requested letter at its
 start, in upper case ("A", "(B).", "**C**", "Grade: A"; not "A reasonable …"), else the one grade word it
 names, as the prompt spells it or capitalised (CORRECT, Incorrect, NOT_ATTEMPTED, "Not attempted"; not
-"not correct"); a letter and a word that disagree, two different grade words, or neither, are unreadable.
+"not correct"); a grade word qualified by a negation or a hedge ("NOT CORRECT", "PARTIALLY CORRECT"), two
+letters ("A/B"), a letter and a word that disagree, two different grade words, or neither, are unreadable.
+The reply is NFKC-normalised and a ``<think>`` block is not read.
 Asynchronous: the stage calls it through the shared client."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import orjson
 
@@ -28,13 +31,19 @@ UNPARSED = "unparsed"
 _LETTERS = {"A": "CORRECT", "B": "INCORRECT", "C": "NOT_ATTEMPTED"}
 # The letter, upper case, alone: "A reasonable guess" starts with an article, not a grade.
 _LETTER = re.compile(r"^[\W_]*(?:(?i:grade)\W*)?([ABC])(?!\w)(?!\s+[a-z])")
+_TWO_LETTERS = re.compile(r"^[\W_]*(?:(?i:grade)\W*)?[ABC][\s/,&|]+(?:(?i:or|and)\s+)?[ABC](?!\w)")
+_QUALIFIED = re.compile(r"(?i:\b(?:not|partially|partly|mostly|largely|somewhat|almost|half)[\s_-]+)"
+                        r"(?:CORRECT|Correct|correct|INCORRECT|Incorrect)\b")
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S | re.I)
 # The grade words as the prompt spells them, or capitalised; "not correct" names no grade.
 _WORD = re.compile(r"\b(NOT[ _]ATTEMPTED|Not [Aa]ttempted|INCORRECT|Incorrect|CORRECT|Correct)\b")
 
 
 def verdict(reply: str) -> str:
     """CORRECT, INCORRECT, NOT_ATTEMPTED, or ``unparsed``."""
-    text = reply.strip()
+    text = _THINK.sub("", unicodedata.normalize("NFKC", reply)).strip()
+    if _QUALIFIED.search(text) or _TWO_LETTERS.match(text):
+        return UNPARSED
     letter = _LETTER.match(text)
     words = {w.upper().replace(" ", "_") for w in _WORD.findall(text)}
     if letter:
