@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import errors
 from .benchmarks import Dataset, Question
@@ -27,9 +29,11 @@ from .client import ChatClient, Completion
 from .dispatch import Dispatcher
 from .lineage import conversation_hash
 from .prompts import generation_messages
+from .schema import TABLES
 from .store import Journal, Store, now_us
 
-__all__ = ["GenerationConfig", "Progress", "existing_answers", "generate", "plan_calls", "split_reasoning"]
+__all__ = ["GenerationConfig", "Progress", "existing_answers", "generate", "plan_calls", "split_reasoning",
+           "write_questions"]
 
 _TAGS = "think|thinking|reasoning|thought"
 _BLOCK = re.compile(rf"<({_TAGS})>(.*?)</\1>", re.S | re.I)
@@ -292,3 +296,28 @@ def _usage(run_id: str, benchmark: str, model: str, requests: int, prompt: int, 
     return {"run_id": run_id, "stage": "generation", "benchmark": benchmark, "model": model,
             "requests": requests, "prompt_tokens": prompt, "completion_tokens": completion,
             "cached_requests": cached, "created_at": now_us()}
+
+
+def write_questions(store: Store, run_id: str, datasets: list[Dataset]) -> None:
+    """The run's questions: this invocation's written as loaded, every other one kept — a run re-run with
+    ``--limit`` never loses the questions its answers belong to (built column-wise: fast)."""
+    qs = [q for d in datasets for q in d.questions]
+    old = store.read("questions", run_id)
+    fresh = pa.array(sorted(f"{q.benchmark}\0{q.question_id}" for q in qs))
+    keys = pc.binary_join_element_wise(old["benchmark"], old["question_id"], "\0")
+    kept = old.filter(pc.invert(pc.is_in(keys, fresh)))
+    new = pa.table(
+        {
+            "run_id": [run_id] * len(qs),
+            "benchmark": [q.benchmark for q in qs],
+            "question_id": [q.question_id for q in qs],
+            "turns": [q.turns for q in qs],
+            "reference": [q.reference for q in qs],
+            "criteria": [q.criteria for q in qs],
+            "category": [q.category for q in qs],
+            "extra": [orjson.dumps(q.extra).decode() if q.extra else None for q in qs],
+            "created_at": [now_us()] * len(qs),
+        },
+        schema=TABLES["questions"].schema,
+    )
+    store.replace("questions", run_id, pa.concat_tables([kept, new]))

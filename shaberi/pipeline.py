@@ -8,22 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
-import os
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from urllib.parse import urlparse
 
 import orjson
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import benchmarks as bm
-from .client import LLM, ChatClient, ClientConfig
+from .client import ChatClient, ClientConfig
+from .endpoints import check_base_url, parse_judge, resolve_api_key, shared_llm
 from .errors import UsageError
 from .export import export_connection, export_run, export_summary, write_manifest, write_progress_manifest
-from .generate import GenerationConfig, Progress, generate
+from .generate import GenerationConfig, Progress, generate, write_questions
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, reprocess
 from .lease import EndpointLease
 from .passes import Pass
@@ -31,16 +27,14 @@ from .passes import build as build_passes
 from .passes.runner import PassProgress, run_passes
 from .prompts import generation_template, judging_hash, template_hash
 from .run import RunInfo, run_id_for, validate_name
-from .schema import TABLES
 from .sql import connect, reattach
 from .status import StageCalls, benchmark_statuses, describe, run_status, stage_status, top_error, worst
 from .store import Store, now_us
 
-__all__ = ["STAGES", "Outcome", "RunRequest", "check_base_url", "check_stored", "execute", "parse_judge",
-           "parse_stages", "repeated", "reprocess_run", "resolve_api_key", "run", "shared_llm", "write_questions"]
+__all__ = ["STAGES", "Outcome", "RunRequest", "check_stored", "execute", "parse_stages", "repeated", "reprocess_run",
+           "run"]
 
 STAGES = ("generate", "judge", "passes")
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 
 @dataclass
@@ -88,30 +82,6 @@ class Outcome:
         return {name: r for name, r in self.stages.items() if r.get("status") == "failed"}
 
 
-def is_loopback(base_url: str) -> bool:
-    host = urlparse(base_url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def resolve_api_key(base_url: str, env_var: str | None, option: str = "--api-key-env") -> str | None:
-    """The key from the named variable; a loopback endpoint may do without one unless a variable is named."""
-    name = env_var or DEFAULT_KEY_ENV
-    key = os.environ.get(name)
-    if key:
-        return key
-    if env_var is None and is_loopback(base_url):
-        return None
-    raise UsageError(
-        f"environment variable {name} is not set; export your API key in it or name another variable "
-        f"with {option}"
-    )
-
-
 def parse_stages(spec: str | None, have_judges: bool, have_passes: bool = False, rejudge: bool = False) -> list[str]:
     """The stages to run, in order. ``--rejudge`` judges stored answers again: it never generates."""
     if rejudge and not have_judges:
@@ -132,23 +102,6 @@ def parse_stages(spec: str | None, have_judges: bool, have_passes: bool = False,
         raise UsageError("--rejudge judges the stored answers again and never generates: use it with --stages judge "
                          "(or judge,passes), or without --stages")
     return [s for s in STAGES if s in stages]
-
-
-def parse_judge(spec: str, default_url: str) -> tuple[str, str]:
-    """``MODEL`` or ``MODEL@BASE_URL`` -> (model, base URL)."""
-    name, sep, url = spec.partition("@")
-    if not name.strip() or (sep and not url.strip()):
-        raise UsageError(f"--judge {spec!r} should be MODEL or MODEL@BASE_URL, e.g. gpt-4.1@https://api.openai.com/v1")
-    validate_name("judge", name)
-    if not sep and not default_url:
-        raise UsageError(f"--judge {spec!r} needs MODEL@BASE_URL or --judge-base-url (no --base-url given)")
-    return name, (url if sep else default_url).rstrip("/")
-
-
-def check_base_url(base_url: str, option: str = "--base-url") -> None:
-    parsed = urlparse(base_url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise UsageError(f"{option} {base_url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
 
 
 async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = None) -> Outcome:
@@ -240,21 +193,6 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
             client.lease = EndpointLease(url, top)
         judges.append(Judge(name, clients[(url, key)]))
     return judges
-
-
-def shared_llm(spec: str, default_url: str | None, key_env: str | None, config: ClientConfig,
-               clients: dict[tuple[str, str | None], ChatClient], what: str,
-               key_option: str = "--judge-api-key-env") -> LLM:
-    """``MODEL`` or ``MODEL@BASE_URL`` as an LLM on a client shared by everything on that endpoint and key
-    (``clients`` maps (URL, key) to the client). ``what`` names the option in error messages."""
-    if "@" not in spec and not default_url:
-        raise UsageError(f"{what}={spec!r} needs MODEL@BASE_URL (no --base-url given)")
-    name, url = parse_judge(spec, (default_url or "").rstrip("/"))
-    check_base_url(url, f"{what}: its URL")
-    key = resolve_api_key(url, key_env, key_option)
-    if (url, key) not in clients:
-        clients[(url, key)] = ChatClient(url, key, config)
-    return LLM(name, clients[(url, key)])
 
 
 def _passes(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) -> list[Pass]:
@@ -514,28 +452,3 @@ def _merge_passes(info: RunInfo, prev: dict) -> None:
     names = {p.partition("@")[0] for p in info.passes}
     info.passes = tuple(p for p in prev.get("passes") or [] if p.partition("@")[0] not in names) + info.passes
     info.pass_config = orjson.loads(prev.get("pass_config") or "{}") | info.pass_config
-
-
-def write_questions(store: Store, run_id: str, datasets: list[bm.Dataset]) -> None:
-    """The run's questions: this invocation's written as loaded, every other one kept — a run re-run with
-    ``--limit`` never loses the questions its answers belong to (built column-wise: fast)."""
-    qs = [q for d in datasets for q in d.questions]
-    old = store.read("questions", run_id)
-    fresh = pa.array(sorted(f"{q.benchmark}\0{q.question_id}" for q in qs))
-    keys = pc.binary_join_element_wise(old["benchmark"], old["question_id"], "\0")
-    kept = old.filter(pc.invert(pc.is_in(keys, fresh)))
-    new = pa.table(
-        {
-            "run_id": [run_id] * len(qs),
-            "benchmark": [q.benchmark for q in qs],
-            "question_id": [q.question_id for q in qs],
-            "turns": [q.turns for q in qs],
-            "reference": [q.reference for q in qs],
-            "criteria": [q.criteria for q in qs],
-            "category": [q.category for q in qs],
-            "extra": [orjson.dumps(q.extra).decode() if q.extra else None for q in qs],
-            "created_at": [now_us()] * len(qs),
-        },
-        schema=TABLES["questions"].schema,
-    )
-    store.replace("questions", run_id, pa.concat_tables([kept, new]))

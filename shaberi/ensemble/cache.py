@@ -18,9 +18,8 @@ from pathlib import Path
 from ..benchmarks import Dataset, read_rows
 from ..client import ChatClient
 from ..errors import DataError, UsageError
-from ..generate import GenerationConfig, Progress, generate
+from ..generate import GenerationConfig, Progress, generate, write_questions
 from ..lineage import answer_hash
-from ..pipeline import write_questions
 from ..prompts import generation_template, template_hash
 from ..run import RunInfo, validate_name
 from ..sql import find_runs

@@ -7,9 +7,9 @@ from pathlib import Path
 import orjson
 
 from ..client import ChatClient, ClientConfig
+from ..endpoints import check_base_url, resolve_api_key, shared_llm
 from ..errors import DataError, UsageError
 from ..generate import Progress
-from ..pipeline import check_base_url, resolve_api_key, shared_llm
 from . import cache
 from . import datasets as gt
 from .evaluate import Result, quick_eval

@@ -1,0 +1,117 @@
+"""The results root from Python, for notebooks: ``r = shaberi.open("results")``, then polars DataFrames.
+
+Every method reads the same DuckDB views as ``shaberi sql`` and ``shaberi view`` (``sql/*.sql``), so a number
+here is the number the command line prints. Results come from DuckDB as Arrow and become polars frames
+without a copy through pandas. ``tag`` selects runs as every command does (``sql.select_runs``): the run with
+that tag, or its family ``{tag}-run1 … N``; ``model`` narrows to one model; ``judge`` to one judge (``"*"``
+in the pooled views means every judge together).
+
+    >>> r = shaberi.open("results")
+    >>> r.runs()                                   # one row per run
+    >>> r.benchmark_scores(tag="v1", judge="*")    # per run and benchmark, 0-10
+    >>> r.multi_run_stats(tag="v1")                # mean over a family's runs, t-interval
+    >>> r.compare("v1", "v2")                      # paired, like for like
+    >>> r.sql("SELECT judge, avg(score) FROM judgements GROUP BY ALL")
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .sql import connect, select_runs
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+
+__all__ = ["Results", "open"]
+
+
+def open(root: str | Path = "results") -> Results:  # shaberi.open, as a user writes it
+    """The results root at ``root`` (the folder holding ``tables/``)."""
+    path = Path(root)
+    if not (path / "tables").is_dir():
+        raise FileNotFoundError(f"{path} holds no tables/: not a Shaberi results root (shaberi run --results-dir)")
+    return Results(path)
+
+
+class Results:
+    """A results root. Each call opens the views over the runs it asks for; nothing is cached between calls,
+    so a run still writing is seen as it is now."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def sql(self, query: str, params: dict[str, Any] | None = None, tag: str | None = None,
+            model: str | None = None) -> pl.DataFrame:
+        """Any query over the tables and views (``shaberi sql``), restricted to ``tag``'s runs when given."""
+        return _frame(self._con(tag, model), query, params)
+
+    def runs(self, tag: str | None = None, model: str | None = None) -> pl.DataFrame:
+        """One row per run: model, tag, family, status, judges, datasets, timings."""
+        return self.sql("SELECT * FROM runs ORDER BY model, base_tag, run_index, tag", tag=tag, model=model)
+
+    def answers(self, tag: str | None = None, model: str | None = None) -> pl.DataFrame:
+        """Every current answer with its question (the judged text, its hash, errors, tokens)."""
+        return self.sql("SELECT a.*, q.turns, q.reference, q.category FROM answers a "
+                        "LEFT JOIN questions q USING (run_id, benchmark, question_id) "
+                        "ORDER BY a.run_id, a.benchmark, a.question_id, a.sample_index", tag=tag, model=model)
+
+    def judgements(self, tag: str | None = None, model: str | None = None, judge: str | None = None,
+                   history: bool = False) -> pl.DataFrame:
+        """The judgements that count (the judge's reply, score, parse method, reason); ``history``: every stored
+        row with its lineage (current, stale, superseded) instead."""
+        view = "judgement_history" if history else "judgements"
+        return self._judged(view, tag, model, judge)
+
+    def scores(self, tag: str | None = None, model: str | None = None, judge: str | None = None) -> pl.DataFrame:
+        """Per answer and judge: the judge's score, the pass deltas, the final score and its 0-10 form."""
+        return self._judged("scores", tag, model, judge)
+
+    def benchmark_scores(self, tag: str | None = None, model: str | None = None,
+                         judge: str | None = None) -> pl.DataFrame:
+        """Per run, benchmark and judge (``*``: all pooled): the score (0-10), n, nulls, errors, not judged, as
+        ``shaberi view`` shows them."""
+        return self._judged("benchmark_scores", tag, model, judge)
+
+    def multi_run_stats(self, tag: str | None = None, model: str | None = None,
+                        judge: str | None = None) -> pl.DataFrame:
+        """Per family (base tag), benchmark and judge: the mean over complete runs, its t-interval and spread."""
+        con = self._con(tag, model)
+        return _frame(con, "SELECT * FROM multi_run_stats WHERE ($judge IS NULL OR judge = $judge) "
+                           "ORDER BY base_tag, model, judge, position", {"judge": judge})
+
+    def compare(self, a: str, b: str, model: str | None = None, judge: str | None = None) -> pl.DataFrame:
+        """Tag ``a`` against tag ``b``, paired per question and like for like (``shaberi compare``): one row
+        per benchmark with the difference, its bootstrap interval and the verdict."""
+        import polars as pl
+
+        from .compare import compare
+
+        report = compare(self.root, a, b, model=model, judge=judge)
+        rows = [asdict(c) | {"dropped_a": sum(c.dropped_a.values()), "dropped_b": sum(c.dropped_b.values())}
+                for c in report.benchmarks]  # questions without a score on each side (the reasons: compare)
+        return pl.DataFrame(rows)
+
+    def _judged(self, view: str, tag: str | None, model: str | None, judge: str | None) -> pl.DataFrame:
+        return _frame(self._con(tag, model), f"SELECT * FROM {view} WHERE ($judge IS NULL OR judge = $judge)",
+                      {"judge": judge})
+
+    def _con(self, tag: str | None, model: str | None) -> duckdb.DuckDBPyConnection:
+        if tag is None:
+            run_ids = None
+            if model is not None:
+                run_ids = [r[0] for r in connect(self.root, upto="tables").execute(
+                    "SELECT run_id FROM runs WHERE model = $model", {"model": model}).fetchall()]
+            return connect(self.root, run_ids=run_ids)
+        return connect(self.root, run_ids=select_runs(self.root, tag, model).run_ids)
+
+
+def _frame(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
+    import polars as pl
+
+    frame = pl.from_arrow(con.sql(query, params=params or None).to_arrow_table())  # a relation: no row copy
+    assert isinstance(frame, pl.DataFrame)
+    return frame

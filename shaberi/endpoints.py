@@ -1,0 +1,73 @@
+"""Endpoints as the user names them: ``MODEL`` or ``MODEL@BASE_URL``, the API key for a URL, the URL's
+shape, and one shared client per endpoint and key. Every stage and command that talks to a model (``run``,
+the passes' detectors, the ensemble) parses and checks its endpoints here, before any row is written."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from urllib.parse import urlparse
+
+from .client import LLM, ChatClient, ClientConfig
+from .errors import UsageError
+from .run import validate_name
+
+__all__ = ["DEFAULT_KEY_ENV", "check_base_url", "is_loopback", "parse_judge", "resolve_api_key", "shared_llm"]
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+def is_loopback(base_url: str) -> bool:
+    host = urlparse(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_api_key(base_url: str, env_var: str | None, option: str = "--api-key-env") -> str | None:
+    """The key from the named variable; a loopback endpoint may do without one unless a variable is named."""
+    name = env_var or DEFAULT_KEY_ENV
+    key = os.environ.get(name)
+    if key:
+        return key
+    if env_var is None and is_loopback(base_url):
+        return None
+    raise UsageError(
+        f"environment variable {name} is not set; export your API key in it or name another variable "
+        f"with {option}"
+    )
+
+
+def parse_judge(spec: str, default_url: str) -> tuple[str, str]:
+    """``MODEL`` or ``MODEL@BASE_URL`` -> (model, base URL)."""
+    name, sep, url = spec.partition("@")
+    if not name.strip() or (sep and not url.strip()):
+        raise UsageError(f"--judge {spec!r} should be MODEL or MODEL@BASE_URL, e.g. gpt-4.1@https://api.openai.com/v1")
+    validate_name("judge", name)
+    if not sep and not default_url:
+        raise UsageError(f"--judge {spec!r} needs MODEL@BASE_URL or --judge-base-url (no --base-url given)")
+    return name, (url if sep else default_url).rstrip("/")
+
+
+def check_base_url(base_url: str, option: str = "--base-url") -> None:
+    parsed = urlparse(base_url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise UsageError(f"{option} {base_url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
+
+
+def shared_llm(spec: str, default_url: str | None, key_env: str | None, config: ClientConfig,
+               clients: dict[tuple[str, str | None], ChatClient], what: str,
+               key_option: str = "--judge-api-key-env") -> LLM:
+    """``MODEL`` or ``MODEL@BASE_URL`` as an LLM on a client shared by everything on that endpoint and key
+    (``clients`` maps (URL, key) to the client). ``what`` names the option in error messages."""
+    if "@" not in spec and not default_url:
+        raise UsageError(f"{what}={spec!r} needs MODEL@BASE_URL (no --base-url given)")
+    name, url = parse_judge(spec, (default_url or "").rstrip("/"))
+    check_base_url(url, f"{what}: its URL")
+    key = resolve_api_key(url, key_env, key_option)
+    if (url, key) not in clients:
+        clients[(url, key)] = ChatClient(url, key, config)
+    return LLM(name, clients[(url, key)])

@@ -1,0 +1,40 @@
+"""The import graph: the orchestrator (``shaberi.pipeline``) sits on top; stages, the ensemble, the passes and
+the reports never reach up to it (they share ``endpoints``, ``lineage`` and the stage modules instead)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import shaberi
+
+ROOT = Path(shaberi.__file__).parent
+CLI_SIDE = {"shaberi.cli", "shaberi.display", "shaberi.__main__"}  # the command line drives the orchestrator
+
+
+def _imports() -> dict[str, set[str]]:
+    """module -> the shaberi modules it imports (relative imports resolved)."""
+    graph: dict[str, set[str]] = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1] if node.level else []
+                name = ".".join([*base, *([node.module] if node.module else [])])
+                found |= {name} | {f"{name}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        graph[module] = {m for m in found if m.startswith("shaberi")}
+    return graph
+
+
+def test_nothing_but_the_command_line_imports_the_orchestrator():
+    graph = _imports()
+    assert len(graph) > 50
+    importers = sorted(m for m, deps in graph.items() if "shaberi.pipeline" in deps and m != "shaberi.pipeline")
+    assert set(importers) <= CLI_SIDE, importers
+    assert "shaberi.endpoints" in graph["shaberi.ensemble.commands"]
