@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,6 +17,7 @@ if TYPE_CHECKING:  # the stages (and rich) are imported where used: `leaderboard
     from rich.console import Console
 
     from .ensemble.evaluate import Result
+    from .ensemble.gate import Comparison
     from .pipeline import Outcome, RunRequest
     from .view import Report
 
@@ -651,6 +653,11 @@ def ensemble_import_responses(
     typer.echo(f"cache {run_id}: {len(files)} members, {', '.join(f'{c:,}' for c in counts)} responses")
 
 
+def _holm(c: Comparison) -> float:
+    """The smaller Holm-adjusted p of the gate's two tests (NaN before the adjustment)."""
+    return min((p for p in (c.p_mcnemar_holm, c.p_ttest_holm) if p is not None), default=math.nan)
+
+
 def _quick_eval_print(result: Result, out: Path | None, results_dir: Path) -> Path:
     from .ensemble.evaluate import attempted_lines, comparisons, unreadable_lines
     from .ensemble.gate import gate
@@ -663,7 +670,7 @@ def _quick_eval_print(result: Result, out: Path | None, results_dir: Path) -> Pa
         o = result.datasets[c.dataset].strategies[c.strategy]
         rows.append([c.dataset, c.strategy, str(c.n), f"{c.baseline:.1%}", f"{c.samples_mean:.1%}", f"{c.accuracy:.1%}",
                      f"{100 * c.difference:+.1f}", f"{c.p_mcnemar:.3f}", f"{c.p_ttest:.3f}", f"{c.p_fisher:.3f}",
-                     f"{min(c.p_mcnemar_holm, c.p_ttest_holm):.3f}", f"{100 * c.mde:.1f}",
+                     f"{_holm(c):.3f}", f"{100 * c.mde:.1f}",
                      f"{o.requests} ({o.reused} reused)", "REGRESSION" if c.regression else "ok"])
     _print_rows(f"quick-eval {result.model}, seed {result.seed}, sample {result.sample}", header, rows, "table")
     for line in attempted_lines(result) + unreadable_lines(result):
@@ -760,7 +767,7 @@ def ensemble_check(
                 f"{s} {'-' if v is None else f'{v:.3f}'}" for s, v in now.items()))
     if regressions:
         typer.echo("REGRESSION: " + ", ".join(f"{c.strategy} on {c.dataset} ({100 * c.difference:+.1f} points, Holm p "
-                                              f"{min(c.p_mcnemar_holm, c.p_ttest_holm):.3f})" for c in regressions),
+                                              f"{_holm(c):.3f})" for c in regressions),
                    err=True)
         raise typer.Exit(1)
     typer.echo("gate passed: no significant regression against the single-model baseline")

@@ -52,7 +52,7 @@ class Response:
 
 
 class Transport(Protocol):
-    """Sends one HTTP request. Raises ``errors.ConnectError`` or ``errors.TimeoutError``."""
+    """Sends one HTTP request. Raises ``errors.ConnectError`` or ``errors.RequestTimeout``."""
 
     async def request(
         self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], timeout: float
@@ -82,7 +82,7 @@ class AiohttpTransport:
             ) as resp:
                 return Response(resp.status, resp.headers, await resp.read())
         except TimeoutError:
-            raise errors.TimeoutError(f"no answer within {timeout:g} s") from None
+            raise errors.RequestTimeout(f"no answer within {timeout:g} s") from None
         except aiohttp.ClientError as exc:
             raise errors.ConnectError(f"{type(exc).__name__}: {exc}") from None
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .pipeline import Outcome
 
@@ -34,7 +34,7 @@ async def live_progress(console: Console) -> AsyncIterator[list]:
     stop = asyncio.Event()
 
     async def refresh() -> None:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
         started: dict[str, float] = {}
         while True:
             if slot:
@@ -56,7 +56,7 @@ async def live_progress(console: Console) -> AsyncIterator[list]:
             bars.stop()
 
 
-def _update(bars: Progress, tasks: dict[str, int], started: dict[str, float], outcome: Outcome) -> None:
+def _update(bars: Progress, tasks: dict[str, TaskID], started: dict[str, float], outcome: Outcome) -> None:
     now = time.monotonic()
     limit = outcome.clients[0].limiter.limit if outcome.clients else 0
     rows = [(name, b.total, b.done, b.done - b.cached, b.tokens, b.errors, limit)

@@ -9,7 +9,7 @@
         ├── PermanentError    HTTP 400/401/403/404 and other 4xx: never retried
         ├── RateLimitError    HTTP 429 on every attempt
         ├── ServerError       HTTP 5xx on every attempt
-        ├── TimeoutError      no answer within the per-request timeout
+        ├── RequestTimeout    no answer within the per-request timeout
         ├── ConnectError      the connection failed
         └── BadResponseError  a 2xx whose body is not a chat completion
 
@@ -26,10 +26,10 @@ __all__ = [
     "LLMError",
     "PermanentError",
     "RateLimitError",
+    "RequestTimeout",
     "RunLockedError",
     "ServerError",
     "ShaberiError",
-    "TimeoutError",
     "UsageError",
 ]
 
@@ -81,7 +81,7 @@ class ServerError(LLMError):
     error_type = "server_error"
 
 
-class TimeoutError(LLMError):
+class RequestTimeout(LLMError):
     error_type = "timeout"
 
 

@@ -75,9 +75,9 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, datasets: l
 
 
 def _observed(con: duckdb.DuckDBPyConnection, table: str, column: str, name: str) -> float | None:
-    (mean,) = con.execute(f"SELECT avg(completion_tokens) FROM {table} WHERE {column} = ? AND completion_tokens > 0",
-                          [name]).fetchone()
-    return mean
+    row = con.execute(f"SELECT avg(completion_tokens) FROM {table} WHERE {column} = ? AND completion_tokens > 0",
+                      [name]).fetchone()
+    return row[0] if row else None
 
 
 def _priced(con: duckdb.DuckDBPyConnection, stage: str, model: str, calls: int, reused: int, prompt: int,

@@ -145,7 +145,8 @@ def _score(row: dict, report: ImportReport) -> tuple[float | None, str | None]:
     score, output = row.get("score"), row.get("judge_output")
     if isinstance(score, dict):  # the known bug: the score and its reply nested in a dict
         report.counts["dict_scores"] += 1
-        score, output = score.get("score"), score.get("judge_output", output)
+        nested: dict = score
+        score, output = nested.get("score"), nested.get("judge_output", output)
     if score is None:
         report.counts["null_scores"] += 1
         return None, output

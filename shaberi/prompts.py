@@ -127,7 +127,7 @@ def judging_hash(benchmark: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def judge_messages(benchmark: str, question: Mapping, answer: str, scale: tuple[int, int],
+def judge_messages(benchmark: str, question: Mapping | Question, answer: str, scale: tuple[int, int],
                    history: Sequence[Mapping[str, str]] = ()) -> list[dict[str, str]]:
     """The primary judging prompt: system instructions, then question, reference, criteria and the answer;
     for a later turn of a conversation, ``history`` holds the earlier turns ({user, assistant})."""

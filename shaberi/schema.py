@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["TABLES", "Table", "table"]
+__all__ = ["TABLES", "Table"]
 
 TS, STR, I32, I64, F64, BOOL, STR_LIST = "timestamp", "string", "int32", "int64", "float64", "bool", "list<string>"
 _DUCKDB = {TS: "TIMESTAMPTZ", STR: "VARCHAR", I32: "INTEGER", I64: "BIGINT", F64: "DOUBLE", BOOL: "BOOLEAN",
@@ -206,7 +206,3 @@ TABLES: dict[str, Table] = {
         ),
     ]
 }
-
-
-def table(name: str) -> Table:
-    return TABLES[name]

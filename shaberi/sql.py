@@ -139,7 +139,9 @@ def connect(root: str | Path, pricing: Path | None = None, run_ids: list[str] | 
         if upto is not None and path.stem.split("_", 1)[1] == upto:
             break
     if upto is None or any("t_quantile" in s for s in scripts):  # registering a Python UDF imports numpy
-        con.create_function("t_quantile", _t_quantile, ["DOUBLE", "BIGINT"], "DOUBLE", null_handling="special")
+        # null_handling as a string: the enum's module moved between DuckDB versions (functional, func)
+        con.create_function("t_quantile", _t_quantile, ["DOUBLE", "BIGINT"], "DOUBLE",
+                            null_handling="special")  # type: ignore[call-overload]
     pending = list(cache)
     for script in scripts:
         con.execute(script)

@@ -4,6 +4,8 @@ the reports never reach up to it (they share ``endpoints``, ``lineage`` and the 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import shaberi
@@ -38,3 +40,11 @@ def test_nothing_but_the_command_line_imports_the_orchestrator():
     importers = sorted(m for m, deps in graph.items() if "shaberi.pipeline" in deps and m != "shaberi.pipeline")
     assert set(importers) <= CLI_SIDE, importers
     assert "shaberi.endpoints" in graph["shaberi.ensemble.commands"]
+
+
+def test_the_package_type_checks_and_lints():
+    """mypy (pyproject's [tool.mypy]) and ruff over the package, as part of the suite."""
+    for tool in (["mypy", "shaberi"], ["ruff", "check", "shaberi", "tests", "bench"]):
+        proc = subprocess.run([sys.executable, "-m", *tool], capture_output=True, text=True, cwd=ROOT.parent,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]

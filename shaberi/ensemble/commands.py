@@ -74,8 +74,11 @@ def load_baselines(path: Path, model: str) -> dict:
     return {"alpha": config.get("alpha", 0.10)} | entry
 
 
-async def check(results_dir: Path, baseline_file: Path, model: str, **llms: str | None) -> tuple[Result, dict]:
+async def check(results_dir: Path, baseline_file: Path, model: str, *, consensus_model: str | None = None,
+                judge: str | None = None, base_url: str | None = None, api_key_env: str | None = None
+                ) -> tuple[Result, dict]:
     entry = load_baselines(baseline_file, model)
     result = await evaluate(results_dir, model, ",".join(entry["strategies"]), entry["sample"], entry["seed"],
-                            ",".join(entry["datasets"]), **llms)
+                            ",".join(entry["datasets"]), consensus_model=consensus_model, judge=judge,
+                            base_url=base_url, api_key_env=api_key_env)
     return result, entry

@@ -20,7 +20,8 @@ For each strategy × dataset, over the same sampled questions:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 __all__ = ["ALPHA", "Comparison", "compare", "gate"]
 
@@ -48,9 +49,6 @@ class Comparison:
     p_ttest_holm: float | None = None
     regression: bool | None = None
     excluded: int = 0  # questions left out: no readable grade for the baseline, the strategy or every sample
-
-    def row(self) -> dict:
-        return asdict(self)
 
 
 def compare(dataset: str, strategy: str, baseline: list[int], correct: list[int], samples_mean: list[float],
@@ -98,5 +96,5 @@ def gate(comparisons: list[Comparison], alpha: float = ALPHA) -> list[Comparison
     return comparisons
 
 
-def _varies(values: list[float]) -> bool:
+def _varies(values: Sequence[float]) -> bool:
     return any(v != values[0] for v in values)

@@ -21,6 +21,7 @@ the same.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -140,7 +141,7 @@ def penalty(setting: str, scale: tuple[int, int], fraction: float, option: str =
     return -points
 
 
-def build(names: str | list[str], options: list[str] = ()) -> list[Pass]:
+def build(names: str | list[str], options: Sequence[str] = ()) -> list[Pass]:
     """Passes from ``--passes a,b`` and ``--pass-option NAME.KEY=VALUE`` items, validated."""
     wanted = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
     wanted = list(dict.fromkeys(n for n in wanted if n))

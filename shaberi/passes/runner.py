@@ -120,7 +120,8 @@ def _items(store: Store, run_id: str) -> Iterator[tuple[Item, str]]:
             continue
         asked = question["turns"] or [""]
         key = tuple(a[k] for k in _KEY)
-        item = Item(*key, prompt=asked[-1], question="\n".join(asked), content=a["content"], error=a["error"],
+        item = Item(a["benchmark"], a["question_id"], a["sample_index"], a["strategy"], prompt=asked[-1],
+                    question="\n".join(asked), content=a["content"], error=a["error"],
                     finish_reason=a["finish_reason"], scale=spec.scale, scores=scores.get(key, {}))
         yield item, a["answer_hash"] or conversation_hash(
             [t["assistant"] for t in earlier_turns(question, a, questions, texts)], a["content"])

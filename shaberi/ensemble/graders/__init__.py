@@ -1,13 +1,14 @@
 """Graders: is an answer right? One file each, registered by name; a grade is a ``judgements`` row.
 
 A rule grader (``numeric``, ``mcq``, ``math``) extracts the final answer from a response and compares it
-with the gold; its judge name is ``exact:<name>``, its score 1 or 0, ``parse_method`` says which rule
-found the answer (``none``: nothing found, ``timeout``: math gave up; both graded wrong, as the response
-gave no readable answer) and ``judge_output`` holds what was extracted. ``version`` is part of a stored
-grade's identity (``prompt_hash`` ``exact:<name>@<version>``): bump it when the rules change, and stored
-grades are made again. ``extract`` is also what ``majority`` votes over. The ``llm`` grader asks a judge
-model (SimpleQA style: CORRECT, INCORRECT or NOT_ATTEMPTED) and is asynchronous (``graders.llm``); a
-reply it cannot read is no grade at all (score NULL, ``unparsed``), never a wrong one.
+with the gold; its judge name is ``exact:<name>``, its score 1 or 0, ``parse_method`` says which rule found
+the answer (``none``: nothing found, ``hedged``: more than one choice named, ``timeout``: math gave up; all
+graded wrong, as the response gave no readable answer, and counted as unreadable) and ``judge_output`` holds
+what was extracted. ``version`` is part of a stored grade's identity (``prompt_hash``
+``exact:<name>@<version>``): bump it when the rules change, and stored grades are made again. ``extract`` is
+also what ``majority`` votes over. The ``llm`` grader asks a judge model (SimpleQA style: CORRECT, INCORRECT
+or NOT_ATTEMPTED) and is asynchronous (``graders.llm``); a reply it cannot read is no grade at all (score
+NULL, ``unparsed``), never a wrong one.
 """
 
 from __future__ import annotations
