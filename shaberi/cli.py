@@ -446,14 +446,14 @@ def export(
         raise UsageError(f"no runs to export under {results_dir}{f' tagged {tag!r}' if tag else ''}"
                          f"{f' for model {model!r}' if model else ''}")
     store = Store(results_dir)
-    for run_id, run_model, run_tag, *_ in runs:
-        with store.lock(run_id, f"run {run_model!r} tag {run_tag!r}"):  # not while a run writes it
-            write_manifest(results_dir, run_id, holding_lock=True)
-            folder = export_run(results_dir, run_id)
-        typer.echo(f"{run_tag} ({run_model}): {folder.parent.parent}")
-    for run_model, base_tag in sorted({(r[1], r[3]) for r in runs if r[2] != r[3]}):
+    for r in runs:
+        with store.lock(r.run_id, f"run {r.model!r} tag {r.tag!r}"):  # not while a run writes it
+            write_manifest(results_dir, r.run_id, holding_lock=True)
+            folder = export_run(results_dir, r.run_id)
+        typer.echo(f"{r.tag} ({r.model}): {folder.parent.parent}")
+    for run_model, base_tag in sorted({(r.model, r.base_tag) for r in runs if r.tag != r.base_tag}):
         if path := export_summary(results_dir, base_tag, run_model):
-            typer.echo(f"{base_tag} ({run_model}), {len([r for r in runs if r[3] == base_tag])} runs: {path}")
+            typer.echo(f"{base_tag} ({run_model}), {len([r for r in runs if r.base_tag == base_tag])} runs: {path}")
 
 
 @app.command("import-legacy")
@@ -476,9 +476,9 @@ def import_legacy(
         from .export import export_run, write_manifest
         from .sql import find_runs
 
-        for run_id, *_ in find_runs(results_dir, "tag = $tag", {"tag": TAG}):
-            write_manifest(results_dir, run_id)
-            export_run(results_dir, run_id)
+        for r in find_runs(results_dir, "tag = $tag", {"tag": TAG}):
+            write_manifest(results_dir, r.run_id)
+            export_run(results_dir, r.run_id)
         typer.echo(f"exported {report.models} models under {results_dir}/<model>/{TAG}/")
 
 
@@ -843,13 +843,23 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
 
 
+def _alias(command: str, prog_name: str) -> None:
+    """A legacy script name for one command, whose usage line names the script as typed (``run-evals``)."""
+    try:
+        typer.main.get_command(app).commands[command].main(  # type: ignore[attr-defined]
+            args=sys.argv[1:], prog_name=prog_name, standalone_mode=True)
+    except ShaberiError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
 def run_evals_main() -> None:
-    main(["run", *sys.argv[1:]])
+    _alias("run", "run-evals")
 
 
 def view_scores_main() -> None:
-    main(["view", *sys.argv[1:]])
+    _alias("view", "view-scores")
 
 
 def inspect_output_main() -> None:
-    main(["inspect", *sys.argv[1:]])
+    _alias("inspect", "inspect-output")

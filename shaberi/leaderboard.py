@@ -67,7 +67,7 @@ def leaderboard(results_dir: Path, tag: str = "legacy", as_published: bool = Fal
         hint = (f"{tag!r} names the runs {', '.join(members[:3])}{' …' if len(members) > 3 else ''}: rank one of them "
                 f"(--tag {members[0]})" if members else "import a tree with: shaberi import-legacy PATH")
         raise UsageError(f"no runs tagged {tag!r} under {results_dir}; {hint}")
-    connect(results_dir, None, [r[0] for r in runs], upto="score_means", con=con)
+    connect(results_dir, None, [r.run_id for r in runs], upto="score_means", con=con)
     query = _AS_PUBLISHED if as_published else (
         "SELECT r.model, s.judge, s.benchmark, s.score FROM score_means s JOIN runs r USING (run_id)")
     scores = {(m, j, b): s for m, j, b, s in con.execute(query).fetchall() if s is not None}
@@ -80,7 +80,7 @@ def leaderboard(results_dir: Path, tag: str = "legacy", as_published: bool = Fal
     ja = dict(con.execute(  # counted when each answer was written (shaberi/scripts.py)
         "SELECT model, sum(japanese_chars) / nullif(sum(letter_chars), 0) FROM answers GROUP BY model").fetchall())
     rows = []
-    for model in sorted({r[1] for r in runs}):
+    for model in sorted({r.model for r in runs}):
         # The original read whatever file its MT-Bench folder held, for some models the older 80-question
         # set: JA-MT shows the 60-question score, or the 80-question one where that is all a model has.
         has = {b for m, _, b in scores if m == model}

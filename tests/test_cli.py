@@ -102,6 +102,15 @@ def test_run_evals_is_shaberi_run(server, tmp_path, data_dir):
                           "sys.argv[0] = 'run-evals'; run_evals_main()", *run_args(server, tmp_path, data_dir)[1:],
                           "--benchmark", "rakuda", "--limit", "1"], capture_output=True, text=True)
     assert exe.returncode == 0 and "1 answers" in exe.stdout, exe.stderr
+    for script, entry in (("run-evals", "run_evals_main"), ("view-scores", "view_scores_main")):
+        helped = subprocess.run([sys.executable, "-c", f"import sys; from shaberi.cli import {entry}; "
+                                 f"sys.argv[0] = '{script}'; {entry}()", "--help"], capture_output=True, text=True)
+        assert helped.stdout.startswith(f"Usage: {script} [OPTIONS]"), helped.stdout[:200]  # as typed, and it works
+    bad = subprocess.run([sys.executable, "-c", "import sys; from shaberi.cli import run_evals_main; "
+                          "sys.argv[0] = 'run-evals'; run_evals_main()", "--model", "m", "--benchmark", "nope",
+                          "--base-url", server.base_url, "--results-dir", str(tmp_path / "bad")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: unknown benchmark nope")
 
 
 def test_a_second_process_on_the_same_run_exits_with_a_clear_message(server, tmp_path, data_dir):
