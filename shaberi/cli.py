@@ -101,8 +101,11 @@ def run(
     timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 600.0,
     max_retries: Annotated[int, typer.Option(help="Retries per request for 429, 5xx, timeouts, "
                                              "connection errors and bad bodies.")] = 6,
-    concurrency_start: Annotated[int, typer.Option(rich_help_panel="Adaptive concurrency")] = 40,
-    concurrency_min: Annotated[int, typer.Option(rich_help_panel="Adaptive concurrency")] = 1,
+    concurrency_start: Annotated[int, typer.Option(help="Requests in flight at the start, before the adaptive "
+                                                        "limit has seen the endpoint.",
+                                                   rich_help_panel="Adaptive concurrency")] = 40,
+    concurrency_min: Annotated[int, typer.Option(help="The adaptive limit never goes below this.",
+                                                 rich_help_panel="Adaptive concurrency")] = 1,
     aimd_increase: Annotated[int, typer.Option(help="Added per success.",
                                                rich_help_panel="Adaptive concurrency")] = 1,
     aimd_decrease: Annotated[float, typer.Option(help="Multiplied on 429.",
@@ -510,7 +513,8 @@ def leaderboard_command(
 
 @data_app.command("pull")
 def data_pull(
-    benchmark: Annotated[str, typer.Option("--benchmark")] = "all",
+    benchmark: Annotated[str, typer.Option("--benchmark", help="all, or a comma list of the benchmarks to "
+                                                              "download.")] = "all",
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
@@ -574,7 +578,7 @@ def demo(
 def serve_local(
     gguf: Annotated[Path | None, typer.Option("--gguf", help="A GGUF model file [default: the embedded "
                                               "Qwen2.5-Coder-0.5B-Instruct Q4_K_M].")] = None,
-    port: Annotated[int, typer.Option("--port")] = 8000,
+    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 to serve the model on.")] = 8000,
     threads: Annotated[int, typer.Option("--threads", help="CPU threads; 1 when shaberi runs on the same "
                                          "machine (2 threads collapse when the other core is busy).")] = 1,
     model: Annotated[str, typer.Option("--model", help="The embedded model: qwen2.5-coder-0.5b or "
@@ -608,16 +612,17 @@ def serve_local(
 
 @ensemble_app.command("generate-cache")
 def ensemble_generate_cache(
-    model: Annotated[str, typer.Option("--model")],
+    model: Annotated[str, typer.Option("--model", help="Model whose N answers per question to cache.")],
     base_url: Annotated[str, typer.Option("--base-url", help="OpenAI-compatible endpoint serving --model.")],
     datasets: Annotated[str, typer.Option("--datasets", help="Comma list: gsm8k, math500, truthfulqa, mmlu_pro, "
                                           "arc_challenge, arc_easy, hellaswag, simpleqa, gpqa, hle, hallumix.")],
     n: Annotated[int, typer.Option("--n", help="Answers per question (sample_index 0…n−1).")] = 5,
-    temperature: Annotated[float, typer.Option("--temperature")] = 0.7,
-    max_tokens: Annotated[int, typer.Option("--max-tokens")] = 2048,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature of the members.")] = 0.7,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Most tokens per answer.")] = 2048,
     limit: Annotated[int | None, typer.Option("--limit", help="First N questions of each dataset.")] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency")] = 60,
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight.")] = 60,
+    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Variable holding the API key "
+                                                    "[default: OPENAI_API_KEY, optional on loopback].")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
@@ -636,7 +641,8 @@ def ensemble_generate_cache(
 
 @ensemble_app.command("import-responses")
 def ensemble_import_responses(
-    dataset: Annotated[str, typer.Option("--dataset")],
+    dataset: Annotated[str, typer.Option("--dataset", help="The ground-truth dataset the responses answer, "
+                                                          "e.g. mmlu_pro.")],
     model: Annotated[str, typer.Option("--model", help="The name the members go under.")],
     files: Annotated[list[Path], typer.Argument(help="One JSON Lines file (question_id, response) per member; the "
                                                 "first is the single-model baseline.")],
@@ -689,7 +695,8 @@ def ensemble_quick_eval(
     strategy: Annotated[str, typer.Option("--strategy", help="majority, standard, elo, council, a comma list, "
                                           "or all.")] = "majority",
     sample: Annotated[int, typer.Option("--sample", help="Questions per dataset (more than it has: all).")] = 30,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample (the same seed, the same "
+                                                    "questions).")] = 0,
     datasets: Annotated[str | None, typer.Option("--datasets", help="Default: every dataset cached for --model.")
                         ] = None,
     n: Annotated[int | None, typer.Option("--n", help="Which cache, when there are several.")] = None,
@@ -700,7 +707,8 @@ def ensemble_quick_eval(
     judge: Annotated[str | None, typer.Option("--judge", help="MODEL[@BASE_URL] grading free answers (SimpleQA, "
                                               "HLE exact-match).")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="Endpoint of models given without @URL.")] = None,
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env")] = None,
+    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Variable holding the API key "
+                                                    "[default: OPENAI_API_KEY, optional on loopback].")] = None,
     baseline_model: Annotated[str | None, typer.Option("--baseline-model", help="A separate cached run (e.g. "
                                                        "temperature 0) whose sample 0 is the baseline.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Result file [default: results/quick-eval/…json].")
@@ -737,13 +745,16 @@ def ensemble_report(
 
 @ensemble_app.command("check")
 def ensemble_check(
-    model: Annotated[str, typer.Option("--model")],
+    model: Annotated[str, typer.Option("--model", help="The baselines file's entry to check.")],
     baseline_file: Annotated[Path, typer.Option("--baseline-file", help="Committed gate configuration.")] = Path(
         "baselines/quick-eval.json"),
-    consensus_model: Annotated[str | None, typer.Option("--consensus-model")] = None,
-    judge: Annotated[str | None, typer.Option("--judge")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url")] = None,
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env")] = None,
+    consensus_model: Annotated[str | None, typer.Option("--consensus-model", help="MODEL[@BASE_URL] for the "
+                                                        "strategies that call a model.")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="MODEL[@BASE_URL] grading free answers.")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="Endpoint of models given without @URL.")
+                        ] = None,
+    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Variable holding the API key "
+                                                    "[default: OPENAI_API_KEY, optional on loopback].")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """The CI gate: quick-eval as the baseline file configures it; exit code 1 on a significant regression."""
@@ -776,7 +787,7 @@ def ensemble_check(
 @app.command("inspect")
 def inspect_command(
     tag: Annotated[str | None, typer.Option("--tag", help="Runs with this tag or base tag (default: all).")] = None,
-    model: Annotated[str | None, typer.Option("--model")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """Browse questions, answers, judge replies and pass deltas in the terminal (alias: inspect-output).
@@ -795,7 +806,7 @@ def report_command(
     tag: Annotated[str, typer.Option("--tag", help="The run (or run family) to report.")],
     out: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
     compare: Annotated[str | None, typer.Option("--compare", help="A second tag: per-question movers.")] = None,
-    model: Annotated[str | None, typer.Option("--model")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """One self-contained HTML file: scores with intervals, a chart, the biggest movers, tokens and cost."""

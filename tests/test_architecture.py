@@ -48,3 +48,22 @@ def test_the_package_type_checks_and_lints():
         proc = subprocess.run([sys.executable, "-m", *tool], capture_output=True, text=True, cwd=ROOT.parent,
                               timeout=600)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_every_command_and_option_says_what_it_does():
+    import typer
+
+    from shaberi.cli import app
+
+    def commands(group, path: tuple[str, ...] = ()):
+        if hasattr(group, "commands"):  # a group (typer may carry its own click)
+            for name, sub in group.commands.items():
+                yield from commands(sub, (*path, name))
+        else:
+            yield " ".join(path), group
+
+    found = list(commands(typer.main.get_command(app)))
+    assert len(found) > 15
+    assert [name for name, c in found if not (c.help or "").strip()] == []
+    assert [(name, p.opts) for name, c in found for p in c.params
+            if p.param_type_name == "option" and not p.hidden and not (p.help or "").strip()] == []
