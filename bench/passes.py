@@ -41,7 +41,7 @@ def main() -> None:
         report = import_tree(tree, results)
         print(f"imported {tree.name}: {report.models} models, {report.answers:,} answers")
     store = Store(results)
-    run_ids = [r[0] for r in find_runs(results, "true", {})]
+    run_ids = [r.run_id for r in find_runs(results)]
 
     started = time.perf_counter()
     answers = sum(sum(1 for _ in _items(store, run_id)) for run_id in run_ids)

@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .sql import connect, select_runs
+from .sql import connect, find_runs, select_runs
 
 if TYPE_CHECKING:
     import duckdb
@@ -103,8 +103,7 @@ class Results:
         if tag is None:
             run_ids = None
             if model is not None:
-                run_ids = [r[0] for r in connect(self.root, upto="tables").execute(
-                    "SELECT run_id FROM runs WHERE model = $model", {"model": model}).fetchall()]
+                run_ids = [r.run_id for r in find_runs(self.root, model=model)]
             return connect(self.root, run_ids=run_ids)
         return connect(self.root, run_ids=select_runs(self.root, tag, model).run_ids)
 

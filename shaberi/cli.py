@@ -443,8 +443,7 @@ def export(
     from .sql import find_runs
     from .store import Store
 
-    where = "($tag IS NULL OR tag = $tag OR base_tag = $tag) AND ($model IS NULL OR model = $model)"
-    runs = find_runs(results_dir, where, {"tag": tag, "model": model})
+    runs = find_runs(results_dir, tag, model=model)
     if not runs:
         raise UsageError(f"no runs to export under {results_dir}{f' tagged {tag!r}' if tag else ''}"
                          f"{f' for model {model!r}' if model else ''}")
@@ -479,7 +478,7 @@ def import_legacy(
         from .export import export_run, write_manifest
         from .sql import find_runs
 
-        for r in find_runs(results_dir, "tag = $tag", {"tag": TAG}):
+        for r in find_runs(results_dir, TAG, match="tag"):
             write_manifest(results_dir, r.run_id)
             export_run(results_dir, r.run_id)
         typer.echo(f"exported {report.models} models under {results_dir}/<model>/{TAG}/")

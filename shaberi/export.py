@@ -240,11 +240,10 @@ def export_summary(results_dir: Path, base_tag: str, model: str) -> Path | None:
     """``<model>/<base_tag>/family.json`` for a family of runs {base_tag}-runN: every member with its status
     and completeness (for every judge; ``complete_for``: the judges it is complete for), and the statistics
     over the complete ones (``multi_run_stats``, per judge)."""
-    family = [r for r in find_runs(results_dir, "base_tag = $tag AND model = $model AND tag <> $tag",
-                                   {"tag": base_tag, "model": model})]
+    family = find_runs(results_dir, base_tag, match="family", model=model)
     if not family:
         return None
-    con = connect(results_dir, None, [r[0] for r in family])
+    con = connect(results_dir, None, [r.run_id for r in family])
     complete = {(r, j): (c, b) for r, j, c, b in con.execute(
         "SELECT run_id, judge, complete, incomplete_benchmarks FROM run_completeness").fetchall()}
     status = dict(con.execute("SELECT run_id, status FROM runs").fetchall())

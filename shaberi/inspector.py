@@ -61,13 +61,12 @@ class Detail:
 class Inspector:
     def __init__(self, results_dir: Path, tag: str | None = None, model: str | None = None) -> None:
         self.results_dir = Path(results_dir)
-        found = find_runs(results_dir, "($tag IS NULL OR tag = $tag OR base_tag = $tag) AND "
-                                       "($model IS NULL OR model = $model)", {"tag": tag, "model": model})
+        found = find_runs(results_dir, tag, model=model)
         if not found:
             raise UsageError(f"no runs under {results_dir}"
                              f"{f' tagged {tag!r}' if tag else ''}{f' for model {model!r}' if model else ''}; "
                              "check --results-dir, --tag and --model")
-        self.runs = [Run(r[0], r[1], r[2]) for r in found]
+        self.runs = [Run(r.run_id, r.model, r.tag) for r in found]
         self._con: duckdb.DuckDBPyConnection | None = None
         self._connected: tuple[str, ...] = ()
 

@@ -61,9 +61,9 @@ def published_differences(results_dir: Path, run_ids: list[str]) -> list[tuple[s
 
 def leaderboard(results_dir: Path, tag: str = "legacy", as_published: bool = False) -> tuple[list[str], list[list]]:
     con = duckdb.connect()
-    runs = find_runs(results_dir, "tag = $tag", {"tag": tag}, con)
+    runs = find_runs(results_dir, tag, match="tag", con=con)
     if not runs:
-        members = sorted({r.tag for r in find_runs(results_dir, "base_tag = $tag", {"tag": tag}, con)})
+        members = sorted({r.tag for r in find_runs(results_dir, tag, match="family", con=con)})
         hint = (f"{tag!r} names the runs {', '.join(members[:3])}{' …' if len(members) > 3 else ''}: rank one of them "
                 f"(--tag {members[0]})" if members else "import a tree with: shaberi import-legacy PATH")
         raise UsageError(f"no runs tagged {tag!r} under {results_dir}; {hint}")

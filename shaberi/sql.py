@@ -13,7 +13,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import duckdb
 
@@ -161,19 +161,26 @@ class RunRef(NamedTuple):
     status: str | None
 
 
-def find_runs(root: str | Path, where: str, params: dict, con: duckdb.DuckDBPyConnection | None = None,
-              tag_prefix: str | None = None) -> list[RunRef]:
-    """The runs matching ``where``, reading six columns of the runs table only, so that a command can then
-    ``connect`` to just those runs' partitions (pass the same ``con`` to both to save a database). With
-    ``tag_prefix`` (``run.run_id_prefix``), only the folders of runs whose tag can match are read."""
-    folders = f"run_id={tag_prefix}*" if tag_prefix is not None else "*"
+Match = Literal["tag", "tag_or_family", "family", "prefix"]
+
+
+def find_runs(root: str | Path, tag: str | None = None, *, match: Match = "tag_or_family", model: str | None = None,
+              con: duckdb.DuckDBPyConnection | None = None) -> list[RunRef]:
+    """The runs a reader names, reading six columns of the runs table only, so that a command can then ``connect``
+    to just those runs' partitions (pass the same ``con`` to both to save a database). ``tag`` None: every run;
+    else by ``match``: ``tag`` the run tagged so, ``family`` the runs ``{tag}-run1 … N``, ``tag_or_family``
+    either, ``prefix`` every tag starting so. Only the folders of runs whose tag can match are read."""
+    folders = "*" if tag is None else f"run_id={run_id_prefix(tag)}*"
     pattern = str(Path(root) / "tables" / "runs" / folders / "part-*.parquet").replace("'", "''")
+    where = {"tag": "tag = $tag", "family": "base_tag = $tag AND tag <> $tag",
+             "tag_or_family": "(tag = $tag OR base_tag = $tag)", "prefix": "starts_with(tag, $tag)"}[match]
     try:
         rows = (con or duckdb.connect()).execute(
             "SELECT run_id, model, tag, base_tag, run_index, status "
             f"FROM read_parquet('{pattern}', union_by_name = true) "
-            f"QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1 AND ({where}) "
-            "ORDER BY model, run_index, tag", params).fetchall()
+            "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1 "
+            f"AND ($tag IS NULL OR {where}) AND ($model IS NULL OR model = $model) "
+            "ORDER BY model, run_index, tag", {"tag": tag, "model": model}).fetchall()
     except duckdb.IOException:  # no runs at all yet
         return []
     return [RunRef(*r) for r in rows]
@@ -210,8 +217,7 @@ def select_runs(root: str | Path, tag: str, model: str | None = None, runs: int 
                 prefer_family: bool = False) -> Selection:
     """The run tagged ``tag``, or the family ``{tag}-run1 … N`` when there is no such run, when ``runs`` asks
     for the first N members, or when ``prefer_family``. One rule for every reader (view, compare, report)."""
-    found = find_runs(root, "(tag = $tag OR base_tag = $tag) AND ($model IS NULL OR model = $model)",
-                      {"tag": tag, "model": model}, tag_prefix=run_id_prefix(tag))
+    found = find_runs(root, tag, model=model)
     exact = [r for r in found if r.tag == tag]
     family = [r for r in found if r.tag != tag and r.base_tag == tag]
     if runs is not None:
@@ -222,7 +228,7 @@ def select_runs(root: str | Path, tag: str, model: str | None = None, runs: int 
                              f"{tag!r} exist")
         return Selection(tag, family, True)
     if not exact:
-        tags = sorted({r.tag for r in find_runs(root, "true", {})})
+        tags = sorted({r.tag for r in find_runs(root)})
         raise UsageError(f"no run tagged {tag!r}{f' for model {model!r}' if model else ''} under {root}"
                          f"; tags there: {', '.join(tags[:20]) or 'none'}{' …' if len(tags) > 20 else ''}")
     return Selection(tag, exact, False)

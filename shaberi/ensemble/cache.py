@@ -45,7 +45,7 @@ class CacheEntry:
 
 def entries(results_dir: Path, model: str | None = None) -> list[CacheEntry]:
     found = []
-    for r in find_runs(results_dir, "tag LIKE 'ensemble-%'", {}):
+    for r in find_runs(results_dir, "ensemble-", match="prefix"):
         run_id, run_model, tag = r.run_id, r.model, r.tag
         m = _TAG.match(tag)
         if m and (model is None or run_model == model):
