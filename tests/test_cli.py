@@ -86,6 +86,8 @@ def test_run_then_sql_in_three_formats(server, tmp_path, data_dir):
     assert as_csv.stdout.splitlines() == ["benchmark,n", "rakuda,2", "tengu,2"]
     as_table = shaberi("sql", q, "--results-dir", results)
     assert "rakuda" in as_table.stdout and "tengu" in as_table.stdout
+    as_markdown = shaberi("sql", q, "--format", "markdown", "--results-dir", results)
+    assert as_markdown.stdout.splitlines() == ["| benchmark | n |", "|---|---|", "| rakuda | 2 |", "| tengu | 2 |", ""]
 
     everything = shaberi("sql", "SELECT * FROM answers", "--format", "json", "--results-dir", results)
     assert everything.returncode == 0, everything.stderr  # timestamps, lists and nulls all convert

@@ -148,6 +148,9 @@ def test_a_repeated_legacy_row_counts_once_and_as_published_counts_it_as_the_ori
 
     assert ja_mt() == pytest.approx(once, abs=1e-12)
     assert ja_mt("--as-published") == pytest.approx(published, abs=1e-12)
+    as_json = json.loads(shaberi("leaderboard", "--format", "json", "--results-dir", str(results)).stdout)
+    row = next(r for r in as_json if r["model_name"].startswith("karakuri"))
+    assert row["JA-MT questions"] == "80" and row["JA-MT (All)"] == pytest.approx(once, abs=1e-12)
     # The repeat is history, not lost: one superseded judgement beside the current one.
     assert query(results, "SELECT lineage, count(*) FROM judgement_history WHERE judge = 'llmjudge-tulu405' "
                           "AND benchmark = 'mt_bench_80' GROUP BY 1 ORDER BY 1") == [("current", 80), ("superseded", 1)]

@@ -1,0 +1,76 @@
+"""The command line: parse, call a stage, print. Bad input ends in one ``error:`` line and exit code 2.
+
+One module per command group: ``run`` (generate, judge, passes), ``results`` (sql, view, compare, export,
+import-legacy, leaderboard, inspect, report), ``ensemble``, ``local`` (demo, serve-local, data pull); ``common``
+holds the application and what the groups share.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+import typer
+
+try:  # typer 0.28 carries its own copy of click; its commands raise that copy's exceptions
+    from typer._click import core as click_core
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - typer before 0.28 runs on click itself
+    from click import core as click_core  # type: ignore[no-redef]
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
+
+from ..errors import ShaberiError
+from . import ensemble, local, results, run  # noqa: F401  (each registers its commands on the application)
+from .common import app
+
+__all__ = ["app", "inspect_output_main", "main", "run_evals_main", "view_scores_main"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point (``shaberi``)."""
+    _invoke(typer.main.get_command(app), argv, None)
+
+
+def _alias(command: str, prog_name: str) -> None:
+    """A legacy script name for one command, whose usage line names the script as typed (``run-evals``)."""
+    _invoke(typer.main.get_command(app).commands[command], sys.argv[1:], prog_name)  # type: ignore[attr-defined]
+
+
+def _invoke(command: click_core.Command, argv: list[str] | None, prog_name: str | None) -> NoReturn:
+    """Run a command and exit with its code. Bad input, whether the parser finds it (an unknown option, a value
+    outside a choice) or a stage does (``ShaberiError``), ends in one ``error:`` line and exit code 2."""
+    try:
+        code = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
+    except ShaberiError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except click_exceptions.UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a group called bare: its help, as click prints it
+            exc.show()
+            sys.exit(exc.exit_code)
+        message = exc.format_message().rstrip(".")
+        if type(exc) is click_exceptions.BadParameter and exc.param is not None and exc.param.opts:
+            message = f"{exc.param.opts[0]} {exc.message.rstrip('.')}"  # --format 'xml' is not one of 'table', …
+        where = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None else ""
+        typer.echo(f"error: {message}{where}", err=True)
+        sys.exit(exc.exit_code)
+    except click_exceptions.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("Aborted!", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def run_evals_main() -> None:
+    _alias("run", "run-evals")
+
+
+def view_scores_main() -> None:
+    _alias("view", "view-scores")
+
+
+def inspect_output_main() -> None:
+    _alias("inspect", "inspect-output")
+

@@ -1,0 +1,116 @@
+"""The commands that need no endpoint of the user's: the embedded local model (demo, serve-local) and the
+benchmark files (data pull)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import UsageError
+from .common import DEFAULT_DATA, DEFAULT_RESULTS, DataDir, Format, ResultsDir, app, arrow_without_pandas, data_app
+from .results import view
+from .run import run_request
+
+__all__ = ["data_pull", "demo", "serve_local"]
+
+
+@data_app.command("pull")
+def data_pull(
+    benchmark: Annotated[str, typer.Option("--benchmark", help="all, or a comma list of the benchmarks to "
+                                                              "download.")] = "all",
+    data_dir: DataDir = DEFAULT_DATA,
+) -> None:
+    """Download the upstream benchmark files from the Hugging Face hub into --data-dir."""
+    from ..benchmarks import pull, resolve
+
+    for name in resolve(benchmark):
+        path = pull(name, data_dir)
+        typer.echo(f"{name}: {path}")
+
+
+
+@app.command()
+def demo(
+    limit: Annotated[int, typer.Option("--limit", help="Questions per benchmark.")] = 2,
+    loopback: Annotated[bool, typer.Option("--loopback", help="Use the project's canned test server instead of "
+                                           "the local model: seconds instead of minutes, no model needed.")] = False,
+    threads: Annotated[int, typer.Option("--threads", help="CPU threads of the local model.")] = 2,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", envvar="SHABERI_DATA_DIR", help="Default: the "
+                                                  "hand-written samples shipped in data/samples.")] = None,
+) -> None:
+    """Every stage end to end on a real local model (candidate and judge), offline and without a key: answers,
+    judgements, the three passes, scores and the export. The scores of a 0.5B model mean nothing."""
+    arrow_without_pandas()
+    from contextlib import AbstractContextManager
+
+    from ..client import AIMDConfig, ClientConfig
+    from ..generate import GenerationConfig
+    from ..judge import JudgeConfig
+    from ..pipeline import RunRequest
+    from ..resources import resource_dir
+
+    server: AbstractContextManager
+    client = ClientConfig()
+    if loopback:
+        from ..testing import LoopbackServer
+
+        server, model, judge_model, note = LoopbackServer(latency_ms=20), "shaberi-loopback", \
+            "shaberi-loopback-judge", "the project's loopback test server (answers are canned, scores meaningless)"
+    else:
+        from ..local import LocalServer
+
+        server = LocalServer(threads=threads)
+        model = judge_model = server.name
+        client = ClientConfig(aimd=AIMDConfig(start=2, min=1, max=2))  # llama.cpp answers one request at a time
+        note = f"{model} on llama.cpp, {threads} thread(s) (a 0.5B model: the scores are not meaningful)"
+    with server as endpoint:
+        typer.echo(f"serving {note} at {endpoint.base_url}", err=True)
+        run_request(RunRequest(model=model, base_url=endpoint.base_url, results_dir=results_dir,
+                        data_dir=data_dir or resource_dir("data") / "samples", tag="demo", limit=limit,
+                        judges=[judge_model], passes="lang_mixing,repetition,format_validation", client=client,
+                        generation=GenerationConfig(max_tokens=384), judging=JudgeConfig(max_tokens=384)))
+    view(tag="demo", runs=None, model=model, judge=None, format=Format.table, pricing=None, clustered_se=False,
+         results_dir=results_dir)
+    from ..export import run_folder
+
+    typer.echo(f"tables: {results_dir / 'tables'}; export and manifest: {run_folder(results_dir, model, 'demo')}")
+
+
+@app.command("serve-local")
+def serve_local(
+    gguf: Annotated[Path | None, typer.Option("--gguf", help="A GGUF model file [default: the embedded "
+                                              "Qwen2.5-Coder-0.5B-Instruct Q4_K_M].")] = None,
+    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 to serve the model on.")] = 8000,
+    threads: Annotated[int, typer.Option("--threads", help="CPU threads; 1 when shaberi runs on the same "
+                                         "machine (2 threads collapse when the other core is busy).")] = 1,
+    model: Annotated[str, typer.Option("--model", help="The embedded model: qwen2.5-coder-0.5b or "
+                                       "qwen2.5-coder-1.5b (install shaberi[local-1.5b]).")] = "qwen2.5-coder-0.5b",
+) -> None:
+    """Serve a local model on 127.0.0.1 with llama-cpp-python's OpenAI-compatible server, until Ctrl-C."""
+    import signal
+
+    from ..local import MODELS, LocalServer
+
+    if model not in MODELS:
+        raise UsageError(f"--model {model!r} is not one of {', '.join(MODELS)}")
+    server = LocalServer(gguf, port, threads, model=model)
+
+    def stop(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)  # a plain kill stops the model server too
+    server.start()
+    try:
+        typer.echo(f"serving {server.name} at {server.base_url} with {threads} thread(s); Ctrl-C stops it")
+        assert server.proc is not None
+        code = server.proc.wait()
+        raise UsageError(f"the local model server exited by itself with code {code}; see {server.log}")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    typer.echo("stopped")
+

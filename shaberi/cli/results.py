@@ -1,0 +1,281 @@
+"""The commands that read stored results: sql, view, compare, export, import-legacy, leaderboard, inspect
+and report."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import orjson
+import typer
+
+from ..errors import UsageError
+from .common import DEFAULT_RESULTS, Format, FormatOption, ResultsDir, app, arrow_without_pandas, print_rows
+
+if TYPE_CHECKING:
+    from ..view import Report
+
+__all__ = ["compare", "export", "import_legacy", "inspect_command", "leaderboard_command", "report_command", "sql",
+           "view"]
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="DuckDB SQL over the views runs, questions, answers, "
+                                         "judgements, pass_deltas, token_usage.")],
+    format: FormatOption = Format.table,
+    pricing: Annotated[Path | None, typer.Option("--pricing", help="Prices per million tokens (TOML) for the "
+                                                 "cost view, instead of data/pricing.toml.")] = None,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+) -> None:
+    """Run SQL over the results views (runs, questions, answers, judgements, scores, benchmark_scores, …)."""
+    import duckdb
+
+    from ..sql import connect
+
+    try:
+        cursor = connect(results_dir, pricing).execute(query)
+    except duckdb.Error as exc:
+        raise UsageError(f"SQL: {str(exc).splitlines()[0]}") from None
+    names = [d[0] for d in cursor.description or []]
+    rows = cursor.fetchall()
+    if format == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(names)
+        writer.writerows(rows)
+    elif format == "json":
+        sys.stdout.write(orjson.dumps([dict(zip(names, r, strict=True)) for r in rows],
+                                      option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
+    else:
+        print_rows(None, names, [["" if v is None else str(v) for v in r] for r in rows], format)
+
+
+@app.command()
+def view(
+    tag: Annotated[str, typer.Option("--tag", help="A run's tag, or the base tag of runs {tag}-run1 … N.")] = "default",
+    runs: Annotated[int | None, typer.Option("--runs", help="Aggregate the runs {tag}-run1 … {tag}-runN.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Only this judge ('*': all judges pooled; the "
+                                              "default when there are several).")] = None,
+    format: FormatOption = Format.table,
+    pricing: Annotated[Path | None, typer.Option("--pricing", help="Prices per million tokens (TOML), instead of "
+                                                 "data/pricing.toml.")] = None,
+    clustered_se: Annotated[bool, typer.Option("--clustered-se", help="Add the standard error of each mean "
+                                               "clustered by question across runs (statsmodels).")] = False,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+) -> None:
+    """Scores per benchmark and overall (mean, sd, 95% CI and range over {tag}-runN runs), tokens and cost."""
+    from ..view import build
+
+    report = build(results_dir, tag, runs, model, judge, pricing, clustered_se)
+    _render_report(report, format)
+
+
+
+def _render_report(report: Report, fmt: str) -> None:
+    if fmt == "json":
+        body = {"tag": report.tag, "multi_run": report.multi,
+                "scores": [{"model": s.model, "judge": s.judge, "runs": s.runs, "status": s.status, "notes": s.notes,
+                            "prompt_hashes": s.prompt_hashes,
+                            "rows": [dict(zip(s.columns, r, strict=True)) for r in s.rows]} for s in report.sections],
+                "tokens": [dict(zip(report.token_columns, r, strict=True)) for r in report.tokens]}
+        sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        for s in report.sections:
+            writer.writerow(["model", "judge", "status", *s.columns])
+            writer.writerows([s.model, s.judge, s.status, *r] for r in s.rows)
+        writer.writerow([])
+        writer.writerow(report.token_columns)
+        writer.writerows(report.tokens)
+        return
+    tables = []
+    for s in report.sections:
+        judge = "all judges pooled" if s.judge == "*" else s.judge
+        title = (f"{s.model} · {report.tag}{f' ({len(s.runs)} runs)' if report.multi else ''} · judge: {judge} · "
+                 f"status: {s.status}")
+        if report.multi:
+            header = ["Benchmark", "Mean", "Std Dev", "95% CI", "Range", "Runs", "SE (by question)",
+                      "Mean without passes", "Note"]
+            rows = [[r[0], _num(r[1]), _num(r[2]), _ci(r[3], r[4], r[1]), _range(r[5], r[6]), str(r[7] or "-"),
+                     _num(r[8]), _num(r[9]), r[10]] for r in s.rows]
+        else:
+            header = ["Benchmark", "Score", "Without passes", "n", "Null", "Errors", "Not judged", "Note"]
+            rows = [[r[0], _num(r[1]), _num(r[2]), *(str(v) if v is not None else "" for v in r[3:7]), r[7]]
+                    for r in s.rows]
+        tables.append((title + "".join(f"\n{n}" for n in s.notes), header, rows))
+    tokens = [[r[0], f"{r[1]:,}", f"{r[2]:,}", f"{r[3]:,}", f"{r[4]:,}", f"${r[5]:.4f}" + ("" if r[6] else " *")]
+              for r in report.tokens]
+    tables.append(("Tokens and estimated cost (* includes unpriced models, counted as $0)",
+                   ["Stage", "Requests", "Reused", "Prompt tokens", "Completion tokens", "Cost (USD)"], tokens))
+    for title, header, rows in tables:
+        print_rows(title, header, rows, fmt)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _ci(low: float | None, high: float | None, mean: float | None) -> str:
+    return "-" if low is None or mean is None else f"{low:.2f}–{high:.2f}"
+
+
+def _range(low: float | None, high: float | None) -> str:
+    return "-" if low is None else f"{low:.2f}–{high:.2f}"
+
+
+
+@app.command()
+def compare(
+    tag_a: Annotated[str, typer.Argument(help="The baseline tag (a run, or the base tag of {tag}-runN runs).")],
+    tag_b: Annotated[str, typer.Argument(help="The tag compared with it.")],
+    model: Annotated[str | None, typer.Option("--model", help="Only this model (needed when a tag holds several).")
+                     ] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Only this judge [default: the judges both tags "
+                                              "have, averaged per question].")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
+    format: FormatOption = Format.table,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+) -> None:
+    """Paired per-question comparison of two tags, like for like (the judges, judging prompts and passes both
+    have; what only one side has is named and left out): difference, bootstrap CI and verdict (both
+    Bonferroni-adjusted across benchmarks), Wilcoxon and t (Holm), MDE, and the questions dropped per side."""
+    from ..compare import compare as run_compare
+
+    report = run_compare(results_dir, tag_a, tag_b, model, judge, seed)
+    if format == "json":
+        sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    level = report.benchmarks[0].ci_level or 0.95
+    header = ["Benchmark", "n", "A", "B", "B − A", f"{level:.2%} CI (bootstrap, adjusted)", "Wilcoxon p (Holm)",
+              "t p (Holm)", "MDE 80%", "Verdict (from the CI)", "Dropped A", "Dropped B"]
+    rows = [[c.title, str(c.n), _num(c.mean_a), _num(c.mean_b), f"{c.diff:+.2f}", _range(c.ci_low, c.ci_high),
+             _p(c.p_wilcoxon_holm), _p(c.p_t_holm), _num(c.mde), c.verdict, _dropped(c.dropped_a),
+             _dropped(c.dropped_b)] for c in report.benchmarks]
+    if format != "csv":
+        typer.echo("Compared like for like on\n" + "".join(f"  {line}\n" for line in report.basis.lines()))
+    print_rows(f"{tag_b} vs {tag_a} (0–10 scale; positive: B scores higher)", header, rows, format)
+
+
+def _dropped(reasons: dict[str, int]) -> str:
+    return "; ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "0"
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else ("<0.001" if value < 0.001 else f"{value:.3f}")
+
+
+
+@app.command()
+def export(
+    tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag or base tag.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+) -> None:
+    """Write (again) the JSONL artifacts, metrics and manifests of stored runs."""
+    from ..export import export_run, export_summary, write_manifest
+    from ..sql import find_runs
+    from ..store import Store
+
+    runs = find_runs(results_dir, tag, model=model)
+    if not runs:
+        raise UsageError(f"no runs to export under {results_dir}{f' tagged {tag!r}' if tag else ''}"
+                         f"{f' for model {model!r}' if model else ''}")
+    store = Store(results_dir)
+    for r in runs:
+        with store.lock(r.run_id, f"run {r.model!r} tag {r.tag!r}"):  # not while a run writes it
+            write_manifest(results_dir, r.run_id, holding_lock=True)
+            folder = export_run(results_dir, r.run_id)
+        typer.echo(f"{r.tag} ({r.model}): {folder.parent.parent}")
+    for run_model, base_tag in sorted({(r.model, r.base_tag) for r in runs if r.tag != r.base_tag}):
+        if path := export_summary(results_dir, base_tag, run_model):
+            typer.echo(f"{base_tag} ({run_model}), {len([r for r in runs if r.base_tag == base_tag])} runs: {path}")
+
+
+@app.command("import-legacy")
+def import_legacy(
+    path: Annotated[Path, typer.Argument(help="An original Shaberi result tree (holding data/model_answers and "
+                                         "data/judgements).")],
+    export: Annotated[bool, typer.Option("--export", help="Also write the JSONL + manifest layout of every "
+                                         "imported model.")] = False,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+) -> None:
+    """Import original Shaberi results as runs tagged 'legacy' (one per model); re-importing adds nothing."""
+    arrow_without_pandas()
+    from ..legacy import TAG, import_tree, report_lines
+
+    report = import_tree(path, results_dir)
+    for line in report_lines(report):
+        typer.echo(line)
+    if export:
+        from ..export import export_run, write_manifest
+        from ..sql import find_runs
+
+        for r in find_runs(results_dir, TAG, match="tag"):
+            write_manifest(results_dir, r.run_id)
+            export_run(results_dir, r.run_id)
+        typer.echo(f"exported {report.models} models under {results_dir}/<model>/{TAG}/")
+
+
+@app.command("leaderboard")
+def leaderboard_command(
+    tag: Annotated[str, typer.Option("--tag", help="Runs to rank.")] = "legacy",
+    format: FormatOption = Format.table,
+    as_published: Annotated[bool, typer.Option("--as-published", help="Count every row of the legacy files, "
+                                               "repeated questions too, as the original tooling did [default: each "
+                                               "question once].")] = False,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+) -> None:
+    """The original Shaberi leaderboard: all judges pooled, then per judge (ELYZA × 2, Tengu 61–65 left out).
+    Rows with all four benchmarks come first (Complete 4/4); partial rows follow."""
+    from ..leaderboard import leaderboard
+
+    header, rows = leaderboard(results_dir, tag, as_published)
+    if format == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(header)
+        writer.writerows(["" if v is None else v for v in row] for row in rows)
+        return
+    if format == "json":
+        sys.stdout.write(orjson.dumps([dict(zip(header, row, strict=True)) for row in rows],
+                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    text = [[str(v) if isinstance(v, int | str) else ("" if v is None else f"{v:.2f}") for v in row] for row in rows]
+    print_rows(f"Leaderboard: tag {tag}", header, text, format)
+
+
+
+@app.command("inspect")
+def inspect_command(
+    tag: Annotated[str | None, typer.Option("--tag", help="Runs with this tag or base tag (default: all).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+) -> None:
+    """Browse questions, answers, judge replies and pass deltas in the terminal (alias: inspect-output).
+
+    Exit codes: 0 closed normally; 1 the browser failed (its traceback is shown); 2 bad input."""
+    from ..tui import InspectApp
+
+    browser = InspectApp(results_dir, tag, model)
+    browser.run()
+    if browser.return_code:  # textual shows the traceback and returns; the exit code must say so too
+        raise typer.Exit(browser.return_code)
+
+
+@app.command("report")
+def report_command(
+    tag: Annotated[str, typer.Option("--tag", help="The run (or run family) to report.")],
+    out: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
+    compare: Annotated[str | None, typer.Option("--compare", help="A second tag: per-question movers.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+) -> None:
+    """One self-contained HTML file: scores with intervals, a chart, the biggest movers, tokens and cost."""
+    from ..html_report import write_report
+
+    path = write_report(results_dir, tag, out, compare, model)
+    typer.echo(f"report: {path}")
+

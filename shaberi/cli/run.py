@@ -1,0 +1,226 @@
+"""``shaberi run``: parse the options into a run request, estimate it (``--dry-run``) or run it, and print
+what each stage did."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ..errors import UsageError
+from .common import DEFAULT_DATA, DEFAULT_RESULTS, DataDir, ResultsDir, app, arrow_without_pandas, print_rows
+
+if TYPE_CHECKING:
+    from ..pipeline import Outcome, RunRequest
+
+__all__ = ["run", "run_request"]
+
+
+@app.command()
+def run(
+    model: Annotated[str, typer.Option("--model", help="Model name sent to the endpoint.")],
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible base URL, e.g. "
+                                                 "http://127.0.0.1:8000/v1 (not needed with --reprocess).")] = None,
+    api_key_env: Annotated[str | None, typer.Option(
+        "--api-key-env", help="Variable holding the API key [default: OPENAI_API_KEY, optional on loopback].")] = None,
+    benchmark: Annotated[str | None, typer.Option("--benchmark", help="all, or a comma list of elyza,tengu,mt_bench,"
+                                                  "rakuda; scopes every stage [default: all when generating, else "
+                                                  "every benchmark the run has].")] = None,
+    tag: Annotated[str, typer.Option("--tag", help="Names the run together with --model.")] = "default",
+    limit: Annotated[int | None, typer.Option("--limit", help="First N questions of each benchmark.")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight: the upper bound "
+                                             "of the adaptive limit.")] = 60,
+    stages: Annotated[str | None, typer.Option("--stages", help="Comma list of generate,judge,passes [default: "
+                                               "generate, judge when --judge is given, passes when --passes is "
+                                               "given]. Without generate the candidate is never called and "
+                                               "--base-url is not needed.")] = None,
+    passes: Annotated[str | None, typer.Option("--passes", help="Comma list of score-modifying passes: "
+                                               "lang_mixing,repetition,format_validation,safety_check.")] = None,
+    pass_option: Annotated[list[str] | None, typer.Option("--pass-option", help="NAME.KEY=VALUE, repeatable, e.g. "
+                                                          "lang_mixing.penalty=1 or lang_mixing.detector=MODEL@URL."
+                                                          )] = None,
+    judge: Annotated[list[str] | None, typer.Option("--judge", "--judge-model", help="Judge model, repeatable: "
+                                                    "MODEL (on --judge-base-url) or MODEL@BASE_URL.")] = None,
+    judge_base_url: Annotated[str | None, typer.Option(help="Endpoint of judges given without @URL [default: "
+                                                       "--base-url].")] = None,
+    judge_api_key_env: Annotated[str | None, typer.Option(help="Variable holding the judges' key [default: "
+                                                          "the candidate's; optional on loopback].")] = None,
+    judge_concurrency: Annotated[int | None, typer.Option(help="Most judge requests in flight per judge endpoint, "
+                                                          "shared by every shaberi process on this machine "
+                                                          "[default: --concurrency].")] = None,
+    judge_temperature: Annotated[float, typer.Option(help="Judge sampling temperature.")] = 0.0,
+    judge_max_tokens: Annotated[int, typer.Option(help="Judge completion token limit.")] = 1024,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls, tokens and cost this would take; "
+                                          "call nothing.")] = False,
+    pricing: Annotated[Path | None, typer.Option("--pricing", help="Prices per million tokens (TOML) for "
+                                                 "--dry-run, instead of data/pricing.toml.")] = None,
+    runs: Annotated[int, typer.Option("--runs", help="Repeat as N independent runs tagged {tag}-run1 … "
+                                      "{tag}-runN, each with its own seed.")] = 1,
+    rejudge: Annotated[bool, typer.Option("--rejudge", help="Call the judges again on the stored answers (never the "
+                                          "candidate).")] = False,
+    reprocess: Annotated[bool, typer.Option("--reprocess", help="Only re-parse stored judge replies with the "
+                                            "current rules: no API calls.")] = False,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.2,
+    max_tokens: Annotated[int, typer.Option(help="Completion token limit.")] = 6000,
+    frequency_penalty: Annotated[float | None, typer.Option(help="Sent only when given.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sent only when given.")] = None,
+    rerun: Annotated[bool, typer.Option("--rerun", help="Call again even for answers already stored.")] = False,
+    retry_errors: Annotated[int, typer.Option(help="Re-call an errored answer on resume up to this many "
+                                              "more times.")] = 2,
+    rpm: Annotated[float | None, typer.Option(help="Requests-per-minute cap.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 600.0,
+    max_retries: Annotated[int, typer.Option(help="Retries per request for 429, 5xx, timeouts, "
+                                             "connection errors and bad bodies.")] = 6,
+    concurrency_start: Annotated[int, typer.Option(help="Requests in flight at the start, before the adaptive "
+                                                        "limit has seen the endpoint.",
+                                                   rich_help_panel="Adaptive concurrency")] = 40,
+    concurrency_min: Annotated[int, typer.Option(help="The adaptive limit never goes below this.",
+                                                 rich_help_panel="Adaptive concurrency")] = 1,
+    aimd_increase: Annotated[int, typer.Option(help="Added per success.",
+                                               rich_help_panel="Adaptive concurrency")] = 1,
+    aimd_decrease: Annotated[float, typer.Option(help="Multiplied on 429.",
+                                                 rich_help_panel="Adaptive concurrency")] = 0.5,
+    aimd_cooldown: Annotated[float, typer.Option(help="Seconds between decreases.",
+                                                 rich_help_panel="Adaptive concurrency")] = 2.0,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: DataDir = DEFAULT_DATA,
+) -> None:
+    """Generate answers for the Japanese benchmarks, judge them and run the passes (resumable: re-run the same
+    command to continue).
+
+    Exit codes: 0 done (the run's status may still be partial: see view or the manifest); 1 the work ran but a
+    stage failed: every call of it failed, or nothing of it is usable (one line names the most common error);
+    2 bad input, nothing written.
+    """
+    arrow_without_pandas()
+    from ..client import AIMDConfig, ClientConfig
+    from ..generate import GenerationConfig
+    from ..judge import JudgeConfig
+    from ..pipeline import RunRequest, check_stored, parse_stages, repeated, reprocess_run
+    from ..run import run_id_for
+
+    if reprocess:
+        import asyncio
+
+        changed = asyncio.run(reprocess_run(results_dir, model, tag))
+        typer.echo(f"reprocessed run {run_id_for(model, tag)}: {changed} judgements changed, 0 API calls")
+        return
+    stages_run = parse_stages(stages, bool(judge), bool(passes), rejudge)
+    if base_url is None and "generate" in stages_run:
+        raise UsageError("--base-url is required (the OpenAI-compatible endpoint serving --model)")
+    if concurrency < 1 or (judge_concurrency is not None and judge_concurrency < 1):
+        raise UsageError("--concurrency and --judge-concurrency must be at least 1")
+    for option, value, ok, want in [  # a value the endpoint would refuse, or that would turn a safeguard off
+        ("--timeout", timeout, timeout > 0, "more than 0 seconds"),
+        ("--max-tokens", max_tokens, max_tokens >= 1, "at least 1"),
+        ("--judge-max-tokens", judge_max_tokens, judge_max_tokens >= 1, "at least 1"),
+        ("--temperature", temperature, 0 <= temperature <= 2, "between 0 and 2"),
+        ("--judge-temperature", judge_temperature, 0 <= judge_temperature <= 2, "between 0 and 2"),
+        ("--frequency-penalty", frequency_penalty, frequency_penalty is None or -2 <= frequency_penalty <= 2,
+         "between -2 and 2"),
+        ("--rpm", rpm, rpm is None or rpm > 0, "more than 0"),
+        ("--max-retries", max_retries, max_retries >= 0, "0 or more"),
+        ("--retry-errors", retry_errors, retry_errors >= 0, "0 or more"),
+        ("--aimd-increase", aimd_increase, aimd_increase >= 1, "at least 1"),
+        ("--aimd-decrease", aimd_decrease, 0 < aimd_decrease < 1, "between 0 and 1"),
+        ("--aimd-cooldown", aimd_cooldown, aimd_cooldown >= 0, "0 or more seconds"),
+    ]:
+        if not ok:
+            raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
+    aimd = AIMDConfig(min(concurrency_start, concurrency), min(concurrency_min, concurrency), concurrency,
+                      aimd_increase, aimd_decrease, aimd_cooldown)
+    request = RunRequest(
+        model=model, base_url=base_url or "", results_dir=results_dir, data_dir=data_dir, benchmark=benchmark,
+        tag=tag, api_key_env=api_key_env, limit=limit, stages=stages,
+        generation=GenerationConfig(temperature, max_tokens, frequency_penalty, seed),
+        client=ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, aimd=aimd),
+        rerun=rerun, retry_errors=retry_errors, judges=judge or [], judge_base_url=judge_base_url,
+        judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
+        judging=JudgeConfig(judge_temperature, judge_max_tokens), rejudge=rejudge, passes=passes,
+        pass_options=pass_option or [],
+    )
+    if dry_run:
+        _dry_run(request, runs, pricing)
+        return
+    family = repeated(request, runs)
+    if "generate" not in stages_run:  # every run of the family must have answers before any is judged
+        for each in family:
+            check_stored(each, stages_run)
+    for each in family:
+        run_request(each)
+
+
+def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
+    from ..benchmarks import BENCHMARKS, load, registry, resolve
+    from ..estimate import estimate
+    from ..pipeline import check_stored, parse_stages, repeated
+    from ..run import validate_name
+
+    validate_name("model", request.model)
+    validate_name("tag", request.tag)
+    stages = parse_stages(request.stages, bool(request.judges), bool(request.passes), request.rejudge)
+    table = []
+    for each in repeated(request, runs):
+        if "generate" in stages:
+            names = resolve(each.benchmark or "all")
+        else:  # the stored run's benchmarks, as the run itself would take them
+            scope = check_stored(each, stages)
+            names = scope.benchmarks or [n for n in registry() if n in scope.have and n in BENCHMARKS]
+        datasets = [load(n, each.data_dir, each.limit) for n in names]
+        for r in estimate(each.results_dir, each.model, each.tag, each.base_url, datasets, each.generation,
+                          each.judges if "judge" in stages else [], each.judging.max_tokens, pricing,
+                          generating="generate" in stages):
+            table.append([*([each.tag] if runs > 1 else []), r.stage, r.model, f"{r.calls:,}", f"{r.reused:,}",
+                          f"~{r.prompt_tokens:,}", f"~{r.completion_tokens:,}", f"{r.completion_bound:,}",
+                          f"${r.cost_usd:.2f}" + ("" if r.priced else " *"),
+                          f"${r.cost_bound_usd:.2f}" + ("" if r.priced else " *")])
+    header = [*(["Run"] if runs > 1 else []), "Stage", "Model", "Calls", "Reused", "Prompt tokens",
+              "Completion (typical)", "Completion (max)", "Cost typical (USD)", "Cost max (USD)"]
+    print_rows(f"Dry run: {request.model}, tag {request.tag}{f' × {runs} runs' if runs > 1 else ''} "
+                "(estimates; * unpriced model counted as $0; nothing was called)", header, table, "table")
+
+
+def run_request(request: RunRequest) -> None:
+    import asyncio
+
+    from rich.console import Console
+
+    from ..display import live_progress
+    from ..pipeline import run as run_pipeline
+    from ..status import describe
+
+    console = Console(stderr=True)
+
+    async def go() -> Outcome:
+        async with live_progress(console) as slot:
+            return await run_pipeline(request, on_start=slot.append)
+
+    outcome = asyncio.run(go())
+    g = outcome.generation.benchmarks.values()
+    failed = sum(b.errors for b in g)
+    if g:
+        typer.echo(f"run {outcome.info.run_id}: {sum(b.done for b in g)} answers ({sum(b.cached for b in g)} "
+                   f"reused, {outcome.generation.calls} called, {failed} errors), {sum(b.tokens for b in g):,} tokens")
+    j = outcome.judging
+    lead = "  " if g else f"run {outcome.info.run_id}: "
+    if j.total:
+        errored = f"; {j.answer_errors} errored answers not sent" if j.answer_errors else ""
+        typer.echo(f"{lead}judged {j.done - j.answer_errors} ({j.reused} reused, {j.judged} called, {j.failed} "
+                   f"failed, {j.fallbacks} needed the fallback prompt, {j.null_scores} without a score){errored}")
+        lead = "  "
+    p = outcome.passes
+    if p.answers:
+        calls = f"; {p.consulted} model calls, {p.reused} verdicts reused, {p.failed} failed" if (
+            p.consulted or p.reused or p.failed) else ""
+        noted = {name: n for name, n in p.noted.items() if n}
+        noted_text = f"; flagged with no penalty: {', '.join(f'{k} {n}' for k, n in noted.items())}" if noted else ""
+        typer.echo(f"{lead}passes over {p.answers} answers, changing the "
+                   f"score of: {', '.join(f'{name} {n}' for name, n in p.flagged.items())}{noted_text}{calls}")
+    if failed:
+        typer.echo("  errored answers are retried by running the same command again (see answers.error_type)")
+    typer.echo(f"  status: {outcome.status}")
+    if broken := outcome.failed_stages:
+        typer.echo("error: " + "; ".join(describe(name, r) for name, r in broken.items()), err=True)
+        raise typer.Exit(1)
+
