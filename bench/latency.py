@@ -45,7 +45,7 @@ def main() -> None:
         server.reset()
         results = Path(tempfile.mkdtemp())
         req = RunRequest(model="bench", base_url=server.base_url, results_dir=results, data_dir=data,
-                         benchmark="rakuda", export=False)
+                         benchmarks=["rakuda"], export=False)
         start = time.perf_counter()
         progress = execute(req).generation
         wall = time.perf_counter() - start

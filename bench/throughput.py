@@ -40,7 +40,7 @@ def main() -> None:
 
         results = Path(tempfile.mkdtemp(prefix="shaberi-bench-"))
         req = RunRequest(model="bench", base_url=server.base_url, results_dir=results, data_dir=data,
-                         benchmark="rakuda", tag="stage", export=False)
+                         benchmarks=["rakuda"], tag="stage", export=False)
         start = time.perf_counter()
         progress = execute(req).generation
         stage_rps = progress.calls / (time.perf_counter() - start)

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from typing import NamedTuple
 from urllib.parse import urlparse
 
-from .client import LLM, ChatClient, ClientConfig
+from .client import LLM, ChatClient, ClientConfig, Transport
 from .errors import UsageError
 from .run import validate_name
 
-__all__ = ["DEFAULT_KEY_ENV", "check_base_url", "is_loopback", "parse_judge", "resolve_api_key", "shared_llm"]
+__all__ = ["DEFAULT_KEY_ENV", "ModelAt", "check_base_url", "is_loopback", "parse_judge", "resolve_api_key",
+           "shared_llm"]
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
@@ -41,15 +43,22 @@ def resolve_api_key(base_url: str, env_var: str | None, option: str = "--api-key
     )
 
 
-def parse_judge(spec: str, default_url: str) -> tuple[str, str]:
-    """``MODEL`` or ``MODEL@BASE_URL`` -> (model, base URL)."""
+class ModelAt(NamedTuple):
+    """A model and the OpenAI-compatible endpoint serving it."""
+
+    name: str
+    base_url: str
+
+
+def parse_judge(spec: str, default_url: str) -> ModelAt:
+    """``MODEL`` or ``MODEL@BASE_URL`` -> the model at its base URL (``default_url`` when none is given)."""
     name, sep, url = spec.partition("@")
     if not name.strip() or (sep and not url.strip()):
         raise UsageError(f"--judge {spec!r} should be MODEL or MODEL@BASE_URL, e.g. gpt-4.1@https://api.openai.com/v1")
     validate_name("judge", name)
     if not sep and not default_url:
         raise UsageError(f"--judge {spec!r} needs MODEL@BASE_URL or --judge-base-url (no --base-url given)")
-    return name, (url if sep else default_url).rstrip("/")
+    return ModelAt(name, (url if sep else default_url).rstrip("/"))
 
 
 def check_base_url(base_url: str, option: str = "--base-url") -> None:
@@ -60,7 +69,7 @@ def check_base_url(base_url: str, option: str = "--base-url") -> None:
 
 def shared_llm(spec: str, default_url: str | None, key_env: str | None, config: ClientConfig,
                clients: dict[tuple[str, str | None], ChatClient], what: str,
-               key_option: str = "--judge-api-key-env") -> LLM:
+               key_option: str = "--judge-api-key-env", transport: Transport | None = None) -> LLM:
     """``MODEL`` or ``MODEL@BASE_URL`` as an LLM on a client shared by everything on that endpoint and key
     (``clients`` maps (URL, key) to the client). ``what`` names the option in error messages."""
     if "@" not in spec and not default_url:
@@ -69,5 +78,5 @@ def shared_llm(spec: str, default_url: str | None, key_env: str | None, config: 
     check_base_url(url, f"{what}: its URL")
     key = resolve_api_key(url, key_env, key_option)
     if (url, key) not in clients:
-        clients[(url, key)] = ChatClient(url, key, config)
+        clients[(url, key)] = ChatClient(url, key, config, transport=transport)
     return LLM(name, clients[(url, key)])

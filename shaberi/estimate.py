@@ -65,8 +65,7 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, datasets: l
     rows = [_priced(con, "generation", model, len(planned), reused, prompt, config.max_tokens,
                     _observed(con, "answers", "model", model))] if generating else []
     answers = len(questions) * config.samples
-    for judge in judges:
-        name = judge.partition("@")[0]
+    for name in judges:
         sample = [judge_messages(q.benchmark, q, "回答" * 200, bm.BENCHMARKS[q.benchmark].scale) for q in questions]
         per_call = sum(estimate_tokens(m["content"]) for msgs in sample for m in msgs) / max(1, len(sample))
         rows.append(_priced(con, "judging", name, answers, 0, round(per_call * answers), judge_max_tokens,

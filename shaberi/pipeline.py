@@ -15,15 +15,14 @@ from pathlib import Path
 import orjson
 
 from . import benchmarks as bm
-from .client import ChatClient, ClientConfig
-from .endpoints import check_base_url, parse_judge, resolve_api_key, shared_llm
+from .client import ChatClient, ClientConfig, Transport
+from .endpoints import ModelAt, check_base_url, resolve_api_key, shared_llm
 from .errors import UsageError
 from .export import export_connection, export_run, export_summary, write_manifest, write_progress_manifest
 from .generate import GenerationConfig, Progress, generate, write_questions
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, reprocess
 from .lease import EndpointLease
 from .passes import Pass
-from .passes import build as build_passes
 from .passes.runner import PassProgress, run_passes
 from .prompts import generation_template, judging_hash, template_hash
 from .run import RunInfo, run_id_for, validate_name
@@ -39,28 +38,34 @@ STAGES = ("generate", "judge", "passes")
 
 @dataclass
 class RunRequest:
+    """One run, as typed values: the command line parses its grammar ("all", "a,b", ``MODEL@URL``,
+    ``NAME.KEY=VALUE``) into one (``cli.run``), and so can a script."""
+
     model: str
-    base_url: str
+    base_url: str  # "" when the candidate is not called (no generate stage)
     results_dir: Path
     data_dir: Path
-    benchmark: str | None = None  # None: all, when generating; the run's own benchmarks otherwise
+    benchmarks: list[str] | None = None  # None: all, when generating; the run's own benchmarks otherwise
     tag: str = "default"
     api_key_env: str | None = None  # None: OPENAI_API_KEY, optional for a loopback endpoint
     limit: int | None = None
-    stages: str | None = None  # None: generate, and judge when there are judges
+    stages: list[str] | None = None  # None: generate, judge when there are judges, passes when there are passes
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     client: ClientConfig = field(default_factory=ClientConfig)
     rerun: bool = False
     retry_errors: int = 2
-    judges: list[str] = field(default_factory=list)  # "MODEL" or "MODEL@BASE_URL"
-    judge_base_url: str | None = None  # for judges without @URL; default: the candidate's base URL
+    judges: list[ModelAt] = field(default_factory=list)
     judge_api_key_env: str | None = None  # default: the candidate's key variable
     judge_concurrency: int | None = None  # default: the candidate's maximum
     judging: JudgeConfig = field(default_factory=JudgeConfig)
     rejudge: bool = False
-    passes: str | None = None  # "lang_mixing,repetition": run after the other stages (or alone: --stages passes)
-    pass_options: list[str] = field(default_factory=list)  # "NAME.KEY=VALUE"
+    passes: list[Pass] = field(default_factory=list)  # run after the other stages (or alone: stages ["passes"])
+    model_base_url: str | None = None  # a pass option's model given without @URL [default: base_url]
     export: bool = True  # manifest and JSONL artifacts at the end (the benchmarks time the stages without)
+    transport: Transport | None = None  # every client of the run sends through it [default: aiohttp, one each]
+
+    def __post_init__(self) -> None:
+        self.stages = parse_stages(self.stages, bool(self.judges), bool(self.passes), self.rejudge)
 
 
 @dataclass
@@ -82,15 +87,17 @@ class Outcome:
         return {name: r for name, r in self.stages.items() if r.get("status") == "failed"}
 
 
-def parse_stages(spec: str | None, have_judges: bool, have_passes: bool = False, rejudge: bool = False) -> list[str]:
-    """The stages to run, in order. ``--rejudge`` judges stored answers again: it never generates."""
+def parse_stages(spec: str | list[str] | None, have_judges: bool, have_passes: bool = False, rejudge: bool = False
+                 ) -> list[str]:
+    """The stages to run, in order, from ``--stages a,b`` (or a list of names; None: what the other options
+    ask for). ``--rejudge`` judges stored answers again: it never generates."""
     if rejudge and not have_judges:
         raise UsageError("--rejudge calls the judges again on the stored answers: give at least one --judge MODEL "
                          "(or MODEL@BASE_URL)")
     if spec is None:
         return [*([] if rejudge else ["generate"]), *(["judge"] if have_judges else []),
                 *(["passes"] if have_passes else [])]
-    stages = [s.strip() for s in spec.split(",") if s.strip()]
+    stages = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
     unknown = [s for s in stages if s not in STAGES]
     if unknown or not stages:
         raise UsageError(f"unknown stage {', '.join(unknown) or repr(spec)}; choose from: {', '.join(STAGES)}")
@@ -111,17 +118,17 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
     are. ``--benchmark`` scopes every stage."""
     validate_name("model", req.model)
     validate_name("tag", req.tag)
-    stages = parse_stages(req.stages, bool(req.judges), bool(req.passes), req.rejudge)
+    stages = req.stages or []
+    if req.limit is not None and req.limit < 1:
+        raise UsageError("--limit must be at least 1")
     if "generate" not in stages:
         return await _on_stored_answers(req, stages, on_start)
     check_base_url(req.base_url)
-    names = bm.resolve(req.benchmark or "all")
-    if req.limit is not None and req.limit < 1:
-        raise UsageError("--limit must be at least 1")
+    names = req.benchmarks or bm.resolve("all")
     datasets = [bm.load(n, req.data_dir, req.limit) for n in names]
     scope = _question_keys(datasets) if req.limit is not None else None  # --limit scopes every stage alike
     api_key = resolve_api_key(req.base_url, req.api_key_env)
-    candidate = ChatClient(req.base_url, api_key, req.client)
+    candidate = ChatClient(req.base_url, api_key, req.client, transport=req.transport)
     judge_clients: dict[tuple[str, str | None], ChatClient] = {}
     clients = [candidate]
     try:
@@ -181,15 +188,14 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
     top = req.judge_concurrency or req.client.aimd.max
     aimd = replace(req.client.aimd, start=min(req.client.aimd.start, top), min=min(req.client.aimd.min, top), max=top)
     judges: list[Judge] = []
-    for spec in dict.fromkeys(req.judges):
-        name, url = parse_judge(spec, (req.judge_base_url or req.base_url).rstrip("/"))
-        check_base_url(url, f"--judge {spec!r}: its URL")
+    for name, url in dict.fromkeys(req.judges):
+        check_base_url(url, f"--judge {f'{name}@{url}'!r}: its URL")
         if clash := next((j for j in judges if j.name == name), None):  # judgements are keyed by judge name
             raise UsageError(f"--judge {name!r} is given twice, at {clash.client.base_url} and {url}; a judge's "
                              "judgements are kept under its name: judge with one of them per run")
         key = resolve_api_key(url, key_env, "--judge-api-key-env")
         if (url, key) not in clients:
-            clients[(url, key)] = client = ChatClient(url, key, replace(req.client, aimd=aimd))
+            clients[(url, key)] = client = ChatClient(url, key, replace(req.client, aimd=aimd), transport=req.transport)
             client.lease = EndpointLease(url, top)
         judges.append(Judge(name, clients[(url, key)]))
     return judges
@@ -198,12 +204,11 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
 def _passes(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) -> list[Pass]:
     """The requested passes; one that consults a model (``lang_mixing.detector=MODEL[@URL]``) gets a client,
     shared with the judges on the same endpoint."""
-    passes = build_passes(req.passes or "", req.pass_options)
-    for p in passes:
+    for p in req.passes:
         if spec := p.settings.get(p.llm_option or "", ""):
-            p.llm = shared_llm(spec, req.judge_base_url or req.base_url, req.judge_api_key_env or req.api_key_env,
-                               req.client, clients, f"--pass-option {p.name}.{p.llm_option}")
-    return passes
+            p.llm = shared_llm(spec, req.model_base_url or req.base_url, req.judge_api_key_env or req.api_key_env,
+                               req.client, clients, f"--pass-option {p.name}.{p.llm_option}", transport=req.transport)
+    return req.passes
 
 
 @dataclass(frozen=True)
@@ -221,8 +226,6 @@ def check_stored(req: RunRequest, stages: list[str]) -> _Scope:
     """A run on stored answers (``--rejudge``, ``--stages judge|passes``) needs them: checked for every run of
     a ``--runs N`` family before any is touched."""
     what = "--rejudge" if req.rejudge else f"--stages {','.join(stages)}"
-    if req.limit is not None and req.limit < 1:
-        raise UsageError("--limit must be at least 1")
     store = Store(req.results_dir)
     run_id = run_id_for(req.model, req.tag)
     old = store.read("runs", run_id).to_pylist()
@@ -231,12 +234,10 @@ def check_stored(req: RunRequest, stages: list[str]) -> _Scope:
         raise UsageError(f"no stored answers for model {req.model!r} tag {req.tag!r} under {req.results_dir}; "
                          f"{what} works on stored answers: generate them first (shaberi run without {what}), or "
                          "check --model, --tag and --results-dir")
-    names = None
-    if req.benchmark is not None:
-        names = bm.resolve(req.benchmark)
-        if missing := [n for n in names if n not in have]:
-            raise UsageError(f"run {req.tag!r} has no answers for {', '.join(missing)}; it has "
-                             f"{', '.join(sorted(have))}")
+    names = req.benchmarks
+    if names is not None and (missing := [n for n in names if n not in have]):
+        raise UsageError(f"run {req.tag!r} has no answers for {', '.join(missing)}; it has "
+                         f"{', '.join(sorted(have))}")
     questions = None
     if req.limit is not None:  # the same first N questions of each file as when they were generated
         names = names or [n for n in bm.registry() if n in have and n in bm.BENCHMARKS]

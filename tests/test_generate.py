@@ -58,7 +58,7 @@ def test_every_question_is_answered_exactly_once_and_resume_calls_nothing(server
 
 def test_runs_row_records_the_run_and_never_the_key(server, data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-very-secret-key")
-    info, _ = generate(server, tmp_path, data_dir, benchmark="rakuda", tag="t1", api_key_env="MY_KEY", limit=2,
+    info, _ = generate(server, tmp_path, data_dir, benchmarks=["rakuda"], tag="t1", api_key_env="MY_KEY", limit=2,
                        generation=GenerationConfig(temperature=0.5, seed=7))
     (row,) = query(tmp_path, "SELECT run_id, tag, model, status, api_key_sha256, generation_config, datasets, "
                              "prompt_hashes, benchmarks, package_versions, concurrency_history FROM runs")
@@ -79,7 +79,7 @@ def test_error_rows_are_retried_on_resume_up_to_the_limit(server, tmp_path):
     results = tmp_path / "results"
     expected_calls = [1, 2, 3, 3]  # first run, then two resumes re-call the error row; the fourth gives up
     for run_no, calls in enumerate(expected_calls):
-        generate(server, results, data, benchmark="rakuda", retry_errors=2)
+        generate(server, results, data, benchmarks=["rakuda"], retry_errors=2)
         rows = query(results, "SELECT question_id, error_type, calls, content FROM answers ORDER BY 1")
         assert rows[0] == ("q0", None, 1, rows[0][3]) and rows[0][3]
         assert rows[1][:3] == ("q1", "http_401", calls), run_no
@@ -90,10 +90,10 @@ def test_error_rows_are_retried_on_resume_up_to_the_limit(server, tmp_path):
 def test_changed_parameters_or_rerun_call_again_and_supersede_the_old_rows(server, tmp_path):
     data = write_rakuda(tmp_path / "data", ["質問A", "質問B"])
     results = tmp_path / "results"
-    generate(server, results, data, benchmark="rakuda")
-    generate(server, results, data, benchmark="rakuda", generation=GenerationConfig(temperature=0.9))
+    generate(server, results, data, benchmarks=["rakuda"])
+    generate(server, results, data, benchmarks=["rakuda"], generation=GenerationConfig(temperature=0.9))
     assert server.stats()["calls"] == 4
-    generate(server, results, data, benchmark="rakuda", generation=GenerationConfig(temperature=0.9), rerun=True)
+    generate(server, results, data, benchmarks=["rakuda"], generation=GenerationConfig(temperature=0.9), rerun=True)
     assert server.stats()["calls"] == 6
     assert query(results, "SELECT count(*), count(DISTINCT request_hash) FROM answers") == [(2, 2)]
     assert query(results, "SELECT count(*) FROM raw_answers") == [(2,)]  # compacted
@@ -102,7 +102,7 @@ def test_changed_parameters_or_rerun_call_again_and_supersede_the_old_rows(serve
 
 def test_reasoning_is_stripped_into_its_own_column(server, tmp_path):
     data = write_rakuda(tmp_path / "data", ["[[think]] 考えてから答えて"])
-    generate(server, tmp_path / "r", data, benchmark="rakuda")
+    generate(server, tmp_path / "r", data, benchmarks=["rakuda"])
     ((content, reasoning),) = query(tmp_path / "r", "SELECT content, reasoning FROM answers")
     assert reasoning == "まず質問を整理します。" and "<think>" not in content and content.startswith("「")
 

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from shaberi.client import ClientConfig
+from shaberi.endpoints import ModelAt
 from shaberi.inspector import Inspector
 from shaberi.legacy import import_tree
+from shaberi.passes import build
 from shaberi.pipeline import RunRequest, run
 from shaberi.tui import InspectApp, render_detail
 
@@ -43,8 +45,9 @@ def root(tmp_path_factory):
                     fh.write(json.dumps({"category": "c", "question_id": f"q{i}", "text": text},
                                         ensure_ascii=False) + "\n")
             asyncio.run(run(RunRequest(model="m", base_url=server.base_url, results_dir=base / "r",
-                                       data_dir=data.parent, benchmark="rakuda", tag=tag, judges=["j"],
-                                       passes="format_validation", client=ClientConfig(timeout=5, max_retries=0))))
+                                       data_dir=data.parent, benchmarks=["rakuda"], tag=tag,
+                                       judges=[ModelAt("j", server.base_url)], passes=build("format_validation"),
+                                       client=ClientConfig(timeout=5, max_retries=0))))
     return base / "r"
 
 
@@ -205,7 +208,8 @@ def test_inspect_shows_any_text_literally(server, tmp_path):
     texts = [f"<<answer: {t}>> <<judge: {t} FINAL SCORE: 5>> 質問{i}" for i, t in enumerate(BRACKETS)]
     data = write_rakuda(tmp_path / "d", texts)
     asyncio.run(run(RunRequest(model="m", base_url=server.base_url, results_dir=tmp_path / "r", data_dir=data,
-                               benchmark="rakuda", judges=["j"], client=ClientConfig(timeout=5, max_retries=0))))
+                               benchmarks=["rakuda"], judges=[ModelAt("j", server.base_url)],
+                               client=ClientConfig(timeout=5, max_retries=0))))
     app = InspectApp(tmp_path / "r")
     seen = []
 

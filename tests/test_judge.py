@@ -11,6 +11,7 @@ import pytest
 
 from shaberi import judge as judge_module
 from shaberi.client import ClientConfig
+from shaberi.endpoints import ModelAt
 from shaberi.pipeline import RunRequest, run
 from shaberi.testing import LoopbackServer
 
@@ -20,8 +21,8 @@ FAST = ClientConfig(timeout=2.0, max_retries=1, backoff_base=0.01, backoff_max=0
 
 
 def evaluate(server, results, data, **kw):
-    kw.setdefault("judges", ["judge-a"])
-    req = RunRequest(model="m", base_url=server.base_url, results_dir=results, data_dir=data, benchmark="rakuda",
+    kw["judges"] = [ModelAt(j, server.base_url) for j in kw.get("judges", ["judge-a"])]
+    req = RunRequest(model="m", base_url=server.base_url, results_dir=results, data_dir=data, benchmarks=["rakuda"],
                      client=FAST, **kw)
     return asyncio.run(run(req))
 
@@ -132,12 +133,12 @@ def test_a_changed_judging_prompt_or_a_new_judge_is_judged_again(server, tmp_pat
 def test_failed_judge_calls_are_recorded_and_retried_on_the_next_run(server, tmp_path):
     data = write_rakuda(tmp_path / "d", ["質問1"])
     results = tmp_path / "r"
-    evaluate(server, results, data, stages="generate")
+    evaluate(server, results, data, stages=["generate"])
     server.fail_next(503, 503)  # the judge call and its one retry (max_retries=1)
-    evaluate(server, results, data, stages="judge")
+    evaluate(server, results, data, stages=["judge"])
     ((score, error),) = query(results, "SELECT score, error FROM judgements")
     assert score is None and error.startswith("judge_error: server_error")
-    evaluate(server, results, data, stages="judge")
+    evaluate(server, results, data, stages=["judge"])
     assert query(results, "SELECT score IS NOT NULL, error FROM judgements") == [(True, None)]
 
 

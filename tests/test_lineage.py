@@ -126,6 +126,7 @@ def test_the_latest_judging_prompt_counts_and_an_older_one_is_kept(server, tmp_p
 
     from shaberi import judge as judge_module
     from shaberi.client import ClientConfig
+    from shaberi.endpoints import ModelAt
     from shaberi.pipeline import RunRequest
     from shaberi.pipeline import run as run_pipeline
 
@@ -134,14 +135,14 @@ def test_the_latest_judging_prompt_counts_and_an_older_one_is_kept(server, tmp_p
 
     def evaluate(tag: str, **kw) -> None:
         asyncio.run(run_pipeline(RunRequest(model="m", base_url=server.base_url, results_dir=results, data_dir=data,
-                                            benchmark="rakuda", tag=tag, judges=["j"],
+                                            benchmarks=["rakuda"], tag=tag, judges=[ModelAt("j", server.base_url)],
                                             client=ClientConfig(max_retries=0), **kw)))
 
     evaluate("old")
     evaluate("both")
     old_hash = query(results, "SELECT DISTINCT prompt_hash FROM judgements")[0][0]
     monkeypatch.setattr(judge_module, "judging_hash", lambda benchmark: "prompt-v2")  # an upgrade's new prompt
-    evaluate("both", stages="judge")
+    evaluate("both", stages=["judge"])
     rows = query(results, "SELECT r.tag, h.prompt_hash, h.lineage, count(*) FROM judgement_history h JOIN runs r "
                           "USING (run_id) GROUP BY ALL ORDER BY 1, 2")
     assert rows == sorted([("both", old_hash, "superseded", 2), ("both", "prompt-v2", "current", 2),

@@ -8,6 +8,7 @@ import json
 
 from shaberi import benchmarks as bm
 from shaberi.client import ClientConfig
+from shaberi.endpoints import ModelAt
 from shaberi.errors import UsageError
 from shaberi.pipeline import RunRequest, run
 
@@ -30,7 +31,7 @@ def write_two_turn(data_dir, rows, refs):
 
 def evaluate(server, results, data):
     req = RunRequest(model="m", base_url=server.base_url, results_dir=results, data_dir=data,
-                     benchmark="mt_bench_full", judges=["j"], client=FAST)
+                     benchmarks=["mt_bench_full"], judges=[ModelAt("j", server.base_url)], client=FAST)
     return asyncio.run(run(req))
 
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from shaberi.endpoints import ModelAt
 from shaberi.passes import PASSES, Finding, Item, Pass, build, register
 from shaberi.passes.runner import run_passes
 from shaberi.pipeline import RunRequest, run
@@ -183,14 +184,17 @@ def evaluate(server, tmp_path, answers=("日本の首都は东京です。", "�
     data = write_rakuda(tmp_path / "d", [f"<<judge: 採点です。\\nFINAL SCORE: {s}>> 質問{i}"
                                          for i, s in enumerate(scores)])
     req = RunRequest(model="m", base_url=server.base_url, results_dir=tmp_path / "r", data_dir=data,
-                     benchmark="rakuda", client=FAST, judges=["judge-a"], stages="generate",
+                     benchmarks=["rakuda"], client=FAST, judges=[ModelAt("judge-a", server.base_url)],
+                     stages=["generate"],
                      tag=kw.pop("tag", "default"))
     run_id = asyncio.run(run(req)).info.run_id
     Store(tmp_path / "r").write_part("answers", run_id, [
         {"run_id": run_id, "benchmark": "rakuda", "question_id": f"q{i}", "sample_index": 0, "strategy": "",
          "model": "m", "content": text, "finish_reason": "stop", "created_at": now_us()}
         for i, text in enumerate(answers)])
-    return asyncio.run(run(replace(req, stages="judge,passes" if kw.get("passes") else "judge", **kw)))
+    if "passes" in kw:
+        kw["passes"] = build(kw["passes"])
+    return asyncio.run(run(replace(req, stages=["judge", "passes"] if kw.get("passes") else ["judge"], **kw)))
 
 
 def test_deltas_are_clamped_to_the_scale_and_the_judge_score_is_kept(server, tmp_path):
@@ -388,8 +392,8 @@ def test_safety_check_refuses_to_run_without_a_model():
 def safety_run(server, tmp_path, *options: str, detector: str = "det"):
     """The safety_check pass alone on the stored run that ``evaluate`` made, with a detector on the server."""
     req = RunRequest(model="m", base_url=server.base_url, results_dir=tmp_path / "r", data_dir=tmp_path / "d",
-                     client=FAST, stages="passes", passes="safety_check",
-                     pass_options=[f"safety_check.detector={detector}@{server.base_url}", *options])
+                     client=FAST, stages=["passes"],
+                     passes=build("safety_check", [f"safety_check.detector={detector}@{server.base_url}", *options]))
     return asyncio.run(run(req))
 
 

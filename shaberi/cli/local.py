@@ -47,8 +47,10 @@ def demo(
     from contextlib import AbstractContextManager
 
     from ..client import AIMDConfig, ClientConfig
+    from ..endpoints import ModelAt
     from ..generate import GenerationConfig
     from ..judge import JudgeConfig
+    from ..passes import build
     from ..pipeline import RunRequest
     from ..resources import resource_dir
 
@@ -70,7 +72,8 @@ def demo(
         typer.echo(f"serving {note} at {endpoint.base_url}", err=True)
         run_request(RunRequest(model=model, base_url=endpoint.base_url, results_dir=results_dir,
                         data_dir=data_dir or resource_dir("data") / "samples", tag="demo", limit=limit,
-                        judges=[judge_model], passes="lang_mixing,repetition,format_validation", client=client,
+                        judges=[ModelAt(judge_model, endpoint.base_url)],
+                        passes=build("lang_mixing,repetition,format_validation"), client=client,
                         generation=GenerationConfig(max_tokens=384), judging=JudgeConfig(max_tokens=384)))
     view(tag="demo", runs=None, model=model, judge=None, format=Format.table, pricing=None, clustered_se=False,
          results_dir=results_dir)

@@ -94,9 +94,12 @@ def run(
     2 bad input, nothing written.
     """
     arrow_without_pandas()
+    from ..benchmarks import resolve
     from ..client import AIMDConfig, ClientConfig
+    from ..endpoints import parse_judge
     from ..generate import GenerationConfig
     from ..judge import JudgeConfig
+    from ..passes import build
     from ..pipeline import RunRequest, check_stored, parse_stages, repeated, reprocess_run
     from ..run import run_id_for
 
@@ -130,15 +133,19 @@ def run(
             raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
     aimd = AIMDConfig(min(concurrency_start, concurrency), min(concurrency_min, concurrency), concurrency,
                       aimd_increase, aimd_decrease, aimd_cooldown)
+    if limit is not None and limit < 1:
+        raise UsageError("--limit must be at least 1")
+    judges_url = (judge_base_url or base_url or "").rstrip("/")
     request = RunRequest(
-        model=model, base_url=base_url or "", results_dir=results_dir, data_dir=data_dir, benchmark=benchmark,
-        tag=tag, api_key_env=api_key_env, limit=limit, stages=stages,
+        model=model, base_url=base_url or "", results_dir=results_dir, data_dir=data_dir,
+        benchmarks=None if benchmark is None else resolve(benchmark), tag=tag, api_key_env=api_key_env, limit=limit,
+        stages=stages_run,
         generation=GenerationConfig(temperature, max_tokens, frequency_penalty, seed),
         client=ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, aimd=aimd),
-        rerun=rerun, retry_errors=retry_errors, judges=judge or [], judge_base_url=judge_base_url,
+        rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
-        judging=JudgeConfig(judge_temperature, judge_max_tokens), rejudge=rejudge, passes=passes,
-        pass_options=pass_option or [],
+        judging=JudgeConfig(judge_temperature, judge_max_tokens), rejudge=rejudge,
+        passes=build(passes, pass_option or []) if passes else [], model_base_url=judge_base_url,
     )
     if dry_run:
         _dry_run(request, runs, pricing)
@@ -154,22 +161,22 @@ def run(
 def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
     from ..benchmarks import BENCHMARKS, load, registry, resolve
     from ..estimate import estimate
-    from ..pipeline import check_stored, parse_stages, repeated
+    from ..pipeline import check_stored, repeated
     from ..run import validate_name
 
     validate_name("model", request.model)
     validate_name("tag", request.tag)
-    stages = parse_stages(request.stages, bool(request.judges), bool(request.passes), request.rejudge)
+    stages = request.stages or []
     table = []
     for each in repeated(request, runs):
         if "generate" in stages:
-            names = resolve(each.benchmark or "all")
+            names = each.benchmarks or resolve("all")
         else:  # the stored run's benchmarks, as the run itself would take them
             scope = check_stored(each, stages)
             names = scope.benchmarks or [n for n in registry() if n in scope.have and n in BENCHMARKS]
         datasets = [load(n, each.data_dir, each.limit) for n in names]
         for r in estimate(each.results_dir, each.model, each.tag, each.base_url, datasets, each.generation,
-                          each.judges if "judge" in stages else [], each.judging.max_tokens, pricing,
+                          [j.name for j in each.judges] if "judge" in stages else [], each.judging.max_tokens, pricing,
                           generating="generate" in stages):
             table.append([*([each.tag] if runs > 1 else []), r.stage, r.model, f"{r.calls:,}", f"{r.reused:,}",
                           f"~{r.prompt_tokens:,}", f"~{r.completion_tokens:,}", f"{r.completion_bound:,}",
