@@ -26,6 +26,7 @@ from urllib.parse import quote
 import duckdb
 import orjson
 
+from .schema import TABLES
 from .sql import connect, find_runs
 from .status import benchmark_statuses, effective, writer_alive
 
@@ -191,7 +192,7 @@ def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | 
                j.judge_output, j.finish_reason AS judge_finish_reason, j.fallback_output, j.prompt_hash,
                j.answer_hash, a.prompt_tokens AS answer_prompt_tokens, a.completion_tokens AS answer_completion_tokens,
                j.prompt_tokens AS judge_prompt_tokens, j.completion_tokens AS judge_completion_tokens, j.created_at
-        FROM judgements j LEFT JOIN answers a USING (run_id, benchmark, question_id, sample_index, strategy)
+        FROM judgements j LEFT JOIN answers a USING ({", ".join(TABLES["answers"].key)})
         ORDER BY j.judge, j.benchmark, j.question_id, j.sample_index""")
     con.execute(f"""CREATE OR REPLACE TEMP VIEW x_scores AS
         SELECT {_ANSWER_ID} AS answer_id, benchmark, question_id, judge AS judge_model, original_score, pass_delta,

@@ -23,7 +23,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import errors
+from . import errors, rows
 from .benchmarks import Dataset, Question
 from .client import ChatClient, Completion
 from .dispatch import Dispatcher
@@ -117,7 +117,7 @@ class _Work:
 
 def plan_calls(
     questions: Iterable[Question], model: str, base_url: str, config: GenerationConfig,
-    existing: dict[tuple, tuple], rerun: bool, retry_errors: int, progress: Progress,
+    existing: dict[rows.AnswerKey, tuple], rerun: bool, retry_errors: int, progress: Progress,
     earlier: Callable[[Question, int], list[str] | None] = lambda q, s: [],
 ) -> Iterator[_Work]:
     """Yield the calls still needed, lazily, counting reused rows as it goes."""
@@ -130,7 +130,7 @@ def plan_calls(
             messages = generation_messages(q, history)
             body = orjson.dumps(config.body(model, messages, s))
             digest = hashlib.sha256(b"%s\n%s\n%d" % (base_url.encode(), body, s)).hexdigest()[:32]
-            old = existing.get((q.benchmark, q.question_id, s))
+            old = existing.get(rows.AnswerKey(q.benchmark, q.question_id, s))
             calls, attempts = 1, 0
             if old is not None and old[0] == digest and not rerun:
                 _, error, old_calls, old_attempts = old
@@ -189,7 +189,7 @@ async def generate(
             await ticker
         cached = {name: b.cached for name, b in progress.benchmarks.items() if b.cached}
         for name, n in cached.items():
-            journal.append("token_usage", _usage(run_id, name, model, 0, 0, 0, cached=n))
+            journal.append("token_usage", rows.token_usage(run_id, "generation", name, model, cached_requests=n))
     finally:
         journal.close()
     if existing or len(store.parts("answers", run_id)) > 16:
@@ -198,19 +198,17 @@ async def generate(
     return progress
 
 
-def existing_answers(store: Store, run_id: str) -> dict[tuple, tuple]:
-    rows = store.read("answers", run_id, ["benchmark", "question_id", "sample_index", "strategy", "request_hash",
-                                          "error", "calls", "attempts"]).to_pylist()
-    return {(r["benchmark"], r["question_id"], r["sample_index"]):
-            (r["request_hash"], r["error"], r["calls"] or 1, r["attempts"] or 0) for r in rows if not r["strategy"]}
+def existing_answers(store: Store, run_id: str) -> dict[rows.AnswerKey, tuple]:
+    """The model's stored answers: (request_hash, error, calls, attempts) by key."""
+    stored = store.read("answers", run_id, [*rows.ANSWER_COLUMNS, "request_hash", "error", "calls", "attempts"])
+    return {rows.AnswerKey.of(r): (r["request_hash"], r["error"], r["calls"] or 1, r["attempts"] or 0)
+            for r in stored.to_pylist() if not r["strategy"]}
 
 
-def _contents(store: Store, run_id: str) -> dict[tuple[str, str, int], str | None]:
-    """(benchmark, question_id, sample_index) -> answer text, None for an error answer."""
-    rows = store.read("answers", run_id, ["benchmark", "question_id", "sample_index", "strategy", "content",
-                                          "error"]).to_pylist()
-    return {(r["benchmark"], r["question_id"], r["sample_index"]): None if r["error"] else r["content"]
-            for r in rows if not r["strategy"]}
+def _contents(store: Store, run_id: str) -> dict[rows.AnswerKey, str | None]:
+    """The model's stored answer texts by key, None for an error answer."""
+    stored = store.read("answers", run_id, [*rows.ANSWER_COLUMNS, "content", "error"])
+    return {rows.AnswerKey.of(r): None if r["error"] else r["content"] for r in stored.to_pylist() if not r["strategy"]}
 
 
 def _earlier_answers(contents: dict, previous: dict[tuple[str, str], str]
@@ -220,7 +218,7 @@ def _earlier_answers(contents: dict, previous: dict[tuple[str, str], str]
     def earlier(q: Question, sample: int) -> list[str] | None:
         chain, key = [], previous.get((q.benchmark, q.question_id))
         while key is not None:
-            text = contents.get((q.benchmark, key, sample))
+            text = contents.get(rows.AnswerKey(q.benchmark, key, sample))
             if text is None:
                 return None
             chain.append(text)
@@ -244,10 +242,9 @@ def _next_turns(later: list[Question], earlier: Callable[[Question, int], list[s
         now.append(q)
         for s in range(samples):
             if earlier(q, s) is None:
-                journal.append("answers", {
-                    "run_id": run_id, "benchmark": q.benchmark, "question_id": q.question_id, "sample_index": s,
-                    "strategy": "", "model": model, "error": f"turn {q.extra['previous']} has no answer",
-                    "error_type": "dependency", "attempts": 0, "calls": 0, "created_at": now_us()})
+                journal.append("answers", rows.answer(
+                    run_id, rows.AnswerKey(q.benchmark, q.question_id, s), model,
+                    error=f"turn {q.extra['previous']} has no answer", error_type="dependency", attempts=0, calls=0))
                 progress.benchmarks[q.benchmark].done += 1
                 progress.benchmarks[q.benchmark].errors += 1
     return now, wait
@@ -265,37 +262,31 @@ def _record(journal: Journal, run_id: str, model: str, progress: Progress, item:
             exc: errors.LLMError | None) -> None:
     """Journal one finished call (answer row and its token usage, in one write) and count it."""
     q = item.question
-    row = {
-        "run_id": run_id, "benchmark": q.benchmark, "question_id": q.question_id,
-        "sample_index": item.sample_index, "strategy": "", "model": model,
-        "request_hash": item.request_hash, "calls": item.calls, "created_at": now_us(),
-    }
+    key = rows.AnswerKey(q.benchmark, q.question_id, item.sample_index)
     if done is None:
         assert exc is not None
-        row |= {"error": str(exc)[:2000], "error_type": exc.error_type, "attempts": item.attempts_before + exc.attempts}
-        usage = _usage(run_id, q.benchmark, model, exc.attempts, 0, 0)
+        row = rows.answer(run_id, key, model, request_hash=item.request_hash, calls=item.calls, error=str(exc)[:2000],
+                          error_type=exc.error_type, attempts=item.attempts_before + exc.attempts)
+        usage = rows.token_usage(run_id, "generation", q.benchmark, model, requests=exc.attempts)
         progress.failed += 1
         progress.failures[f"{exc.error_type}: {str(exc)[:120]}"] += 1
+        tokens = 0
     else:
         content, reasoning = split_reasoning(done.content, done.reasoning)
-        row |= {"content": content or "", "answer_hash": conversation_hash(item.earlier, content),
-                "reasoning": reasoning, "finish_reason": done.finish_reason,
-                "attempts": item.attempts_before + done.attempts, "latency_ms": done.latency_ms,
-                "prompt_tokens": done.prompt_tokens, "completion_tokens": done.completion_tokens}
-        usage = _usage(run_id, q.benchmark, model, done.attempts, done.prompt_tokens, done.completion_tokens)
+        row = rows.answer(run_id, key, model, request_hash=item.request_hash, calls=item.calls, content=content or "",
+                          answer_hash=conversation_hash(item.earlier, content), reasoning=reasoning,
+                          finish_reason=done.finish_reason, attempts=item.attempts_before + done.attempts,
+                          latency_ms=done.latency_ms, prompt_tokens=done.prompt_tokens,
+                          completion_tokens=done.completion_tokens)
+        usage = rows.token_usage(run_id, "generation", q.benchmark, model, requests=done.attempts,
+                                 prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens)
+        tokens = done.prompt_tokens + done.completion_tokens
     journal.append_many([("answers", row), ("token_usage", usage)])
     stats = progress.benchmarks[q.benchmark]
     stats.done += 1
     stats.errors += done is None
-    stats.tokens += usage["prompt_tokens"] + usage["completion_tokens"]
+    stats.tokens += tokens
     progress.calls += 1
-
-
-def _usage(run_id: str, benchmark: str, model: str, requests: int, prompt: int, completion: int,
-           cached: int = 0) -> dict:
-    return {"run_id": run_id, "stage": "generation", "benchmark": benchmark, "model": model,
-            "requests": requests, "prompt_tokens": prompt, "completion_tokens": completion,
-            "cached_requests": cached, "created_at": now_us()}
 
 
 def write_questions(store: Store, run_id: str, datasets: list[Dataset]) -> None:

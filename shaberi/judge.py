@@ -31,13 +31,13 @@ from .errors import LLMError
 from .extract import Extraction, extract
 from .lineage import conversation_hash, earlier_turns
 from .prompts import judge_fallback, judge_messages, judging_hash
+from .rows import ANSWER_COLUMNS, AnswerKey, judgement, token_usage
 from .schema import TABLES
-from .store import Journal, Store, now_us
+from .store import Journal, Store
 
 __all__ = ["ANSWER_ERROR", "Judge", "JudgeConfig", "JudgeProgress", "judge", "reprocess"]
 
 ANSWER_ERROR = "answer_error"
-_KEY = ("benchmark", "question_id", "sample_index", "strategy")
 
 
 @dataclass(frozen=True)
@@ -105,12 +105,12 @@ async def judge(
     progress = progress or JudgeProgress()
     rows = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
             for q in store.read("questions", run_id).to_pylist()}
-    answers = store.read("answers", run_id, [*_KEY, "content", "error", "answer_hash"]).to_pylist()
-    texts = {tuple(a[k] for k in _KEY): a["content"] for a in answers}
+    answers = store.read("answers", run_id, [*ANSWER_COLUMNS, "content", "error", "answer_hash"]).to_pylist()
+    texts = {AnswerKey.of(a): a["content"] for a in answers}
     existing = {  # every stored identity (history included) -> is it unfinished, does a resumed rejudge keep it
-        (*(r[k] for k in _KEY), r["judge"], r["prompt_hash"], r["answer_hash"]): (
+        (AnswerKey.of(r), r["judge"], r["prompt_hash"], r["answer_hash"]): (
             _unfinished(r), rejudged_since is not None and r["created_at"].timestamp() * 1e6 >= rejudged_since)
-        for r in store.read("judgements", run_id, [*_KEY, "judge", "prompt_hash", "answer_hash", "error",
+        for r in store.read("judgements", run_id, [*ANSWER_COLUMNS, "judge", "prompt_hash", "answer_hash", "error",
                                                    "fallback_output", "created_at"]).to_pylist()
     }
     # An answer whose benchmark or question this version does not know has nothing to be judged against.
@@ -131,9 +131,7 @@ async def judge(
             for c in clients
         ))
         for (bench, name), n in progress.reused_by.items():  # the token table's "reused" column
-            journal.append("token_usage", {"run_id": run_id, "stage": "judging", "benchmark": bench, "model": name,
-                                           "requests": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                                           "cached_requests": n, "created_at": now_us()})
+            journal.append("token_usage", token_usage(run_id, "judging", bench, name, cached_requests=n))
     finally:
         journal.close()
     store.compact("judgements", run_id)
@@ -151,7 +149,7 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
         prompt_hash = judging_hash(name)
         a_hash = answer["answer_hash"] or conversation_hash([h["assistant"] for h in history], answer["content"])
         for j in judges:
-            identity = (*(answer[k] for k in _KEY), j.name, prompt_hash, a_hash)
+            identity = (AnswerKey.of(answer), j.name, prompt_hash, a_hash)
             old = existing.get(identity)
             if old is not None and (not rejudge or old[1]) and not old[0]:
                 progress.done += 1
@@ -212,10 +210,8 @@ def _with_fallback(first: Extraction, fallback_reply: str | None, spec: bm.Bench
 
 
 def _row(run_id: str, answer: dict, judge_name: str, prompt_hash: str, a_hash: str, **values: object) -> dict:
-    scale = bm.BENCHMARKS[answer["benchmark"]].scale
-    return {"run_id": run_id, **{k: answer[k] for k in _KEY}, "judge": judge_name,
-            "score_scale": f"{scale[0]}-{scale[1]}", "prompt_hash": prompt_hash, "answer_hash": a_hash,
-            "created_at": now_us(), **values}
+    return judgement(run_id, AnswerKey.of(answer), judge_name, bm.BENCHMARKS[answer["benchmark"]].scale, prompt_hash,
+                     a_hash, **values)
 
 
 def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item, verdict: _Verdict | None,
@@ -248,9 +244,8 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
         if verdict.fallback_error is not None:  # the judgement has no score because a call failed
             progress.failed += 1
             progress.failures[f"fallback {verdict.fallback_error.error_type}: {str(verdict.fallback_error)[:100]}"] += 1
-    usage = {"run_id": run_id, "stage": "judging", "benchmark": item.answer["benchmark"], "model": name,
-             "requests": requests, "prompt_tokens": prompt, "completion_tokens": completion, "cached_requests": 0,
-             "created_at": now_us()}
+    usage = token_usage(run_id, "judging", item.answer["benchmark"], name, requests=requests, prompt_tokens=prompt,
+                        completion_tokens=completion)
     journal.append_many([("judgements", row), ("token_usage", usage)])
     progress.done += 1
     progress.judged += 1
@@ -261,14 +256,14 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
 def reprocess(store: Store, run_id: str) -> int:
     """Re-parse every stored judge reply of the run with the current rules; no API call. Returns rows changed."""
     rows = store.read("judgements", run_id).to_pylist()
-    current = {tuple(a[k] for k in _KEY): a
-               for a in store.read("answers", run_id, [*_KEY, "answer_hash", "content"]).to_pylist()}
+    current = {AnswerKey.of(a): a
+               for a in store.read("answers", run_id, [*ANSWER_COLUMNS, "answer_hash", "content"]).to_pylist()}
     changed = 0
     for row in rows:
         spec = bm.BENCHMARKS.get(row["benchmark"])
         if spec is None or row["judge_output"] is None:
             continue  # answer errors and failed judge calls hold no reply to re-read
-        answer = current.get(tuple(row[k] for k in _KEY))
+        answer = current.get(AnswerKey.of(row))
         judged = answer["content"] if answer and answer["answer_hash"] in (None, row["answer_hash"]) else None
         found = extract(row["judge_output"], spec.scale, spec.rules, judged, row["finish_reason"] == "length")
         if not found.ok and row["fallback_output"] is not None:

@@ -26,6 +26,7 @@ from pathlib import Path
 import orjson
 
 from .errors import DataError
+from .rows import AnswerKey, answer, judgement
 from .run import RunInfo
 from .schema import TABLES
 from .store import Store, now_us
@@ -135,10 +136,8 @@ def _text(value: object) -> str | None:
 def _answer(run_id: str, model: str, name: str, qid: str, row: dict, at: int) -> dict:
     content = row.get("ModelAnswer")
     error = row.get("ErrorType") or (None if content is not None else "no ModelAnswer in the legacy file")
-    return {"run_id": run_id, "benchmark": name, "question_id": qid, "sample_index": 0, "strategy": "",
-            "model": model, "content": None if error else str(content), "error": error,
-            "error_type": "legacy_error" if error else None, "attempts": row.get("ErrorCount"), "calls": 1,
-            "created_at": at}
+    return answer(run_id, AnswerKey(name, qid), model, content=None if error else str(content), error=error,
+                  error_type="legacy_error" if error else None, attempts=row.get("ErrorCount"), calls=1, created_at=at)
 
 
 def _score(row: dict, report: ImportReport) -> tuple[float | None, str | None]:
@@ -202,11 +201,10 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
             for k, each in enumerate(repeats):  # the last counts; the earlier ones are its history
                 score, output = _score(each, report)
                 repeat = len(repeats) - 1 - k
-                judgements[(name, qid, judge, repeat)] = {
-                    "run_id": info.run_id, "benchmark": name, "question_id": qid, "sample_index": 0, "strategy": "",
-                    "judge": judge, "score": score, "parse_method": "legacy", "judge_output": output,
-                    "prompt_hash": f"legacy:repeat{repeat}" if repeat else None,
-                    "error": None if score is not None else "legacy: no score", "created_at": at - repeat}
+                judgements[(name, qid, judge, repeat)] = judgement(
+                    info.run_id, AnswerKey(name, qid), judge, None, f"legacy:repeat{repeat}" if repeat else None, None,
+                    score=score, parse_method="legacy", judge_output=output,
+                    error=None if score is not None else "legacy: no score", created_at=at - repeat)
     info.benchmarks = sorted({name for name, _ in questions})
     info.judges = tuple(sorted(judges))
     with store.lock(info.run_id, f"legacy import of {model!r}"):

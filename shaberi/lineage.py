@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 
+from .rows import AnswerKey
+
 __all__ = ["answer_hash", "conversation_hash", "earlier_turns"]
 
 
@@ -32,12 +34,12 @@ def conversation_hash(earlier: list[str], content: str | None) -> str:
 
 def earlier_turns(question: dict, answer: dict, questions: dict, texts: dict) -> list[dict[str, str]]:
     """The earlier turns of a conversation, as the model answered them ({user, assistant}), oldest first.
-    ``questions`` maps (benchmark, question_id) to rows with ``extra`` parsed; ``texts`` maps answer keys
+    ``questions`` maps (benchmark, question_id) to rows with ``extra`` parsed; ``texts`` maps ``AnswerKey``s
     to contents."""
     turns, key = [], question["extra"].get("previous")
     while key is not None:
         earlier = questions[(answer["benchmark"], key)]
-        text = texts.get((answer["benchmark"], key, answer["sample_index"], answer["strategy"]))
+        text = texts.get(AnswerKey(answer["benchmark"], key, answer["sample_index"], answer["strategy"]))
         turns.append({"user": earlier["turns"][-1], "assistant": text or ""})
         key = earlier["extra"].get("previous")
     return turns[::-1]

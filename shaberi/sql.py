@@ -10,6 +10,7 @@ scipy's Student t quantile, so confidence intervals come from scipy, not from a 
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,14 @@ def _benchmark_info() -> list[tuple]:
     return rows
 
 
+_KEY = re.compile(r"\{key:([a-z_]+)\}")
+
+
+def _keys_filled(script: str) -> str:
+    """``{key:TABLE}`` in a view's SQL: the table's key columns as ``schema.TABLES`` declares them."""
+    return _KEY.sub(lambda m: ", ".join(TABLES[m[1]].key), script)
+
+
 def _t_quantile(p: float, df: int) -> float | None:
     """scipy's Student t quantile (``stdtrit`` is what ``scipy.stats.t.ppf`` evaluates); imported on first
     use because ``scipy.stats`` alone takes most of a second to import."""
@@ -135,7 +144,7 @@ def connect(root: str | Path, pricing: Path | None = None, run_ids: list[str] | 
     con.executemany("INSERT INTO pricing VALUES (?, ?, ?, ?)", load_pricing(pricing))
     scripts = []
     for path in sorted(resource_dir("sql").glob("*.sql")):
-        scripts.append(path.read_text(encoding="utf-8"))
+        scripts.append(_keys_filled(path.read_text(encoding="utf-8")))
         if upto is not None and path.stem.split("_", 1)[1] == upto:
             break
     if upto is None or any("t_quantile" in s for s in scripts):  # registering a Python UDF imports numpy

@@ -11,10 +11,10 @@ WITH checked AS (
     SELECT j.*, a.answer_hash AS current_answer_hash,
            coalesce(j.answer_hash <> a.answer_hash, false) AS stale
     FROM judgement_rows j
-    LEFT JOIN answers a USING (run_id, benchmark, question_id, sample_index, strategy)
+    LEFT JOIN answers a USING ({key:answers})
 ), ranked AS (
     SELECT *, row_number() OVER (
-        PARTITION BY run_id, benchmark, question_id, sample_index, strategy, judge, stale
+        PARTITION BY {key:answers}, judge, stale
         ORDER BY created_at DESC, prompt_hash DESC NULLS LAST) AS newest
     FROM checked
 )

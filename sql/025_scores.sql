@@ -32,7 +32,7 @@ SELECT j.run_id, j.benchmark, j.question_id, j.sample_index, j.strategy, j.judge
        j.prompt_hash, j.answer_hash
 FROM judgements j
 JOIN benchmark_info b USING (benchmark)
-LEFT JOIN deltas d USING (run_id, benchmark, question_id, sample_index, strategy, judge)
+LEFT JOIN deltas d USING ({key:answers}, judge)
 ANTI JOIN excluded_questions x ON x.benchmark = j.benchmark AND x.question_id = j.question_id;
 
 CREATE OR REPLACE VIEW scores AS SELECT * FROM scores_using(NULL);

@@ -24,13 +24,13 @@ from ..client import Completion
 from ..dispatch import Dispatcher
 from ..errors import LLMError
 from ..lineage import conversation_hash, earlier_turns
+from ..rows import ANSWER_COLUMNS, AnswerKey, pass_delta, token_usage
 from ..schema import TABLES
-from ..store import Journal, Store, now_us
+from ..store import Journal, Store
 from . import Finding, Item, Pass
 
 __all__ = ["PassProgress", "run_passes"]
 
-_KEY = ("benchmark", "question_id", "sample_index", "strategy")
 
 
 @dataclass
@@ -71,7 +71,7 @@ async def run_passes(store: Store, run_id: str, passes: list[Pass], progress: Pa
             for item, a_hash in items:
                 finding = p.check(item)
                 if p.llm is not None and p.needs_llm(finding):
-                    stored = verdicts.get((p.name, *_key(item), a_hash))
+                    stored = verdicts.get((p.name, _key(item), a_hash))
                     if stored is None or not p.reusable(stored[0]):
                         asks.append((item, finding, a_hash))
                         continue
@@ -96,21 +96,22 @@ async def run_passes(store: Store, run_id: str, passes: list[Pass], progress: Pa
     return progress
 
 
-def _key(item: Item) -> tuple:
-    return item.benchmark, item.question_id, item.sample_index, item.strategy
+def _key(item: Item) -> AnswerKey:
+    return AnswerKey(item.benchmark, item.question_id, item.sample_index, item.strategy)
 
 
 def _items(store: Store, run_id: str) -> Iterator[tuple[Item, str]]:
     """(Item, conversation hash) for every answer of a benchmark this version knows."""
     questions = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
                  for q in store.read("questions", run_id, ["benchmark", "question_id", "turns", "extra"]).to_pylist()}
-    answers = store.read("answers", run_id, [*_KEY, "content", "error", "finish_reason", "answer_hash"]).to_pylist()
-    texts = {tuple(a[k] for k in _KEY): a["content"] for a in answers}
-    current = {tuple(a[k] for k in _KEY): a["answer_hash"] for a in answers}
-    scores: dict[tuple, dict] = defaultdict(dict)
-    judged = store.read("judgements", run_id, [*_KEY, "judge", "score", "answer_hash", "created_at"])
+    answers = store.read("answers", run_id, [*ANSWER_COLUMNS, "content", "error", "finish_reason", "answer_hash"]
+                         ).to_pylist()
+    texts = {AnswerKey.of(a): a["content"] for a in answers}
+    current = {AnswerKey.of(a): a["answer_hash"] for a in answers}
+    scores: dict[AnswerKey, dict] = defaultdict(dict)
+    judged = store.read("judgements", run_id, [*ANSWER_COLUMNS, "judge", "score", "answer_hash", "created_at"])
     for j in sorted(judged.to_pylist(), key=lambda j: j["created_at"]):  # the lineage rule: latest of this text
-        key = tuple(j[k] for k in _KEY)
+        key = AnswerKey.of(j)
         if None in (j["answer_hash"], current.get(key)) or j["answer_hash"] == current.get(key):
             scores[key][j["judge"]] = j["score"]
     for a in answers:
@@ -119,7 +120,7 @@ def _items(store: Store, run_id: str) -> Iterator[tuple[Item, str]]:
         if spec is None or question is None:
             continue
         asked = question["turns"] or [""]
-        key = tuple(a[k] for k in _KEY)
+        key = AnswerKey.of(a)
         item = Item(a["benchmark"], a["question_id"], a["sample_index"], a["strategy"], prompt=asked[-1],
                     question="\n".join(asked), content=a["content"], error=a["error"],
                     finish_reason=a["finish_reason"], scale=spec.scale, scores=scores.get(key, {}))
@@ -132,7 +133,7 @@ def _stored_verdicts(rows: list[dict]) -> dict[tuple, tuple[dict, int | None, in
     for r in sorted(rows, key=lambda r: r["created_at"]):
         verdict = orjson.loads(r["detail"] or "{}").get("detector")
         if verdict and verdict.get("verdict"):
-            found[(r["pass_name"], *(r[k] for k in _KEY), r["answer_hash"])] = (
+            found[(r["pass_name"], AnswerKey.of(r), r["answer_hash"])] = (
                 verdict, r["prompt_tokens"], r["completion_tokens"])
     return found
 
@@ -150,15 +151,13 @@ async def _consult(journal: Journal, run_id: str, p: Pass, asks: list[tuple[Item
                error: LLMError | None) -> None:
         item, finding, a_hash = ask
         progress.done += 1
-        usage = {"run_id": run_id, "stage": "passes", "benchmark": item.benchmark, "model": llm.model,
-                 "requests": error.attempts if error else 0, "prompt_tokens": 0, "completion_tokens": 0,
-                 "cached_requests": 0, "created_at": now_us()}
         if outcome is None:  # the rules' finding stands; the row says the model could not be asked
             progress.failed += 1
             progress.failures[f"{error.error_type}: {str(error)[:120]}" if error else "unknown"] += 1
             finding.detail["detector"] = {"model": llm.model, "error": str(error)}
             rows.append(_row(run_id, p, item, finding, a_hash))
-            journal.append("token_usage", usage)
+            journal.append("token_usage", token_usage(run_id, "passes", item.benchmark, llm.model,
+                                                      requests=error.attempts if error else 0))
             return
         progress.consulted += 1
         verdict, reply = outcome
@@ -166,18 +165,15 @@ async def _consult(journal: Journal, run_id: str, p: Pass, asks: list[tuple[Item
         found.prompt_tokens, found.completion_tokens = reply.prompt_tokens, reply.completion_tokens
         row = _row(run_id, p, item, found, a_hash)
         rows.append(row)
-        journal.append_many([("pass_deltas", row), ("token_usage", usage | {
-            "requests": reply.attempts, "prompt_tokens": reply.prompt_tokens,
-            "completion_tokens": reply.completion_tokens})])
+        journal.append_many([("pass_deltas", row), ("token_usage", token_usage(
+            run_id, "passes", item.benchmark, llm.model, requests=reply.attempts, prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens))])
 
     await Dispatcher(iter(asks), call, record, llm.client.limiter.config.max).run()
     return rows
 
 
 def _row(run_id: str, p: Pass, item: Item, finding: Finding, a_hash: str) -> dict:
-    return {"run_id": run_id, "benchmark": item.benchmark, "question_id": item.question_id,
-            "sample_index": item.sample_index, "strategy": item.strategy, "judge": "", "pass_name": p.name,
-            "pass_version": p.version, "delta": float(finding.delta), "reason": finding.reason,
-            "detail": orjson.dumps(finding.detail).decode(), "answer_hash": a_hash,
-            "prompt_tokens": finding.prompt_tokens, "completion_tokens": finding.completion_tokens,
-            "created_at": now_us()}
+    return pass_delta(run_id, _key(item), p.name, p.version, finding.delta, reason=finding.reason,
+                      detail=orjson.dumps(finding.detail).decode(), answer_hash=a_hash,
+                      prompt_tokens=finding.prompt_tokens, completion_tokens=finding.completion_tokens)
