@@ -6,7 +6,7 @@ import csv
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the stages (and rich) are imported where used: `leaderboard
     from .ensemble.evaluate import Result
     from .ensemble.gate import Comparison
     from .pipeline import Outcome, RunRequest
+    from .registry import Registry
     from .view import Report
 
 __all__ = ["app", "main"]
@@ -54,8 +55,9 @@ def run(
     api_key_env: Annotated[str | None, typer.Option(
         "--api-key-env", help="Variable holding the API key [default: OPENAI_API_KEY, optional on loopback].")] = None,
     benchmark: Annotated[str | None, typer.Option("--benchmark", help="all, or a comma list of elyza,tengu,mt_bench,"
-                                                  "rakuda; scopes every stage [default: all when generating, else "
-                                                  "every benchmark the run has].")] = None,
+                                                  "rakuda (shaberi list: every one installed); scopes every stage "
+                                                  "[default: all when generating, else every benchmark the run "
+                                                  "has].")] = None,
     tag: Annotated[str, typer.Option("--tag", help="Names the run together with --model.")] = "default",
     limit: Annotated[int | None, typer.Option("--limit", help="First N questions of each benchmark.")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight: the upper bound "
@@ -65,7 +67,8 @@ def run(
                                                "given]. Without generate the candidate is never called and "
                                                "--base-url is not needed.")] = None,
     passes: Annotated[str | None, typer.Option("--passes", help="Comma list of score-modifying passes: "
-                                               "lang_mixing,repetition,format_validation,safety_check.")] = None,
+                                               "lang_mixing,repetition,format_validation,safety_check (shaberi "
+                                               "list: every one installed).")] = None,
     pass_option: Annotated[list[str] | None, typer.Option("--pass-option", help="NAME.KEY=VALUE, repeatable, e.g. "
                                                           "lang_mixing.penalty=1 or lang_mixing.detector=MODEL@URL."
                                                           )] = None,
@@ -526,6 +529,30 @@ def data_pull(
         typer.echo(f"{name}: {path}")
 
 
+@app.command("list")
+def list_command() -> None:
+    """What this installation can run: the benchmarks, ensemble datasets, graders, strategies, passes and prompt
+    folders, built-in ones first, then the plugins' (docs/plugins.md), and the plugins loaded."""
+    from .benchmarks import BENCHMARKS
+    from .ensemble.datasets import DATASETS
+    from .ensemble.graders import GRADERS
+    from .ensemble.strategies import STRATEGIES
+    from .passes import PASSES
+    from .prompts import PROMPTS
+
+    registries: list[tuple[str, Registry[Any]]] = [
+        ("benchmarks", BENCHMARKS), ("datasets", DATASETS), ("graders", GRADERS), ("strategies", STRATEGIES),
+        ("passes", PASSES), ("prompt folders", PROMPTS)]
+    plugins: dict[str, list[str]] = {}
+    for title, registry in registries:
+        typer.echo(f"{title}: {', '.join(registry) or '-'}")
+        for ep in registry.plugins:
+            dist = f" ({ep.dist.name} {ep.dist.version})" if ep.dist else ""
+            plugins.setdefault(f"{ep.name} = {ep.value}{dist}", []).append(registry.group)
+    for plugin, groups in plugins.items():
+        typer.echo(f"plugin {plugin}: {', '.join(groups)}")
+
+
 @app.command()
 def demo(
     limit: Annotated[int, typer.Option("--limit", help="Questions per benchmark.")] = 2,
@@ -615,7 +642,8 @@ def ensemble_generate_cache(
     model: Annotated[str, typer.Option("--model", help="Model whose N answers per question to cache.")],
     base_url: Annotated[str, typer.Option("--base-url", help="OpenAI-compatible endpoint serving --model.")],
     datasets: Annotated[str, typer.Option("--datasets", help="Comma list: gsm8k, math500, truthfulqa, mmlu_pro, "
-                                          "arc_challenge, arc_easy, hellaswag, simpleqa, gpqa, hle, hallumix.")],
+                                          "arc_challenge, arc_easy, hellaswag, simpleqa, gpqa, hle, hallumix "
+                                          "(shaberi list: every one installed).")],
     n: Annotated[int, typer.Option("--n", help="Answers per question (sample_index 0…n−1).")] = 5,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature of the members.")] = 0.7,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Most tokens per answer.")] = 2048,
@@ -692,8 +720,8 @@ def _quick_eval_print(result: Result, out: Path | None, results_dir: Path) -> Pa
 @ensemble_app.command("quick-eval")
 def ensemble_quick_eval(
     model: Annotated[str, typer.Option("--model", help="The cached model (as generated or imported).")],
-    strategy: Annotated[str, typer.Option("--strategy", help="majority, standard, elo, council, a comma list, "
-                                          "or all.")] = "majority",
+    strategy: Annotated[str, typer.Option("--strategy", help="majority, standard, elo, council (shaberi list: every "
+                                          "one installed), a comma list, or all.")] = "majority",
     sample: Annotated[int, typer.Option("--sample", help="Questions per dataset (more than it has: all).")] = 30,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample (the same seed, the same "
                                                     "questions).")] = 0,
