@@ -122,7 +122,7 @@ class Registry(Mapping[str, T]):
             try:
                 ep.load()
             except Exception as exc:
-                self._loaded = False  # read again, it fails again: never half a registry
+                self._loaded = False  # read again, it fails again: never silently without the plugin
                 lines = str(exc).strip().splitlines() or [""]
                 dist = f", from {ep.dist.name} {ep.dist.version}" if ep.dist else ""
                 raise PluginError(f"plugin {ep.name!r} ({self.group} = {ep.value}{dist}) cannot be loaded: "

@@ -32,8 +32,8 @@ EXAMPLE = REPO / "examples" / "shaberi-plugin-example"
 # -- the Registry ----------------------------------------------------------------------------------------
 @pytest.fixture
 def widgets(tmp_path, monkeypatch):
-    """A registry of widgets with two built-ins; ``plugin(name, source)`` writes a plugin module and makes it an
-    entry point of the registry's group (``source`` may use ``REG``, the registry)."""
+    """A registry of widgets with two built-ins; ``widgets.plugin(name, module, source)`` makes ``module`` an entry
+    point of its group, written from ``source`` (which may use ``REG``, the registry) when given."""
     home = types.ModuleType("widgets_home")
     home.REG = reg = Registry("widget", "test.widgets", takes_all=True)  # type: ignore[attr-defined]
     reg.register("first", 1)
