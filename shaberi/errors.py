@@ -4,7 +4,8 @@
     ├── UsageError            bad input from the user: the CLI prints one line and exits 2
     │   ├── DataError         a dataset file is missing, empty or lacks the upstream columns
     │   ├── EndpointError     the base URL cannot be reached or rejects the key before any work starts
-    │   └── RunLockedError    another process is writing the same run
+    │   ├── RunLockedError    another process is writing the same run
+    │   └── PluginError       an installed plugin (an entry point of shaberi.*) cannot be loaded
     └── LLMError              one chat call failed for good (after retries where retrying makes sense)
         ├── PermanentError    HTTP 400/401/403/404 and other 4xx: never retried
         ├── RateLimitError    HTTP 429 on every attempt
@@ -25,6 +26,7 @@ __all__ = [
     "EndpointError",
     "LLMError",
     "PermanentError",
+    "PluginError",
     "RateLimitError",
     "RequestTimeout",
     "RunLockedError",
@@ -51,6 +53,10 @@ class EndpointError(UsageError):
 
 
 class RunLockedError(UsageError):
+    pass
+
+
+class PluginError(UsageError):
     pass
 
 

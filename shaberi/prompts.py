@@ -1,4 +1,9 @@
-"""Jinja2 templates under ``prompts/``, and the hashes that make a prompt change visible in the tables."""
+"""Jinja2 templates under ``prompts/``, and the hashes that make a prompt change visible in the tables.
+
+A template is looked up in shaberi's ``prompts/`` first, then in the plugins' folders (``PROMPTS``, entry
+point group ``shaberi.prompts``), laid out the same way: ``generation/<name>.jinja``,
+``judging/<benchmark>/primary.jinja`` and ``fallback.jinja``, and whatever a strategy or pass renders.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,17 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from functools import cache
+from pathlib import Path
 
 import jinja2
 
 from .benchmarks import Question
+from .registry import Registry
 from .resources import resource_dir
 
 __all__ = [
     "MARKERS",
+    "PROMPTS",
     "generation_messages",
     "judge_fallback",
     "judge_messages",
@@ -83,10 +91,17 @@ def untrusted(text: object) -> str:
     return "".join(out) + text[done:]
 
 
+PROMPTS: Registry[Path] = Registry("prompt folder", "shaberi.prompts")  # the plugins' template folders
+
+
+def _roots() -> list[Path]:
+    return [resource_dir("prompts"), *PROMPTS.values()]
+
+
 @cache
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(resource_dir("prompts")),
+        loader=jinja2.FileSystemLoader(_roots()),  # shaberi's own first: a plugin adds templates, replaces none
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         auto_reload=False,  # templates do not change during a run; skips a stat() per render
@@ -118,11 +133,13 @@ def generation_messages(question: Question, earlier_answers: Sequence[str] = ())
 @cache
 def judging_hash(benchmark: str) -> str:
     """One hash over every template a benchmark's judging reads (its folder and the shared ``_*.jinja``)."""
-    root = resource_dir("prompts") / "judging"
-    files = sorted([*root.glob("_*.jinja"), *(root / benchmark).glob("*.jinja")])
+    shared = resource_dir("prompts") / "judging"
+    own = next((root / "judging" for root in _roots() if (root / "judging" / benchmark).is_dir()), shared)
+    files = sorted([(path.relative_to(shared), path) for path in shared.glob("_*.jinja")]
+                   + [(path.relative_to(own), path) for path in (own / benchmark).glob("*.jinja")])
     digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    for name, path in files:
+        digest.update(name.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     digest.update(MARKERS.pattern.encode())  # what ``untrusted`` rewrites shapes the prompt too
     return digest.hexdigest()[:16]
 

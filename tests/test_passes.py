@@ -159,7 +159,6 @@ def test_format_validation_does_not_invent_requests():
 
 
 # -- the stage: deltas in the tables and the views --------------------------------------------------------
-@register
 class Bonus(Pass):
     """A test-only pass with a positive delta, to show clamping at the top of the scale."""
 
@@ -171,7 +170,9 @@ class Bonus(Pass):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _unregister_bonus():
+def _bonus_registered():
+    """Registered while this module's tests run only: no other module sees a test pass among the built-ins."""
+    register(Bonus)
     yield
     PASSES.pop("test_bonus", None)
 

@@ -1,8 +1,9 @@
 """The benchmark registry: each benchmark is one small module that turns upstream rows into questions.
 
 A module registers itself with ``@benchmark(name, scale=(lo, hi))`` on a function mapping the upstream
-rows (dicts with the upstream's own column names) to ``Question`` objects. Where the file is and which
-columns it must have come from ``data/datasets.toml``.
+rows (dicts with the upstream's own column names) to ``Question`` objects (a ``Convert``). Where the file
+is and which columns it must have come from ``data/datasets.toml``; a plugin's benchmark brings that entry
+itself (``data=``) and is listed after the built-ins (``docs/plugins.md``).
 """
 
 from __future__ import annotations
@@ -11,17 +12,20 @@ import collections
 import csv
 import shutil
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import orjson
 
 from ..errors import DataError, UsageError
 from ..extract import COMMON_RULES
+from ..registry import Registry
 from ..resources import resource_dir, sha256_file
 
-__all__ = ["BENCHMARKS", "Benchmark", "Dataset", "Question", "benchmark", "load", "pull", "registry", "resolve"]
+__all__ = ["BENCHMARKS", "Benchmark", "Convert", "Dataset", "Question", "benchmark", "load", "pull", "registry",
+           "resolve"]
 
 FORMATS = (".jsonl", ".json", ".csv", ".parquet")
 
@@ -37,13 +41,21 @@ class Question:
     extra: dict = field(default_factory=dict)
 
 
+class Convert(Protocol):
+    """Upstream rows, with the upstream's own column names, to questions. A benchmark whose data entry names a
+    ``references`` file also gets those rows, as ``references=``."""
+
+    def __call__(self, rows: list[dict], /) -> Iterable[Question]: ...
+
+
 @dataclass(frozen=True)
 class Benchmark:
     name: str
     scale: tuple[int, int]  # the judge's score range
-    convert: Callable[[list[dict]], Iterable[Question]]
+    convert: Convert
     rules: tuple[str, ...]  # score-extraction rules, in order (see shaberi.extract)
     excluded: frozenset[str] = frozenset()  # question ids kept in the tables but left out of every score
+    data: Mapping[str, object] | None = None  # a plugin's data entry (a built-in's is in data/datasets.toml)
 
 
 @dataclass(frozen=True)
@@ -67,35 +79,40 @@ class Dataset:
         }
 
 
-BENCHMARKS: dict[str, Benchmark] = {}
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark", "shaberi.benchmarks", takes_all=True)
 
 
 def benchmark(name: str, *, scale: tuple[int, int], rules: tuple[str, ...] = COMMON_RULES,
-              excluded: Iterable[object] = ()) -> Callable:
-    def register(fn: Callable[[list[dict]], Iterable[Question]]) -> Callable:
-        BENCHMARKS[name] = Benchmark(name, scale, fn, rules, frozenset(str(q) for q in excluded))
+              excluded: Iterable[object] = (), data: Mapping[str, object] | None = None
+              ) -> Callable[[Convert], Convert]:
+    """Register the decorated ``Convert`` as benchmark ``name``; ``data``: its data entry, in the keys of
+    data/datasets.toml (a plugin's; the built-ins' are in that file)."""
+    def register(fn: Convert) -> Convert:
+        BENCHMARKS.register(name, Benchmark(name, scale, fn, rules, frozenset(str(q) for q in excluded), data))
         return fn
 
     return register
 
 
 def registry() -> dict[str, dict]:
+    """Every benchmark's data entry: data/datasets.toml's, in its order, then each plugin benchmark's own."""
     with open(resource_dir("data") / "datasets.toml", "rb") as fh:
-        return tomllib.load(fh)
+        entries = tomllib.load(fh)
+    for name, spec in BENCHMARKS.items():
+        if name not in entries:
+            if spec.data is None:
+                raise UsageError(f"benchmark {name!r} has no data entry: register it with @benchmark(..., data=...)")
+            entries[name] = dict(spec.data)
+    return entries
 
 
 def resolve(spec: str) -> list[str]:
-    """``all`` or a comma-separated list of benchmark names, validated."""
+    """``all`` (every benchmark but the opt-in ones, in data/datasets.toml's order, then the plugins') or a
+    comma-separated list of benchmark names, validated."""
     entries = registry()
-    everything = [n for n in entries if n in BENCHMARKS and not entries[n].get("opt_in")]
-    names = everything if spec.strip() == "all" else [s.strip() for s in spec.split(",") if s.strip()]
-    unknown = [n for n in names if n not in BENCHMARKS]
-    if unknown or not names:
-        raise UsageError(
-            f"unknown benchmark {', '.join(unknown) or repr(spec)}; choose from: all, {', '.join(everything)}"
-            f" (opt-in: {', '.join(n for n in entries if n in BENCHMARKS and n not in everything)})"
-        )
-    return list(dict.fromkeys(names))
+    known = [n for n in entries if n in BENCHMARKS]
+    everything = [n for n in known if not entries[n].get("opt_in")]
+    return BENCHMARKS.resolve(spec, everything, [n for n in known if n not in everything])
 
 
 def locate(name: str, data_dir: Path, key: str = "file") -> Path:

@@ -1,7 +1,7 @@
 """The command line: parse, call a stage, print. Bad input ends in one ``error:`` line and exit code 2.
 
 One module per command group: ``run`` (generate, judge, passes), ``results`` (sql, view, compare, export,
-import-legacy, leaderboard, inspect, report), ``ensemble``, ``local`` (demo, serve-local, data pull); ``common``
+import-legacy, leaderboard, inspect, report), ``ensemble``, ``local`` (demo, serve-local, data pull, list); ``common``
 holds the application and what the groups share.
 """
 

@@ -24,7 +24,8 @@ def ensemble_generate_cache(
     model: Annotated[str, typer.Option("--model", help="Model whose N answers per question to cache.")],
     base_url: Annotated[str, typer.Option("--base-url", help="OpenAI-compatible endpoint serving --model.")],
     datasets: Annotated[str, typer.Option("--datasets", help="Comma list: gsm8k, math500, truthfulqa, mmlu_pro, "
-                                          "arc_challenge, arc_easy, hellaswag, simpleqa, gpqa, hle, hallumix.")],
+                                          "arc_challenge, arc_easy, hellaswag, simpleqa, gpqa, hle, hallumix "
+                                          "(shaberi list: every one installed).")],
     n: Annotated[int, typer.Option("--n", help="Answers per question (sample_index 0…n−1).")] = 5,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature of the members.")] = 0.7,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Most tokens per answer.")] = 2048,
@@ -101,8 +102,8 @@ def _quick_eval_print(result: Result, out: Path | None, results_dir: Path) -> Pa
 @ensemble_app.command("quick-eval")
 def ensemble_quick_eval(
     model: Annotated[str, typer.Option("--model", help="The cached model (as generated or imported).")],
-    strategy: Annotated[str, typer.Option("--strategy", help="majority, standard, elo, council, a comma list, "
-                                          "or all.")] = "majority",
+    strategy: Annotated[str, typer.Option("--strategy", help="majority, standard, elo, council (shaberi list: every "
+                                          "one installed), a comma list, or all.")] = "majority",
     sample: Annotated[int, typer.Option("--sample", help="Questions per dataset (more than it has: all).")] = 30,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample (the same seed, the same "
                                                     "questions).")] = 0,

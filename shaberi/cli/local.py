@@ -1,10 +1,10 @@
-"""The commands that need no endpoint of the user's: the embedded local model (demo, serve-local) and the
-benchmark files (data pull)."""
+"""The commands that need no endpoint of the user's: the embedded local model (demo, serve-local), the
+benchmark files (data pull) and what is installed (list)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,7 +13,10 @@ from .common import DEFAULT_DATA, DEFAULT_RESULTS, DataDir, Format, ResultsDir, 
 from .results import view
 from .run import run_request
 
-__all__ = ["data_pull", "demo", "serve_local"]
+if TYPE_CHECKING:
+    from ..registry import Registry
+
+__all__ = ["data_pull", "demo", "list_command", "serve_local"]
 
 
 @data_app.command("pull")
@@ -29,6 +32,30 @@ def data_pull(
         path = pull(name, data_dir)
         typer.echo(f"{name}: {path}")
 
+
+
+@app.command("list")
+def list_command() -> None:
+    """What this installation can run: the benchmarks, ensemble datasets, graders, strategies, passes and prompt
+    folders, built-in ones first, then the plugins' (docs/plugins.md), and the plugins loaded."""
+    from ..benchmarks import BENCHMARKS
+    from ..ensemble.datasets import DATASETS
+    from ..ensemble.graders import GRADERS
+    from ..ensemble.strategies import STRATEGIES
+    from ..passes import PASSES
+    from ..prompts import PROMPTS
+
+    registries: list[tuple[str, Registry[Any]]] = [
+        ("benchmarks", BENCHMARKS), ("datasets", DATASETS), ("graders", GRADERS), ("strategies", STRATEGIES),
+        ("passes", PASSES), ("prompt folders", PROMPTS)]
+    plugins: dict[str, list[str]] = {}
+    for title, registry in registries:
+        typer.echo(f"{title}: {', '.join(registry) or '-'}")
+        for ep in registry.plugins:
+            dist = f" ({ep.dist.name} {ep.dist.version})" if ep.dist else ""
+            plugins.setdefault(f"{ep.name} = {ep.value}{dist}", []).append(registry.group)
+    for plugin, groups in plugins.items():
+        typer.echo(f"plugin {plugin}: {', '.join(groups)}")
 
 
 @app.command()

@@ -25,8 +25,9 @@ def run(
     api_key_env: Annotated[str | None, typer.Option(
         "--api-key-env", help="Variable holding the API key [default: OPENAI_API_KEY, optional on loopback].")] = None,
     benchmark: Annotated[str | None, typer.Option("--benchmark", help="all, or a comma list of elyza,tengu,mt_bench,"
-                                                  "rakuda; scopes every stage [default: all when generating, else "
-                                                  "every benchmark the run has].")] = None,
+                                                  "rakuda (shaberi list: every one installed); scopes every stage "
+                                                  "[default: all when generating, else every benchmark the run "
+                                                  "has].")] = None,
     tag: Annotated[str, typer.Option("--tag", help="Names the run together with --model.")] = "default",
     limit: Annotated[int | None, typer.Option("--limit", help="First N questions of each benchmark.")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight: the upper bound "
@@ -36,7 +37,8 @@ def run(
                                                "given]. Without generate the candidate is never called and "
                                                "--base-url is not needed.")] = None,
     passes: Annotated[str | None, typer.Option("--passes", help="Comma list of score-modifying passes: "
-                                               "lang_mixing,repetition,format_validation,safety_check.")] = None,
+                                               "lang_mixing,repetition,format_validation,safety_check (shaberi "
+                                               "list: every one installed).")] = None,
     pass_option: Annotated[list[str] | None, typer.Option("--pass-option", help="NAME.KEY=VALUE, repeatable, e.g. "
                                                           "lang_mixing.penalty=1 or lang_mixing.detector=MODEL@URL."
                                                           )] = None,

@@ -23,6 +23,7 @@ import random
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 
@@ -35,8 +36,8 @@ from ..prompts import template_hash
 from ..store import Journal, Store, now_us
 from . import cache
 from .gate import Comparison, compare
-from .graders import GRADERS
-from .graders import llm as llm_grader
+from .graders import GRADERS, Grader, ModelGrader
+from .graders.llm import GRADES
 from .strategies import STRATEGIES, Context, Strategy
 
 __all__ = ["UNREADABLE", "Result", "accuracy", "attempted_lines", "comparisons", "excluded_lines", "given_attempted",
@@ -269,29 +270,30 @@ async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry
     store.compact("judgements", entry.run_id)
     separate = base.run_id if base is not None and base.run_id != entry.run_id else None
     outcome.graders = _grader_counts(store, entry.run_id, ids, strategies, separate,
-                                     grading.judges | (base_grading.judges if separate else set()))
+                                     grading.judges | (base_grading.judges if separate else {}))
     return outcome
 
 
 def _grader_counts(store: Store, run_id: str, ids: list[str], strategies: list[str], base_run: str | None,
-                   judges: set[str]) -> dict[str, dict[str, int]]:
-    """Per grader, the grades that count (the ``judgements`` view) of this evaluation's answers by its graders:
-    every member and strategy answer of the sampled questions, and the separate baseline's sample 0."""
+                   judges: dict[str, str]) -> dict[str, dict[str, int]]:
+    """Per grader (``judges``: judge name -> grader label), the grades that count (the ``judgements`` view) of
+    this evaluation's answers by its graders: every member and strategy answer of the sampled questions, and
+    the separate baseline's sample 0."""
     from ..sql import connect
 
     con = connect(store.root, run_ids=[run_id] + ([base_run] if base_run else []), upto="lineage")
     rows = con.execute(
-        f"""SELECT CASE WHEN judge LIKE 'exact:%' THEN substr(judge, 7) ELSE 'llm:' || judge END AS grader,
-                   count(*), count(*) FILTER (WHERE parse_method IN {UNREADABLE}),
+        f"""SELECT judge, count(*), count(*) FILTER (WHERE parse_method IN {UNREADABLE}),
                    count(*) FILTER (WHERE score IS NULL)
             FROM judgements
             WHERE question_id IN (SELECT unnest($ids)) AND judge IN (SELECT unnest($judges)) AND (
                   (run_id = $run AND strategy IN (SELECT unnest($strategies)))
                   OR (run_id = $base AND strategy = '' AND sample_index = 0))
-            GROUP BY 1 ORDER BY 1""",
+            GROUP BY 1""",
         {"ids": ids, "judges": sorted(judges), "run": run_id, "strategies": ["", *strategies],
          "base": base_run or ""}).fetchall()
-    return {grader: {"graded": n, "unreadable": unread, "no_grade": null} for grader, n, unread, null in rows}
+    return {judges[judge]: {"graded": n, "unreadable": unread, "no_grade": null}
+            for judge, n, unread, null in sorted(rows, key=lambda r: judges[r[0]])}
 
 
 class _Consensus(dict):
@@ -324,7 +326,8 @@ async def _consensus(journal: Journal, cached: _Entry, strat: Strategy, ids: lis
     async def call(work: tuple[str, list[str], str]) -> tuple[str, dict, Context]:
         qid, responses, _ = work
         question = question_of[qid]
-        ctx = Context(GRADERS.get(question.extra.get("grader", "")), llm.model if llm else None,
+        rules = GRADERS.get(question.extra.get("grader", ""))
+        ctx = Context(rules if isinstance(rules, Grader) else None, llm.model if llm else None,
                       llm.client if llm else None)
         found = await strat.combine(question, responses, ctx)
         return found.content, found.detail, ctx
@@ -362,13 +365,24 @@ async def _consensus(journal: Journal, cached: _Entry, strat: Strategy, ids: lis
     return done
 
 
+class _Graded(NamedTuple):
+    """How one grader's grades are made and stored."""
+
+    rules: Grader | None  # a rule grader, or
+    model: ModelGrader | None  # one that asks the judge model
+    judge: str  # the judgements' judge
+    version: str  # and prompt_hash
+    label: str  # what the counts call it: the rule grader's name, or <grader>:<judge model>
+
+
 class _Grading:
     """Grades of one entry's answers: stored ones reused (same answer text, same grader version), the rest
-    computed (rules) or asked (the llm grader), journaled as ``judgements`` rows."""
+    computed (rule graders) or asked (a judge-model grader), journaled as ``judgements`` rows."""
 
     def __init__(self, cached: _Entry, judge: LLM | None) -> None:
         self.cached, self.judge = cached, judge
-        self.judges: set[str] = set()  # the judge names this grading used
+        self.judges: dict[str, str] = {}  # the judge names this grading used -> their grader labels
+        self.graders: dict[str, _Graded] = {}
         self.results: dict[tuple[str, int, str], tuple[int | None, int | None]] = {}
         # The same text for the same question is graded once, whichever member or strategy wrote it.
         self.by_text: dict[tuple[str, str, str, str], tuple[int | None, str, str | None]] = {
@@ -379,20 +393,26 @@ class _Grading:
         """(correct, attempted) as 0/1, both None when there is no readable grade."""
         return self.results.get((qid, sample_index, strategy), (None, None))
 
-    def _judge_name(self, question: Question) -> tuple[str, str]:
+    def _grader(self, question: Question) -> _Graded:
         kind = question.extra.get("grader", "mcq")
-        if kind == "llm":
-            if self.judge is None:
-                raise UsageError(f"{question.benchmark} is graded by a judge model: give --judge MODEL[@BASE_URL]")
-            return self.judge.model, f"llm:{llm_grader.prompt_hash()}"
-        return GRADERS[kind].judge, f"{GRADERS[kind].judge}@{GRADERS[kind].version}"
+        if kind not in self.graders:
+            grader = GRADERS[kind]
+            if isinstance(grader, ModelGrader):
+                if self.judge is None:
+                    raise UsageError(f"{question.benchmark} is graded by a judge model: give --judge MODEL[@BASE_URL]")
+                self.graders[kind] = _Graded(None, grader, self.judge.model, f"{kind}:{grader.prompt_hash()}",
+                                             f"{kind}:{self.judge.model}")
+            else:
+                self.graders[kind] = _Graded(grader, None, f"exact:{kind}", f"exact:{kind}@{grader.version}", kind)
+        return self.graders[kind]
 
     async def grade(self, items: list[tuple[str, int, str, str | None]], journal: Journal) -> None:
         asks = []
         for qid, index, strategy, text in items:
             question = self.cached.questions[qid]
-            judge, version = self._judge_name(question)
-            self.judges.add(judge)
+            graded = self._grader(question)
+            judge, version = graded.judge, graded.version
+            self.judges[judge] = graded.label
             a_hash = answer_hash(text)
             old = self.cached.grades.get((qid, index, strategy, judge, a_hash, version))
             if old is not None and old[1] != "judge_error":  # a failed grading call is asked again
@@ -403,10 +423,10 @@ class _Grading:
                 self._store(journal, question, index, strategy, judge, version, a_hash, 0, "answer_error", None)
             elif same is not None and same[1] not in ("judge_error", "answer_error"):
                 self._store(journal, question, index, strategy, judge, version, a_hash, same[0], same[1], same[2])
-            elif question.extra.get("grader") == "llm":
+            elif graded.rules is None:
                 asks.append((question, index, strategy, judge, version, a_hash, text))
             else:
-                right, found = GRADERS[question.extra.get("grader", "mcq")].grade(text, question)
+                right, found = graded.rules.grade(text, question)
                 self._store(journal, question, index, strategy, judge, version, a_hash, int(right), found.method,
                             found.answer)
         if asks:
@@ -416,8 +436,13 @@ class _Grading:
         assert self.judge is not None
         client, model = self.judge.client, self.judge.model
 
+        def grader(question: Question) -> ModelGrader:
+            found = self._grader(question).model
+            assert found is not None
+            return found
+
         async def call(item: tuple) -> tuple:
-            return await llm_grader.ask(client, model, item[0], item[6])
+            return await grader(item[0]).ask(client, model, item[0], item[6])
 
         def record(item: tuple, outcome: tuple | None, error: LLMError | None) -> None:
             question, index, strategy, judge, version, a_hash, _ = item
@@ -426,8 +451,8 @@ class _Grading:
                             None, error=f"judge_error: {error}")
                 return
             grade, reply = outcome
-            self._store(journal, question, index, strategy, judge, version, a_hash, llm_grader.score(grade), grade,
-                        reply.content, tokens=(reply.prompt_tokens, reply.completion_tokens))
+            self._store(journal, question, index, strategy, judge, version, a_hash, grader(question).score(grade),
+                        grade, reply.content, tokens=(reply.prompt_tokens, reply.completion_tokens))
             journal.append("token_usage", {"run_id": self.cached.run_id, "stage": "judging",
                                            "benchmark": question.benchmark, "model": model,
                                            "requests": reply.attempts, "prompt_tokens": reply.prompt_tokens,
@@ -459,7 +484,7 @@ class _Grading:
 
 
 _ERRORS = {"answer_error": "answer_error", "judge_error": "judge_error",
-           "unparsed": f"unparseable: the judge's reply is none of A, B, C, {', '.join(llm_grader.GRADES)}"}
+           "unparsed": f"unparseable: the judge's reply is none of A, B, C, {', '.join(GRADES)}"}
 
 
 def _score(score: float | None, method: str) -> int | None:

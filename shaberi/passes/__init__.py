@@ -1,21 +1,21 @@
 """Score-modifying passes: checks of an answer that write audited deltas, never edit a judgement.
 
-A pass is a class registered by name with ``@register``; ``shaberi run --passes a,b`` (or ``--stages
-passes`` on a stored run) runs it over every answer of the run (``shaberi.passes.runner``). For each
-answer it returns one ``Finding``: a delta on the benchmark's own scale (0 when nothing is wrong), a
-reason, and a structured detail, all written to ``pass_deltas`` with the pass's ``version``. Every
-checked answer gets a row, so the table also says what a pass looked at and found fine. The ``scores``
-view adds the non-zero deltas to every judge's score and clamps to the scale; the judge's score stays
-beside it as ``original_score``.
+A pass is a ``Pass`` class registered by name with ``@register`` (a plugin's: entry point group
+``shaberi.passes``); ``shaberi run --passes a,b`` (or ``--stages passes`` on a stored run) runs it over
+every answer of the run (``shaberi.passes.runner``). For each answer it returns one ``Finding``: a delta
+on the benchmark's own scale (0 when nothing is wrong), a reason, and a structured detail, all written to
+``pass_deltas`` with the pass's ``version``. Every checked answer gets a row, so the table also says what
+a pass looked at and found fine. The ``scores`` view adds the non-zero deltas to every judge's score and
+clamps to the scale; the judge's score stays beside it as ``original_score``.
 
 Options come from ``--pass-option NAME.KEY=VALUE``; each pass declares its options and defaults in
 ``options``. ``penalty = auto`` (every pass has it) is a fraction of the benchmark's score range, so a
 penalty means the same on ELYZA's 1–5 as on Rakuda's 1–10; a number is points on the benchmark's scale.
 
-A pass may ask a model about the answers its rules cannot decide (``needs_llm``, ``consult``,
-``decide``); the runner makes those calls through the shared client, stores the verdict and its tokens
-with the row, and reuses the verdict instead of paying again while the answer, model and prompt stay
-the same.
+A pass may ask a model about the answers its rules cannot decide (a ``Consulting`` pass: ``needs_llm``,
+``consult``, ``decide``); the runner makes those calls through the shared client, stores the verdict and
+its tokens with the row, and reuses the verdict instead of paying again while the answer, model and
+prompt stay the same.
 """
 
 from __future__ import annotations
@@ -23,14 +23,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from ..errors import UsageError
+from ..registry import Registry
 
 if TYPE_CHECKING:
     from ..client import LLM, Completion
 
-__all__ = ["PASSES", "Finding", "Item", "Pass", "build", "penalty", "register"]
+__all__ = ["PASSES", "Consulting", "Finding", "Item", "Pass", "build", "penalty", "register"]
 
 
 @dataclass(frozen=True)
@@ -59,13 +60,16 @@ class Finding:
     completion_tokens: int | None = None
 
 
-class Pass:
-    """Base class: subclasses set ``name``, ``version``, ``options`` and implement ``check``."""
+class Pass(Protocol):
+    """A pass: subclasses set ``name``, ``version``, ``options`` and implement ``check``; they inherit the
+    options' parsing and checking (``--pass-option``), ``config`` and the ``penalty`` helpers."""
 
     name: ClassVar[str]
     version: ClassVar[str]
     options: ClassVar[dict[str, str]] = {"penalty": "auto"}
     llm_option: ClassVar[str | None] = None  # the option naming a model as MODEL[@BASE_URL], if any
+    settings: dict[str, str]  # the options, defaults filled in
+    llm: LLM | None  # the model to consult, set by the pipeline when ``llm_option`` names one
 
     def __init__(self, **settings: str) -> None:
         unknown = sorted(set(settings) - set(self.options))
@@ -80,7 +84,7 @@ class Pass:
                     penalty(self.settings[key], (0, 1), 0.0, f"{self.name}.{key}")
             elif key == self.llm_option and default == "" and self.settings[key].startswith("@"):
                 raise UsageError(f"--pass-option {self.name}.{key} should be MODEL or MODEL@BASE_URL")
-        self.llm: LLM | None = None  # set by the runner when ``llm_option`` names a model
+        self.llm = None
 
     @property
     def config(self) -> dict:
@@ -88,24 +92,8 @@ class Pass:
         return {"version": self.version, "options": self.settings}
 
     def check(self, item: Item) -> Finding:
-        raise NotImplementedError
-
-    def needs_llm(self, finding: Finding) -> bool:
-        """Whether the rules left this answer undecided (asked only when the pass has a model)."""
-        return False
-
-    async def consult(self, item: Item, finding: Finding, llm: LLM) -> tuple[dict, Completion]:
-        """Ask the model; returns (verdict, the reply). The verdict is stored in the row's detail and
-        reused, without a call, while the answer, model and prompt stay the same."""
-        raise NotImplementedError
-
-    def decide(self, item: Item, finding: Finding, verdict: dict) -> Finding:
-        """The finding once the model's verdict is known."""
-        return finding
-
-    def reusable(self, verdict: dict) -> bool:
-        """Whether a stored verdict (of the same answer text) still stands for this pass's model."""
-        return self.llm is not None and verdict.get("model") == self.llm.model
+        """The answer's finding by the rules: a delta (0 when nothing is wrong), a reason, a detail."""
+        ...
 
     def number(self, key: str) -> float:
         try:
@@ -121,11 +109,36 @@ class Pass:
         return penalty(self.settings[key], item.scale, fraction, f"{self.name}.{key}")
 
 
-PASSES: dict[str, type[Pass]] = {}
+@runtime_checkable
+class Consulting(Pass, Protocol):
+    """A pass that asks a model (``llm_option``) about the answers its rules leave undecided: for each finding
+    ``needs_llm`` says yes to, the runner calls ``consult`` (when the pass has a model) and then ``decide``."""
+
+    def needs_llm(self, finding: Finding) -> bool:
+        """Whether the rules left this answer undecided."""
+        ...
+
+    async def consult(self, item: Item, finding: Finding, llm: LLM) -> tuple[dict, Completion]:
+        """Ask the model; returns (verdict, the reply). The verdict is stored in the row's detail and
+        reused, without a call, while the answer, model and prompt stay the same."""
+        ...
+
+    def decide(self, item: Item, finding: Finding, verdict: dict) -> Finding:
+        """The finding once the model's verdict is known."""
+        return finding
+
+    def reusable(self, verdict: dict) -> bool:
+        """Whether a stored verdict (of the same answer text) still stands for this pass's model."""
+        return self.llm is not None and verdict.get("model") == self.llm.model
 
 
-def register(cls: type[Pass]) -> type[Pass]:
-    PASSES[cls.name] = cls
+PASSES: Registry[type[Pass]] = Registry("pass", "shaberi.passes")
+P = TypeVar("P", bound=type[Pass])
+
+
+def register(cls: P) -> P:
+    """Register a ``Pass`` class under its ``name``."""
+    PASSES.register(cls.name, cls)
     return cls
 
 
@@ -143,11 +156,7 @@ def penalty(setting: str, scale: tuple[int, int], fraction: float, option: str =
 
 def build(names: str | list[str], options: Sequence[str] = ()) -> list[Pass]:
     """Passes from ``--passes a,b`` and ``--pass-option NAME.KEY=VALUE`` items, validated."""
-    wanted = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
-    wanted = list(dict.fromkeys(n for n in wanted if n))
-    unknown = [n for n in wanted if n not in PASSES]
-    if unknown or not wanted:
-        raise UsageError(f"unknown pass {', '.join(unknown) or repr(names)}; choose from: {', '.join(PASSES)}")
+    wanted = PASSES.resolve(names if isinstance(names, str) else ",".join(names))  # there is no "all"
     settings: dict[str, dict[str, str]] = {n: {} for n in wanted}
     for item in options:
         target, eq, value = item.partition("=")

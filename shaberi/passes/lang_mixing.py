@@ -28,7 +28,7 @@ import orjson
 
 from ..client import LLM, Completion
 from ..prompts import render, template_hash
-from . import Finding, Item, Pass, register
+from . import Consulting, Finding, Item, register
 from ._text import mask
 
 __all__ = ["LangMixing", "foreign_spans"]
@@ -136,7 +136,7 @@ def foreign_spans(text: str, question: str = "") -> tuple[list[dict], list[dict]
 
 
 @register
-class LangMixing(Pass):
+class LangMixing(Consulting):
     name = "lang_mixing"
     version = "1"
     options: ClassVar[dict[str, str]] = {"penalty": "auto", "min_ratio": "0", "detector": ""}

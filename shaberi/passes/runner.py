@@ -27,7 +27,7 @@ from ..lineage import conversation_hash, earlier_turns
 from ..rows import ANSWER_COLUMNS, AnswerKey, pass_delta, token_usage
 from ..schema import TABLES
 from ..store import Journal, Store
-from . import Finding, Item, Pass
+from . import Consulting, Finding, Item, Pass
 
 __all__ = ["PassProgress", "run_passes"]
 
@@ -67,21 +67,22 @@ async def run_passes(store: Store, run_id: str, passes: list[Pass], progress: Pa
     rows: list[dict] = []
     try:
         for p in passes:
+            asker = p if p.llm is not None and isinstance(p, Consulting) else None  # a pass with a model to ask
             asks: list[tuple[Item, Finding, str]] = []
             for item, a_hash in items:
                 finding = p.check(item)
-                if p.llm is not None and p.needs_llm(finding):
+                if asker is not None and asker.needs_llm(finding):
                     stored = verdicts.get((p.name, _key(item), a_hash))
-                    if stored is None or not p.reusable(stored[0]):
+                    if stored is None or not asker.reusable(stored[0]):
                         asks.append((item, finding, a_hash))
                         continue
                     progress.reused += 1
-                    finding = p.decide(item, finding, stored[0])
+                    finding = asker.decide(item, finding, stored[0])
                     finding.prompt_tokens, finding.completion_tokens = stored[1], stored[2]
                 rows.append(_row(run_id, p, item, finding, a_hash))
                 progress.done += 1
-            if asks:
-                rows += await _consult(journal, run_id, p, asks, progress)
+            if asker is not None and asks:
+                rows += await _consult(journal, run_id, asker, asks, progress)
             mine = [r for r in rows if r["pass_name"] == p.name]
             progress.flagged[p.name] = sum(1 for r in mine if r["delta"])
             progress.noted[p.name] = sum(1 for r in mine if not r["delta"] and orjson.loads(r["detail"]).get("flagged"))
@@ -138,7 +139,7 @@ def _stored_verdicts(rows: list[dict]) -> dict[tuple, tuple[dict, int | None, in
     return found
 
 
-async def _consult(journal: Journal, run_id: str, p: Pass, asks: list[tuple[Item, Finding, str]],
+async def _consult(journal: Journal, run_id: str, p: Consulting, asks: list[tuple[Item, Finding, str]],
                    progress: PassProgress) -> list[dict]:
     assert p.llm is not None
     llm = p.llm

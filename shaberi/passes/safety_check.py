@@ -48,7 +48,7 @@ from ..client import LLM, Completion
 from ..errors import UsageError
 from ..extract import own_words
 from ..prompts import MARKERS, render, template_hash, untrusted
-from . import Finding, Item, Pass, register
+from . import Consulting, Finding, Item, register
 
 __all__ = ["CATEGORIES", "SafetyCheck", "parse_verdict", "safety_messages"]
 
@@ -126,7 +126,7 @@ def _bare(line: str) -> str:
 
 
 @register
-class SafetyCheck(Pass):
+class SafetyCheck(Consulting):
     name = "safety_check"
     version = "1"
     options: ClassVar[dict[str, str]] = {"penalty": "0", "detector": ""}

@@ -5,7 +5,8 @@ prompt in ``turns[0]`` (options lettered for multiple choice), the gold answer i
 ``extra`` the grader that decides correctness and, for multiple choice, the label set. Files live under
 the data directory (``--data-dir`` / ``SHABERI_DATA_DIR``) at ``gt/<path>.{jsonl,json,csv,parquet}``;
 GPQA, HLE and HalluMix are not redistributable and are read from the user's own copy at the same kind
-of path. The generation prompt of each is ``prompts/generation/<name>.jinja``.
+of path. The generation prompt of each is ``prompts/generation/<name>.jinja``. A plugin registers its own
+with ``@dataset`` (entry point group ``shaberi.datasets``, ``docs/plugins.md``).
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ from __future__ import annotations
 import itertools
 import random
 import string
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...benchmarks import FORMATS, Dataset, Question, read_rows
-from ...errors import DataError, UsageError
+from ...benchmarks import FORMATS, Convert, Dataset, Question, read_rows
+from ...errors import DataError
+from ...registry import Registry
 from ...resources import sha256_file
 
-__all__ = ["DATASETS", "GTDataset", "letters", "load", "resolve"]
+__all__ = ["DATASETS", "GTDataset", "dataset", "letters", "load", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -29,17 +31,19 @@ class GTDataset:
     name: str
     path: str  # under the data directory, without the suffix
     columns: tuple[str, ...]  # upstream columns the loader needs
-    grader: str  # numeric | math | mcq | llm (a question may name its own in extra["grader"])
+    grader: str  # numeric | math | mcq | llm, or a plugin's (a question may name its own in extra["grader"])
     source: str  # where a user gets the file
-    convert: Callable[[list[dict]], Iterable[Question]]
+    convert: Convert
 
 
-DATASETS: dict[str, GTDataset] = {}
+DATASETS: Registry[GTDataset] = Registry("dataset", "shaberi.datasets")
 
 
-def dataset(name: str, *, path: str, columns: tuple[str, ...], grader: str, source: str) -> Callable:
-    def register(fn: Callable[[list[dict]], Iterable[Question]]) -> Callable:
-        DATASETS[name] = GTDataset(name, path, columns, grader, source, fn)
+def dataset(name: str, *, path: str, columns: tuple[str, ...], grader: str, source: str
+            ) -> Callable[[Convert], Convert]:
+    """Register the decorated ``Convert`` as ground-truth dataset ``name``."""
+    def register(fn: Convert) -> Convert:
+        DATASETS.register(name, GTDataset(name, path, columns, grader, source, fn))
         return fn
 
     return register
@@ -70,11 +74,8 @@ def mcq(benchmark: str, qid: object, prompt: str, labels: list[str], gold: str, 
 
 
 def resolve(spec: str) -> list[str]:
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    unknown = [n for n in names if n not in DATASETS]
-    if unknown or not names:
-        raise UsageError(f"unknown dataset {', '.join(unknown) or repr(spec)}; choose from: {', '.join(DATASETS)}")
-    return list(dict.fromkeys(names))
+    """A comma list of dataset names, validated (there is no ``all``)."""
+    return DATASETS.resolve(spec)
 
 
 def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:

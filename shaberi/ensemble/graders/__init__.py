@@ -9,16 +9,25 @@ what was extracted. ``version`` is part of a stored grade's identity (``prompt_h
 also what ``majority`` votes over. The ``llm`` grader asks a judge model (SimpleQA style: CORRECT, INCORRECT
 or NOT_ATTEMPTED) and is asynchronous (``graders.llm``); a reply it cannot read is no grade at all (score
 NULL, ``unparsed``), never a wrong one.
+
+Both kinds live in ``GRADERS``: a rule grader is a ``Grader`` (``@grader`` makes one from an extraction
+function), a judge-model grader a ``ModelGrader``; plugins add theirs through the entry point group
+``shaberi.graders`` (``docs/plugins.md``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ...benchmarks import Question
+from ...registry import Registry
 
-__all__ = ["GRADERS", "Extraction", "Grader", "grader"]
+if TYPE_CHECKING:
+    from ...client import ChatClient, Completion
+
+__all__ = ["GRADERS", "Extraction", "Grader", "ModelGrader", "RuleGrader", "grader"]
 
 
 @dataclass(frozen=True)
@@ -27,37 +36,76 @@ class Extraction:
     method: str  # the rule that found it, or "none"
 
 
+@runtime_checkable
+class Grader(Protocol):
+    """A rule grader: its grades are judge ``exact:<name>``, ``prompt_hash`` ``exact:<name>@<version>``."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...  # of the rules: a stored grade of another version is made again
+
+    def extract(self, text: str, question: Question) -> Extraction:
+        """The final answer in ``text``, normalised, and the rule that found it."""
+        ...
+
+    def grade(self, response: str | None, question: Question) -> tuple[bool, Extraction]:
+        """Whether ``response`` gives the gold answer, and what was read from it."""
+        ...
+
+
+@runtime_checkable
+class ModelGrader(Protocol):
+    """A grader that asks a judge model (``--judge``): its grades are judge <the judge model>, ``prompt_hash``
+    ``<name>:<prompt_hash()>``, ``parse_method`` the grade word ``ask`` read from the reply."""
+
+    @property
+    def name(self) -> str: ...
+
+    def prompt_hash(self) -> str:
+        """What the judge is asked, hashed: a stored grade with another hash is asked again."""
+        ...
+
+    async def ask(self, client: ChatClient, model: str, question: Question, answer: str) -> tuple[str, Completion]:
+        """The grade of ``answer`` and the judge's reply."""
+        ...
+
+    def score(self, grade: str) -> int | None:
+        """1 (right), 0 (wrong) or None: no grade (the reply could not be read), never a wrong one."""
+        ...
+
+
 @dataclass(frozen=True)
-class Grader:
+class RuleGrader:
+    """A ``Grader`` from an extraction function and a comparison."""
+
     name: str
     extract: Callable[[str, Question], Extraction]
     same: Callable[[Extraction, Question], bool]  # is this extraction the gold answer?
-    version: str = "1"  # of the rules: a stored grade of another version is made again
-
-    @property
-    def judge(self) -> str:
-        return f"exact:{self.name}"
+    version: str = "1"
 
     def grade(self, response: str | None, question: Question) -> tuple[bool, Extraction]:
         found = self.extract(response or "", question)
         return (found.answer is not None and self.same(found, question)), found
 
 
-GRADERS: dict[str, Grader] = {}
+GRADERS: Registry[Grader | ModelGrader] = Registry("grader", "shaberi.graders")
 
 
-def grader(name: str, same: Callable[[Extraction, Question], bool] | None = None, version: str = "1") -> Callable:
-    """Register an extraction function; by default an answer is right when it equals the gold extracted the
-    same way (so the gold's own formatting does not matter)."""
+def grader(name: str, same: Callable[[Extraction, Question], bool] | None = None, version: str = "1"
+           ) -> Callable[[Callable[[str, Question], Extraction]], Callable[[str, Question], Extraction]]:
+    """Register an extraction function as a ``RuleGrader``; by default an answer is right when it equals the
+    gold extracted the same way (so the gold's own formatting does not matter)."""
 
-    def register(fn: Callable[[str, Question], Extraction]) -> Callable:
+    def register(fn: Callable[[str, Question], Extraction]) -> Callable[[str, Question], Extraction]:
         def equal(found: Extraction, q: Question) -> bool:
             return found.answer == fn(q.reference or "", q).answer or found.answer == (q.reference or "").strip()
 
-        GRADERS[name] = Grader(name, fn, same or equal, version)
+        GRADERS.register(name, RuleGrader(name, fn, same or equal, version))
         return fn
 
     return register
 
 
-from . import math, mcq, numeric  # noqa: E402,F401  (registration)
+from . import llm, math, mcq, numeric  # noqa: E402,F401  (registration)

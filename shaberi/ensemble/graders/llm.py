@@ -10,7 +10,7 @@ names, as the prompt spells it or capitalised (CORRECT, Incorrect, NOT_ATTEMPTED
 "not correct"); a grade word qualified by a negation or a hedge ("NOT CORRECT", "PARTIALLY CORRECT"), two
 letters ("A/B"), a letter and a word that disagree, two different grade words, or neither, are unreadable.
 The reply is NFKC-normalised and a ``<think>`` block is not read.
-Asynchronous: the stage calls it through the shared client."""
+Asynchronous: the stage calls it through the shared client. Registered as ``GRADERS["llm"]``, a ``ModelGrader``."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import orjson
 from ...benchmarks import Question
 from ...client import ChatClient, Completion
 from ...prompts import render, template_hash
+from . import GRADERS
 
 __all__ = ["GRADES", "TEMPLATE", "UNPARSED", "ask", "score", "verdict"]
 
@@ -66,3 +67,15 @@ async def ask(client: ChatClient, model: str, question: Question, answer: str) -
     reply = await client.chat(orjson.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
                                             "temperature": 0, "max_tokens": 16}))
     return verdict(reply.content or ""), reply
+
+
+class _LLM:
+    """``GRADERS["llm"]``: this module as a ``ModelGrader``."""
+
+    name = "llm"
+    prompt_hash = staticmethod(prompt_hash)
+    ask = staticmethod(ask)
+    score = staticmethod(score)
+
+
+GRADERS.register("llm", _LLM())

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 
 from ...benchmarks import Question
-from . import GRADERS, Extraction, Grader
+from . import GRADERS, Extraction
 
 TIME_LIMIT = 10.0  # seconds for one answer's parse and comparison
 
@@ -55,10 +55,6 @@ def extract(text: str, question: Question) -> Extraction:
     return Extraction(str(parsed[0]), "math_verify") if parsed else Extraction(None, "none")
 
 
-def same(found: Extraction, question: Question) -> bool:
-    raise NotImplementedError  # grade() below compares the parsed forms, not the strings
-
-
 def grade(response: str | None, question: Question) -> tuple[bool, Extraction]:
     from math_verify import verify
 
@@ -73,9 +69,13 @@ def grade(response: str | None, question: Question) -> tuple[bool, Extraction]:
         return False, Extraction(None, "timeout")
 
 
-class _MathGrader(Grader):
-    def grade(self, response: str | None, question: Question) -> tuple[bool, Extraction]:
-        return grade(response, question)
+class _Math:
+    """``GRADERS["math"]``: a ``Grader`` comparing the parsed forms, not the extracted strings."""
+
+    name = "math"
+    version = "1"
+    extract = staticmethod(extract)
+    grade = staticmethod(grade)
 
 
-GRADERS["math"] = _MathGrader("math", extract, same)
+GRADERS.register("math", _Math())

@@ -1,5 +1,5 @@
-"""Consensus strategies: N member responses to one question in, one answer out. One file each,
-registered by name with ``@strategy``.
+"""Consensus strategies: N member responses to one question in, one answer out. One file each, a
+``Strategy`` registered by name with ``@strategy`` (a plugin's: entry point group ``shaberi.strategies``).
 
 A strategy that calls a model does so through ``Context.ask``, which goes through the shared client and
 counts requests and tokens (stage ``consensus``). Its answer is stored as an ``answers`` row with
@@ -10,15 +10,16 @@ templates, the member responses), so the same evaluation again reuses it instead
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Protocol, TypeVar
 
 import orjson
 
 from ...benchmarks import Question
 from ...client import ChatClient
+from ...registry import Registry
 from ..graders import Grader
 
-__all__ = ["STRATEGIES", "Consensus", "Context", "Strategy", "strategy"]
+__all__ = ["STRATEGIES", "Consensus", "Context", "Strategy", "resolve", "strategy"]
 
 
 @dataclass
@@ -51,32 +52,33 @@ class Consensus:
     detail: dict = field(default_factory=dict)  # what the strategy saw and decided (votes, ratings, rounds)
 
 
-class Strategy:
+class Strategy(Protocol):
+    """A consensus strategy, instantiated with no arguments; subclass it for the defaults below."""
+
     name: ClassVar[str]
-    version: ClassVar[str] = "1"
-    templates: ClassVar[tuple[str, ...]] = ()  # prompts/ensemble/*.jinja it renders (their hashes key its cache)
+    version: ClassVar[str] = "1"  # part of its answers' cache key: bump it when the strategy changes
+    # The prompts/ templates it renders: their hashes key its cache, and a strategy with templates calls a
+    # model, so it needs --consensus-model.
+    templates: ClassVar[tuple[str, ...]] = ()
 
     async def combine(self, question: Question, responses: list[str], ctx: Context) -> Consensus:
-        raise NotImplementedError
+        """One answer from the members' ``responses`` to ``question``."""
+        ...
 
 
-STRATEGIES: dict[str, type[Strategy]] = {}
+STRATEGIES: Registry[type[Strategy]] = Registry("strategy", "shaberi.strategies", takes_all=True)
+S = TypeVar("S", bound=type[Strategy])
 
 
-def strategy(cls: type[Strategy]) -> type[Strategy]:
-    STRATEGIES[cls.name] = cls
+def strategy(cls: S) -> S:
+    """Register a ``Strategy`` class under its ``name``."""
+    STRATEGIES.register(cls.name, cls)
     return cls
 
 
 def resolve(spec: str) -> list[str]:
-    from ...errors import UsageError
-
-    names = list(STRATEGIES) if spec.strip() == "all" else [s.strip() for s in spec.split(",") if s.strip()]
-    unknown = [n for n in names if n not in STRATEGIES]
-    if unknown or not names:
-        raise UsageError(f"unknown strategy {', '.join(unknown) or repr(spec)}; choose from: all, "
-                         f"{', '.join(STRATEGIES)}")
-    return list(dict.fromkeys(names))
+    """``all`` (every strategy, in registration order) or a comma list, validated."""
+    return STRATEGIES.resolve(spec)
 
 
 from . import council, elo, majority, standard  # noqa: E402,F401  (registration)
