@@ -150,9 +150,10 @@ TABLES: dict[str, Table] = {
         ),
         _t(
             "judgements",
-            # One row per answer, judge, judging prompt and judged text: a new prompt or a regenerated answer
-            # adds a row, the older ones stay as history (``sql/015_lineage.sql`` says which one counts).
-            (*_ANSWER_KEY, "judge", "prompt_hash", "answer_hash"),
+            # One row per answer, judge, judging prompt (or rule grader version) and judged text: a new prompt,
+            # new rules or a regenerated answer add a row, the older ones stay as history
+            # (``sql/015_lineage.sql`` says which one counts).
+            (*_ANSWER_KEY, "judge", "prompt_hash", "grader_version", "answer_hash"),
             [
                 *_ANSWER_FIELDS,
                 ("judge", STR),
@@ -163,7 +164,8 @@ TABLES: dict[str, Table] = {
                 ("fallback_output", STR),
                 ("finish_reason", STR),  # of the judge's first reply: "length" (cut off) is never read for a score
                 ("fallback_finish_reason", STR),
-                ("prompt_hash", STR),  # of the benchmark's judging templates
+                ("prompt_hash", STR),  # of the judging templates (null: no prompt, a rule grader)
+                ("grader_version", STR),  # of an ensemble rule grader's rules (null: a judge model)
                 ("answer_hash", STR),  # of the judged text: a regenerated answer is judged again
                 ("prompt_tokens", I64),
                 ("completion_tokens", I64),

@@ -222,6 +222,11 @@ def test_generate_once_then_evaluate_many_times_without_generation_calls(server,
     assert report.returncode == 0
     assert "| m | majority | 4 |" in report.stdout and "| m | standard | 5 |" in report.stdout
     assert "2 comparisons, Holm-corrected" in report.stdout
+    # A rule grader has no prompt: its rules' version, not a prompt hash, says how a grade was made.
+    from shaberi.ensemble.graders import GRADERS
+
+    assert query(tmp_path / "r", "SELECT DISTINCT judge, prompt_hash, grader_version FROM judgements") == [
+        ("exact:numeric", None, GRADERS["numeric"].version)]
 
 
 def test_recorded_responses_and_the_ci_gate(data_dir, tmp_path):

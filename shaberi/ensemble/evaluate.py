@@ -28,12 +28,15 @@ from typing import NamedTuple
 import orjson
 
 from ..benchmarks import Question
-from ..client import LLM
+from ..client import LLM, Completion
 from ..dispatch import Dispatcher
 from ..errors import LLMError, UsageError
 from ..lineage import answer_hash
 from ..prompts import template_hash
-from ..store import Journal, Store, now_us
+from ..rows import AnswerKey, token_usage
+from ..rows import answer as answer_row
+from ..rows import judgement as judgement_row
+from ..store import Journal, Store
 from . import cache
 from .gate import Comparison, compare
 from .graders import GRADERS, Grader, ModelGrader
@@ -215,10 +218,10 @@ class _Entry:
             else:
                 self.members[a["question_id"]][a["sample_index"]] = None if a["error"] else a["content"]
         self.grades = {(j["question_id"], j["sample_index"], j["strategy"], j["judge"], j["answer_hash"],
-                        j["prompt_hash"]): (j["score"], j["parse_method"])
+                        _How(j["prompt_hash"], j["grader_version"])): (j["score"], j["parse_method"])
                        for j in store.read("judgements", run_id, ["question_id", "sample_index", "strategy", "judge",
-                                                                  "answer_hash", "prompt_hash", "score",
-                                                                  "parse_method"]).to_pylist()}
+                                                                  "answer_hash", "prompt_hash", "grader_version",
+                                                                  "score", "parse_method"]).to_pylist()}
 
     def responses(self, qid: str) -> list[str | None]:
         got = self.members.get(qid, {})
@@ -335,17 +338,17 @@ async def _consensus(journal: Journal, cached: _Entry, strat: Strategy, ids: lis
     def record(work: tuple[str, list[str], str], outcome: tuple[str, dict, Context] | None,
                error: LLMError | None) -> None:
         qid, _, identity = work
-        row = {"run_id": cached.run_id, "benchmark": question_of[qid].benchmark, "question_id": qid,
-               "sample_index": 0, "strategy": strat.name, "model": model, "request_hash": identity, "calls": 1,
-               "created_at": now_us()}
+        key = AnswerKey(question_of[qid].benchmark, qid, 0, strat.name)
         if outcome is None:
-            row |= {"error": str(error)[:2000], "error_type": error.error_type if error else "error"}
             done[qid] = None
-            journal.append("answers", row)
+            journal.append("answers", answer_row(cached.run_id, key, model, request_hash=identity, calls=1,
+                                                 error=str(error)[:2000],
+                                                 error_type=error.error_type if error else "error"))
             return
         content, detail, ctx = outcome
-        row |= {"content": content, "reasoning": orjson.dumps(detail).decode(), "attempts": ctx.requests,
-                "prompt_tokens": ctx.prompt_tokens, "completion_tokens": ctx.completion_tokens}
+        row = answer_row(cached.run_id, key, model, request_hash=identity, calls=1, content=content,
+                         reasoning=orjson.dumps(detail).decode(), attempts=ctx.requests,
+                         prompt_tokens=ctx.prompt_tokens, completion_tokens=ctx.completion_tokens)
         done[qid] = content
         o = done.outcome
         o.requests += ctx.requests
@@ -353,16 +356,21 @@ async def _consensus(journal: Journal, cached: _Entry, strat: Strategy, ids: lis
         o.completion_tokens += ctx.completion_tokens
         rows = [("answers", row)]
         if ctx.requests:
-            rows.append(("token_usage", {"run_id": cached.run_id, "stage": "consensus",
-                                         "benchmark": question_of[qid].benchmark, "model": model,
-                                         "requests": ctx.requests, "prompt_tokens": ctx.prompt_tokens,
-                                         "completion_tokens": ctx.completion_tokens, "cached_requests": 0,
-                                         "created_at": now_us()}))
+            rows.append(("token_usage", token_usage(cached.run_id, "consensus", question_of[qid].benchmark, model,
+                                                    requests=ctx.requests, prompt_tokens=ctx.prompt_tokens,
+                                                    completion_tokens=ctx.completion_tokens)))
         journal.append_many(rows)
 
     workers = llm.client.limiter.config.max if (llm and uses_model) else 1
     await Dispatcher(iter(todo), call, record, workers).run()
     return done
+
+
+class _How(NamedTuple):
+    """How a grade was made, part of its identity: a grade made otherwise is made again."""
+
+    prompt_hash: str | None  # a judge-model grader: what the judge was asked ("<grader>:<hash>")
+    grader_version: str | None  # a rule grader: its rules' version
 
 
 class _Graded(NamedTuple):
@@ -371,8 +379,19 @@ class _Graded(NamedTuple):
     rules: Grader | None  # a rule grader, or
     model: ModelGrader | None  # one that asks the judge model
     judge: str  # the judgements' judge
-    version: str  # and prompt_hash
+    how: _How
     label: str  # what the counts call it: the rule grader's name, or <grader>:<judge model>
+
+
+class _Ask(NamedTuple):
+    """An answer text a judge-model grader is to grade."""
+
+    question: Question
+    sample_index: int
+    strategy: str
+    graded: _Graded
+    a_hash: str
+    text: str
 
 
 class _Grading:
@@ -385,9 +404,9 @@ class _Grading:
         self.graders: dict[str, _Graded] = {}
         self.results: dict[tuple[str, int, str], tuple[int | None, int | None]] = {}
         # The same text for the same question is graded once, whichever member or strategy wrote it.
-        self.by_text: dict[tuple[str, str, str, str], tuple[int | None, str, str | None]] = {
-            (qid, judge_name, version, a_hash): (_score(score, method), method, None)
-            for (qid, _, _, judge_name, a_hash, version), (score, method) in cached.grades.items()}
+        self.by_text: dict[tuple[str, str, _How, str], tuple[int | None, str, str | None]] = {
+            (qid, judge_name, how, a_hash): (_score(score, method), method, None)
+            for (qid, _, _, judge_name, a_hash, how), (score, method) in cached.grades.items()}
 
     def get(self, qid: str, sample_index: int, strategy: str) -> tuple[int | None, int | None]:
         """(correct, attempted) as 0/1, both None when there is no readable grade."""
@@ -400,10 +419,10 @@ class _Grading:
             if isinstance(grader, ModelGrader):
                 if self.judge is None:
                     raise UsageError(f"{question.benchmark} is graded by a judge model: give --judge MODEL[@BASE_URL]")
-                self.graders[kind] = _Graded(None, grader, self.judge.model, f"{kind}:{grader.prompt_hash()}",
-                                             f"{kind}:{self.judge.model}")
+                self.graders[kind] = _Graded(None, grader, self.judge.model, _How(f"{kind}:{grader.prompt_hash()}",
+                                                                                 None), f"{kind}:{self.judge.model}")
             else:
-                self.graders[kind] = _Graded(grader, None, f"exact:{kind}", f"exact:{kind}@{grader.version}", kind)
+                self.graders[kind] = _Graded(grader, None, f"exact:{kind}", _How(None, grader.version), kind)
         return self.graders[kind]
 
     async def grade(self, items: list[tuple[str, int, str, str | None]], journal: Journal) -> None:
@@ -411,76 +430,71 @@ class _Grading:
         for qid, index, strategy, text in items:
             question = self.cached.questions[qid]
             graded = self._grader(question)
-            judge, version = graded.judge, graded.version
-            self.judges[judge] = graded.label
+            self.judges[graded.judge] = graded.label
             a_hash = answer_hash(text)
-            old = self.cached.grades.get((qid, index, strategy, judge, a_hash, version))
+            old = self.cached.grades.get((qid, index, strategy, graded.judge, a_hash, graded.how))
             if old is not None and old[1] != "judge_error":  # a failed grading call is asked again
                 self.results[(qid, index, strategy)] = _outcome(_score(*old), old[1])
                 continue
-            same = self.by_text.get((qid, judge, version, a_hash))
+            same = self.by_text.get((qid, graded.judge, graded.how, a_hash))
             if text is None:  # an error answer: wrong, and never sent to a judge
-                self._store(journal, question, index, strategy, judge, version, a_hash, 0, "answer_error", None)
+                self._store(journal, question, index, strategy, graded, a_hash, 0, "answer_error", None)
             elif same is not None and same[1] not in ("judge_error", "answer_error"):
-                self._store(journal, question, index, strategy, judge, version, a_hash, same[0], same[1], same[2])
+                self._store(journal, question, index, strategy, graded, a_hash, same[0], same[1], same[2])
             elif graded.rules is None:
-                asks.append((question, index, strategy, judge, version, a_hash, text))
+                asks.append(_Ask(question, index, strategy, graded, a_hash, text))
             else:
                 right, found = graded.rules.grade(text, question)
-                self._store(journal, question, index, strategy, judge, version, a_hash, int(right), found.method,
+                self._store(journal, question, index, strategy, graded, a_hash, int(right), found.method,
                             found.answer)
         if asks:
             await self._ask(asks, journal)
 
-    async def _ask(self, asks: list, journal: Journal) -> None:
+    async def _ask(self, asks: list[_Ask], journal: Journal) -> None:
         assert self.judge is not None
         client, model = self.judge.client, self.judge.model
 
-        def grader(question: Question) -> ModelGrader:
-            found = self._grader(question).model
-            assert found is not None
-            return found
+        def grader(ask: _Ask) -> ModelGrader:
+            assert ask.graded.model is not None
+            return ask.graded.model
 
-        async def call(item: tuple) -> tuple:
-            return await grader(item[0]).ask(client, model, item[0], item[6])
+        async def call(ask: _Ask) -> tuple[str, Completion]:
+            return await grader(ask).ask(client, model, ask.question, ask.text)
 
-        def record(item: tuple, outcome: tuple | None, error: LLMError | None) -> None:
-            question, index, strategy, judge, version, a_hash, _ = item
+        def record(ask: _Ask, outcome: tuple[str, Completion] | None, error: LLMError | None) -> None:
+            question, index, strategy, graded, a_hash, _ = ask
             if outcome is None:  # no grade: asked again next time
-                self._store(journal, question, index, strategy, judge, version, a_hash, None, "judge_error",
-                            None, error=f"judge_error: {error}")
+                self._store(journal, question, index, strategy, graded, a_hash, None, "judge_error", None,
+                            error=f"judge_error: {error}")
                 return
             grade, reply = outcome
-            self._store(journal, question, index, strategy, judge, version, a_hash, grader(question).score(grade),
-                        grade, reply.content, tokens=(reply.prompt_tokens, reply.completion_tokens))
-            journal.append("token_usage", {"run_id": self.cached.run_id, "stage": "judging",
-                                           "benchmark": question.benchmark, "model": model,
-                                           "requests": reply.attempts, "prompt_tokens": reply.prompt_tokens,
-                                           "completion_tokens": reply.completion_tokens, "cached_requests": 0,
-                                           "created_at": now_us()})
+            self._store(journal, question, index, strategy, graded, a_hash, grader(ask).score(grade), grade,
+                        reply.content, tokens=(reply.prompt_tokens, reply.completion_tokens))
+            journal.append("token_usage", token_usage(
+                self.cached.run_id, "judging", question.benchmark, model, requests=reply.attempts,
+                prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens))
 
-        unique: dict[tuple, tuple] = {}
-        for item in asks:  # one call per distinct text; the repeats copy its grade afterwards
-            unique.setdefault((item[0].question_id, item[5]), item)
+        unique: dict[tuple[str, str], _Ask] = {}
+        for ask in asks:  # one call per distinct text; the repeats copy its grade afterwards
+            unique.setdefault((ask.question.question_id, ask.a_hash), ask)
         await Dispatcher(iter(unique.values()), call, record, client.limiter.config.max).run()
-        for item in asks:
-            question, index, strategy, judge, version, a_hash, _ = item
+        for ask in asks:
+            question, index, strategy, graded, a_hash, _ = ask
             if (question.question_id, index, strategy) not in self.results:
-                score, method, output = self.by_text[(question.question_id, judge, version, a_hash)]
-                self._store(journal, question, index, strategy, judge, version, a_hash, score, method, output)
+                score, method, output = self.by_text[(question.question_id, graded.judge, graded.how, a_hash)]
+                self._store(journal, question, index, strategy, graded, a_hash, score, method, output)
 
-    def _store(self, journal: Journal, question: Question, index: int, strategy: str, judge: str, version: str,
-               a_hash: str, score: int | None, method: str, output: str | None, error: str | None = None,
+    def _store(self, journal: Journal, question: Question, index: int, strategy: str, graded: _Graded, a_hash: str,
+               score: int | None, method: str, output: str | None, error: str | None = None,
                tokens: tuple[int, int] | None = None) -> None:
         self.results[(question.question_id, index, strategy)] = _outcome(score, method)
-        self.by_text[(question.question_id, judge, version, a_hash)] = (score, method, output)
-        journal.append("judgements", {
-            "run_id": self.cached.run_id, "benchmark": question.benchmark, "question_id": question.question_id,
-            "sample_index": index, "strategy": strategy, "judge": judge,
-            "score": None if score is None else float(score), "score_scale": "0-1",
-            "parse_method": method, "judge_output": output, "prompt_hash": version, "answer_hash": a_hash,
-            "prompt_tokens": tokens[0] if tokens else None, "completion_tokens": tokens[1] if tokens else None,
-            "error": error or _ERRORS.get(method), "created_at": now_us()})
+        self.by_text[(question.question_id, graded.judge, graded.how, a_hash)] = (score, method, output)
+        journal.append("judgements", judgement_row(
+            self.cached.run_id, AnswerKey(question.benchmark, question.question_id, index, strategy), graded.judge,
+            (0, 1), graded.how.prompt_hash, a_hash, grader_version=graded.how.grader_version,
+            score=None if score is None else float(score), parse_method=method, judge_output=output,
+            prompt_tokens=tokens[0] if tokens else None, completion_tokens=tokens[1] if tokens else None,
+            error=error or _ERRORS.get(method)))
 
 
 _ERRORS = {"answer_error": "answer_error", "judge_error": "judge_error",

@@ -4,11 +4,11 @@ A rule grader (``numeric``, ``mcq``, ``math``) extracts the final answer from a 
 with the gold; its judge name is ``exact:<name>``, its score 1 or 0, ``parse_method`` says which rule found
 the answer (``none``: nothing found, ``hedged``: more than one choice named, ``timeout``: math gave up; all
 graded wrong, as the response gave no readable answer, and counted as unreadable) and ``judge_output`` holds
-what was extracted. ``version`` is part of a stored grade's identity (``prompt_hash``
-``exact:<name>@<version>``): bump it when the rules change, and stored grades are made again. ``extract`` is
-also what ``majority`` votes over. The ``llm`` grader asks a judge model (SimpleQA style: CORRECT, INCORRECT
-or NOT_ATTEMPTED) and is asynchronous (``graders.llm``); a reply it cannot read is no grade at all (score
-NULL, ``unparsed``), never a wrong one.
+what was extracted. ``version`` is part of a stored grade's identity (column ``grader_version``; a rule
+grader has no prompt, so ``prompt_hash`` is null): bump it when the rules change, and stored grades are made
+again. ``extract`` is also what ``majority`` votes over. The ``llm`` grader asks a judge model (SimpleQA
+style: CORRECT, INCORRECT or NOT_ATTEMPTED) and is asynchronous (``graders.llm``); a reply it cannot read is
+no grade at all (score NULL, ``unparsed``), never a wrong one.
 
 Both kinds live in ``GRADERS``: a rule grader is a ``Grader`` (``@grader`` makes one from an extraction
 function), a judge-model grader a ``ModelGrader``; plugins add theirs through the entry point group
@@ -38,7 +38,7 @@ class Extraction:
 
 @runtime_checkable
 class Grader(Protocol):
-    """A rule grader: its grades are judge ``exact:<name>``, ``prompt_hash`` ``exact:<name>@<version>``."""
+    """A rule grader: its grades are judge ``exact:<name>``, ``grader_version`` its ``version``."""
 
     @property
     def name(self) -> str: ...
