@@ -26,7 +26,7 @@ from scipy.stats import spearmanr
 
 from shaberi.legacy import import_tree
 from shaberi.passes import build
-from shaberi.passes.runner import _items, run_passes
+from shaberi.passes.runner import answer_items, run_passes
 from shaberi.sql import find_runs
 from shaberi.store import Store
 
@@ -44,7 +44,7 @@ def main() -> None:
     run_ids = [r.run_id for r in find_runs(results)]
 
     started = time.perf_counter()
-    answers = sum(sum(1 for _ in _items(store, run_id)) for run_id in run_ids)
+    answers = sum(sum(1 for _ in answer_items(store, run_id)) for run_id in run_ids)
     floor = time.perf_counter() - started
     started = time.perf_counter()
     for run_id in run_ids:

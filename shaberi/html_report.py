@@ -6,7 +6,7 @@ whiskers (inline SVG, both tags side by side), the biggest per-question movers b
 with both answers and every judge's reply, and tokens and cost by stage. Everything is inline (CSS,
 SVG, a few lines of script to sort tables): the file opens without a network. Partial runs read fine:
 a benchmark that was not run says so, errored answers and legacy imports without judge replies are
-shown as such. The page is ``shaberi/templates/report.html.jinja``.
+shown as such. The page is ``templates/report.html.jinja``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 import jinja2
 
 from .inspector import Detail, Inspector
+from .resources import resource_dir
 from .sql import left_out, select_runs
 from .status import effective, worst, writer_alive
 
@@ -137,7 +138,7 @@ def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = N
     if compare:
         blocks.append(_block(inspector, compare, model or blocks[0].model))
     movers, movers_note = _movers(inspector, *blocks) if compare else ([], None)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource_dir("templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     html = env.get_template("report.html.jinja").render(
         blocks=blocks, chart=_chart(blocks), movers=movers, movers_note=movers_note, compare=compare,

@@ -25,17 +25,24 @@ from pathlib import Path
 
 import duckdb
 
+from . import benchmarks as bm
 from .errors import UsageError
 from .sql import connect, find_runs
 
-__all__ = ["COLUMNS", "JUDGE_TITLES", "leaderboard"]
+__all__ = ["JUDGE_TITLES", "columns", "leaderboard"]
 
 # Column names of the original leaderboard for the judge folders it knew.
 JUDGE_TITLES = {"gpt-4-turbo-preview": "GPT4", "gpt-4.1-2025-04-14": "GPT4.1", "gpt-5.1-2025-11-13": "GPT5.1",
                 "llmjudge-athenev2": "AtheneV2", "llmjudge-llama33": "Llama 3.3", "llmjudge-tulu405": "Tulu405"}
 
 GPT4 = "GPT4"
-COLUMNS = [("elyza", "ELYZA 100"), ("mt_bench", "JA-MT"), ("rakuda", "Rakuda"), ("tengu", "Tengu")]
+
+
+def columns() -> list[tuple[str, str]]:
+    """(benchmark, column title) of the original leaderboard's benchmark columns, in its (alphabetical) order:
+    ``leaderboard_column`` in data/datasets.toml."""
+    return sorted(((name, entry["leaderboard_column"]) for name, entry in bm.registry().items()
+                   if "leaderboard_column" in entry), key=lambda c: c[1])
 
 
 # Every judged row as the original tooling read it: a legacy file's repeated rows included (superseded
@@ -72,10 +79,11 @@ def leaderboard(results_dir: Path, tag: str = "legacy", as_published: bool = Fal
         "SELECT r.model, s.judge, s.benchmark, s.score FROM score_means s JOIN runs r USING (run_id)")
     scores = {(m, j, b): s for m, j, b, s in con.execute(query).fetchall() if s is not None}
     judges = sorted({j for _, j, _ in scores if j != "*"}, key=lambda j: JUDGE_TITLES.get(j, j))
-    header = ["model_name", "Judges", "Average (ex-GPT4)", "Average (All)", *(f"{t} (All)" for _, t in COLUMNS)]
+    board = columns()  # read once: the same columns for every row
+    header = ["model_name", "Judges", "Average (ex-GPT4)", "Average (All)", *(f"{t} (All)" for _, t in board)]
     for j in judges:
         title = JUDGE_TITLES.get(j, j)
-        header += [f"Average ({title})", *(f"{t} ({title})" for _, t in COLUMNS)]
+        header += [f"Average ({title})", *(f"{t} ({title})" for _, t in board)]
     header += ["GPT4 delta", "% JA", "JA-MT questions", "Complete"]
     ja = dict(con.execute(  # counted when each answer was written (shaberi/scripts.py)
         "SELECT model, sum(japanese_chars) / nullif(sum(letter_chars), 0) FROM answers GROUP BY model").fetchall())
@@ -85,10 +93,10 @@ def leaderboard(results_dir: Path, tag: str = "legacy", as_published: bool = Fal
         # set: JA-MT shows the 60-question score, or the 80-question one where that is all a model has.
         has = {b for m, _, b in scores if m == model}
         ja_mt = "mt_bench" if "mt_bench" in has or "mt_bench_80" not in has else "mt_bench_80"
-        columns = [ja_mt if b == "mt_bench" else b for b, _ in COLUMNS]
+        shown = [ja_mt if b == "mt_bench" else b for b, _ in board]
 
-        def block(judge: str, model: str = model, columns: list[str] = columns) -> list:
-            values = [scores.get((model, judge, b)) for b in columns]
+        def block(judge: str, model: str = model, shown: list[str] = shown) -> list:
+            values = [scores.get((model, judge, b)) for b in shown]
             present = [v for v in values if v is not None]
             return [sum(present) / len(present) if present else None, *values]
 
@@ -107,8 +115,8 @@ def leaderboard(results_dir: Path, tag: str = "legacy", as_published: bool = Fal
         questions = {"mt_bench": "60", "mt_bench_80": "80"}.get(ja_mt) if ja_mt in has else ""
         complete = sum(v is not None for v in pooled[1:])
         row += [(row[2] - gpt4) / gpt4 if gpt4 and row[2] is not None else None, ja.get(model), questions,
-                f"{complete}/{len(COLUMNS)}"]
+                f"{complete}/{len(board)}"]
         rows.append(row)
     # Complete rows first: an average over fewer benchmarks does not rank against one over all four.
-    rows.sort(key=lambda r: (r[-1] != f"{len(COLUMNS)}/{len(COLUMNS)}", -(r[3] or 0)))
+    rows.sort(key=lambda r: (r[-1] != f"{len(board)}/{len(board)}", -(r[3] or 0)))
     return header, rows

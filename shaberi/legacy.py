@@ -25,22 +25,21 @@ from pathlib import Path
 
 import orjson
 
+from . import benchmarks as bm
 from .errors import DataError
 from .rows import AnswerKey, answer, judgement
 from .run import RunInfo
 from .schema import TABLES
 from .store import Store, now_us
 
-__all__ = ["FOLDERS", "ImportReport", "import_tree", "report_lines"]
+__all__ = ["ImportReport", "folders", "import_tree", "report_lines"]
 
 TAG = "legacy"
-FOLDERS = {
-    "elyza__ELYZA-tasks-100": "elyza",
-    "lightblue__tengu_bench": "tengu",
-    "shisa-ai__ja-mt-bench-1shot": "mt_bench",
-    "yuzuai__rakuda-questions": "rakuda",
-    "lightblue__japanes-mt-bench-oneshot": "mt_bench_80",
-}
+
+
+def folders() -> dict[str, str]:
+    """A legacy tree's dataset folder -> the benchmark it holds (``legacy_folder`` in data/datasets.toml)."""
+    return {entry["legacy_folder"]: name for name, entry in bm.registry().items() if "legacy_folder" in entry}
 
 
 @dataclass
@@ -61,9 +60,10 @@ def _files(root: Path, report: ImportReport) -> dict[str, list[tuple[str | None,
     answers = sorted((root / "model_answers").glob("*/*.json"))
     judged = sorted((root / "judgements").glob("judge_*/*/*.json"))
     skipped: set[Path] = set()
+    known = folders()
     for path in [*answers, *judged]:
         folder = path.parent.name
-        if folder not in FOLDERS:
+        if folder not in known:
             if path.parent not in skipped:
                 skipped.add(path.parent)
                 report.warnings.append(f"skipped unknown dataset folder {path.parent}")
@@ -92,7 +92,7 @@ def _rows(path: Path, report: ImportReport) -> Iterator[dict]:
 
 
 def _benchmark(folder: str, rows: list[dict], report: ImportReport) -> str:
-    name = FOLDERS[folder]
+    name = folders()[folder]
     if name == "mt_bench" and rows and "id" not in rows[0] and "Category" in rows[0]:
         report.counts["mt_bench_80_files_in_60_folder"] += 1
         return "mt_bench_80"

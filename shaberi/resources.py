@@ -14,7 +14,8 @@ _PKG = Path(__file__).resolve().parent
 
 @cache
 def resource_dir(name: str) -> Path:
-    """``prompts``, ``sql`` or ``data``."""
+    """``prompts`` (what models are asked), ``sql`` (the views), ``data`` (benchmark registry, samples,
+    pricing) or ``templates`` (the HTML report's page)."""
     for candidate in (_PKG / "_resources" / name, _PKG.parent / name):
         if candidate.is_dir():
             return candidate

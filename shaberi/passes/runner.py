@@ -29,7 +29,7 @@ from ..schema import TABLES
 from ..store import Journal, Store
 from . import Consulting, Finding, Item, Pass
 
-__all__ = ["PassProgress", "run_passes"]
+__all__ = ["PassProgress", "answer_items", "run_passes"]
 
 
 
@@ -57,7 +57,7 @@ async def run_passes(store: Store, run_id: str, passes: list[Pass], progress: Pa
         return (benchmarks is None or benchmark in benchmarks) and (
             questions is None or (benchmark, question_id) in questions)
 
-    items = [(item, h) for item, h in _items(store, run_id) if in_scope(item.benchmark, item.question_id)]
+    items = [(item, h) for item, h in answer_items(store, run_id) if in_scope(item.benchmark, item.question_id)]
     progress.answers = len(items)
     progress.total = len(items) * len(passes)
     old = store.read("pass_deltas", run_id)
@@ -101,7 +101,7 @@ def _key(item: Item) -> AnswerKey:
     return AnswerKey(item.benchmark, item.question_id, item.sample_index, item.strategy)
 
 
-def _items(store: Store, run_id: str) -> Iterator[tuple[Item, str]]:
+def answer_items(store: Store, run_id: str) -> Iterator[tuple[Item, str]]:
     """(Item, conversation hash) for every answer of a benchmark this version knows."""
     questions = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
                  for q in store.read("questions", run_id, ["benchmark", "question_id", "turns", "extra"]).to_pylist()}
