@@ -68,7 +68,7 @@ def main() -> None:
 
 
 def _member_vector(results: Path, index: int, ids: list[str]) -> list[int]:
-    from shaberi.sql import connect
+    from shaberi.tables.sql import connect
 
     con = connect(results)
     got = dict(con.execute("SELECT question_id, score FROM judgements WHERE strategy = '' AND sample_index = ?",

@@ -23,7 +23,7 @@ import asyncio, re, sys, time
 def peak():  # VmHWM: this process's own peak (ru_maxrss would count the forking parent's)
     return int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) // 1024
 started = time.perf_counter()
-from shaberi.tui import InspectApp
+from shaberi.reports.tui import InspectApp
 app = InspectApp(sys.argv[1], tag="exp-run1", model="model-0")
 async def go():
     async with app.run_test(size=(200, 60)) as pilot:

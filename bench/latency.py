@@ -28,7 +28,7 @@ import pandas  # noqa: F401
 from _common import bare_aiohttp, synthetic_data_dir
 
 from shaberi.pipeline import RunRequest, execute
-from shaberi.sql import connect
+from shaberi.tables.sql import connect
 from shaberi.testing import LoopbackServer
 
 LATENCY, CAPACITY = 0.100, 64

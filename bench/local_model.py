@@ -16,7 +16,7 @@ import sys
 import time
 import urllib.request
 
-from shaberi.local import LocalServer
+from shaberi.llm.local import LocalServer
 
 BODY = {"max_tokens": 256, "temperature": 0, "messages": [
     {"role": "user", "content": "日本の四季について、それぞれの季節の特徴と行事を詳しく説明してください。"}]}

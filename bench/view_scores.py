@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from shaberi.schema import TABLES
-from shaberi.store import Store
+from shaberi.tables.schema import TABLES
+from shaberi.tables.store import Store
 
 BIN = Path(sys.executable).parent
 T = 1_700_000_000_000_000

@@ -1,9 +1,11 @@
 """Shaberi: batch evaluation of LLMs on Japanese chat benchmarks, on a Parquet + DuckDB spine.
 
-Stages, one module each: ``generate`` (answers), ``judge`` (judgements, read by ``extract``), the
-``passes`` (score deltas); ``pipeline`` runs them for ``shaberi run``. Tables are declared in ``schema``,
-stored by ``store``, queried through ``sql``; every LLM call goes through ``client``, every endpoint is parsed
-by ``endpoints``. ``cli`` is the command line; ``shaberi.open(root)`` (``api``) is the Python API for notebooks.
+The data flows one way: a benchmark's dataset (``benchmarks``) becomes questions, ``generate`` answers them,
+``judge`` judges the answers (its verdicts read by ``extract``), the ``passes`` add score deltas, and the
+views and ``reports`` read the tables. ``pipeline`` runs the stages for ``shaberi run``; ``ensemble`` is the
+consensus pipeline on ground-truth benchmarks. Below them, ``llm`` talks to models and ``tables`` declares,
+stores and queries the results. ``cli`` is the command line; ``shaberi.open(root)`` (``api``) the Python API
+for notebooks; ``registry`` the one registry every extension point (and plugin) goes through.
 """
 
 from __future__ import annotations

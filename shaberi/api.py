@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .sql import connect, find_runs, select_runs
+from .tables.sql import connect, find_runs, select_runs
 
 if TYPE_CHECKING:
     import duckdb
@@ -88,7 +88,7 @@ class Results:
         per benchmark with the difference, its bootstrap interval and the verdict."""
         import polars as pl
 
-        from .compare import compare
+        from .reports.compare import compare
 
         report = compare(self.root, a, b, model=model, judge=judge)
         rows = [asdict(c) | {"dropped_a": sum(c.dropped_a.values()), "dropped_b": sum(c.dropped_b.values())}

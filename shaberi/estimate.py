@@ -18,8 +18,8 @@ from . import benchmarks as bm
 from .generate import BenchmarkProgress, GenerationConfig, Progress, existing_answers, plan_calls
 from .prompts import judge_messages
 from .run import run_id_for
-from .sql import connect
-from .store import Store
+from .tables.sql import connect
+from .tables.store import Store
 
 __all__ = ["Estimate", "estimate", "estimate_tokens"]
 

@@ -23,14 +23,15 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import errors, rows
+from . import errors
 from .benchmarks import Dataset, Question
-from .client import ChatClient, Completion
-from .dispatch import Dispatcher
 from .lineage import conversation_hash
+from .llm.client import ChatClient, Completion
+from .llm.dispatch import Dispatcher
 from .prompts import generation_messages
-from .schema import TABLES
-from .store import Journal, Store, now_us
+from .tables import rows
+from .tables.schema import TABLES
+from .tables.store import Journal, Store, now_us
 
 __all__ = ["GenerationConfig", "Progress", "existing_answers", "generate", "plan_calls", "split_reasoning",
            "write_questions"]

@@ -25,15 +25,15 @@ import orjson
 import pyarrow as pa
 
 from . import benchmarks as bm
-from .client import ChatClient, Completion
-from .dispatch import Dispatcher
 from .errors import LLMError
 from .extract import Extraction, extract
 from .lineage import conversation_hash, earlier_turns
+from .llm.client import ChatClient, Completion
+from .llm.dispatch import Dispatcher
 from .prompts import judge_fallback, judge_messages, judging_hash
-from .rows import ANSWER_COLUMNS, AnswerKey, judgement, token_usage
-from .schema import TABLES
-from .store import Journal, Store
+from .tables.rows import ANSWER_COLUMNS, AnswerKey, judgement, token_usage
+from .tables.schema import TABLES
+from .tables.store import Journal, Store
 
 __all__ = ["ANSWER_ERROR", "Judge", "JudgeConfig", "JudgeProgress", "judge", "reprocess"]
 

@@ -27,10 +27,10 @@ import orjson
 
 from . import benchmarks as bm
 from .errors import DataError
-from .rows import AnswerKey, answer, judgement
 from .run import RunInfo
-from .schema import TABLES
-from .store import Store, now_us
+from .tables.rows import AnswerKey, answer, judgement
+from .tables.schema import TABLES
+from .tables.store import Store, now_us
 
 __all__ = ["ImportReport", "folders", "import_tree", "report_lines"]
 
@@ -168,7 +168,7 @@ def import_tree(path: Path, results_dir: Path) -> ImportReport:
     for model, files in _files(root, report).items():
         _import_model(store, model, files, report)
     if report.repeated:
-        from .leaderboard import published_differences
+        from .reports.leaderboard import published_differences
 
         report.differences = [
             f"{model}: {title} ({'all judges' if judge == '*' else judge}) {ours:.4f} counting each question once, "

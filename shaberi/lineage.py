@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .rows import AnswerKey
+from .tables.rows import AnswerKey
 
 __all__ = ["answer_hash", "conversation_hash", "earlier_turns"]
 

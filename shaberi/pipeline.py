@@ -15,20 +15,20 @@ from pathlib import Path
 import orjson
 
 from . import benchmarks as bm
-from .client import ChatClient, ClientConfig, Transport
-from .endpoints import ModelAt, check_base_url, resolve_api_key, shared_llm
 from .errors import UsageError
-from .export import export_connection, export_run, export_summary, write_manifest, write_progress_manifest
 from .generate import GenerationConfig, Progress, generate, write_questions
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, reprocess
-from .lease import EndpointLease
+from .llm.client import ChatClient, ClientConfig, Transport
+from .llm.endpoints import ModelAt, check_base_url, resolve_api_key, shared_llm
+from .llm.lease import EndpointLease
 from .passes import Pass
 from .passes.runner import PassProgress, run_passes
 from .prompts import generation_template, judging_hash, template_hash
+from .reports.export import export_connection, export_run, export_summary, write_manifest, write_progress_manifest
 from .run import RunInfo, run_id_for, validate_name
-from .sql import connect, reattach
 from .status import StageCalls, benchmark_statuses, describe, run_status, stage_status, top_error, worst
-from .store import Store, now_us
+from .tables.sql import connect, reattach
+from .tables.store import Store, now_us
 
 __all__ = ["STAGES", "Outcome", "RunRequest", "check_stored", "execute", "parse_stages", "repeated", "reprocess_run",
            "run"]

@@ -44,7 +44,7 @@ def validate_name(kind: str, value: str) -> str:
 
 def _now_us() -> int:
     """``store.now_us``, without importing the store (and pyarrow) into commands that only read."""
-    from .store import now_us
+    from .tables.store import now_us
 
     return now_us()
 

@@ -1,6 +1,6 @@
--- Thin views over the Parquet lake, one per table in shaberi/schema.py (judgements: judgement_rows).
--- {key:TABLE} is that table's key as schema.py declares it (shaberi/sql.py fills it in).
--- raw_<table> (created by shaberi/sql.py) holds every stored row plus _file; a key written twice
+-- Thin views over the Parquet lake, one per table in shaberi/tables/schema.py (judgements: judgement_rows).
+-- {key:TABLE} is that table's key as schema.py declares it (shaberi/tables/sql.py fills it in).
+-- raw_<table> (created by shaberi/tables/sql.py) holds every stored row plus _file; a key written twice
 -- keeps its latest row, as the store's compaction does. token_usage rows are increments: summed.
 
 CREATE OR REPLACE VIEW runs AS

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from shaberi.sql import connect
+from shaberi.tables.sql import connect
 from shaberi.testing import LoopbackServer
 
 REPO = Path(__file__).resolve().parent.parent
-# Judge-endpoint slots are machine-wide (shaberi.lease); keep the suite's own, inherited by subprocesses.
+# Judge-endpoint slots are machine-wide (shaberi.llm.lease); keep the suite's own, inherited by subprocesses.
 os.environ["SHABERI_LEASE_DIR"] = tempfile.mkdtemp(prefix="shaberi-test-leases-")
 
 

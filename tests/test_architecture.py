@@ -11,8 +11,8 @@ from pathlib import Path
 import shaberi
 
 ROOT = Path(shaberi.__file__).parent
-CLI_SIDE = {"shaberi.cli.run", "shaberi.cli.local", "shaberi.display", "shaberi.__main__"}  # the command line drives
-# the orchestrator
+# the command line drives the orchestrator
+CLI_SIDE = {"shaberi.cli.run", "shaberi.cli.local", "shaberi.cli.display", "shaberi.__main__"}
 
 
 def _imports() -> dict[str, set[str]]:
@@ -40,7 +40,21 @@ def test_nothing_but_the_command_line_imports_the_orchestrator():
     assert len(graph) > 50
     importers = sorted(m for m, deps in graph.items() if "shaberi.pipeline" in deps and m != "shaberi.pipeline")
     assert importers and set(importers) <= CLI_SIDE, importers
-    assert "shaberi.endpoints" in graph["shaberi.ensemble.commands"]
+    assert "shaberi.llm.endpoints" in graph["shaberi.ensemble.commands"]
+
+
+def test_the_layers_only_import_downwards():
+    """llm/ and tables/ are the bottom: they never import a stage, the orchestrator, the reports, the ensemble
+    or the command line; the reports never import a stage that calls a model."""
+    graph = _imports()
+    above = ("shaberi.generate", "shaberi.judge", "shaberi.passes", "shaberi.pipeline", "shaberi.reports",
+             "shaberi.ensemble", "shaberi.cli", "shaberi.api")
+    for layer, banned in [("shaberi.llm", above), ("shaberi.tables", above),
+                          ("shaberi.reports", ("shaberi.generate", "shaberi.judge", "shaberi.pipeline", "shaberi.cli",
+                                               "shaberi.llm"))]:
+        found = sorted((m, d) for m, deps in graph.items() if m.startswith(layer) for d in deps
+                       if d.startswith(banned))
+        assert not found, found
 
 
 def test_the_package_type_checks_and_lints():

@@ -118,7 +118,7 @@ def test_run_evals_is_shaberi_run(server, tmp_path, data_dir):
 def test_a_second_process_on_the_same_run_exits_with_a_clear_message(server, tmp_path, data_dir):
     results = tmp_path / "results"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from shaberi.store import Store\n"
+        [sys.executable, "-c", "import sys, time; from shaberi.tables.store import Store\n"
          "with Store(sys.argv[1]).lock(sys.argv[2], 'x'):\n print('held', flush=True); time.sleep(60)",
          str(results), run_id_for("m", "default")], stdout=subprocess.PIPE, text=True)
     try:

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from shaberi import errors
-from shaberi.client import AdaptiveLimiter, AIMDConfig, ChatClient, ClientConfig, MockTransport, Response
+from shaberi.llm.client import AdaptiveLimiter, AIMDConfig, ChatClient, ClientConfig, MockTransport, Response
 from shaberi.testing import LoopbackServer
 from shaberi.testing.server import request_key
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from shaberi.compare import compare
-from shaberi.store import Store
+from shaberi.reports.compare import compare
+from shaberi.tables.store import Store
 
 from .conftest import shaberi
 

@@ -13,14 +13,14 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from shaberi.benchmarks import Question
-from shaberi.client import ChatClient
 from shaberi.ensemble import datasets as gt
 from shaberi.ensemble.gate import compare, gate
 from shaberi.ensemble.graders import GRADERS
 from shaberi.ensemble.strategies import STRATEGIES, Context
 from shaberi.ensemble.strategies.elo import ratings
 from shaberi.errors import DataError
-from shaberi.store import Store
+from shaberi.llm.client import ChatClient
+from shaberi.tables.store import Store
 
 from .conftest import query, shaberi
 from .test_judge import FAST

@@ -11,8 +11,8 @@ import pytest
 
 from shaberi import benchmarks as bm
 from shaberi.benchmarks.mt_bench import QUESTION_IDS
-from shaberi.endpoints import ModelAt
 from shaberi.extract import COMMON_RULES, extract
+from shaberi.llm.endpoints import ModelAt
 from shaberi.pipeline import RunRequest, run
 from shaberi.prompts import judge_messages, untrusted
 

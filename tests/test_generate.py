@@ -13,8 +13,8 @@ import orjson
 import polars as pl
 import pytest
 
-from shaberi.client import ClientConfig
 from shaberi.generate import GenerationConfig, split_reasoning
+from shaberi.llm.client import ClientConfig
 from shaberi.pipeline import RunRequest, run
 from shaberi.run import run_id_for
 from shaberi.testing import LoopbackServer

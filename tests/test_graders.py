@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from shaberi.benchmarks import Question
-from shaberi.client import LLM, ChatClient
 from shaberi.ensemble import cache
 from shaberi.ensemble import datasets as gt
 from shaberi.ensemble.evaluate import (
@@ -30,6 +29,7 @@ from shaberi.ensemble.graders import GRADERS
 from shaberi.ensemble.graders.llm import score, verdict
 from shaberi.ensemble.graders.numeric import parse
 from shaberi.ensemble.report import markdown
+from shaberi.llm.client import LLM, ChatClient
 
 from .conftest import query, shaberi
 from .test_judge import FAST

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from shaberi.client import ClientConfig
-from shaberi.endpoints import ModelAt
-from shaberi.inspector import Inspector
 from shaberi.legacy import import_tree
+from shaberi.llm.client import ClientConfig
+from shaberi.llm.endpoints import ModelAt
 from shaberi.passes import build
 from shaberi.pipeline import RunRequest, run
-from shaberi.tui import InspectApp, render_detail
+from shaberi.reports.inspector import Inspector
+from shaberi.reports.tui import InspectApp, render_detail
 
 from .conftest import shaberi
 
@@ -139,7 +139,7 @@ build(Path({str(tmp_path / 'big')!r}), 1_000_000)
 import asyncio, re, time
 def peak():  # VmHWM: this process's own peak (ru_maxrss would count the forking parent's)
     return int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) // 1024
-from shaberi.tui import InspectApp
+from shaberi.reports.tui import InspectApp
 started = time.perf_counter()
 app = InspectApp({str(tmp_path / 'big')!r}, tag="exp-run1")
 async def go():

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from shaberi import judge as judge_module
-from shaberi.client import ClientConfig
-from shaberi.endpoints import ModelAt
+from shaberi.llm.client import ClientConfig
+from shaberi.llm.endpoints import ModelAt
 from shaberi.pipeline import RunRequest, run
 from shaberi.testing import LoopbackServer
 
@@ -150,7 +150,7 @@ def test_reprocess_reparses_stored_replies_with_zero_calls(server, tmp_path):
     # Stored as they would be by an older version that did not know the slash_ten rule yet:
     store_rows = query(results, "SELECT question_id, score FROM judgements ORDER BY 1")
     assert store_rows == [("q0", 7.0), ("q1", 9.0)]
-    from shaberi.store import Store
+    from shaberi.tables.store import Store
 
     store = Store(results)
     run_id = query(results, "SELECT run_id FROM runs")[0][0]
@@ -226,7 +226,7 @@ def test_a_reply_reprocess_cannot_read_is_asked_again_with_its_fallback(server, 
                                          "<<judge: FINAL SCORE: 9>> 質問2"])
     results = tmp_path / "r"
     evaluate(server, results, data)
-    from shaberi.store import Store
+    from shaberi.tables.store import Store
 
     store = Store(results)
     run_id = query(results, "SELECT run_id FROM runs")[0][0]
@@ -253,7 +253,7 @@ def test_cut_off_replies_stay_unread_through_reprocess_and_a_bare_fallback_numbe
     rows = judgements(results)
     assert rows[0][2] is None and "cut off" in rows[0][4] and rows[0][4].count("cut off") == 2
     assert rows[1][2:5] == (8.0, "fallback:bare_number", None)  # asked for the score alone, "8" is the score
-    from shaberi.store import Store
+    from shaberi.tables.store import Store
 
     run_id = query(results, "SELECT run_id FROM runs")[0][0]
     assert judge_module.reprocess(Store(results), run_id) == 0  # the fallback's cut-off is remembered too

@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from shaberi.leaderboard import leaderboard
 from shaberi.legacy import import_tree
+from shaberi.reports.leaderboard import leaderboard
 
 from .conftest import query, shaberi
 

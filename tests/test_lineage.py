@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from shaberi.store import Store
+from shaberi.tables.store import Store
 
 from .conftest import query, shaberi, write_rakuda
 
@@ -125,8 +125,8 @@ def test_the_latest_judging_prompt_counts_and_an_older_one_is_kept(server, tmp_p
     import asyncio
 
     from shaberi import judge as judge_module
-    from shaberi.client import ClientConfig
-    from shaberi.endpoints import ModelAt
+    from shaberi.llm.client import ClientConfig
+    from shaberi.llm.endpoints import ModelAt
     from shaberi.pipeline import RunRequest
     from shaberi.pipeline import run as run_pipeline
 
@@ -191,9 +191,9 @@ def test_a_pass_or_generation_on_a_store_with_history_counts_only_current_judgem
     assert run(server, results, data, "--judge", "j").returncode == 0
     assert run(server, results, data, "--seed", "3", "--judge", "j").returncode == 0  # regenerated and re-judged
     run_id = query(results, "SELECT run_id FROM runs")[0][0]
-    from shaberi.passes.runner import _items
+    from shaberi.passes.runner import answer_items
 
-    ((item, a_hash),) = list(_items(Store(results), run_id))
+    ((item, a_hash),) = list(answer_items(Store(results), run_id))
     assert item.scores == {"j": 8.0} and a_hash == query(results, "SELECT answer_hash FROM answers")[0][0]
     assert query(results, "SELECT count(*) FROM judgement_history") == [(2,)]
 

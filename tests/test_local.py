@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from shaberi.errors import DataError, UsageError
-from shaberi.local import LocalModel, free_port, gguf_path
+from shaberi.llm.local import LocalModel, free_port, gguf_path
 
 from .conftest import query, shaberi
 

@@ -7,9 +7,9 @@ import asyncio
 import json
 
 from shaberi import benchmarks as bm
-from shaberi.client import ClientConfig
-from shaberi.endpoints import ModelAt
 from shaberi.errors import UsageError
+from shaberi.llm.client import ClientConfig
+from shaberi.llm.endpoints import ModelAt
 from shaberi.pipeline import RunRequest, run
 
 from .conftest import query

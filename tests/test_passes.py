@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from shaberi.endpoints import ModelAt
+from shaberi.llm.endpoints import ModelAt
 from shaberi.passes import PASSES, Finding, Item, Pass, build, register
 from shaberi.passes.runner import run_passes
 from shaberi.pipeline import RunRequest, run
-from shaberi.store import Store, now_us
+from shaberi.tables.store import Store, now_us
 
 from .conftest import query, shaberi, write_rakuda
 from .test_judge import FAST
@@ -277,7 +277,7 @@ def test_the_detector_is_asked_once_over_http_and_its_verdict_reused(server, tmp
 
 
 def test_a_run_family_shows_the_mean_with_and_without_passes(server, tmp_path):
-    from shaberi.view import build as view
+    from shaberi.reports.view import build as view
 
     for tag in ("fam-run1", "fam-run2"):
         evaluate(server, tmp_path, tag=tag, passes="lang_mixing")

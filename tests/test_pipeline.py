@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from shaberi.client import ClientConfig, MockTransport, Response
-from shaberi.endpoints import ModelAt
+from shaberi.llm.client import ClientConfig, MockTransport, Response
+from shaberi.llm.endpoints import ModelAt
 from shaberi.passes import build
 from shaberi.pipeline import RunRequest, run
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from shaberi import rows
-from shaberi.schema import TABLES
-from shaberi.sql import connect
+from shaberi.tables import rows
+from shaberi.tables.schema import TABLES
+from shaberi.tables.sql import connect
 
 
 def test_builders_fill_the_identity_and_refuse_unknown_columns():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shaberi.scripts import japanese_counts
-from shaberi.store import Store, now_us
+from shaberi.tables.store import Store, now_us
 
 from .conftest import query
 

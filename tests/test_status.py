@@ -23,7 +23,7 @@ def run(base_url, results, data, *args: str, tag: str = "t", model: str = "m"):
 
 
 def manifest(results, model: str, tag: str) -> dict:
-    from shaberi.export import run_folder
+    from shaberi.reports.export import run_folder
 
     return json.loads((run_folder(results, model, tag) / "manifest.json").read_text())
 

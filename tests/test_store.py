@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from shaberi.errors import RunLockedError
-from shaberi.store import Store, now_us, recover
+from shaberi.tables.store import Store, now_us, recover
 
 from .conftest import query
 
@@ -82,7 +82,7 @@ def test_second_writer_of_the_same_run_is_refused(tmp_path):
     store = Store(tmp_path)
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from shaberi.store import Store\n"
+         "import sys, time; from shaberi.tables.store import Store\n"
          "with Store(sys.argv[1]).lock('r', 'x'):\n print('held', flush=True); time.sleep(60)", str(tmp_path)],
         stdout=subprocess.PIPE, text=True)
     try:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from shaberi.sql import connect
-from shaberi.store import Store
+from shaberi.tables.sql import connect
+from shaberi.tables.store import Store
 
 T = 1_700_000_000_000_000
 

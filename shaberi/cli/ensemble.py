@@ -40,8 +40,8 @@ def ensemble_generate_cache(
     arrow_without_pandas()
     import asyncio
 
-    from ..client import AIMDConfig, ClientConfig
     from ..ensemble.commands import generate
+    from ..llm.client import AIMDConfig, ClientConfig
 
     config = ClientConfig(aimd=AIMDConfig(min(40, concurrency), 1, concurrency))
     for run_id in asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature, max_tokens,

@@ -73,10 +73,10 @@ def demo(
     arrow_without_pandas()
     from contextlib import AbstractContextManager
 
-    from ..client import AIMDConfig, ClientConfig
-    from ..endpoints import ModelAt
     from ..generate import GenerationConfig
     from ..judge import JudgeConfig
+    from ..llm.client import AIMDConfig, ClientConfig
+    from ..llm.endpoints import ModelAt
     from ..passes import build
     from ..pipeline import RunRequest
     from ..resources import resource_dir
@@ -89,7 +89,7 @@ def demo(
         server, model, judge_model, note = LoopbackServer(latency_ms=20), "shaberi-loopback", \
             "shaberi-loopback-judge", "the project's loopback test server (answers are canned, scores meaningless)"
     else:
-        from ..local import LocalServer
+        from ..llm.local import LocalServer
 
         server = LocalServer(threads=threads)
         model = judge_model = server.name
@@ -104,7 +104,7 @@ def demo(
                         generation=GenerationConfig(max_tokens=384), judging=JudgeConfig(max_tokens=384)))
     view(tag="demo", runs=None, model=model, judge=None, format=Format.table, pricing=None, clustered_se=False,
          results_dir=results_dir)
-    from ..export import run_folder
+    from ..reports.export import run_folder
 
     typer.echo(f"tables: {results_dir / 'tables'}; export and manifest: {run_folder(results_dir, model, 'demo')}")
 
@@ -122,7 +122,7 @@ def serve_local(
     """Serve a local model on 127.0.0.1 with llama-cpp-python's OpenAI-compatible server, until Ctrl-C."""
     import signal
 
-    from ..local import MODELS, LocalServer
+    from ..llm.local import MODELS, LocalServer
 
     if model not in MODELS:
         raise UsageError(f"--model {model!r} is not one of {', '.join(MODELS)}")

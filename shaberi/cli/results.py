@@ -15,7 +15,7 @@ from ..errors import UsageError
 from .common import DEFAULT_RESULTS, Format, FormatOption, ResultsDir, app, arrow_without_pandas, print_rows
 
 if TYPE_CHECKING:
-    from ..view import Report
+    from ..reports.view import Report
 
 __all__ = ["compare", "export", "import_legacy", "inspect_command", "leaderboard_command", "report_command", "sql",
            "view"]
@@ -33,7 +33,7 @@ def sql(
     """Run SQL over the results views (runs, questions, answers, judgements, scores, benchmark_scores, …)."""
     import duckdb
 
-    from ..sql import connect
+    from ..tables.sql import connect
 
     try:
         cursor = connect(results_dir, pricing).execute(query)
@@ -67,7 +67,7 @@ def view(
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """Scores per benchmark and overall (mean, sd, 95% CI and range over {tag}-runN runs), tokens and cost."""
-    from ..view import build
+    from ..reports.view import build
 
     report = build(results_dir, tag, runs, model, judge, pricing, clustered_se)
     _render_report(report, format)
@@ -143,7 +143,7 @@ def compare(
     """Paired per-question comparison of two tags, like for like (the judges, judging prompts and passes both
     have; what only one side has is named and left out): difference, bootstrap CI and verdict (both
     Bonferroni-adjusted across benchmarks), Wilcoxon and t (Holm), MDE, and the questions dropped per side."""
-    from ..compare import compare as run_compare
+    from ..reports.compare import compare as run_compare
 
     report = run_compare(results_dir, tag_a, tag_b, model, judge, seed)
     if format == "json":
@@ -176,9 +176,9 @@ def export(
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """Write (again) the JSONL artifacts, metrics and manifests of stored runs."""
-    from ..export import export_run, export_summary, write_manifest
-    from ..sql import find_runs
-    from ..store import Store
+    from ..reports.export import export_run, export_summary, write_manifest
+    from ..tables.sql import find_runs
+    from ..tables.store import Store
 
     runs = find_runs(results_dir, tag, model=model)
     if not runs:
@@ -211,8 +211,8 @@ def import_legacy(
     for line in report_lines(report):
         typer.echo(line)
     if export:
-        from ..export import export_run, write_manifest
-        from ..sql import find_runs
+        from ..reports.export import export_run, write_manifest
+        from ..tables.sql import find_runs
 
         for r in find_runs(results_dir, TAG, match="tag"):
             write_manifest(results_dir, r.run_id)
@@ -231,7 +231,7 @@ def leaderboard_command(
 ) -> None:
     """The original Shaberi leaderboard: all judges pooled, then per judge (ELYZA × 2, Tengu 61–65 left out).
     Rows with all four benchmarks come first (Complete 4/4); partial rows follow."""
-    from ..leaderboard import leaderboard
+    from ..reports.leaderboard import leaderboard
 
     header, rows = leaderboard(results_dir, tag, as_published)
     if format == "csv":
@@ -257,7 +257,7 @@ def inspect_command(
     """Browse questions, answers, judge replies and pass deltas in the terminal (alias: inspect-output).
 
     Exit codes: 0 closed normally; 1 the browser failed (its traceback is shown); 2 bad input."""
-    from ..tui import InspectApp
+    from ..reports.tui import InspectApp
 
     browser = InspectApp(results_dir, tag, model)
     browser.run()
@@ -274,7 +274,7 @@ def report_command(
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """One self-contained HTML file: scores with intervals, a chart, the biggest movers, tokens and cost."""
-    from ..html_report import write_report
+    from ..reports.html import write_report
 
     path = write_report(results_dir, tag, out, compare, model)
     typer.echo(f"report: {path}")

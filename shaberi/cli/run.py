@@ -97,10 +97,10 @@ def run(
     """
     arrow_without_pandas()
     from ..benchmarks import resolve
-    from ..client import AIMDConfig, ClientConfig
-    from ..endpoints import parse_judge
     from ..generate import GenerationConfig
     from ..judge import JudgeConfig
+    from ..llm.client import AIMDConfig, ClientConfig
+    from ..llm.endpoints import parse_judge
     from ..passes import build
     from ..pipeline import RunRequest, check_stored, parse_stages, repeated, reprocess_run
     from ..run import run_id_for
@@ -195,9 +195,9 @@ def run_request(request: RunRequest) -> None:
 
     from rich.console import Console
 
-    from ..display import live_progress
     from ..pipeline import run as run_pipeline
     from ..status import describe
+    from .display import live_progress
 
     console = Console(stderr=True)
 

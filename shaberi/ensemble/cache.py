@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..benchmarks import Dataset, read_rows
-from ..client import ChatClient
 from ..errors import DataError, UsageError
 from ..generate import GenerationConfig, Progress, generate, write_questions
 from ..lineage import answer_hash
+from ..llm.client import ChatClient
 from ..prompts import generation_template, template_hash
 from ..run import RunInfo, validate_name
-from ..sql import find_runs
-from ..store import Store, now_us
+from ..tables.sql import find_runs
+from ..tables.store import Store, now_us
 
 __all__ = ["CacheEntry", "entries", "find", "generate_cache", "import_responses", "tag_for"]
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import orjson
 
-from ..client import ChatClient, ClientConfig
-from ..endpoints import check_base_url, resolve_api_key, shared_llm
 from ..errors import DataError, UsageError
 from ..generate import Progress
+from ..llm.client import ChatClient, ClientConfig
+from ..llm.endpoints import check_base_url, resolve_api_key, shared_llm
 from . import cache
 from . import datasets as gt
 from .evaluate import Result, quick_eval

@@ -28,15 +28,15 @@ from typing import NamedTuple
 import orjson
 
 from ..benchmarks import Question
-from ..client import LLM, Completion
-from ..dispatch import Dispatcher
 from ..errors import LLMError, UsageError
 from ..lineage import answer_hash
+from ..llm.client import LLM, Completion
+from ..llm.dispatch import Dispatcher
 from ..prompts import template_hash
-from ..rows import AnswerKey, token_usage
-from ..rows import answer as answer_row
-from ..rows import judgement as judgement_row
-from ..store import Journal, Store
+from ..tables.rows import AnswerKey, token_usage
+from ..tables.rows import answer as answer_row
+from ..tables.rows import judgement as judgement_row
+from ..tables.store import Journal, Store
 from . import cache
 from .gate import Comparison, compare
 from .graders import GRADERS, Grader, ModelGrader
@@ -282,7 +282,7 @@ def _grader_counts(store: Store, run_id: str, ids: list[str], strategies: list[s
     """Per grader (``judges``: judge name -> grader label), the grades that count (the ``judgements`` view) of
     this evaluation's answers by its graders: every member and strategy answer of the sampled questions, and
     the separate baseline's sample 0."""
-    from ..sql import connect
+    from ..tables.sql import connect
 
     con = connect(store.root, run_ids=[run_id] + ([base_run] if base_run else []), upto="lineage")
     rows = con.execute(

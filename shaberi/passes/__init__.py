@@ -29,7 +29,7 @@ from ..errors import UsageError
 from ..registry import Registry
 
 if TYPE_CHECKING:
-    from ..client import LLM, Completion
+    from ..llm.client import LLM, Completion
 
 __all__ = ["PASSES", "Consulting", "Finding", "Item", "Pass", "build", "penalty", "register"]
 

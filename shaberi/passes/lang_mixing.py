@@ -26,7 +26,7 @@ from typing import ClassVar
 
 import orjson
 
-from ..client import LLM, Completion
+from ..llm.client import LLM, Completion
 from ..prompts import render, template_hash
 from . import Consulting, Finding, Item, register
 from ._text import mask

@@ -20,13 +20,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import benchmarks as bm
-from ..client import Completion
-from ..dispatch import Dispatcher
 from ..errors import LLMError
 from ..lineage import conversation_hash, earlier_turns
-from ..rows import ANSWER_COLUMNS, AnswerKey, pass_delta, token_usage
-from ..schema import TABLES
-from ..store import Journal, Store
+from ..llm.client import Completion
+from ..llm.dispatch import Dispatcher
+from ..tables.rows import ANSWER_COLUMNS, AnswerKey, pass_delta, token_usage
+from ..tables.schema import TABLES
+from ..tables.store import Journal, Store
 from . import Consulting, Finding, Item, Pass
 
 __all__ = ["PassProgress", "answer_items", "run_passes"]

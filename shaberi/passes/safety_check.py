@@ -44,9 +44,9 @@ from typing import ClassVar
 
 import orjson
 
-from ..client import LLM, Completion
 from ..errors import UsageError
 from ..extract import own_words
+from ..llm.client import LLM, Completion
 from ..prompts import MARKERS, render, template_hash, untrusted
 from . import Consulting, Finding, Item, register
 

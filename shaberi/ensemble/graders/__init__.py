@@ -25,7 +25,7 @@ from ...benchmarks import Question
 from ...registry import Registry
 
 if TYPE_CHECKING:
-    from ...client import ChatClient, Completion
+    from ...llm.client import ChatClient, Completion
 
 __all__ = ["GRADERS", "Extraction", "Grader", "ModelGrader", "RuleGrader", "grader"]
 

@@ -20,7 +20,7 @@ import unicodedata
 import orjson
 
 from ...benchmarks import Question
-from ...client import ChatClient, Completion
+from ...llm.client import ChatClient, Completion
 from ...prompts import render, template_hash
 from . import GRADERS
 

@@ -15,7 +15,7 @@ from typing import ClassVar, Protocol, TypeVar
 import orjson
 
 from ...benchmarks import Question
-from ...client import ChatClient
+from ...llm.client import ChatClient
 from ...registry import Registry
 from ..graders import Grader
 

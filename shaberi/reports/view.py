@@ -15,9 +15,9 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import UsageError
-from .sql import connect, left_out, select_runs
-from .status import effective, worst, writer_alive
+from ..errors import UsageError
+from ..status import effective, worst, writer_alive
+from ..tables.sql import connect, left_out, select_runs
 
 __all__ = ["Report", "build", "clustered_se"]
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from .errors import DataError, EndpointError, UsageError
+from ..errors import DataError, EndpointError, UsageError
 
 __all__ = ["DEFAULT", "MODELS", "LocalModel", "LocalServer", "gguf_path"]
 

@@ -26,9 +26,9 @@ from urllib.parse import quote
 import duckdb
 import orjson
 
-from .schema import TABLES
-from .sql import connect, find_runs
-from .status import benchmark_statuses, effective, writer_alive
+from ..status import benchmark_statuses, effective, writer_alive
+from ..tables.schema import TABLES
+from ..tables.sql import connect, find_runs
 
 __all__ = ["export_connection", "export_run", "export_summary", "family_path", "run_folder", "write_manifest",
            "write_progress_manifest"]

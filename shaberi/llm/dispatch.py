@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Generic, TypeVar
 
-from .errors import LLMError
+from ..errors import LLMError
 
 __all__ = ["Dispatcher"]
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from .pipeline import Outcome
+from ..pipeline import Outcome
 
 __all__ = ["live_progress"]
 

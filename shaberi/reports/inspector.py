@@ -15,8 +15,8 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from .errors import UsageError
-from .sql import connect, find_runs
+from ..errors import UsageError
+from ..tables.sql import connect, find_runs
 
 __all__ = ["ALL_JUDGES", "SORTS", "Detail", "Inspector", "Run"]
 

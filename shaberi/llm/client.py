@@ -26,7 +26,7 @@ import aiohttp
 import orjson
 from aiolimiter import AsyncLimiter
 
-from . import errors
+from .. import errors
 from .lease import EndpointLease
 
 __all__ = [

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import duckdb
 
-from . import benchmarks as bm
-from .errors import UsageError
-from .sql import connect, find_runs
+from .. import benchmarks as bm
+from ..errors import UsageError
+from ..tables.sql import connect, find_runs
 
 __all__ = ["JUDGE_TITLES", "columns", "leaderboard"]
 

@@ -9,9 +9,9 @@ import os
 from typing import NamedTuple
 from urllib.parse import urlparse
 
+from ..errors import UsageError
+from ..run import validate_name
 from .client import LLM, ChatClient, ClientConfig, Transport
-from .errors import UsageError
-from .run import validate_name
 
 __all__ = ["DEFAULT_KEY_ENV", "ModelAt", "check_base_url", "is_loopback", "parse_judge", "resolve_api_key",
            "shared_llm"]

@@ -18,11 +18,11 @@ from typing import Literal, NamedTuple
 
 import duckdb
 
-from . import benchmarks as bm
-from .errors import UsageError
+from .. import benchmarks as bm
+from ..errors import UsageError
+from ..resources import resource_dir
+from ..run import run_id_prefix
 from .layout import live_parts
-from .resources import resource_dir
-from .run import run_id_prefix
 from .schema import TABLES, Table
 
 __all__ = ["RunRef", "Selection", "connect", "find_runs", "left_out", "load_pricing", "materialize", "reattach",

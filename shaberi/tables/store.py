@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
-from .errors import RunLockedError
+from ..errors import RunLockedError
 from .layout import live_parts, part_name, part_seq
 from .schema import TABLES, Table
 

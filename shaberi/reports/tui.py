@@ -3,7 +3,7 @@ and pass deltas, to see why a score moved.
 
 Top row: the run (model · tag), the benchmark, the judge (or all judges, averaged), the sort order, and
 what to compare with (another run of the same results root, or another judge). Left: the questions of
-the run, sorted and filtered in DuckDB (``shaberi.inspector``), with score, score without passes, pass
+the run, sorted and filtered in DuckDB (``shaberi.reports.inspector``), with score, score without passes, pass
 delta, difference and error. Right: the highlighted question: the prompt, the reference and criteria,
 the answer (reasoning apart), every judge's reply with the parsed score and how it was parsed, and
 every pass delta with its reason. Keys: ``e`` errors only, ``q`` quit.

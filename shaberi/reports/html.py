@@ -17,10 +17,10 @@ from pathlib import Path
 
 import jinja2
 
+from ..resources import resource_dir
+from ..status import effective, worst, writer_alive
+from ..tables.sql import left_out, select_runs
 from .inspector import Detail, Inspector
-from .resources import resource_dir
-from .sql import left_out, select_runs
-from .status import effective, worst, writer_alive
 
 __all__ = ["write_report"]
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import UsageError
-from .sql import Selection, connect, left_out, select_runs
+from ..errors import UsageError
+from ..tables.sql import Selection, connect, left_out, select_runs
 
 __all__ = ["Basis", "Comparison", "ComparisonReport", "compare"]
 
