@@ -27,7 +27,7 @@ from scipy.stats import spearmanr
 from shaberi.legacy import import_tree
 from shaberi.passes import build
 from shaberi.passes.runner import answer_items, run_passes
-from shaberi.tables.sql import find_runs
+from shaberi.tables.selection import find_runs
 from shaberi.tables.store import Store
 
 NAMES = "lang_mixing,repetition,format_validation"

@@ -4,7 +4,7 @@ The data flows one way: a benchmark's dataset (``benchmarks``) becomes questions
 ``judge`` judges the answers (its verdicts read by ``extract``), the ``passes`` add score deltas, and the
 views and ``reports`` read the tables. ``pipeline`` runs the stages for ``shaberi run``; ``ensemble`` is the
 consensus pipeline on ground-truth benchmarks. Below them, ``llm`` talks to models and ``tables`` declares,
-stores and queries the results. ``cli`` is the command line; ``shaberi.open(root)`` (``api``) the Python API
+stores, selects and queries the results. ``cli`` is the command line; ``shaberi.open(root)`` (``api``) the Python API
 for notebooks; ``registry`` the one registry every extension point (and plugin) goes through.
 """
 

@@ -20,7 +20,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .tables.sql import connect, find_runs, select_runs
+from .tables.selection import find_runs, select_runs
+from .tables.sql import connect
 
 if TYPE_CHECKING:
     import duckdb

@@ -177,7 +177,7 @@ def export(
 ) -> None:
     """Write (again) the JSONL artifacts, metrics and manifests of stored runs."""
     from ..reports.export import export_run, export_summary, write_manifest
-    from ..tables.sql import find_runs
+    from ..tables.selection import find_runs
     from ..tables.store import Store
 
     runs = find_runs(results_dir, tag, model=model)
@@ -212,7 +212,7 @@ def import_legacy(
         typer.echo(line)
     if export:
         from ..reports.export import export_run, write_manifest
-        from ..tables.sql import find_runs
+        from ..tables.selection import find_runs
 
         for r in find_runs(results_dir, TAG, match="tag"):
             write_manifest(results_dir, r.run_id)

@@ -22,7 +22,7 @@ from ..lineage import answer_hash
 from ..llm.client import ChatClient
 from ..prompts import generation_template, template_hash
 from ..run import RunInfo, validate_name
-from ..tables.sql import find_runs
+from ..tables.selection import find_runs
 from ..tables.store import Store, now_us
 
 __all__ = ["CacheEntry", "entries", "find", "generate_cache", "import_responses", "tag_for"]

@@ -26,7 +26,8 @@ from pathlib import Path
 import duckdb
 
 from ..errors import UsageError
-from ..tables.sql import Selection, connect, left_out, select_runs
+from ..tables.selection import Selection, left_out, select_runs
+from ..tables.sql import connect
 
 __all__ = ["Basis", "Comparison", "ComparisonReport", "compare"]
 

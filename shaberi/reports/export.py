@@ -28,7 +28,8 @@ import orjson
 
 from ..status import benchmark_statuses, effective, writer_alive
 from ..tables.schema import TABLES
-from ..tables.sql import connect, find_runs
+from ..tables.selection import find_runs
+from ..tables.sql import connect
 
 __all__ = ["export_connection", "export_run", "export_summary", "family_path", "run_folder", "write_manifest",
            "write_progress_manifest"]

@@ -19,7 +19,7 @@ import jinja2
 
 from ..resources import resource_dir
 from ..status import effective, worst, writer_alive
-from ..tables.sql import left_out, select_runs
+from ..tables.selection import left_out, select_runs
 from .inspector import Detail, Inspector
 
 __all__ = ["write_report"]

@@ -16,7 +16,8 @@ import duckdb
 import orjson
 
 from ..errors import UsageError
-from ..tables.sql import connect, find_runs
+from ..tables.selection import find_runs
+from ..tables.sql import connect
 
 __all__ = ["ALL_JUDGES", "SORTS", "Detail", "Inspector", "Run"]
 

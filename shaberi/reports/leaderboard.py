@@ -27,7 +27,8 @@ import duckdb
 
 from .. import benchmarks as bm
 from ..errors import UsageError
-from ..tables.sql import connect, find_runs
+from ..tables.selection import find_runs
+from ..tables.sql import connect
 
 __all__ = ["JUDGE_TITLES", "columns", "leaderboard"]
 

@@ -17,7 +17,8 @@ import duckdb
 
 from ..errors import UsageError
 from ..status import effective, worst, writer_alive
-from ..tables.sql import connect, left_out, select_runs
+from ..tables.selection import left_out, select_runs
+from ..tables.sql import connect
 
 __all__ = ["Report", "build", "clustered_se"]
 

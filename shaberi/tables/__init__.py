@@ -1,3 +1,3 @@
 """The persisted results: the schema declared once (``schema``), rows built from typed values (``rows``),
-Parquet parts written, compacted and locked (``store``, ``layout``), and DuckDB views over them with run
-selection (``sql``)."""
+Parquet parts written, compacted and locked (``store``, ``layout``), DuckDB views over them (``sql``) and
+which runs a command reads (``selection``)."""

@@ -1,0 +1,101 @@
+"""Which runs a command reads: ``find_runs`` lists runs by tag (exact, family ``{tag}-run1 … N``, either, or
+prefix) and model, reading six columns of the runs table only; ``select_runs`` is the one rule every reader
+(view, compare, report, the Python API) applies to a ``--tag``; ``left_out`` names the family members that
+family statistics leave out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+import duckdb
+
+from ..errors import UsageError
+from ..run import run_id_prefix
+
+__all__ = ["Match", "RunRef", "Selection", "find_runs", "left_out", "select_runs"]
+
+
+class RunRef(NamedTuple):
+    """A run as ``find_runs`` lists it; ``status`` as stored (``status.effective`` says how to show it)."""
+
+    run_id: str
+    model: str
+    tag: str
+    base_tag: str
+    run_index: int
+    status: str | None
+
+
+Match = Literal["tag", "tag_or_family", "family", "prefix"]
+
+
+def find_runs(root: str | Path, tag: str | None = None, *, match: Match = "tag_or_family", model: str | None = None,
+              con: duckdb.DuckDBPyConnection | None = None) -> list[RunRef]:
+    """The runs a reader names, reading six columns of the runs table only, so that a command can then ``connect``
+    to just those runs' partitions (pass the same ``con`` to both to save a database). ``tag`` None: every run;
+    else by ``match``: ``tag`` the run tagged so, ``family`` the runs ``{tag}-run1 … N``, ``tag_or_family``
+    either, ``prefix`` every tag starting so. Only the folders of runs whose tag can match are read."""
+    folders = "*" if tag is None else f"run_id={run_id_prefix(tag)}*"
+    pattern = str(Path(root) / "tables" / "runs" / folders / "part-*.parquet").replace("'", "''")
+    where = {"tag": "tag = $tag", "family": "base_tag = $tag AND tag <> $tag",
+             "tag_or_family": "(tag = $tag OR base_tag = $tag)", "prefix": "starts_with(tag, $tag)"}[match]
+    try:
+        rows = (con or duckdb.connect()).execute(
+            "SELECT run_id, model, tag, base_tag, run_index, status "
+            f"FROM read_parquet('{pattern}', union_by_name = true) "
+            "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1 "
+            f"AND ($tag IS NULL OR {where}) AND ($model IS NULL OR model = $model) "
+            "ORDER BY model, run_index, tag", {"tag": tag, "model": model}).fetchall()
+    except duckdb.IOException:  # no runs at all yet
+        return []
+    return [RunRef(*r) for r in rows]
+
+
+@dataclass
+class Selection:
+    """The runs a ``--tag`` names: one run, or the family ``{tag}-run1 … N`` (``family``)."""
+
+    tag: str
+    runs: list[RunRef]
+    family: bool
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [r.run_id for r in self.runs]
+
+    @property
+    def models(self) -> list[str]:
+        return list(dict.fromkeys(r.model for r in self.runs))
+
+
+def left_out(con: duckdb.DuckDBPyConnection, judge: str = "*", model: str | None = None
+             ) -> list[tuple[str, str, list[str]]]:
+    """(run_id, tag, benchmarks) of the family members not complete for ``judge`` ('*': every judge): the runs
+    family statistics leave out (``run_completeness``), in run order."""
+    return [(r, t, b or []) for r, t, b in con.execute(
+        "SELECT r.run_id, r.tag, c.incomplete_benchmarks FROM run_completeness c JOIN runs r USING (run_id) "
+        "WHERE NOT c.complete AND c.judge = $judge AND ($model IS NULL OR r.model = $model) AND r.tag <> r.base_tag "
+        "ORDER BY r.run_index", {"judge": judge, "model": model}).fetchall()]
+
+
+def select_runs(root: str | Path, tag: str, model: str | None = None, runs: int | None = None,
+                prefer_family: bool = False) -> Selection:
+    """The run tagged ``tag``, or the family ``{tag}-run1 … N`` when there is no such run, when ``runs`` asks
+    for the first N members, or when ``prefer_family``. One rule for every reader (view, compare, report)."""
+    found = find_runs(root, tag, model=model)
+    exact = [r for r in found if r.tag == tag]
+    family = [r for r in found if r.tag != tag and r.base_tag == tag]
+    if runs is not None:
+        family = [r for r in family if r.run_index <= runs]
+    if family and (runs is not None or prefer_family or not exact):
+        if runs is not None and len({r.run_index for r in family}) < runs:
+            raise UsageError(f"--runs {runs} asked for, but only {len({r.run_index for r in family})} runs of "
+                             f"{tag!r} exist")
+        return Selection(tag, family, True)
+    if not exact:
+        tags = sorted({r.tag for r in find_runs(root)})
+        raise UsageError(f"no run tagged {tag!r}{f' for model {model!r}' if model else ''} under {root}"
+                         f"; tags there: {', '.join(tags[:20]) or 'none'}{' …' if len(tags) > 20 else ''}")
+    return Selection(tag, exact, False)
