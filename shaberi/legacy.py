@@ -28,7 +28,7 @@ import orjson
 from . import benchmarks as bm
 from .errors import DataError
 from .run import RunInfo
-from .tables.rows import AnswerKey, answer, judgement
+from .tables.rows import AnswerKey, answer, judgement, question
 from .tables.schema import TABLES
 from .tables.store import Store, now_us
 
@@ -123,10 +123,10 @@ def _keyed(name: str, rows: list[dict], report: ImportReport) -> dict[str, list[
 
 def _question(run_id: str, name: str, qid: str, row: dict, at: int) -> dict:
     text = row.get("Question") if "Question" in row else row.get("input", row.get("text"))
-    return {"run_id": run_id, "benchmark": name, "question_id": qid, "turns": [str(text or "")],
-            "reference": _text(row.get("output") if name == "elyza" else row.get("Answer")),
-            "criteria": _text(row.get("eval_aspect") if name == "elyza" else row.get("Criteria")),
-            "category": _text(row.get("category", row.get("Category"))), "created_at": at}
+    return question(run_id, name, qid, [str(text or "")], created_at=at,
+                    reference=_text(row.get("output") if name == "elyza" else row.get("Answer")),
+                    criteria=_text(row.get("eval_aspect") if name == "elyza" else row.get("Criteria")),
+                    category=_text(row.get("category", row.get("Category"))))
 
 
 def _text(value: object) -> str | None:

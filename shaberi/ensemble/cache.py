@@ -22,6 +22,7 @@ from ..lineage import answer_hash
 from ..llm.client import ChatClient
 from ..prompts import generation_template, template_hash
 from ..run import RunInfo, validate_name
+from ..tables.rows import AnswerKey, answer
 from ..tables.selection import find_runs
 from ..tables.store import Store, now_us
 
@@ -121,14 +122,14 @@ def import_responses(results_dir: Path, model: str, dataset: Dataset, files: lis
         for q in dataset.questions:
             r = by_id.get(q.question_id)
             member = (r or {}).get("model") or path.stem
-            base = {"run_id": info.run_id, "benchmark": dataset.benchmark, "question_id": q.question_id,
-                    "sample_index": index, "strategy": "", "model": str(member), "calls": 0, "attempts": 0,
-                    "request_hash": f"recorded:{path.name}", "created_at": at}
+            key, recorded = AnswerKey(dataset.benchmark, q.question_id, index), f"recorded:{path.name}"
             if r is None or r.get("response") is None:
-                rows.append(base | {"error": f"no response in {path.name}", "error_type": "missing"})
+                rows.append(answer(info.run_id, key, str(member), calls=0, attempts=0, request_hash=recorded,
+                                   created_at=at, error=f"no response in {path.name}", error_type="missing"))
             else:
-                rows.append(base | {"content": str(r["response"]), "answer_hash": answer_hash(str(r["response"])),
-                                    "finish_reason": "recorded"})
+                rows.append(answer(info.run_id, key, str(member), calls=0, attempts=0, request_hash=recorded,
+                                   created_at=at, content=str(r["response"]),
+                                   answer_hash=answer_hash(str(r["response"])), finish_reason="recorded"))
     store = Store(results_dir)
     with store.lock(info.run_id, f"import of {model!r} {dataset.benchmark!r}"):
         store.replace("runs", info.run_id, [info.row("ok")])

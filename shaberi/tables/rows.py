@@ -14,7 +14,7 @@ from typing import Literal, NamedTuple
 from .schema import TABLES
 from .store import now_us
 
-__all__ = ["ANSWER_COLUMNS", "AnswerKey", "Stage", "answer", "judgement", "pass_delta", "token_usage"]
+__all__ = ["ANSWER_COLUMNS", "AnswerKey", "Stage", "answer", "judgement", "pass_delta", "question", "token_usage"]
 
 Stage = Literal["generation", "judging", "passes", "consensus"]
 
@@ -43,6 +43,12 @@ def _row(table: str, values: dict[str, object]) -> dict[str, object]:
     if unknown := sorted(set(values) - set(TABLES[table].columns)):
         raise ValueError(f"{table} has no column {', '.join(unknown)} (see schema.TABLES)")
     return values | {"created_at": values.get("created_at") or now_us()}
+
+
+def question(run_id: str, benchmark: str, question_id: str, turns: list[str], **values: object) -> dict[str, object]:
+    """A ``questions`` row: what the run asked (``generate.write_questions`` builds the same columns in bulk)."""
+    return _row("questions", {"run_id": run_id, "benchmark": benchmark, "question_id": question_id, "turns": turns,
+                              **values})
 
 
 def answer(run_id: str, key: AnswerKey, model: str, **values: object) -> dict[str, object]:
