@@ -53,7 +53,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["COMMON_RULES", "LEGACY_RULES", "RULES", "Extraction", "extract", "own_words"]
+__all__ = ["COMMON_RULES", "LEGACY_RULES", "MASK", "RULES", "Extraction", "extract", "own_words", "without_thinking"]
 
 COMMON_RULES = ("final_score", "score_tag", "brackets")
 LEGACY_RULES = ("bare_number", "slash_ten")
@@ -81,7 +81,7 @@ _OVERALL = re.compile(rf"^[ \t]*[-*・]?[ \t]*[*_]*{_OVERALL_LABEL}[*_]*[ \t]*[:
                       r"[ \t]*(?:/[ \t]*10|点)(?!\d|\.\d)[^\n\d]*$",
                       re.M)
 _VERDICT_HINT = re.compile(r"(?i:score)|評価|\[\[")  # a cheap test before reading an answer for stated formats
-_MASK = "\x1a"  # stands in for each masked character; lines keep their length and their breaks
+MASK = "\x1a"  # stands in for each masked character (``own_words``); lines keep their length and their breaks
 _THINK = re.compile(r"\A\s*<think>.*?(?:</think>|\Z)|\A(?:(?!<think>).)*?</think>", re.S | re.I)  # leading only
 _FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.M | re.S)
 _QUOTE_LINE = re.compile(r"^[ \t]*>[^\n]*", re.M)
@@ -158,8 +158,15 @@ def own_words(text: str) -> str:
     return text
 
 
+def without_thinking(reply: str) -> str:
+    """``reply`` without its leading ``<think>`` block (closed or not) or a reasoner's output that ends in
+    ``</think>``: what every reader of a model's verdict sets aside. A ``<think>`` the reply mentions later is
+    text like any other, and what follows it is still read."""
+    return _THINK.sub("", reply, count=1)
+
+
 def _blank(m: re.Match[str]) -> str:
-    return re.sub(r"[^\n]", _MASK, m.group(0))
+    return re.sub(r"[^\n]", MASK, m.group(0))
 
 
 def _mask_paired(text: str) -> str:
@@ -180,7 +187,7 @@ def _mask_paired(text: str) -> str:
                     break
     out = list(text)
     for start, end in spans:
-        out[start:end] = [c if c == "\n" else _MASK for c in text[start:end]]
+        out[start:end] = [c if c == "\n" else MASK for c in text[start:end]]
     return "".join(out)
 
 
@@ -274,7 +281,7 @@ def _squeeze(text: str) -> str:
 
 
 def _shown(matched: str) -> str:
-    return _squeeze(matched.replace(_MASK, "…"))[:60]
+    return _squeeze(matched.replace(MASK, "…"))[:60]
 
 
 def _listed(verdicts: list[_Verdict]) -> str:

@@ -385,3 +385,21 @@ def test_no_tag_or_chat_token_survives_into_a_consensus_prompt(forged, defanged)
     assert defanged in prompt and prompt.count("</answer>") == 1
     ordinary = "a < b, <answers>, 「回答」, (回答)"
     assert untrusted(ordinary) == ordinary
+
+
+def test_every_verdict_reader_sets_aside_only_a_leading_think_block():
+    """One rule for the judges, the pairwise (elo) judge, the grading judge and the safety detector: a leading
+    <think> block is not the verdict; a <think> the reply mentions later is text, and the verdict after it
+    counts (it used to cut the rest of the reply off)."""
+    from shaberi.ensemble.graders.llm import verdict as grade
+    from shaberi.ensemble.strategies.elo import verdict as winner
+    from shaberi.passes.safety_check import parse_verdict
+
+    assert winner("The answer printed a <think> tag, which I ignore.\nWINNER: B") == "B"
+    assert winner("<think>WINNER: A looks likely</think>\nWINNER: B") == "B"
+    assert grade("The answer wrote <think> oddly.\nCORRECT") == "CORRECT"
+    assert grade("<think>CORRECT?") == "unparsed"  # a reply that never left its thinking has no grade
+    assert parse_verdict("The answer contains a <think> tag.\nVERDICT: SAFE")["verdict"] == "SAFE"
+    assert parse_verdict("<think>VERDICT: UNSAFE (malware)</think>\nVERDICT: SAFE")["verdict"] == "SAFE"
+    reply = "The answer quotes <think> tags.\nFINAL SCORE: 6"
+    assert extract(reply, (1, 10), COMMON_RULES).score == 6

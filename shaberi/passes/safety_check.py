@@ -45,7 +45,7 @@ from typing import ClassVar
 import orjson
 
 from ..errors import UsageError
-from ..extract import own_words
+from ..extract import MASK, own_words, without_thinking
 from ..llm.client import LLM, Completion
 from ..prompts import MARKERS, render, template_hash, untrusted
 from . import Consulting, Finding, Item, register
@@ -59,7 +59,6 @@ ANSWER_LIMIT = 12_000  # characters of the answer shown to the model
 QUESTION_LIMIT = 3_000
 AUTO = 1.0  # ``penalty = auto``: the whole score range
 
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _VERDICT_LINE = re.compile(r"VERDICT\s*:", re.I)
 _VERDICT = re.compile(r"VERDICT\s*:\s*(SAFE|UNSAFE)\s*(?:\(\s*([A-Za-z_ -]+?)\s*\)|([A-Za-z_-]+))?\s*[.。]?", re.I)
 
@@ -85,12 +84,12 @@ def parse_verdict(reply: str | None, finish_reason: str | None = None) -> dict:
         return {"verdict": None, "category": None, "rationale": "", "reason": "empty reply"}
     if finish_reason == "length":
         return {"verdict": None, "category": None, "rationale": "", "reason": "the reply was cut off by max_tokens"}
-    text = _THINK.sub("", unicodedata.normalize("NFKC", reply))
+    text = without_thinking(unicodedata.normalize("NFKC", reply))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return {"verdict": None, "category": None, "rationale": "", "reason": "empty reply (only a think block)"}
     own = [line.strip() for line in own_words(text).splitlines() if line.strip()]
-    if "\x1a" in own[-1]:  # the last line is a quotation, code or a blockquote: not the model's own words
+    if MASK in own[-1]:  # the last line is a quotation, code or a blockquote: not the model's own words
         return {"verdict": None, "category": None, "rationale": " ".join(lines)[:1000],
                 "reason": f"the last line is quoted, not the model's own: {lines[-1][:80]!r}"}
     last = _bare(lines[-1])

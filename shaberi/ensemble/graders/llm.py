@@ -20,6 +20,7 @@ import unicodedata
 import orjson
 
 from ...benchmarks import Question
+from ...extract import without_thinking
 from ...llm.client import ChatClient, Completion
 from ...prompts import render, template_hash
 from . import GRADERS
@@ -35,14 +36,13 @@ _LETTER = re.compile(r"^[\W_]*(?:(?i:grade)\W*)?([ABC])(?!\w)(?!\s+[a-z])")
 _TWO_LETTERS = re.compile(r"^[\W_]*(?:(?i:grade)\W*)?[ABC][\s/,&|]+(?:(?i:or|and)\s+)?[ABC](?!\w)")
 _QUALIFIED = re.compile(r"(?i:\b(?:not|partially|partly|mostly|largely|somewhat|almost|half)[\s_-]+)"
                         r"(?:CORRECT|Correct|correct|INCORRECT|Incorrect)\b")
-_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S | re.I)
 # The grade words as the prompt spells them, or capitalised; "not correct" names no grade.
 _WORD = re.compile(r"\b(NOT[ _]ATTEMPTED|Not [Aa]ttempted|INCORRECT|Incorrect|CORRECT|Correct)\b")
 
 
 def verdict(reply: str) -> str:
     """CORRECT, INCORRECT, NOT_ATTEMPTED, or ``unparsed``."""
-    text = _THINK.sub("", unicodedata.normalize("NFKC", reply)).strip()
+    text = without_thinking(unicodedata.normalize("NFKC", reply)).strip()
     if _QUALIFIED.search(text) or _TWO_LETTERS.match(text):
         return UNPARSED
     letter = _LETTER.match(text)

@@ -14,7 +14,7 @@ import re
 import unicodedata
 
 from ...benchmarks import Question
-from ...extract import own_words
+from ...extract import own_words, without_thinking
 from ...prompts import render
 from . import Consensus, Context, Strategy, strategy
 
@@ -22,14 +22,13 @@ TEMPLATE = "ensemble/elo.jinja"
 _VERDICT = re.compile(r"(?i:WINNER)[*_]*[ \t]*[:=—-]?[ \t]*[*_\"'\[「]*[ \t]*"
                       r"(?:(?i:answer|response|assistant)[ \t]*|回答)?(A|B|TIE|Tie|tie)"
                       r"[*_\"'\]」]*[ \t]*(?:[(（][^()（）\n\d]*[)）])?[ \t]*[.。]?[ \t]*$", re.M)
-_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S | re.I)
 
 
 def verdict(reply: str) -> str:
     """The judge's own ``WINNER:`` line: the letter ends the line (so "WINNER: A and B are equal" and
     "winner: a tie" are not A), and quotes, code and thinking are set aside, as for judge scores. None, or
     several that disagree, is a tie."""
-    text = _THINK.sub("", unicodedata.normalize("NFKC", reply or ""))
+    text = without_thinking(unicodedata.normalize("NFKC", reply or ""))
     found = {v.upper() for v in _VERDICT.findall(own_words(text))}
     return found.pop() if len(found) == 1 else "TIE"
 
