@@ -21,16 +21,16 @@ import orjson
 
 from shaberi import benchmarks as bm
 from shaberi.extract import extract
-from shaberi.legacy import FOLDERS
+from shaberi.legacy import folders
 
 
 def replies(root: Path) -> list[tuple[str, str, str, float | None, str]]:
     """(file, benchmark, reply, stored score, answer) for every legacy row whose reply text was kept."""
-    out = []
+    out, known = [], folders()
     for path in sorted(root.rglob("judgements/*/*/*.json")):
-        if path.parent.name not in FOLDERS:
+        if path.parent.name not in known:
             continue
-        name = FOLDERS[path.parent.name]
+        name = known[path.parent.name]
         for line in path.read_bytes().splitlines():
             try:
                 row = orjson.loads(line)

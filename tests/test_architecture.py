@@ -89,3 +89,22 @@ def test_format_is_validated_by_the_parser(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "shaberi", "view", "--format", "xml", "--results-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "'xml' is not one of" in proc.stderr and "markdown" in proc.stderr, proc.stderr
+
+
+def test_every_bench_script_imports():
+    """bench/ reads public names only, and a move inside the package cannot leave one behind unnoticed."""
+    import importlib.util
+
+    bench = ROOT.parent / "bench"
+    sys.path.insert(0, str(bench))  # the scripts share bench/_common.py
+    try:
+        for path in sorted(bench.glob("*.py")):
+            spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
+            assert spec is not None and spec.loader is not None
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))  # main() runs only as a script
+    finally:
+        sys.path.remove(str(bench))
+    private = [(p.name, n) for p in bench.glob("*.py") for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+               if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("shaberi")
+               for a in n.names if a.name.startswith("_")]
+    assert not private, private
