@@ -65,6 +65,12 @@ class RunRequest:
     transport: Transport | None = None  # every client of the run sends through it [default: aiohttp, one each]
 
     def __post_init__(self) -> None:
+        if (isinstance(self.benchmarks, str) or any(not isinstance(j, ModelAt) for j in self.judges)
+                or any(isinstance(p, str) for p in self.passes)):
+            raise TypeError("RunRequest takes typed values: benchmarks a list of names, judges ModelAt(name, "
+                            "base_url) (endpoints.parse_judge reads MODEL@URL), passes built by passes.build")
+        if self.benchmarks is not None and (unknown := [b for b in self.benchmarks if b not in bm.BENCHMARKS]):
+            raise UsageError(f"unknown benchmark {', '.join(unknown)}; choose from: {', '.join(bm.BENCHMARKS)}")
         self.stages = parse_stages(self.stages, bool(self.judges), bool(self.passes), self.rejudge)
 
 
@@ -195,7 +201,8 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
                              "judgements are kept under its name: judge with one of them per run")
         key = resolve_api_key(url, key_env, "--judge-api-key-env")
         if (url, key) not in clients:
-            clients[(url, key)] = client = ChatClient(url, key, replace(req.client, aimd=aimd), transport=req.transport)
+            clients[(url, key)] = client = ChatClient(url, key, replace(req.client, aimd=aimd), transport=req.transport,
+                                                      option=f"--judge {name}@{url}", key_option="--judge-api-key-env")
             client.lease = EndpointLease(url, top)
         judges.append(Judge(name, clients[(url, key)]))
     return judges

@@ -175,3 +175,22 @@ def test_stored_text_prints_as_stored_never_as_markup(tmp_path):
                    str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr
     assert "[/]" in proc.stdout and "評価不能 [[fail:401]]" in proc.stdout and "llama[q4]" in proc.stdout
+
+
+def test_help_bare_commands_and_options_that_would_do_nothing(tmp_path):
+    bare = shaberi()
+    assert bare.returncode == 0 and bare.stdout.startswith("Usage:") and "run" in bare.stdout and not bare.stderr
+    assert shaberi("view", "-h").stdout.startswith("Usage: python -m shaberi view [OPTIONS]")
+    ignored = shaberi("run", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--pass-option", "x.y=1",
+                      "--results-dir", str(tmp_path / "r"))
+    assert ignored.returncode == 2 and ignored.stderr == ("error: --pass-option 'x.y=1' needs --passes naming its "
+                                                          "pass, e.g. --passes lang_mixing\n")
+    assert not (tmp_path / "r").exists()
+    runs = shaberi("view", "--runs", "0", "--results-dir", str(tmp_path))
+    assert runs.returncode == 2 and runs.stderr == "error: --runs 0 must be at least 1\n"
+
+
+def test_markdown_cells_keep_pipes_and_line_breaks_inside_the_table(tmp_path):
+    out = shaberi("sql", "SELECT 'a|b' AS x, 'l1' || chr(10) || 'l2' AS y", "--format", "markdown", "--results-dir",
+                  str(tmp_path))
+    assert out.stdout.splitlines() == ["| x | y |", "|---|---|", "| a\\|b | l1<br>l2 |", ""]

@@ -39,3 +39,63 @@ def test_every_stage_sends_through_the_request_transport(tmp_path, monkeypatch):
     assert sorted(seen) == [("http://cand.invalid/v1/chat/completions", "cand")] * 2 + [
         ("http://judge.invalid/v1/chat/completions", "judge")] * 2
     assert query(tmp_path / "r", "SELECT question_id, score FROM scores ORDER BY 1") == [("q0", 7.0), ("q1", 7.0)]
+
+
+def _chat(content: str):
+    def handler(method: str, url: str, body: bytes | None) -> Response:
+        if method == "GET":
+            return Response(200, {}, b'{"data": []}')
+        return Response(200, {}, json.dumps({"choices": [{"message": {"content": content}, "finish_reason": "stop"}],
+                                             "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode())
+    return MockTransport(handler)
+
+
+def test_a_request_refuses_untyped_values_and_unknown_benchmarks(tmp_path):
+    import pytest
+
+    from shaberi.errors import UsageError
+
+    base = {"model": "m", "base_url": "http://127.0.0.1:9/v1", "results_dir": tmp_path, "data_dir": tmp_path}
+    for bad in ({"benchmarks": "rakuda"}, {"judges": ["j@http://127.0.0.1:9/v1"]}, {"judges": ["jx"]},
+                {"passes": ["lang_mixing"]}):
+        with pytest.raises(TypeError, match="typed values"):
+            RunRequest(**base, **bad)
+    with pytest.raises(UsageError, match="unknown benchmark nope; choose from: elyza"):
+        RunRequest(**base, benchmarks=["nope"])
+
+
+def test_an_unreachable_judge_is_named_as_the_judge_not_the_base_url(tmp_path):
+    import pytest
+
+    from shaberi.errors import ConnectError, EndpointError
+
+    answer = _chat("東京です。")
+
+    def handler(method: str, url: str, body: bytes | None) -> Response:
+        if url.startswith("http://127.0.0.1:1/"):
+            raise ConnectError("connection refused")
+        return answer.handler(method, url, body)  # type: ignore[return-value]
+
+    data = write_rakuda(tmp_path / "d", ["首都は?"])
+    req = RunRequest(model="m", base_url="http://127.0.0.1:9/v1", results_dir=tmp_path / "r", data_dir=data,
+                     benchmarks=["rakuda"], judges=[ModelAt("j", "http://127.0.0.1:1/v1")],
+                     transport=MockTransport(handler))
+    with pytest.raises(EndpointError, match=r"cannot reach http://127.0.0.1:1/v1 .*fix --judge j@http://127"):
+        asyncio.run(run(req))
+    assert not (tmp_path / "r").exists()  # checked before anything is written
+
+
+def test_a_report_of_a_tag_with_several_models_asks_which(tmp_path):
+    import pytest
+
+    from shaberi.errors import UsageError
+    from shaberi.reports.html import write_report
+
+    data = write_rakuda(tmp_path / "d", ["首都は?"])
+    for model in ("a", "b"):
+        asyncio.run(run(RunRequest(model=model, base_url="http://127.0.0.1:9/v1", results_dir=tmp_path / "r",
+                                   data_dir=data, benchmarks=["rakuda"], transport=_chat("東京です。"))))
+    with pytest.raises(UsageError, match=r"tag 'default' holds several models \(a, b\); choose one with --model"):
+        write_report(tmp_path / "r", "default", tmp_path / "x.html")
+    assert not (tmp_path / "x.html").exists()
+    assert write_report(tmp_path / "r", "default", tmp_path / "x.html", model="b").exists()

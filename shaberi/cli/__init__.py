@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - typer before 0.28 runs on click itself
 
 from ..errors import ShaberiError
 from . import ensemble, local, results, run  # noqa: F401  (each registers its commands on the application)
-from .common import app
+from .common import HELP, app
 
 __all__ = ["app", "inspect_output_main", "main", "run_evals_main", "view_scores_main"]
 
@@ -33,7 +33,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def _alias(command: str, prog_name: str) -> None:
     """A legacy script name for one command, whose usage line names the script as typed (``run-evals``)."""
-    _invoke(typer.main.get_command(app).commands[command], sys.argv[1:], prog_name)  # type: ignore[attr-defined]
+    found = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    found.context_settings = {**found.context_settings, **HELP}  # -h too, as under shaberi
+    _invoke(found, sys.argv[1:], prog_name)
 
 
 def _invoke(command: click_core.Command, argv: list[str] | None, prog_name: str | None) -> NoReturn:
@@ -45,9 +47,9 @@ def _invoke(command: click_core.Command, argv: list[str] | None, prog_name: str 
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except click_exceptions.UsageError as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":  # a group called bare: its help, as click prints it
-            exc.show()
-            sys.exit(exc.exit_code)
+        if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:  # a group called bare: its help
+            typer.echo(exc.ctx.get_help())
+            sys.exit(0)
         message = exc.format_message().rstrip(".")
         if type(exc) is click_exceptions.BadParameter and exc.param is not None and exc.param.opts:
             message = f"{exc.param.opts[0]} {exc.message.rstrip('.')}"  # --format 'xml' is not one of 'table', …

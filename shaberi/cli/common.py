@@ -20,16 +20,18 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_DATA", "DEFAULT_RESULTS", "DataDir", "Format", "FormatOption", "ResultsDir", "app",
            "arrow_without_pandas", "console", "data_app", "ensemble_app", "print_rows"]
 
+HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+    context_settings=HELP,
     help="Batch evaluation of LLMs on Japanese chat benchmarks. Results are Parquet tables; query them "
     "with `shaberi sql`. Exit codes: 0 success; 1 the work ran but failed (run: a stage in which every call failed "
     "or nothing is usable; ensemble check: a significant regression; inspect: the browser crashed); 2 bad input "
     "(one line saying what to fix, nothing written).",
 )
-data_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Benchmark data files.")
+data_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_settings=HELP, help="Benchmark data files.")
 app.add_typer(data_app, name="data")
-ensemble_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+ensemble_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_settings=HELP,
                            help="Ensemble consensus on ground-truth benchmarks: cache N answers once, evaluate "
                            "strategies many times, gate on paired regressions.")
 app.add_typer(ensemble_app, name="ensemble")
@@ -64,7 +66,7 @@ def print_rows(title: str | None, header: list[str], rows: list[list[str]], fmt:
     elif fmt == "markdown":
         sys.stdout.write(f"### {title}\n\n" if title else "")
         sys.stdout.write(f"| {' | '.join(header)} |\n|{'---|' * len(header)}\n")
-        sys.stdout.writelines(f"| {' | '.join(row)} |\n" for row in rows)
+        sys.stdout.writelines(f"| {' | '.join(_cell(v) for v in row)} |\n" for row in rows)
         sys.stdout.write("\n")
     else:
         from rich.table import Table
@@ -74,6 +76,11 @@ def print_rows(title: str | None, header: list[str], rows: list[list[str]], fmt:
             table.add_row(*row)
         console().print(table)
 
+
+
+def _cell(text: str) -> str:
+    """A Markdown table cell: a pipe would end it and a line break would end the row."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
 
 
 def arrow_without_pandas() -> None:

@@ -23,8 +23,9 @@ __all__ = ["compare", "export", "import_legacy", "inspect_command", "leaderboard
 
 @app.command()
 def sql(
-    query: Annotated[str, typer.Argument(help="DuckDB SQL over the views runs, questions, answers, "
-                                         "judgements, pass_deltas, token_usage.")],
+    query: Annotated[str, typer.Argument(help="DuckDB SQL over the tables (runs, questions, answers, judgements, "
+                                         "pass_deltas, token_usage) and the views built on them (scores, "
+                                         "benchmark_scores, multi_run_stats, cost, …: README, sql/).")],
     format: FormatOption = Format.table,
     pricing: Annotated[Path | None, typer.Option("--pricing", help="Prices per million tokens (TOML) for the "
                                                  "cost view, instead of data/pricing.toml.")] = None,

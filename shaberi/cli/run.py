@@ -137,6 +137,8 @@ def run(
                       aimd_increase, aimd_decrease, aimd_cooldown)
     if limit is not None and limit < 1:
         raise UsageError("--limit must be at least 1")
+    if pass_option and not passes:
+        raise UsageError(f"--pass-option {pass_option[0]!r} needs --passes naming its pass, e.g. --passes lang_mixing")
     judges_url = (judge_base_url or base_url or "").rstrip("/")
     request = RunRequest(
         model=model, base_url=base_url or "", results_dir=results_dir, data_dir=data_dir,

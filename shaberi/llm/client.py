@@ -204,8 +204,12 @@ class ChatClient:
         api_key: str | None = None,
         config: ClientConfig = ClientConfig(),
         transport: Transport | None = None,
+        *,
+        option: str = "--base-url",
+        key_option: str = "--api-key-env",
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.option, self.key_option = option, key_option  # what the user fixes when the endpoint fails check()
         self.config = config
         self.transport = transport or AiohttpTransport()
         self.limiter = AdaptiveLimiter(config.aimd)
@@ -223,12 +227,12 @@ class ChatClient:
             resp = await self.transport.request("GET", f"{self.base_url}/models", None, self.headers, 15.0)
         except errors.LLMError as exc:
             raise errors.EndpointError(
-                f"cannot reach {self.base_url} ({exc}); start the server or fix --base-url"
+                f"cannot reach {self.base_url} ({exc}); start the server or fix {self.option}"
             ) from None
         if resp.status in (401, 403):
             raise errors.EndpointError(
                 f"{self.base_url} refused the API key (HTTP {resp.status}); check the variable named by "
-                "--api-key-env"
+                f"{self.key_option}"
             )
         if resp.status == 404 and "/v1" not in self.base_url:  # every chat call would 404 too
             raise errors.EndpointError(

@@ -78,5 +78,6 @@ def shared_llm(spec: str, default_url: str | None, key_env: str | None, config: 
     check_base_url(url, f"{what}: its URL")
     key = resolve_api_key(url, key_env, key_option)
     if (url, key) not in clients:
-        clients[(url, key)] = ChatClient(url, key, config, transport=transport)
+        clients[(url, key)] = ChatClient(url, key, config, transport=transport, option=f"{what}={spec}",
+                                         key_option=key_option)
     return LLM(name, clients[(url, key)])

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jinja2
 
+from ..errors import UsageError
 from ..resources import resource_dir
 from ..status import effective, worst, writer_alive
 from ..tables.selection import left_out, select_runs
@@ -42,6 +43,8 @@ class Block:
 
 def _block(inspector: Inspector, tag: str, model: str | None) -> Block:
     chosen = select_runs(inspector.results_dir, tag, model)
+    if len(chosen.models) > 1:  # one report is one model's: say so rather than show the first one alone
+        raise UsageError(f"tag {tag!r} holds several models ({', '.join(chosen.models)}); choose one with --model")
     status = worst([effective(r.status, writer_alive(inspector.results_dir, r.run_id)) for r in chosen.runs])
     if not chosen.family:
         run = chosen.runs[0]

@@ -84,6 +84,8 @@ def select_runs(root: str | Path, tag: str, model: str | None = None, runs: int 
                 prefer_family: bool = False) -> Selection:
     """The run tagged ``tag``, or the family ``{tag}-run1 … N`` when there is no such run, when ``runs`` asks
     for the first N members, or when ``prefer_family``. One rule for every reader (view, compare, report)."""
+    if runs is not None and runs < 1:
+        raise UsageError(f"--runs {runs} must be at least 1")
     found = find_runs(root, tag, model=model)
     exact = [r for r in found if r.tag == tag]
     family = [r for r in found if r.tag != tag and r.base_tag == tag]
