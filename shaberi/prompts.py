@@ -17,6 +17,7 @@ from pathlib import Path
 import jinja2
 
 from .benchmarks import Question
+from .errors import UsageError
 from .registry import Registry
 from .resources import resource_dir
 
@@ -113,7 +114,11 @@ def _env() -> jinja2.Environment:
 @cache
 def template_hash(name: str) -> str:
     """sha256 prefix of a template's source, stored with every row it produced."""
-    source, _, _ = _env().loader.get_source(_env(), name)  # type: ignore[union-attr]
+    try:
+        source, _, _ = _env().loader.get_source(_env(), name)  # type: ignore[union-attr]
+    except jinja2.TemplateNotFound:  # checked before a run writes anything: one line, not a traceback
+        raise UsageError(f"no template {name} in {', '.join(map(str, _roots()))}; a benchmark brings its "
+                         "generation and judging templates (docs/plugins.md)") from None
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
@@ -135,6 +140,8 @@ def judging_hash(benchmark: str) -> str:
     """One hash over every template a benchmark's judging reads (its folder and the shared ``_*.jinja``)."""
     shared = resource_dir("prompts") / "judging"
     own = next((root / "judging" for root in _roots() if (root / "judging" / benchmark).is_dir()), shared)
+    for needed in (f"judging/{benchmark}/primary.jinja", f"judging/{benchmark}/fallback.jinja"):
+        template_hash(needed)  # present, or one line naming it
     files = sorted([(path.relative_to(shared), path) for path in shared.glob("_*.jinja")]
                    + [(path.relative_to(own), path) for path in (own / benchmark).glob("*.jinja")])
     digest = hashlib.sha256()

@@ -25,9 +25,17 @@ from .errors import PluginError, UsageError
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "UnknownName"]
 
 T = TypeVar("T")
+
+
+class UnknownName(UsageError, KeyError):
+    """A name looked up that nothing registered (stored results that name a plugin no longer installed): a
+    ``KeyError`` for the mapping protocol, one ``error:`` line for the command line."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class Registry(Mapping[str, T]):
@@ -71,7 +79,7 @@ class Registry(Mapping[str, T]):
         try:
             return self._items[name]
         except KeyError:
-            raise KeyError(f"unknown {self.kind} {name!r}; registered: {', '.join(self._items)}") from None
+            raise UnknownName(f"unknown {self.kind} {name!r}; registered: {', '.join(self._items)}") from None
 
     def __iter__(self) -> Iterator[str]:
         self._load()
@@ -119,9 +127,11 @@ class Registry(Mapping[str, T]):
         from importlib.metadata import entry_points
 
         for ep in entry_points(group=self.group):
+            before = dict(self._items)
             try:
                 ep.load()
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # a plugin that exits at import must not end the command
+                self._items = before  # nothing of a plugin that failed half-way stays registered
                 self._loaded = False  # read again, it fails again: never silently without the plugin
                 lines = str(exc).strip().splitlines() or [""]
                 dist = f", from {ep.dist.name} {ep.dist.version}" if ep.dist else ""

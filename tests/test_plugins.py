@@ -110,6 +110,47 @@ def test_a_plugin_failing_inside_its_import_is_one_line_too(widgets):
         widgets.names()
 
 
+def test_a_plugin_failing_half_way_or_exiting_leaves_nothing_registered(widgets):
+    widgets.plugin("half", "widget_half", "REG.register('third', 3)\nREG.register('first', 1)\n")  # then a clash
+    for _ in range(2):  # the second read names the clash again, not the half-registered 'third'
+        with pytest.raises(PluginError, match="ValueError: widget 'first' is registered already"):
+            widgets.names()
+    assert "third" not in widgets._items
+
+
+def test_a_plugin_that_exits_at_import_is_an_error_not_the_end_of_the_command(widgets):
+    widgets.plugin("bye", "widget_bye", "raise SystemExit(0)\n")
+    with pytest.raises(PluginError, match=r"^plugin 'bye' .* SystemExit: 0; fix or uninstall it$"):
+        widgets.names()
+
+
+def test_a_name_nothing_registered_is_one_line():
+    from shaberi.registry import UnknownName
+
+    with pytest.raises(UnknownName) as err:
+        GRADERS["exact"]  # e.g. a cache graded by a plugin that is no longer installed
+    assert isinstance(err.value, KeyError) and str(err.value).startswith("unknown grader 'exact'; registered: ")
+
+
+def test_a_plugin_benchmark_never_changes_the_overall_score_and_brings_its_templates(tmp_path):
+    from shaberi.benchmarks import benchmark
+    from shaberi.errors import UsageError
+    from shaberi.prompts import judging_hash, template_hash
+    from shaberi.tables.sql import connect
+
+    benchmark("extra_b", scale=(1, 10), data={"file": "ja/extra_b", "columns": ["q"]})(lambda rows: [])
+    try:
+        info = dict(connect(tmp_path).execute("SELECT benchmark, in_overall FROM benchmark_info").fetchall())
+        assert info == {"elyza": True, "tengu": True, "mt_bench": True, "rakuda": True, "mt_bench_full": False,
+                        "mt_bench_80": False, "extra_b": False}
+        with pytest.raises(UsageError, match=r"^no template generation/extra_b.jinja in .*docs/plugins.md"):
+            template_hash("generation/extra_b.jinja")
+        with pytest.raises(UsageError, match=r"^no template judging/extra_b/primary.jinja"):
+            judging_hash("extra_b")
+    finally:
+        bm.BENCHMARKS.pop("extra_b")
+
+
 def test_every_extension_point_is_a_registry_with_the_builtins_in_their_old_order():
     groups = {r.group: r.names() for r in (bm.BENCHMARKS, DATASETS, GRADERS, STRATEGIES, PASSES, PROMPTS)}
     assert groups == {

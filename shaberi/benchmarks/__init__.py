@@ -95,14 +95,17 @@ def benchmark(name: str, *, scale: tuple[int, int], rules: tuple[str, ...] = COM
 
 
 def registry() -> dict[str, dict]:
-    """Every benchmark's data entry: data/datasets.toml's, in its order, then each plugin benchmark's own."""
+    """Every benchmark's data entry: data/datasets.toml's, in its order, then each plugin benchmark's own.
+    ``in_overall``: the built-in benchmarks that are not opt-in make the overall score and a run's
+    completeness; a plugin's never do, so installing one changes no stored run's score."""
     with open(resource_dir("data") / "datasets.toml", "rb") as fh:
-        entries = tomllib.load(fh)
+        entries = {name: entry | {"in_overall": not entry.get("opt_in", False)}
+                   for name, entry in tomllib.load(fh).items()}
     for name, spec in BENCHMARKS.items():
         if name not in entries:
             if spec.data is None:
                 raise UsageError(f"benchmark {name!r} has no data entry: register it with @benchmark(..., data=...)")
-            entries[name] = dict(spec.data)
+            entries[name] = dict(spec.data) | {"in_overall": False}
     return entries
 
 

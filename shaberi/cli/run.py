@@ -149,7 +149,7 @@ def run(
         rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
         judging=JudgeConfig(judge_temperature, judge_max_tokens), rejudge=rejudge,
-        passes=build(passes, pass_option or []) if passes else [], model_base_url=judge_base_url,
+        passes=build(passes, pass_option or []) if passes is not None else [], model_base_url=judge_base_url,
     )
     if dry_run:
         _dry_run(request, runs, pricing)

@@ -94,8 +94,7 @@ def _benchmark_info() -> list[tuple]:
         spec = bm.BENCHMARKS.get(name)
         if spec is not None:
             low, high = spec.scale
-            rows.append((name, entry.get("title", name), position, low, high, 10.0 / high,
-                         not entry.get("opt_in", False)))
+            rows.append((name, entry.get("title", name), position, low, high, 10.0 / high, entry["in_overall"]))
     return rows
 
 
