@@ -13,6 +13,7 @@
         ├── RequestTimeout    no answer within the per-request timeout
         ├── ConnectError      the connection failed
         └── BadResponseError  a 2xx whose body is not a chat completion
+            └── UnreadableResponse  a completion whose message is not text (a dict, a number): not retried
 
 ``LLMError.error_type`` is the short string stored in the ``error_type`` column of answer rows.
 """
@@ -32,6 +33,7 @@ __all__ = [
     "RunLockedError",
     "ServerError",
     "ShaberiError",
+    "UnreadableResponse",
     "UsageError",
 ]
 
@@ -97,3 +99,10 @@ class ConnectError(LLMError):
 
 class BadResponseError(LLMError):
     error_type = "bad_response"
+
+
+class UnreadableResponse(BadResponseError):
+    """A well-formed completion whose message is not text (a dict, a number, a non-text block): asking again
+    would be paid for and answered the same way, so it is not retried; the answer becomes an error row."""
+
+    retryable = False

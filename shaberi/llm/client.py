@@ -275,8 +275,8 @@ class ChatClient:
                     content,
                     reasoning,
                     finish,
-                    int(usage.get("prompt_tokens") or 0),
-                    int(usage.get("completion_tokens") or 0),
+                    _tokens(usage.get("prompt_tokens")),
+                    _tokens(usage.get("completion_tokens")),
                     attempts,
                     (time.perf_counter() - started) * 1000,
                 )
@@ -324,13 +324,66 @@ def _parse(resp: Response) -> tuple[str | None, str | None, str | None, dict]:
         data = orjson.loads(resp.body)
         choice = data["choices"][0]
         message = choice["message"]
-        content = message.get("content")
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        return content, reasoning, choice.get("finish_reason"), data.get("usage") or {}
+        content, thought = _text(message.get("content"), "message.content")
+        reasoning, _ = _text(message.get("reasoning_content") or message.get("reasoning"), "message.reasoning")
+        usage = data.get("usage")
+        thinking = "\n\n".join(t for t in (reasoning, thought) if t) or None
+        return content, thinking, _finish(choice.get("finish_reason")), usage if isinstance(usage, dict) else {}
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
         raise errors.BadResponseError(
             f"HTTP {resp.status} body is not a chat completion: {resp.body[:120]!r}", status=resp.status
         ) from None
+
+
+_TEXT_BLOCKS = ("text", "output_text")
+_THOUGHT_BLOCKS = ("thinking", "reasoning")
+
+
+def _text(value: object, where: str) -> tuple[str | None, str | None]:
+    """(text, reasoning) of a message field: a string as it is; a list of content blocks (Mistral's Magistral,
+    Anthropic-style gateways) joined, text blocks into the text and thinking blocks into the reasoning.
+    Anything else cannot be read as an answer: ``UnreadableResponse``, an error row, never a crash."""
+    if value is None or isinstance(value, str):
+        return value, None
+    if isinstance(value, list):
+        texts, thoughts = [], []
+        for block in value:
+            if isinstance(block, str):
+                texts.append(block)
+            elif isinstance(block, dict) and block.get("type") in _TEXT_BLOCKS and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            elif isinstance(block, dict) and block.get("type") in _THOUGHT_BLOCKS:
+                inner = block.get(block["type"], block.get("text"))
+                thoughts.append(_text(inner, f"{where} {block['type']} block")[0] or "")
+            else:
+                raise errors.UnreadableResponse(f"{where} holds a block that is not text: {_shown(block)}")
+        return "".join(texts), "\n\n".join(t for t in thoughts if t) or None
+    raise errors.UnreadableResponse(f"{where} is a {type(value).__name__}, not text: {_shown(value)}")
+
+
+def _shown(value: object) -> str:
+    return orjson.dumps(value).decode()[:120]
+
+
+def _finish(value: object) -> str | None:
+    """finish_reason as a short string; a number or a flag is kept as text, anything else dropped."""
+    if value is None or isinstance(value, str):
+        return value[:64] if value else value
+    return str(value)[:64] if isinstance(value, int | float | bool) else None
+
+
+_MAX_TOKENS = 1 << 40  # more than any context; beyond it a count is a broken endpoint's, not a measurement
+
+
+def _tokens(value: object) -> int:
+    """A usage count as reported, or 0 when it is not a whole number in range (a string "12" is read)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and 0 <= value < _MAX_TOKENS else 0
 
 
 def _error_message(body: bytes) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -222,24 +223,58 @@ def recover(store: Store, run_id: str) -> int:
 
 
 def _convert(store: Store, run_id: str, path: Path) -> int:
-    """Journal file -> one part per table it holds (skipping parts that already exist) -> delete it."""
+    """Journal file -> one part per table it holds (skipping parts that already exist) -> delete it. A row that
+    cannot be stored (a value of the wrong type, an unknown table) never stops the others: it is quarantined
+    under ``<root>/quarantine/<run_id>/`` with the reason, and one line says so."""
     seq = int(path.stem)
-    by_table: dict[str, list[dict]] = defaultdict(list)
+    by_table: dict[str, list[tuple[bytes, dict]]] = defaultdict(list)
+    bad: list[tuple[bytes, str]] = []
     for line in path.read_bytes().splitlines():
         try:
-            table, row = orjson.loads(line)
+            item = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue  # a line torn by a kill mid-write: that call was still in flight
-        by_table[table].append(row)
-    for table, rows in by_table.items():
+        if not (isinstance(item, list) and len(item) == 2 and item[0] in TABLES and isinstance(item[1], dict)):
+            bad.append((line, "not a [table, row] pair of a known table"))
+            continue
+        by_table[item[0]].append((line, item[1]))
+    stored = 0
+    for table, items in by_table.items():
         spec = TABLES[table]
-        if not (store.run_dir(table, run_id) / f"part-{seq}.parquet").exists():
+        if (store.run_dir(table, run_id) / f"part-{seq}.parquet").exists():
+            stored += len(items)
+            continue
+        rows = [row for _, row in items]
+        try:
             data = pa.Table.from_pylist(rows, schema=spec.schema)
-            if spec.additive:  # increments are summed anyway: one row per key per part
-                data = _sum_increments(data, spec)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):  # find the rows that cannot be stored
+            rows = []
+            for line, row in items:
+                try:
+                    pa.Table.from_pylist([row], schema=spec.schema)
+                    rows.append(row)
+                except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+                    bad.append((line, f"{table}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"))
+            data = pa.Table.from_pylist(rows, schema=spec.schema)
+        if spec.additive:  # increments are summed anyway: one row per key per part
+            data = _sum_increments(data, spec)
+        if data.num_rows:
             store.write_part(table, run_id, data, seq=seq)
+        stored += len(rows)
+    if bad:
+        _quarantine(store, run_id, seq, bad)
     path.unlink()
-    return sum(len(r) for r in by_table.values())
+    return stored
+
+
+def _quarantine(store: Store, run_id: str, seq: int, bad: list[tuple[bytes, str]]) -> None:
+    folder = store.root / "quarantine" / run_id
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{seq}.jsonl"
+    target.write_bytes(b"".join(orjson.dumps({"reason": why, "line": line.decode("utf-8", "replace")}) + b"\n"
+                                for line, why in bad))
+    sys.stderr.write(f"shaberi: {len(bad)} journal row(s) of run {run_id} could not be stored and were set aside "
+                     f"in {target} ({bad[0][1]}); the rest were stored\n")
 
 
 # -- helpers -----------------------------------------------------------------------------------

@@ -13,6 +13,10 @@ body so that a retry of the same request sees the next outcome::
     [[fail:hang*1]]     one request that never answers (the client's timeout must fire)
     [[fail:401]]        always 401 (no ``*n``: every attempt)
     [[think]]           the reply starts with a ``<think>…</think>`` block
+    [[shape:NAME]]      an odd but well-formed response, on every attempt: ``blocks`` (content as Magistral's
+                        list of a thinking and a text block), ``dict`` / ``number`` (content that is no text),
+                        ``usage_string``, ``tokens_bad`` (non-numeric and negative counts), ``tokens_huge``,
+                        ``finish_number`` (a finish_reason that is a number)
     <<answer: TEXT>>    a candidate's reply is TEXT (``\n`` for newlines)
 
 A request whose system message contains ``FINAL SCORE`` is a judge call. Its reply is
@@ -46,6 +50,7 @@ from aiohttp import web
 __all__ = ["FakeLLM", "main", "request_key"]
 
 _FAULT = re.compile(r"\[\[fail:(\w+)(?:\*(\d+))?\]\]")
+_SHAPE = re.compile(r"\[\[shape:(\w+)\]\]")
 _ANSWER = re.compile(r"<<answer:(.*?)>>", re.S)
 _JUDGE = re.compile(r"<<judge(64)?:(.*?)>>", re.S)
 _DIRECTIVE = re.compile(r"<<.*?>>", re.S)
@@ -168,6 +173,8 @@ class FakeLLM:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+        if shape := _SHAPE.search(text):
+            _reshape(body, shape.group(1))
         return self._respond(200, orjson.dumps(body))
 
 
@@ -201,6 +208,27 @@ async def _serve(args: argparse.Namespace) -> None:
     port = runner.addresses[0][1]
     print(f"READY http://127.0.0.1:{port}/v1", flush=True)
     await asyncio.Event().wait()
+
+
+def _reshape(body: dict, shape: str) -> None:
+    """The odd response shapes real endpoints send (``[[shape:NAME]]``)."""
+    choice, usage = body["choices"][0], body["usage"]
+    text = choice["message"]["content"]
+    if shape == "blocks":
+        choice["message"]["content"] = [{"type": "thinking", "thinking": [{"type": "text", "text": "考えています。"}]},
+                                        {"type": "text", "text": text}]
+    elif shape == "dict":
+        choice["message"]["content"] = {"text": text}
+    elif shape == "number":
+        choice["message"]["content"] = 42
+    elif shape == "usage_string":
+        body["usage"] = "12 tokens"
+    elif shape == "tokens_bad":
+        usage["prompt_tokens"], usage["completion_tokens"] = "many", -5
+    elif shape == "tokens_huge":
+        usage["prompt_tokens"] = 1e30
+    elif shape == "finish_number":
+        choice["finish_reason"] = 1
 
 
 def main(argv: list[str] | None = None) -> None:

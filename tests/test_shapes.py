@@ -1,0 +1,58 @@
+"""Odd but real response shapes over HTTP: the run survives each, keeps what it can read, stores an error row for
+what it cannot, and every resume works; a journal row that cannot be stored is set aside, never a crash."""
+
+from __future__ import annotations
+
+import orjson
+
+from shaberi.tables.store import Store, recover
+
+from .conftest import query, shaberi, write_rakuda
+
+SHAPES = ["blocks", "dict", "number", "usage_string", "tokens_bad", "tokens_huge", "finish_number"]
+
+
+def test_every_response_shape_is_stored_or_an_error_row_and_the_run_resumes(server, tmp_path):
+    data = write_rakuda(tmp_path / "d", [f"[[shape:{s}]] 質問{i}" for i, s in enumerate(SHAPES)])
+    args = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j",
+            "--results-dir", str(tmp_path / "r"), "--data-dir", str(data)]
+    first = shaberi(*args)
+    assert first.returncode == 0, first.stderr
+    assert "status: partial" in first.stdout
+    rows = {q: rest for q, *rest in query(tmp_path / "r", """
+        SELECT question_id, content IS NOT NULL, reasoning, error_type, attempts, prompt_tokens, completion_tokens,
+               finish_reason FROM answers ORDER BY 1""")}
+    assert rows["q0"][:2] == [True, "考えています。"]  # Magistral's blocks: text joined, thinking as reasoning
+    assert rows["q1"][2:4] == ["bad_response", 1] and rows["q2"][2:4] == ["bad_response", 1]  # never retried
+    assert rows["q3"][4:6] == [0, 0]  # usage that is not an object: no counts, not a crash
+    assert rows["q4"][4:6] == [0, 0]  # "many" and -5
+    assert rows["q5"][4] == 0  # 1e30
+    assert rows["q6"][6] == "1"
+    judged = query(tmp_path / "r", "SELECT question_id, score IS NOT NULL, error FROM judgements ORDER BY 1")
+    assert [(q, ok) for q, ok, _ in judged] == [("q0", True), ("q1", False), ("q2", False), ("q3", True),
+                                                 ("q4", True), ("q5", True), ("q6", True)]
+    assert server.stats()["calls"] == 7 + 5  # the two unreadable answers are not sent to the judge
+    server.reset()
+    again = shaberi(*args)  # resume: the two error rows are asked again, once each; nothing crashes
+    assert again.returncode == 1  # every call of this invocation's generate stage failed, and it says why
+    assert "error: generate stage: all 2 calls failed; most common: bad_response: message.content is a" in again.stderr
+    assert server.stats()["calls"] == 2
+    assert query(tmp_path / "r", "SELECT count(*), count(error) FROM answers") == [(7, 2)]
+
+
+def test_a_journal_row_that_cannot_be_stored_is_set_aside_and_the_rest_recovered(tmp_path, capfd):
+    store = Store(tmp_path)
+    good = {"run_id": "r1", "benchmark": "rakuda", "question_id": "q0", "sample_index": 0, "strategy": "",
+            "model": "m", "content": "東京です。", "created_at": 1}
+    bad = good | {"question_id": "q1", "content": [{"type": "text", "text": "a list"}]}  # written before the fix
+    folder = tmp_path / "journal" / "r1"
+    folder.mkdir(parents=True)
+    lines = [["answers", good], ["answers", bad], ["no_such_table", {}], "not a pair"]
+    (folder / "7.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines) + b'["answers", {"tor')
+    assert recover(store, "r1") == 1
+    assert store.read("answers", "r1").column("question_id").to_pylist() == ["q0"]
+    kept = (tmp_path / "quarantine" / "r1" / "7.jsonl").read_text().splitlines()
+    assert len(kept) == 3 and orjson.loads(kept[2])["reason"].startswith("answers: ")
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "3 journal row(s) of run r1 could not be stored" in err
+    assert not (folder / "7.jsonl").exists() and recover(store, "r1") == 0  # the next resume has nothing to redo
