@@ -24,6 +24,7 @@ from .llm.lease import EndpointLease
 from .passes import Pass
 from .passes.runner import PassProgress, run_passes
 from .prompts import generation_template, judging_hash, template_hash
+from .redact import strip_credentials
 from .reports.export import export_connection, export_run, export_summary, write_manifest, write_progress_manifest
 from .run import RunInfo, run_id_for, validate_name
 from .status import StageCalls, benchmark_statuses, describe, run_status, stage_status, top_error, worst
@@ -289,8 +290,8 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
             since = killed.get("started_at") if killed.get("status") == "running" and killed.get("rejudge") else None
 
             def updated(status: str) -> dict:
-                return row | {"judges": list(info.judges), "passes": list(info.passes),
-                              "pass_config": orjson.dumps(info.pass_config).decode(),
+                return row | {"judges": [strip_credentials(j) for j in info.judges], "passes": list(info.passes),
+                              "pass_config": strip_credentials(orjson.dumps(info.pass_config).decode()),
                               "prompt_hashes": orjson.dumps(info.prompt_hashes).decode(), "status": status,
                               "updated_at": now_us()}
 
@@ -337,7 +338,8 @@ class _Stages:
         self.make_row: Callable[[str], dict] = lambda status: {}
 
     def _row(self, status: str, error: str | None = None) -> dict:
-        return self.make_row(status) | {"stages": orjson.dumps(self.state).decode(), "status": status, "error": error}
+        return self.make_row(status) | {"stages": strip_credentials(orjson.dumps(self.state).decode()),
+                                        "status": status, "error": error and strip_credentials(error)}
 
     @contextlib.contextmanager
     def running(self, make_row: Callable[[str], dict], counts: Callable[[], dict[str, dict]]) -> Iterator[None]:

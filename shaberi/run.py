@@ -19,6 +19,7 @@ from pathlib import Path
 import orjson
 
 from .errors import UsageError
+from .redact import strip_credentials
 
 __all__ = ["RunInfo", "git_state", "key_fingerprint", "package_versions", "run_id_for", "run_id_prefix",
            "validate_name"]
@@ -132,13 +133,13 @@ class RunInfo:
             "base_tag": self.base_tag,
             "run_index": int(match["index"]) if match else 1,
             "model": self.model,
-            "base_url": self.base_url,
+            "base_url": strip_credentials(self.base_url),  # user:password@ of a URL never reaches disk
             "api_key_sha256": key_fingerprint(self.api_key),
             "generation_config": orjson.dumps(self.generation_config).decode(),
             "benchmarks": self.benchmarks,
-            "judges": list(self.judges),
+            "judges": [strip_credentials(j) for j in self.judges],
             "passes": list(self.passes),
-            "pass_config": orjson.dumps(self.pass_config).decode(),
+            "pass_config": strip_credentials(orjson.dumps(self.pass_config).decode()),
             "datasets": orjson.dumps(self.datasets).decode(),
             "prompt_hashes": orjson.dumps(self.prompt_hashes).decode(),
             "git_commit": commit,
@@ -146,7 +147,7 @@ class RunInfo:
             "package_versions": orjson.dumps(package_versions()).decode(),
             "concurrency_history": orjson.dumps(concurrency_history or []).decode(),
             "status": status,
-            "error": error,
+            "error": error and strip_credentials(error),
             "created_at": self.created_at,
             "updated_at": _now_us(),
         }

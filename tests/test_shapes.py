@@ -56,3 +56,38 @@ def test_a_journal_row_that_cannot_be_stored_is_set_aside_and_the_rest_recovered
     err = capfd.readouterr().err
     assert err.count("\n") == 1 and "3 journal row(s) of run r1 could not be stored" in err
     assert not (folder / "7.jsonl").exists() and recover(store, "r1") == 0  # the next resume has nothing to redo
+
+
+def test_the_key_and_url_credentials_never_reach_disk(server, tmp_path):
+    data = write_rakuda(tmp_path / "d", ["[[fail:echo]] 質問0", "質問1"])
+    key = "sk-test-0123456789abcdef"
+    echoed = shaberi("run", "--model", "m", "--base-url", server.base_url, "--api-key-env", "MY_KEY", "--benchmark",
+                     "rakuda", "--results-dir", str(tmp_path / "r"), "--data-dir", str(data), env={"MY_KEY": key})
+    assert echoed.returncode == 0, echoed.stderr  # one answer of two failed: partial
+    errors = query(tmp_path / "r", "SELECT error FROM answers WHERE error IS NOT NULL")
+    assert errors == [("HTTP 401: invalid credentials: Authorization: Bearer [redacted]",)]
+    # Credentials in a URL: basic auth to the server, never stored (base URL, judges, stages, export).
+    with_creds = server.base_url.replace("http://", "http://user:pw-secret-42@")
+    stored = shaberi("run", "--model", "m", "--base-url", with_creds, "--benchmark", "rakuda", "--judge", "j",
+                     "--tag", "creds", "--results-dir", str(tmp_path / "r"), "--data-dir", str(data))
+    assert stored.returncode == 0, stored.stderr
+    assert query(tmp_path / "r", "SELECT base_url, judges FROM runs WHERE tag = 'creds'") == [
+        (server.base_url, [f"j@{server.base_url}"])]
+    written = b"".join(p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file())
+    assert key.encode() not in written and b"pw-secret-42" not in written
+    assert not any(key in p.stdout + p.stderr or "pw-secret-42" in p.stdout + p.stderr for p in (echoed, stored))
+
+
+def test_redaction_rules():
+    import pytest
+
+    from shaberi.errors import UsageError
+    from shaberi.llm.client import ChatClient
+    from shaberi.redact import redact, strip_credentials
+
+    assert strip_credentials("at https://u:p@api.x/v1 and http://h/v1") == "at https://api.x/v1 and http://h/v1"
+    text = 'key mykey-123 {"authorization": "Bearer abc.def"} sk-proj-AAAAAAAAAAAA AIzaSyBBBBBBBBBBBB'
+    assert redact(text, ["mykey-123", None, ""]) == ('key [redacted] {"authorization": "Bearer [redacted]"} '
+                                                    "[redacted] [redacted]")
+    with pytest.raises(UsageError, match="user:password@ and an API key cannot both be sent"):
+        ChatClient("http://u:p@127.0.0.1:9/v1", "sk-x")

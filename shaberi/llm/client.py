@@ -21,12 +21,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 from aiolimiter import AsyncLimiter
 
 from .. import errors
+from ..redact import redact
 from .lease import EndpointLease
 
 __all__ = [
@@ -217,27 +219,32 @@ class ChatClient:
         self.headers = {"Content-Type": "application/json"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
+        self._secrets = (api_key, urlsplit(self.base_url).password)  # never in an error's text (``redact``)
+        if api_key and urlsplit(self.base_url).username is not None:  # HTTP carries one Authorization header
+            raise errors.UsageError(f"{option} {redact(self.base_url)}: a URL with user:password@ and an API key "
+                                    f"cannot both be sent; drop one (or name no key with {key_option} on loopback)")
         self.requests = 0  # HTTP requests sent, retries included
         self.rate_limited = 0  # of which answered 429
         self.lease: EndpointLease | None = None  # set to share the endpoint's slots with other processes
 
     async def check(self) -> None:
         """Fail fast, before any work is written, when the endpoint is unreachable or refuses the key."""
+        shown = redact(self.base_url, self._secrets)
         try:
             resp = await self.transport.request("GET", f"{self.base_url}/models", None, self.headers, 15.0)
         except errors.LLMError as exc:
             raise errors.EndpointError(
-                f"cannot reach {self.base_url} ({exc}); start the server or fix {self.option}"
+                f"cannot reach {shown} ({redact(str(exc), self._secrets)}); start the server or fix {self.option}"
             ) from None
         if resp.status in (401, 403):
             raise errors.EndpointError(
-                f"{self.base_url} refused the API key (HTTP {resp.status}); check the variable named by "
+                f"{shown} refused the API key (HTTP {resp.status}); check the variable named by "
                 f"{self.key_option}"
             )
-        if resp.status == 404 and "/v1" not in self.base_url:  # every chat call would 404 too
+        if resp.status == 404 and "/v1" not in shown:  # every chat call would 404 too
             raise errors.EndpointError(
-                f"{self.base_url}/models answered HTTP 404: the base URL probably lacks /v1 "
-                f"(try {self.base_url}/v1)"
+                f"{shown}/models answered HTTP 404: the base URL probably lacks /v1 "
+                f"(try {shown}/v1)"
             )
 
     async def chat(self, body: bytes) -> Completion:
@@ -259,6 +266,7 @@ class ChatClient:
                 result = _parse(resp)
                 ok = True
             except errors.LLMError as exc:
+                exc.args = (redact(str(exc), self._secrets),)  # a server may echo the key; rows store this text
                 rate_limited = isinstance(exc, errors.RateLimitError)
                 self.rate_limited += rate_limited
                 if not exc.retryable or attempts > self.config.max_retries:

@@ -12,6 +12,7 @@ body so that a retry of the same request sees the next outcome::
     [[fail:garbage*1]]  one 200 whose body is not JSON
     [[fail:hang*1]]     one request that never answers (the client's timeout must fire)
     [[fail:401]]        always 401 (no ``*n``: every attempt)
+    [[fail:echo]]       401 whose error message echoes the request's Authorization header (as some proxies do)
     [[think]]           the reply starts with a ``<think>…</think>`` block
     [[shape:NAME]]      an odd but well-formed response, on every attempt: ``blocks`` (content as Magistral's
                         list of a thinking and a text block), ``dict`` / ``number`` (content that is no text),
@@ -149,6 +150,9 @@ class FakeLLM:
                 await asyncio.sleep(3600)
             if kind == "garbage":
                 return self._respond(200, b"<html>upstream proxy error</html>")
+            if kind == "echo":
+                echoed = f"invalid credentials: Authorization: {request.headers.get('Authorization')}"
+                return self._respond(401, orjson.dumps({"error": {"message": echoed}}))
             status = int(kind)
             headers = {"Retry-After": "1"} if status == 429 else None
             return self._respond(status, b'{"error": {"message": "injected fault"}}', headers)
