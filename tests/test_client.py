@@ -162,3 +162,23 @@ def test_mock_transport_and_reasoning_content():
     assert (done.content, done.reasoning, done.finish_reason, done.prompt_tokens) == ("答え", "考え", "length", 0)
     assert seen == ["http://model.invalid/v1/chat/completions"]
     assert client.headers["Authorization"] == "Bearer sk-test"
+
+
+def test_the_dispatcher_records_every_finished_call_even_when_recording_one_fails():
+    """Calls that finish together are drained together: one record that raises must not lose the others
+    (they were paid for); the failure still ends the run."""
+    from shaberi.llm.dispatch import Dispatcher
+
+    recorded: list[int] = []
+
+    async def call(item: int) -> int:
+        return item  # no await: every worker finishes in the same loop iteration
+
+    def record(item: int, outcome: int | None, error: Exception | None) -> None:
+        if item == 0:
+            raise OSError("disk full")
+        recorded.append(item)
+
+    with pytest.raises(OSError, match="disk full"):
+        asyncio.run(Dispatcher(iter(range(8)), call, record, workers=8).run())
+    assert sorted(recorded) == list(range(1, 8))

@@ -72,10 +72,13 @@ class Dispatcher(Generic[T, R]):
     def _drain(self) -> None:
         self.scheduled = False
         finished, self.finished = self.finished, []
-        try:
-            for outcome in finished:
+        for outcome in finished:  # every finished (paid) call is recorded, even after recording one failed
+            try:
                 self.record(*outcome)
-            if not self.closed:
+            except BaseException as exc:  # a failed journal write must stop the run, not vanish in a callback
+                self.failure = self.failure or exc
+        if not self.closed and self.failure is None:
+            try:
                 self._plan_ahead()
-        except BaseException as exc:  # a failed journal write must stop the run, not vanish in a callback
-            self.failure = exc
+            except BaseException as exc:
+                self.failure = exc
