@@ -14,11 +14,27 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..errors import UsageError
+
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["DEFAULT_DATA", "DEFAULT_RESULTS", "DataDir", "Format", "FormatOption", "ResultsDir", "app",
-           "arrow_without_pandas", "console", "data_app", "ensemble_app", "print_rows"]
+__all__ = [
+    "DEFAULT_DATA",
+    "DEFAULT_RESULTS",
+    "MAX_CONCURRENCY",
+    "DataDir",
+    "Format",
+    "FormatOption",
+    "ResultsDir",
+    "app",
+    "arrow_without_pandas",
+    "check_concurrency",
+    "console",
+    "data_app",
+    "ensemble_app",
+    "print_rows",
+]
 
 HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
@@ -41,6 +57,13 @@ ResultsDir = Annotated[Path, typer.Option("--results-dir", envvar="SHABERI_RESUL
 DataDir = Annotated[Path, typer.Option("--data-dir", envvar="SHABERI_DATA_DIR",
                                        help="Folder with the benchmark files (ja/<name>.jsonl|csv|parquet).")]
 DEFAULT_RESULTS = Path("results")
+MAX_CONCURRENCY = 10_000  # one worker task per slot: a million slots cost a gigabyte before the first call
+
+
+def check_concurrency(option: str, value: int | None) -> None:
+    """Requests in flight: at least 1, at most ``MAX_CONCURRENCY``."""
+    if value is not None and not 1 <= value <= MAX_CONCURRENCY:
+        raise UsageError(f"{option} {value} is out of range: it must be between 1 and {MAX_CONCURRENCY:,}")
 DEFAULT_DATA = Path("datasets")
 
 

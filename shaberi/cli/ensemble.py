@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .common import DEFAULT_DATA, DEFAULT_RESULTS, DataDir, ResultsDir, arrow_without_pandas, ensemble_app, print_rows
+from .common import (
+    DEFAULT_DATA,
+    DEFAULT_RESULTS,
+    DataDir,
+    ResultsDir,
+    arrow_without_pandas,
+    check_concurrency,
+    ensemble_app,
+    print_rows,
+)
 
 if TYPE_CHECKING:
     from ..ensemble.evaluate import Result
@@ -43,6 +52,7 @@ def ensemble_generate_cache(
     from ..ensemble.commands import generate
     from ..llm.client import AIMDConfig, ClientConfig
 
+    check_concurrency("--concurrency", concurrency)
     config = ClientConfig(aimd=AIMDConfig(min(40, concurrency), 1, concurrency))
     for run_id in asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature, max_tokens,
                                        api_key_env, config, limit)):

@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import UsageError
-from .common import DEFAULT_DATA, DEFAULT_RESULTS, DataDir, ResultsDir, app, arrow_without_pandas, print_rows
+from .common import (
+    DEFAULT_DATA,
+    DEFAULT_RESULTS,
+    DataDir,
+    ResultsDir,
+    app,
+    arrow_without_pandas,
+    check_concurrency,
+    print_rows,
+)
 
 if TYPE_CHECKING:
     from ..pipeline import Outcome, RunRequest
@@ -114,8 +123,8 @@ def run(
     stages_run = parse_stages(stages, bool(judge), bool(passes), rejudge)
     if base_url is None and "generate" in stages_run:
         raise UsageError("--base-url is required (the OpenAI-compatible endpoint serving --model)")
-    if concurrency < 1 or (judge_concurrency is not None and judge_concurrency < 1):
-        raise UsageError("--concurrency and --judge-concurrency must be at least 1")
+    check_concurrency("--concurrency", concurrency)
+    check_concurrency("--judge-concurrency", judge_concurrency)
     for option, value, ok, want in [  # a value the endpoint would refuse, or that would turn a safeguard off
         ("--timeout", timeout, timeout > 0, "more than 0 seconds"),
         ("--max-tokens", max_tokens, max_tokens >= 1, "at least 1"),
