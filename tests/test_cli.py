@@ -197,3 +197,15 @@ def test_markdown_cells_keep_pipes_and_line_breaks_inside_the_table(tmp_path):
     out = shaberi("sql", "SELECT 'a|b' AS x, 'l1' || chr(10) || 'l2' AS y", "--format", "markdown", "--results-dir",
                   str(tmp_path))
     assert out.stdout.splitlines() == ["| x | y |", "|---|---|", "| a\\|b | l1<br>l2 |", ""]
+
+
+def test_sql_reads_the_results_and_nothing_else(tmp_path):
+    root = str(tmp_path / "r")
+    for query, needle in [(f"COPY (SELECT 1) TO '{tmp_path}/out.csv'", "not COPY"),
+                          (f"SELECT 1; ATTACH '{tmp_path}/x.db'", "not ATTACH"),
+                          ("SET enable_external_access = true", "not SET"),
+                          ("SELECT * FROM read_text('/etc/hostname')", "Permission Error")]:
+        proc = shaberi("sql", query, "--results-dir", root)
+        assert proc.returncode == 2 and needle in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "x.db").exists()
+    assert shaberi("sql", "EXPLAIN SELECT count(*) FROM answers", "--results-dir", root).returncode == 0

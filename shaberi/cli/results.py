@@ -34,10 +34,12 @@ def sql(
     """Run SQL over the results views (runs, questions, answers, judgements, scores, benchmark_scores, …)."""
     import duckdb
 
-    from ..tables.sql import connect
+    from ..tables.sql import connect, read_only
 
+    con = connect(results_dir, pricing)
+    read_only(con, results_dir, query)
     try:
-        cursor = connect(results_dir, pricing).execute(query)
+        cursor = con.execute(query)
     except duckdb.Error as exc:
         raise UsageError(f"SQL: {str(exc).splitlines()[0]}") from None
     names = [d[0] for d in cursor.description or []]

@@ -22,7 +22,7 @@ from ..resources import resource_dir
 from .layout import live_parts
 from .schema import TABLES, Table
 
-__all__ = ["connect", "load_pricing", "materialize", "reattach"]
+__all__ = ["connect", "load_pricing", "materialize", "read_only", "reattach"]
 
 
 def _raw_view(con: duckdb.DuckDBPyConnection, root: Path, spec: Table, run_ids: list[str] | None) -> None:
@@ -86,6 +86,24 @@ def load_pricing(path: Path | None = None) -> list[tuple[str, float, float, floa
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"cannot read pricing file {path}: {exc}; each [model] needs input and output "
                          "(USD per million tokens)") from None
+
+
+def read_only(con: duckdb.DuckDBPyConnection, root: str | Path, query: str) -> None:
+    """Make ``con`` answer ``query`` as a reader only (``shaberi sql``): every statement a query (SELECT or
+    EXPLAIN: no COPY, ATTACH, SET, INSTALL, PRAGMA), and no file outside the results' tables readable, a
+    setting the query cannot undo."""
+    try:
+        statements = con.extract_statements(query)
+    except duckdb.Error as exc:
+        raise UsageError(f"SQL: {str(exc).splitlines()[0]}") from None
+    allowed = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+    if refused := [s.type.name for s in statements if s.type not in allowed]:
+        raise UsageError(f"shaberi sql runs queries only (SELECT, EXPLAIN), not {', '.join(refused)}; "
+                         "use shaberi.open(root).sql(...) or duckdb itself to write")
+    tables = str((Path(root) / "tables").resolve())
+    con.execute("SET allowed_directories = [$dir]", {"dir": tables})
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
 
 
 def _benchmark_info() -> list[tuple]:
