@@ -51,8 +51,9 @@ SCRIPTS = {  # Unicode blocks of the scripts flagged as a whole
 }
 _SCRIPT_RUNS = {name: re.compile(rf"[{r}]+(?:[ \t]+[{r}]+)*") for name, r in SCRIPTS.items()}
 _GREEK_WORDS = re.compile(r"[\u0370-\u03ff]{3,}(?:[ \t]+[\u0370-\u03ff]+)*")
-_LATIN_WORD = r"[A-Za-zÀ-ÖØ-öø-ɏ][A-Za-zÀ-ÖØ-öø-ɏ'’-]*"
-_LATIN_RUNS = re.compile(rf"{_LATIN_WORD}(?:[ \t,;:.!?\"()/&-]+{_LATIN_WORD})+")
+_LATIN_WORD = r"[A-Za-zÀ-ÖØ-öø-ɏ][A-Za-zÀ-ÖØ-öø-ɏ'’-]*+"  # possessive: a word never gives letters back
+# A run starts at a word's start (not inside one), so a long unbroken word is read once: linear, not quadratic.
+_LATIN_RUNS = re.compile(rf"(?<![A-Za-zÀ-ÖØ-öø-ɏ'’-]){_LATIN_WORD}(?:[ \t,;:.!?\"()/&-]++{_LATIN_WORD})+")
 _WORDS = re.compile(_LATIN_WORD)
 _NOT_LETTERS = re.compile(r"[\W\d_]+")
 DETECTION = "passes/lang_mixing/detection.jinja"
