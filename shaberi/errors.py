@@ -20,6 +20,9 @@
 
 from __future__ import annotations
 
+import errno
+import re
+
 __all__ = [
     "BadResponseError",
     "ConnectError",
@@ -35,7 +38,34 @@ __all__ = [
     "ShaberiError",
     "UnreadableResponse",
     "UsageError",
+    "storage_error",
+    "unreadable_part",
 ]
+
+
+_PART = re.compile(r"""['"]([^'"]+\.parquet)['"]""")
+_READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def unreadable_part(path: object, reason: str) -> str:
+    return (f"cannot read {path}: {reason[:200]}; move that part out of the results (its rows are then missing) "
+            "or restore it from a backup")
+
+
+def storage_error(exc: BaseException) -> tuple[str, int] | None:
+    """One line and an exit code for what the disk did, not the code: a results part that cannot be read (a
+    corrupt or truncated file: 2), a results directory that cannot be written (2), a full disk (1: the work ran,
+    and what was done is kept). None for anything else."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return f"no space left on the device writing {exc.filename or 'the results'}: free some space and run the " \
+               "same command again (what was done is kept)", 1
+    if isinstance(exc, OSError) and exc.errno in _READ_ONLY:
+        return f"cannot write {exc.filename or 'the results'} ({exc.strerror}): make the results directory " \
+               "writable or choose another --results-dir", 2
+    text = str(exc)
+    if type(exc).__module__.lstrip("_").startswith(("duckdb", "pyarrow")) and (part := _PART.search(text)):
+        return unreadable_part(part.group(1), text.splitlines()[0].replace(part.group(0), "it")), 2
+    return None
 
 
 class ShaberiError(Exception):

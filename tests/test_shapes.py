@@ -91,3 +91,32 @@ def test_redaction_rules():
                                                     "[redacted] [redacted]")
     with pytest.raises(UsageError, match="user:password@ and an API key cannot both be sent"):
         ChatClient("http://u:p@127.0.0.1:9/v1", "sk-x")
+
+
+def test_a_corrupt_part_is_one_line_naming_it_in_every_command(server, tmp_path):
+    data = write_rakuda(tmp_path / "d", ["質問0", "質問1"])
+    root = str(tmp_path / "r")
+    args = ["--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--results-dir", root,
+            "--data-dir", str(data)]
+    assert shaberi("run", *args).returncode == 0
+    (part,) = (tmp_path / "r" / "tables" / "answers").rglob("part-*.parquet")
+    part.write_bytes(part.read_bytes()[:40])  # truncated, as by a full disk or a bad copy
+    for command in (["view"], ["sql", "SELECT count(*) FROM answers"], ["export"], ["leaderboard", "--tag", "default"],
+                    ["run", *args[:-4], "--judge", "j", "--stages", "judge"]):
+        proc = shaberi(*command, *(["--results-dir", root] if command[0] != "run" else ["--results-dir", root,
+                                                                                         "--data-dir", str(data)]))
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (command, proc.stderr)
+        assert proc.stderr.startswith(f"error: cannot read {part}: ") and "move that part out" in proc.stderr
+
+
+def test_what_the_disk_does_is_one_line_with_what_to_do():
+    import errno
+
+    from shaberi.errors import storage_error
+
+    full = storage_error(OSError(errno.ENOSPC, "No space left on device", "/r/tables/x.parquet"))
+    assert full == ("no space left on the device writing /r/tables/x.parquet: free some space and run the same "
+                    "command again (what was done is kept)", 1)
+    locked = storage_error(PermissionError(errno.EROFS, "Read-only file system", "/r/journal"))
+    assert locked is not None and locked[1] == 2 and "choose another --results-dir" in locked[0]
+    assert storage_error(ValueError("a bug")) is None  # anything else keeps its traceback

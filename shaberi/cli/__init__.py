@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - typer before 0.28 runs on click itself
     from click import core as click_core  # type: ignore[no-redef]
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
-from ..errors import ShaberiError
+from ..errors import ShaberiError, storage_error
 from . import ensemble, local, results, run  # noqa: F401  (each registers its commands on the application)
 from .common import HELP, app
 
@@ -62,6 +62,11 @@ def _invoke(command: click_core.Command, argv: list[str] | None, prog_name: str 
     except typer.Abort:
         typer.echo("Aborted!", err=True)
         sys.exit(1)
+    except Exception as exc:
+        if (said := storage_error(exc)) is None:
+            raise  # a bug: its traceback is what a maintainer needs
+        typer.echo(f"error: {said[0]}", err=True)
+        sys.exit(said[1])
     sys.exit(code if isinstance(code, int) else 0)
 
 

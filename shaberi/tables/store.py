@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
-from ..errors import RunLockedError
+from ..errors import DataError, RunLockedError, unreadable_part
 from .layout import live_parts, part_name, part_seq
 from .schema import TABLES, Table
 
@@ -97,9 +97,7 @@ class Store:
             empty = spec.schema if columns is None else pa.schema([spec.schema.field(c) for c in columns])
             return empty.empty_table()
         need = None if columns is None else list(dict.fromkeys([*columns, *spec.key, "created_at"]))
-        data = pa.concat_tables(
-            [_conform(pq.read_table(p, columns=_present(p, need)), spec, need) for p in parts]
-        )
+        data = pa.concat_tables([_conform(_read_part(p, need), spec, need) for p in parts])
         data = _sum_increments(data, spec) if spec.additive else _latest(data, spec)
         return data if columns is None else data.select(columns)
 
@@ -115,7 +113,7 @@ class Store:
         # Pass 1: which (part, row) holds the latest version of each key.
         keys, cols = [], [*spec.key, "created_at"]
         for i, p in enumerate(parts):
-            k = _conform(pq.read_table(p, columns=_present(p, cols)), spec, cols)
+            k = _conform(_read_part(p, cols), spec, cols)
             k = k.append_column("__part", pa.array([i] * k.num_rows, pa.int32()))
             keys.append(k.append_column("__row", pa.array(range(k.num_rows), pa.int64())))
         winners = _latest(pa.concat_tables(keys), spec).select(["__part", "__row"]).to_pydict()
@@ -129,7 +127,7 @@ class Store:
         with pq.ParquetWriter(tmp, spec.schema, compression="zstd") as writer:
             for i, p in enumerate(parts):
                 if keep.get(i):
-                    writer.write_table(_conform(pq.read_table(p), spec, None).take(sorted(keep[i])))
+                    writer.write_table(_conform(_read_part(p, None), spec, None).take(sorted(keep[i])))
         _commit(tmp, final)
         for p in parts:
             p.unlink(missing_ok=True)
@@ -283,6 +281,14 @@ def _commit(tmp: Path, final: Path) -> None:
     with open(tmp, "rb+") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, final)
+
+
+def _read_part(path: Path, columns: list[str] | None) -> pa.Table:
+    """One part (the columns of ``columns`` it has); a corrupt or truncated file is one line naming it."""
+    try:
+        return pq.read_table(path, columns=_present(path, columns))
+    except pa.ArrowException as exc:
+        raise DataError(unreadable_part(path, str(exc).splitlines()[0])) from None
 
 
 def _present(path: Path, columns: list[str] | None) -> list[str] | None:
