@@ -70,6 +70,8 @@ class RunRequest:
                 or any(isinstance(p, str) for p in self.passes)):
             raise TypeError("RunRequest takes typed values: benchmarks a list of names, judges ModelAt(name, "
                             "base_url) (endpoints.parse_judge reads MODEL@URL), passes built by passes.build")
+        if self.limit is not None and self.limit < 1:
+            raise UsageError("--limit must be at least 1")
         if self.benchmarks is not None and (unknown := [b for b in self.benchmarks if b not in bm.BENCHMARKS]):
             raise UsageError(f"unknown benchmark {', '.join(unknown)}; choose from: {', '.join(bm.BENCHMARKS)}")
         self.stages = parse_stages(self.stages, bool(self.judges), bool(self.passes), self.rejudge)
@@ -126,8 +128,6 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
     validate_name("model", req.model)
     validate_name("tag", req.tag)
     stages = req.stages or []
-    if req.limit is not None and req.limit < 1:
-        raise UsageError("--limit must be at least 1")
     if "generate" not in stages:
         return await _on_stored_answers(req, stages, on_start)
     check_base_url(req.base_url)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import functools
 import shutil
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
@@ -94,13 +95,18 @@ def benchmark(name: str, *, scale: tuple[int, int], rules: tuple[str, ...] = COM
     return register
 
 
+@functools.cache
+def _builtin() -> dict[str, dict]:
+    """data/datasets.toml, read once per process (every lookup of a benchmark's facts goes through it)."""
+    with open(resource_dir("data") / "datasets.toml", "rb") as fh:
+        return tomllib.load(fh)
+
+
 def registry() -> dict[str, dict]:
     """Every benchmark's data entry: data/datasets.toml's, in its order, then each plugin benchmark's own.
     ``in_overall``: the built-in benchmarks that are not opt-in make the overall score and a run's
     completeness; a plugin's never do, so installing one changes no stored run's score."""
-    with open(resource_dir("data") / "datasets.toml", "rb") as fh:
-        entries = {name: entry | {"in_overall": not entry.get("opt_in", False)}
-                   for name, entry in tomllib.load(fh).items()}
+    entries = {name: entry | {"in_overall": not entry.get("opt_in", False)} for name, entry in _builtin().items()}
     for name, spec in BENCHMARKS.items():
         if name not in entries:
             if spec.data is None:

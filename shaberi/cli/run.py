@@ -144,8 +144,6 @@ def run(
             raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
     aimd = AIMDConfig(min(concurrency_start, concurrency), min(concurrency_min, concurrency), concurrency,
                       aimd_increase, aimd_decrease, aimd_cooldown)
-    if limit is not None and limit < 1:
-        raise UsageError("--limit must be at least 1")
     if pass_option and not passes:
         raise UsageError(f"--pass-option {pass_option[0]!r} needs --passes naming its pass, e.g. --passes lang_mixing")
     judges_url = (judge_base_url or base_url or "").rstrip("/")
