@@ -177,14 +177,14 @@ async def generate(
         plan = functools.partial(plan_calls, model=model, base_url=client.base_url, config=config, existing=existing,
                                  rerun=rerun, retry_errors=retry_errors, progress=progress)
         try:
-            await Dispatcher(plan(first), lambda item: client.chat(item.body), record, client.limiter.config.max).run()
+            await Dispatcher(plan(first), lambda item: client.chat(item.body), record, client.max_in_flight).run()
             previous = {(q.benchmark, q.question_id): q.extra["previous"] for q in later}
             while later:  # one phase per turn depth
                 journal.flush()
                 earlier = _earlier_answers(_contents(store, run_id), previous)
                 now, later = _next_turns(later, earlier, journal, run_id, model, progress, config.samples)
                 await Dispatcher(plan(now, earlier=earlier), lambda item: client.chat(item.body), record,
-                                 client.limiter.config.max).run()
+                                 client.max_in_flight).run()
         finally:
             stop.set()
             await ticker

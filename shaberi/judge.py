@@ -127,7 +127,7 @@ async def judge(
                                  existing=existing, rejudge=rejudge, journal=journal, progress=progress)
         clients = list(dict.fromkeys(j.client for j in judges))  # one dispatcher per endpoint and its limiter
         await asyncio.gather(*(
-            Dispatcher(plan([j for j in judges if j.client is c]), call, record, c.limiter.config.max).run()
+            Dispatcher(plan([j for j in judges if j.client is c]), call, record, c.max_in_flight).run()
             for c in clients
         ))
         for (bench, name), n in progress.reused_by.items():  # the token table's "reused" column

@@ -18,7 +18,7 @@ from . import benchmarks as bm
 from .errors import UsageError
 from .generate import GenerationConfig, Progress, generate, write_questions
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, reprocess
-from .llm.client import ChatClient, ClientConfig, Transport
+from .llm.client import ChatClient, ClientConfig, Transport, endpoint_limits
 from .llm.endpoints import ModelAt, check_base_url, resolve_api_key, shared_llm
 from .llm.lease import EndpointLease
 from .passes import Pass
@@ -165,7 +165,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             if on_start:
                 on_start(outcome)
             tracker = _Stages(req.results_dir, store, info.run_id, stages, previous)
-            row = lambda status: info.row(status, concurrency_history=candidate.limiter.history)  # noqa: E731
+            row = lambda status: info.row(status, limits=endpoint_limits(clients))  # noqa: E731
             async def do(stage: str) -> None:
                 if stage == "generate":
                     await generate(store, info.run_id, req.model, datasets, candidate, req.generation,
@@ -189,11 +189,12 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
 
 
 def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) -> list[Judge]:
-    """One Judge per --judge. Judges on one endpoint (and key) share a client: one limiter, and one lease
+    """One Judge per --judge. Judges on one endpoint (and key) share a client: one controller, and one lease
     of that endpoint's slots with every other shaberi process on this machine (see ``lease``)."""
     key_env = req.judge_api_key_env or req.api_key_env
-    top = req.judge_concurrency or req.client.aimd.max
-    aimd = replace(req.client.aimd, start=min(req.client.aimd.start, top), min=min(req.client.aimd.min, top), max=top)
+    top = req.judge_concurrency or req.client.control.max
+    c = req.client.control
+    control = replace(c, start=min(c.start, top), min=min(c.min, top), max=top)
     judges: list[Judge] = []
     for name, url in dict.fromkeys(req.judges):
         check_base_url(url, f"--judge {f'{name}@{url}'!r}: its URL")
@@ -202,8 +203,9 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
                              "judgements are kept under its name: judge with one of them per run")
         key = resolve_api_key(url, key_env, "--judge-api-key-env")
         if (url, key) not in clients:
-            clients[(url, key)] = client = ChatClient(url, key, replace(req.client, aimd=aimd), transport=req.transport,
-                                                      option=f"--judge {name}@{url}", key_option="--judge-api-key-env")
+            clients[(url, key)] = client = ChatClient(url, key, replace(req.client, control=control),
+                                                      transport=req.transport, option=f"--judge {name}@{url}",
+                                                      key_option="--judge-api-key-env")
             client.lease = EndpointLease(url, top)
         judges.append(Judge(name, clients[(url, key)]))
     return judges
@@ -293,7 +295,7 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
                 return row | {"judges": [strip_credentials(j) for j in info.judges], "passes": list(info.passes),
                               "pass_config": strip_credentials(orjson.dumps(info.pass_config).decode()),
                               "prompt_hashes": orjson.dumps(info.prompt_hashes).decode(), "status": status,
-                              "updated_at": now_us()}
+                              "concurrency_history": _limits_with(row, list(clients.values())), "updated_at": now_us()}
 
             async def do(stage: str) -> None:
                 if stage == "judge":
@@ -310,6 +312,15 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
     finally:
         for client in clients.values():
             await client.aclose()
+
+
+def _limits_with(row: dict, clients: list[ChatClient]) -> str:
+    """The run's stored limit histories with this invocation's endpoints (judges, a pass's model) added; a
+    history from before they were kept per endpoint was the candidate's."""
+    old = orjson.loads(row.get("concurrency_history") or "{}")
+    if isinstance(old, list):
+        old = {row.get("base_url") or "candidate": {"history": old}}
+    return strip_credentials(orjson.dumps(old | endpoint_limits(clients)).decode())
 
 
 def _calls(stage: str, outcome: Outcome) -> StageCalls:

@@ -124,7 +124,7 @@ class RunInfo:
         match = _RUN_TAG.match(self.tag)
         return match["base"] if match else self.tag
 
-    def row(self, status: str, error: str | None = None, concurrency_history: list | None = None) -> dict:
+    def row(self, status: str, error: str | None = None, limits: dict | None = None) -> dict:
         match = _RUN_TAG.match(self.tag)
         commit, dirty = git_state()
         return {
@@ -145,7 +145,7 @@ class RunInfo:
             "git_commit": commit,
             "git_dirty": dirty,
             "package_versions": orjson.dumps(package_versions()).decode(),
-            "concurrency_history": orjson.dumps(concurrency_history or []).decode(),
+            "concurrency_history": strip_credentials(orjson.dumps(limits or {}).decode()),
             "status": status,
             "error": error and strip_credentials(error),
             "created_at": self.created_at,

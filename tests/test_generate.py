@@ -69,7 +69,8 @@ def test_runs_row_records_the_run_and_never_the_key(server, data_dir, tmp_path, 
     datasets = orjson.loads(row[6])["rakuda"]
     assert datasets["rows"] == 40 and datasets["questions"] == 2 and datasets["sha256"].startswith("ce26781dc98a")
     assert "generation/rakuda.jinja" in orjson.loads(row[7]) and row[8] == ["rakuda"]
-    assert "pyarrow" in orjson.loads(row[9]) and orjson.loads(row[10])[0][2] == "start"
+    limits = orjson.loads(row[10])[server.base_url]  # per endpoint: the candidate's here
+    assert "pyarrow" in orjson.loads(row[9]) and limits["history"][0][2] == "start" and limits["requests"] == 2
     for path in tmp_path.rglob("*"):
         assert not path.is_file() or b"sk-very-secret-key" not in path.read_bytes()
 

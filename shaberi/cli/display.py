@@ -58,12 +58,12 @@ async def live_progress(console: Console) -> AsyncIterator[list]:
 
 def _update(bars: Progress, tasks: dict[str, TaskID], started: dict[str, float], outcome: Outcome) -> None:
     now = time.monotonic()
-    limit = outcome.clients[0].limiter.limit if outcome.clients else 0
+    limit = int(outcome.clients[0].control.limit) if outcome.clients else 0
     rows = [(name, b.total, b.done, b.done - b.cached, b.tokens, b.errors, limit)
             for name, b in outcome.generation.benchmarks.items()]
     j = outcome.judging
     if j.total:
-        judge_limit = max(c.limiter.limit for c in outcome.clients[1:]) if len(outcome.clients) > 1 else limit
+        judge_limit = max(int(c.control.limit) for c in outcome.clients[1:]) if len(outcome.clients) > 1 else limit
         rows.append(("judging", j.total, j.done, j.judged, 0, j.null_scores, judge_limit))
     p = outcome.passes
     if p.total:

@@ -50,10 +50,10 @@ def ensemble_generate_cache(
     import asyncio
 
     from ..ensemble.commands import generate
-    from ..llm.client import AIMDConfig, ClientConfig
+    from ..llm.client import ClientConfig, ControlConfig
 
     check_concurrency("--concurrency", concurrency)
-    config = ClientConfig(aimd=AIMDConfig(min(40, concurrency), 1, concurrency))
+    config = ClientConfig(control=ControlConfig(max(1, concurrency // 2), 1, concurrency))
     for run_id in asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature, max_tokens,
                                        api_key_env, config, limit)):
         typer.echo(f"cache {run_id}")

@@ -75,7 +75,7 @@ def demo(
 
     from ..generate import GenerationConfig
     from ..judge import JudgeConfig
-    from ..llm.client import AIMDConfig, ClientConfig
+    from ..llm.client import ClientConfig, ControlConfig
     from ..llm.endpoints import ModelAt
     from ..passes import build
     from ..pipeline import RunRequest
@@ -93,7 +93,7 @@ def demo(
 
         server = LocalServer(threads=threads)
         model = judge_model = server.name
-        client = ClientConfig(aimd=AIMDConfig(start=2, min=1, max=2))  # llama.cpp answers one request at a time
+        client = ClientConfig(control=ControlConfig(start=2, min=1, max=2))  # llama.cpp answers one request at a time
         note = f"{model} on llama.cpp, {threads} thread(s) (a 0.5B model: the scores are not meaningful)"
     with server as endpoint:
         typer.echo(f"serving {note} at {endpoint.base_url}", err=True)

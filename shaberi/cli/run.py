@@ -79,21 +79,25 @@ def run(
     rerun: Annotated[bool, typer.Option("--rerun", help="Call again even for answers already stored.")] = False,
     retry_errors: Annotated[int, typer.Option(help="Re-call an errored answer on resume up to this many "
                                               "more times.")] = 2,
-    rpm: Annotated[float | None, typer.Option(help="Requests-per-minute cap.")] = None,
+    rpm: Annotated[float | None, typer.Option(help="Requests a minute, per endpoint: sends are spaced to keep "
+                                              "under it (an endpoint's x-ratelimit headers are followed too).",
+                                              rich_help_panel="Rate limits")] = None,
+    tpm: Annotated[float | None, typer.Option(help="Tokens a minute, per endpoint (prompt + completion), paced "
+                                              "like --rpm.", rich_help_panel="Rate limits")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 600.0,
-    max_retries: Annotated[int, typer.Option(help="Retries per request for 429, 5xx, timeouts, "
-                                             "connection errors and bad bodies.")] = 6,
-    concurrency_start: Annotated[int, typer.Option(help="Requests in flight at the start, before the adaptive "
-                                                        "limit has seen the endpoint.",
-                                                   rich_help_panel="Adaptive concurrency")] = 40,
+    max_retries: Annotated[int, typer.Option(help="Retries per request for 5xx, timeouts, connection errors and "
+                                             "bad bodies (a 429 is retried until --rate-limit-timeout).")] = 6,
+    rate_limit_timeout: Annotated[float, typer.Option(help="Seconds one request may keep being refused (HTTP 429) "
+                                                      "before it fails as rate_limit.",
+                                                      rich_help_panel="Rate limits")] = 900.0,
+    retry_after_max: Annotated[float, typer.Option(help="Longest Retry-After honoured, in seconds; a longer one "
+                                                   "is cut to this and reported.",
+                                                   rich_help_panel="Rate limits")] = 300.0,
+    concurrency_start: Annotated[int | None, typer.Option(help="Requests in flight at the start, before the limit "
+                                                          "has seen the endpoint [default: half of --concurrency].",
+                                                          rich_help_panel="Rate limits")] = None,
     concurrency_min: Annotated[int, typer.Option(help="The adaptive limit never goes below this.",
-                                                 rich_help_panel="Adaptive concurrency")] = 1,
-    aimd_increase: Annotated[int, typer.Option(help="Added per success.",
-                                               rich_help_panel="Adaptive concurrency")] = 1,
-    aimd_decrease: Annotated[float, typer.Option(help="Multiplied on 429.",
-                                                 rich_help_panel="Adaptive concurrency")] = 0.5,
-    aimd_cooldown: Annotated[float, typer.Option(help="Seconds between decreases.",
-                                                 rich_help_panel="Adaptive concurrency")] = 2.0,
+                                                 rich_help_panel="Rate limits")] = 1,
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
@@ -108,7 +112,7 @@ def run(
     from ..benchmarks import resolve
     from ..generate import GenerationConfig
     from ..judge import JudgeConfig
-    from ..llm.client import AIMDConfig, ClientConfig
+    from ..llm.client import ClientConfig, ControlConfig
     from ..llm.endpoints import parse_judge
     from ..passes import build
     from ..pipeline import RunRequest, check_stored, parse_stages, repeated, reprocess_run
@@ -136,14 +140,16 @@ def run(
         ("--rpm", rpm, rpm is None or rpm > 0, "more than 0"),
         ("--max-retries", max_retries, max_retries >= 0, "0 or more"),
         ("--retry-errors", retry_errors, retry_errors >= 0, "0 or more"),
-        ("--aimd-increase", aimd_increase, aimd_increase >= 1, "at least 1"),
-        ("--aimd-decrease", aimd_decrease, 0 < aimd_decrease < 1, "between 0 and 1"),
-        ("--aimd-cooldown", aimd_cooldown, aimd_cooldown >= 0, "0 or more seconds"),
+        ("--tpm", tpm, tpm is None or tpm > 0, "more than 0"),
+        ("--rate-limit-timeout", rate_limit_timeout, rate_limit_timeout > 0, "more than 0 seconds"),
+        ("--retry-after-max", retry_after_max, retry_after_max >= 0, "0 or more seconds"),
+        ("--concurrency-start", concurrency_start, concurrency_start is None or concurrency_start >= 1, "at least 1"),
+        ("--concurrency-min", concurrency_min, concurrency_min >= 1, "at least 1"),
     ]:
         if not ok:
             raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
-    aimd = AIMDConfig(min(concurrency_start, concurrency), min(concurrency_min, concurrency), concurrency,
-                      aimd_increase, aimd_decrease, aimd_cooldown)
+    start = concurrency_start or max(1, concurrency // 2)
+    control = ControlConfig(min(start, concurrency), min(concurrency_min, start, concurrency), concurrency)
     if pass_option and not passes:
         raise UsageError(f"--pass-option {pass_option[0]!r} needs --passes naming its pass, e.g. --passes lang_mixing")
     judges_url = (judge_base_url or base_url or "").rstrip("/")
@@ -152,7 +158,8 @@ def run(
         benchmarks=None if benchmark is None else resolve(benchmark), tag=tag, api_key_env=api_key_env, limit=limit,
         stages=stages_run,
         generation=GenerationConfig(temperature, max_tokens, frequency_penalty, seed),
-        client=ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, aimd=aimd),
+        client=ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, tpm=tpm, control=control,
+                            retry_after_max=retry_after_max, rate_limit_timeout=rate_limit_timeout),
         rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
         judging=JudgeConfig(judge_temperature, judge_max_tokens), rejudge=rejudge,

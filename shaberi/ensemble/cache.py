@@ -19,7 +19,7 @@ from ..benchmarks import Dataset, read_rows
 from ..errors import DataError, UsageError
 from ..generate import GenerationConfig, Progress, generate, write_questions
 from ..lineage import answer_hash
-from ..llm.client import ChatClient
+from ..llm.client import ChatClient, endpoint_limits
 from ..prompts import generation_template, template_hash
 from ..run import RunInfo, validate_name
 from ..tables.rows import AnswerKey, answer
@@ -95,7 +95,7 @@ async def generate_cache(results_dir: Path, model: str, dataset: Dataset, client
         store.replace("runs", info.run_id, [info.row("running")])
         write_questions(store, info.run_id, [dataset])
         await generate(store, info.run_id, model, [dataset], client, config, progress=progress)
-        store.replace("runs", info.run_id, [info.row("ok", None, client.limiter.history)])
+        store.replace("runs", info.run_id, [info.row("ok", None, endpoint_limits([client]))])
     return info.run_id
 
 

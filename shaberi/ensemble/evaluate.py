@@ -361,7 +361,7 @@ async def _consensus(journal: Journal, cached: _Entry, strat: Strategy, ids: lis
                                                     completion_tokens=ctx.completion_tokens)))
         journal.append_many(rows)
 
-    workers = llm.client.limiter.config.max if (llm and uses_model) else 1
+    workers = llm.client.max_in_flight if (llm and uses_model) else 1
     await Dispatcher(iter(todo), call, record, workers).run()
     return done
 
@@ -477,7 +477,7 @@ class _Grading:
         unique: dict[tuple[str, str], _Ask] = {}
         for ask in asks:  # one call per distinct text; the repeats copy its grade afterwards
             unique.setdefault((ask.question.question_id, ask.a_hash), ask)
-        await Dispatcher(iter(unique.values()), call, record, client.limiter.config.max).run()
+        await Dispatcher(iter(unique.values()), call, record, client.max_in_flight).run()
         for ask in asks:
             question, index, strategy, graded, a_hash, _ = ask
             if (question.question_id, index, strategy) not in self.results:

@@ -4,17 +4,17 @@ Why not the openai SDK: its request path costs about 2.4 ms of CPU per call, a c
 requests/s on two cores; a bare aiohttp request costs a tenth of that, and batch evaluation is mostly
 waiting on many small calls. The wire format is the same, so any OpenAI-compatible server works.
 
-Concurrency is adaptive (AIMD): start at ``start`` requests in flight, +``increase`` per success,
-×``decrease_factor`` on HTTP 429 (at most once per ``cooldown`` seconds), within ``[min, max]``.
-429 is the only signal that shrinks the limit: 5xx and timeouts say nothing about our share of the
-server. Failed attempts are retried with exponential backoff and jitter, honouring ``Retry-After``;
-4xx other than 429 are the caller's fault and are never retried.
+How many requests are in flight and when the next goes is ``control``'s (learned from the endpoint's
+answers and headers). A 429 is that controller's signal, not the request's failure: the request waits its
+turn again (``Retry-After`` honoured up to ``retry_after_max``) until ``rate_limit_timeout`` seconds of
+refusals, however many attempts that takes. 5xx, timeouts, connection errors and bad bodies are retried
+``max_retries`` times with exponential backoff and jitter; other 4xx are the caller's fault and never
+retried, and so is a 429 saying the account's quota is spent.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import email.utils
 import random
 import time
@@ -25,16 +25,14 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
-from aiolimiter import AsyncLimiter
 
 from .. import errors
 from ..redact import redact
+from .control import ControlConfig, Controller, Pacing
 from .lease import EndpointLease
 
 __all__ = [
     "LLM",
-    "AIMDConfig",
-    "AdaptiveLimiter",
     "AiohttpTransport",
     "ChatClient",
     "ClientConfig",
@@ -42,6 +40,7 @@ __all__ = [
     "MockTransport",
     "Response",
     "Transport",
+    "endpoint_limits",
 ]
 
 
@@ -72,7 +71,7 @@ class AiohttpTransport:
         self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], timeout: float
     ) -> Response:
         if self._session is None:
-            # No connector limit: the AdaptiveLimiter decides how many requests are in flight.
+            # No connector limit: the Controller decides how many requests are in flight.
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0), cookie_jar=aiohttp.DummyCookieJar()
             )
@@ -109,72 +108,6 @@ class MockTransport:
         pass
 
 
-# -- adaptive concurrency ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class AIMDConfig:
-    start: int = 40
-    min: int = 1
-    max: int = 60
-    increase: int = 1
-    decrease_factor: float = 0.5
-    cooldown: float = 2.0
-
-
-class AdaptiveLimiter:
-    """A semaphore whose size follows AIMD; ``history`` records each change as (seconds, limit, why)."""
-
-    def __init__(self, config: AIMDConfig = AIMDConfig()) -> None:
-        if not 1 <= config.min <= config.start <= config.max:
-            raise errors.UsageError(
-                f"concurrency bounds must satisfy 1 <= min <= start <= max, got "
-                f"min={config.min} start={config.start} max={config.max}"
-            )
-        self.config = config
-        self.limit = config.start
-        self.in_flight = 0
-        self._waiters: list[asyncio.Future[None]] = []
-        self._t0 = time.monotonic()
-        self._last_decrease = -float("inf")
-        self._last_record = -float("inf")
-        self.history: list[tuple[float, int, str]] = [(0.0, self.limit, "start")]
-
-    async def acquire(self) -> None:
-        while self.in_flight >= self.limit:
-            fut = asyncio.get_running_loop().create_future()
-            self._waiters.append(fut)
-            try:
-                await fut
-            except asyncio.CancelledError:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(fut)
-                raise
-        self.in_flight += 1
-
-    def release(self, rate_limited: bool = False, success: bool = False) -> None:
-        self.in_flight -= 1
-        now = time.monotonic()
-        if rate_limited:
-            if now - self._last_decrease >= self.config.cooldown:
-                self._last_decrease = now
-                self.limit = max(self.config.min, int(self.limit * self.config.decrease_factor))
-                self._record(now, "429", force=True)
-        elif success and self.limit < self.config.max:
-            self.limit = min(self.config.max, self.limit + self.config.increase)
-            self._record(now, "increase")
-        free = self.limit - self.in_flight
-        while free > 0 and self._waiters:
-            fut = self._waiters.pop(0)
-            if not fut.done():
-                fut.set_result(None)
-                free -= 1
-
-    def _record(self, now: float, why: str, force: bool = False) -> None:
-        # Increases come one per success; keep at most one sample a second of those.
-        if force or now - self._last_record >= 1.0:
-            self._last_record = now
-            self.history.append((round(now - self._t0, 3), self.limit, why))
-
-
 # -- the client --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ClientConfig:
@@ -183,7 +116,10 @@ class ClientConfig:
     backoff_base: float = 1.0
     backoff_max: float = 60.0
     rpm: float | None = None
-    aimd: AIMDConfig = field(default_factory=AIMDConfig)
+    tpm: float | None = None
+    retry_after_max: float = 300.0  # a longer Retry-After is cut to this, and said so (``notes``)
+    rate_limit_timeout: float = 900.0  # a request refused (429) for this long fails as rate_limit
+    control: ControlConfig = field(default_factory=ControlConfig)
 
 
 @dataclass
@@ -194,7 +130,7 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     attempts: int
-    latency_ms: float
+    latency_ms: float  # the answering request's round trip: not time queued in the client, not earlier attempts
 
 
 class ChatClient:
@@ -214,8 +150,8 @@ class ChatClient:
         self.option, self.key_option = option, key_option  # what the user fixes when the endpoint fails check()
         self.config = config
         self.transport = transport or AiohttpTransport()
-        self.limiter = AdaptiveLimiter(config.aimd)
-        self.rpm = _per_minute(config.rpm) if config.rpm else None
+        self.control = Controller(config.control)
+        self.pacing = Pacing(config.rpm, config.tpm)
         self.headers = {"Content-Type": "application/json"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
@@ -225,6 +161,8 @@ class ChatClient:
                                     f"cannot both be sent; drop one (or name no key with {key_option} on loopback)")
         self.requests = 0  # HTTP requests sent, retries included
         self.rate_limited = 0  # of which answered 429
+        self.retries = 0  # requests sent again after a 5xx, a timeout, a connection error or a bad body
+        self.notes: list[str] = []  # what the user should know about this endpoint (shown, stored)
         self.lease: EndpointLease | None = None  # set to share the endpoint's slots with other processes
 
     async def check(self) -> None:
@@ -249,51 +187,82 @@ class ChatClient:
 
     async def chat(self, body: bytes) -> Completion:
         """POST one pre-encoded chat-completions body; retry what is worth retrying."""
-        attempts = 0
-        started = time.perf_counter()
+        attempts = failures = 0
+        refused_since: float | None = None
         while True:
             attempts += 1
-            if self.rpm is not None:
-                await self.rpm.acquire()
-            await self.limiter.acquire()
-            slot = await self.lease.acquire() if self.lease else None
-            rate_limited = ok = False
+            ticket = await self.control.acquire()
+            slot = None
             try:
+                await self.pacing.wait()  # after the slot: a budget a response has just stated applies to all
+                slot = await self.lease.acquire() if self.lease else None
+                sent = time.perf_counter()
                 self.requests += 1
                 resp = await self.transport.request(
                     "POST", f"{self.base_url}/chat/completions", body, self.headers, self.config.timeout
                 )
-                result = _parse(resp)
-                ok = True
-            except errors.LLMError as exc:
+                self.pacing.observe(resp.headers)
+                content, reasoning, finish, usage = _parse(resp)
+            except errors.RateLimitError as exc:
+                self.control.rate_limited(ticket)
                 exc.args = (redact(str(exc), self._secrets),)  # a server may echo the key; rows store this text
-                rate_limited = isinstance(exc, errors.RateLimitError)
-                self.rate_limited += rate_limited
-                if not exc.retryable or attempts > self.config.max_retries:
+                self.rate_limited += 1
+                refused_since = refused_since or time.monotonic()
+                if time.monotonic() - refused_since >= self.config.rate_limit_timeout:
                     exc.attempts = attempts
                     raise
-                delay = self._backoff(attempts, exc.retry_after)
+                delay = self._after_429(exc.retry_after)
+            except errors.LLMError as exc:
+                self.control.other(ticket)
+                exc.args = (redact(str(exc), self._secrets),)
+                failures += 1
+                if not exc.retryable or failures > self.config.max_retries:
+                    exc.attempts = attempts
+                    raise
+                self.retries += 1
+                delay = self._backoff(failures, exc.retry_after)
+            except BaseException:
+                self.control.other(ticket)
+                raise
+            else:
+                prompt, completion = _tokens(usage.get("prompt_tokens")), _tokens(usage.get("completion_tokens"))
+                took = time.perf_counter() - sent
+                self.control.success(ticket, took, completion)
+                self.pacing.used(prompt + completion)
+                return Completion(content, reasoning, finish, prompt, completion, attempts, took * 1000)
             finally:
                 if slot is not None:
                     self.lease.release(slot)  # type: ignore[union-attr]
-                self.limiter.release(rate_limited=rate_limited, success=ok)
-            if ok:
-                content, reasoning, finish, usage = result
-                return Completion(
-                    content,
-                    reasoning,
-                    finish,
-                    _tokens(usage.get("prompt_tokens")),
-                    _tokens(usage.get("completion_tokens")),
-                    attempts,
-                    (time.perf_counter() - started) * 1000,
-                )
             await asyncio.sleep(delay)
+
+    def _after_429(self, retry_after: float | None) -> float:
+        """How long a refused request waits before it queues again. The controller has already shrunk the
+        limit, so a short jittered pause is enough; a stated Retry-After holds every send (capped, and
+        said so: an hour's wait must not look like a stalled run)."""
+        if retry_after is None:
+            return random.uniform(0, max(self.control.rtt, 0.05))
+        if retry_after > self.config.retry_after_max:
+            note = (f"{redact(self.base_url, self._secrets)} asked to wait {retry_after:g} s (Retry-After); "
+                    f"waited {self.config.retry_after_max:g} s (--retry-after-max)")
+            if note not in self.notes:
+                self.notes.append(note)
+        wait = min(retry_after, self.config.retry_after_max)
+        self.pacing.hold(wait)
+        return wait
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         ceiling = min(self.config.backoff_max, self.config.backoff_base * 2 ** (attempt - 1))
         delay = ceiling / 2 + random.uniform(0, ceiling / 2)
-        return max(delay, retry_after or 0.0)
+        return max(delay, min(retry_after or 0.0, self.config.retry_after_max))
+
+    @property
+    def max_in_flight(self) -> int:
+        return self.config.control.max
+
+    def limits(self) -> dict:
+        """What this endpoint's limits did in a run, stored per endpoint in ``runs.concurrency_history``."""
+        return {"history": self.control.history, "requests": self.requests, "rate_limited": self.rate_limited,
+                "retries": self.retries, "notes": self.notes}
 
     async def aclose(self) -> None:
         await self.transport.aclose()
@@ -309,19 +278,11 @@ class LLM:
     client: ChatClient
 
 
-def _per_minute(rpm: float) -> AsyncLimiter:
-    """At most ``rpm`` requests a minute, in bursts of at most one second's share (never a minute's)."""
-    if rpm <= 0:
-        raise errors.UsageError(f"--rpm must be positive, got {rpm:g}")
-    burst = max(1.0, rpm / 60)
-    return AsyncLimiter(burst, burst * 60 / rpm)
-
-
 def _parse(resp: Response) -> tuple[str | None, str | None, str | None, dict]:
     """Turn a response into (content, reasoning_content, finish_reason, usage) or raise the right error."""
     if resp.status >= 400:
         message = f"HTTP {resp.status}: {_error_message(resp.body)}"
-        if resp.status == 429:
+        if resp.status == 429 and not _quota_spent(resp.body):
             raise errors.RateLimitError(message, status=429, retry_after=_retry_after(resp.headers))
         if resp.status >= 500:
             raise errors.ServerError(message, status=resp.status, retry_after=_retry_after(resp.headers))
@@ -392,6 +353,16 @@ def _tokens(value: object) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return value if isinstance(value, int) and 0 <= value < _MAX_TOKENS else 0
+
+
+def endpoint_limits(clients: list[ChatClient]) -> dict[str, dict]:
+    """Each endpoint's ``limits()``, by base URL (credentials stripped when stored)."""
+    return {client.base_url: client.limits() for client in clients}
+
+
+def _quota_spent(body: bytes) -> bool:
+    """OpenAI answers 429 ``insufficient_quota`` when the account is out of credit: waiting cannot help."""
+    return b"insufficient_quota" in body[:2000]
 
 
 def _error_message(body: bytes) -> str:

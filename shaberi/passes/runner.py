@@ -170,7 +170,7 @@ async def _consult(journal: Journal, run_id: str, p: Consulting, asks: list[tupl
             run_id, "passes", item.benchmark, llm.model, requests=reply.attempts, prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens))])
 
-    await Dispatcher(iter(asks), call, record, llm.client.limiter.config.max).run()
+    await Dispatcher(iter(asks), call, record, llm.client.max_in_flight).run()
     return rows
 
 

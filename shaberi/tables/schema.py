@@ -101,7 +101,8 @@ TABLES: dict[str, Table] = {
                 ("git_commit", STR),
                 ("git_dirty", BOOL),
                 ("package_versions", STR),  # JSON
-                ("concurrency_history", STR),  # JSON list of [seconds, limit, reason]
+                # JSON: endpoint -> {history: [[seconds, limit, why]], requests, rate_limited, retries, notes}
+                ("concurrency_history", STR),
                 ("status", STR),  # running | ok | partial | failed (a dead writer's running: interrupted)
                 ("error", STR),
                 ("stages", STR),  # JSON: stage -> {status, calls, failed, error, error_count} of its last run
@@ -139,7 +140,7 @@ TABLES: dict[str, Table] = {
                 ("error_type", STR),
                 ("attempts", I32),  # HTTP attempts behind this row, summed over resumes
                 ("calls", I32),  # times this row was requested (1, then +1 per retry of an error row)
-                ("latency_ms", F64),
+                ("latency_ms", F64),  # the answering request's round trip (not time queued in the client)
                 ("prompt_tokens", I64),
                 ("completion_tokens", I64),
                 ("request_hash", STR),

@@ -17,8 +17,10 @@ class LoopbackServer:
     A separate process, like a real endpoint: the client under test gets no shared event loop or GIL.
     """
 
-    def __init__(self, latency_ms: float = 0.0, capacity: int = 0) -> None:
-        self.args = ["--latency-ms", str(latency_ms), "--capacity", str(capacity)]
+    def __init__(self, latency_ms: float = 0.0, capacity: int = 0, *, queue: int = 0, rpm: float = 0,
+                 tpm: float = 0) -> None:
+        self.args = ["--latency-ms", str(latency_ms), "--capacity", str(capacity), "--queue", str(queue),
+                     "--rpm", str(rpm), "--tpm", str(tpm)]
         self.proc: subprocess.Popen[str] | None = None
         self.base_url = ""
 

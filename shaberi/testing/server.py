@@ -2,13 +2,20 @@
 
 It behaves like a small real endpoint: it answers ``POST /v1/chat/completions`` with a deterministic
 Japanese reply and ``usage`` tokens, ``GET /v1/models`` with one model, after ``--latency-ms``.
-Beyond ``--capacity`` requests in flight it answers 429 (the client is not told the capacity).
+Its limits, none of which the client is told:
+
+- ``--capacity N``: beyond N requests in flight it answers 429 (no headers, like a gateway's cap);
+- ``--queue N``: it serves N at a time and queues the rest (latency grows; no 429), like a local vLLM;
+- ``--rpm R`` / ``--tpm T``: requests / tokens (prompt + completion) a minute, each a bucket holding two
+  seconds' worth; every response carries OpenAI's ``x-ratelimit-limit/remaining/reset-{requests,tokens}``
+  headers, and a request over budget gets 429 with ``Retry-After``.
 
 Faults are injected per request by a marker anywhere in the messages, counted per distinct request
 body so that a retry of the same request sees the next outcome::
 
     [[fail:503*2]]      the first 2 attempts get HTTP 503, later ones succeed
     [[fail:429*1]]      one 429 carrying ``Retry-After: 1``
+    [[fail:wait*1]]     one 429 carrying ``Retry-After: 3600`` (a server asking for an hour)
     [[fail:garbage*1]]  one 200 whose body is not JSON
     [[fail:hang*1]]     one request that never answers (the client's timeout must fire)
     [[fail:401]]        always 401 (no ``*n``: every attempt)
@@ -41,8 +48,10 @@ import argparse
 import asyncio
 import base64
 import hashlib
+import math
 import re
 import sys
+import time
 from collections import Counter, deque
 
 import orjson
@@ -66,10 +75,13 @@ def request_key(messages: list[dict]) -> str:
 class FakeLLM:
     """The server's state: configuration, fault counters and statistics."""
 
-    def __init__(self, latency_ms: float = 0.0, capacity: int = 0, model: str = "fake-model") -> None:
+    def __init__(self, latency_ms: float = 0.0, capacity: int = 0, model: str = "fake-model", queue: int = 0,
+                 rpm: float = 0, tpm: float = 0) -> None:
         self.latency = latency_ms / 1000
         self.capacity = capacity
         self.model = model
+        self.queue = asyncio.Semaphore(queue) if queue else None
+        self.budgets = {kind: _Bucket(limit) for kind, limit in (("requests", rpm), ("tokens", tpm)) if limit}
         self.reset()
 
     def reset(self) -> None:
@@ -143,6 +155,23 @@ class FakeLLM:
         if self.capacity and self.in_flight > self.capacity:
             return self._respond(429, b'{"error": {"message": "capacity exceeded"}}')
         text = "\n".join(str(m.get("content") or "") for m in messages)
+        content = self._reply(messages, text, key, payload.get("seed"), str(payload.get("model", "")))
+        prompt_tokens = max(1, len(text) // 2)
+        completion_tokens = max(1, len(content) // 2)
+        headers: dict[str, str] = {}
+        if self.budgets:
+            cost = {"requests": 1.0, "tokens": float(prompt_tokens + completion_tokens)}
+            short = [kind for kind, b in self.budgets.items() if not b.enough(cost[kind])]
+            if not short:
+                for kind, b in self.budgets.items():
+                    b.take(cost[kind])
+            for kind, b in self.budgets.items():
+                headers |= b.headers(kind)
+            if short:
+                wait = max(self.budgets[k].wait(cost[k]) for k in short)
+                headers["Retry-After"] = str(max(1, math.ceil(wait)))
+                message = f"Rate limit reached for {' and '.join(short)} per minute"
+                return self._respond(429, orjson.dumps({"error": {"message": message}}), headers)
         fault = _FAULT.search(text)
         if fault and (fault.group(2) is None or attempt < int(fault.group(2))):
             kind = fault.group(1)
@@ -153,17 +182,19 @@ class FakeLLM:
             if kind == "echo":
                 echoed = f"invalid credentials: Authorization: {request.headers.get('Authorization')}"
                 return self._respond(401, orjson.dumps({"error": {"message": echoed}}))
+            if kind == "wait":
+                return self._respond(429, b'{"error": {"message": "come back in an hour"}}', {"Retry-After": "3600"})
             status = int(kind)
-            headers = {"Retry-After": "1"} if status == 429 else None
-            return self._respond(status, b'{"error": {"message": "injected fault"}}', headers)
-        if self.latency:
+            said = {"Retry-After": "1"} if status == 429 else None
+            return self._respond(status, b'{"error": {"message": "injected fault"}}', said)
+        if self.queue is not None:
+            async with self.queue:
+                await asyncio.sleep(self.latency)
+        elif self.latency:
             await asyncio.sleep(self.latency)
-        content = self._reply(messages, text, key, payload.get("seed"), str(payload.get("model", "")))
         finish = "stop"
         if content.endswith("[[length]]"):  # a reply cut off at the token limit
             content, finish = content.removesuffix("[[length]]"), "length"
-        prompt_tokens = max(1, len(text) // 2)
-        completion_tokens = max(1, len(content) // 2)
         body = {
             "id": f"chatcmpl-{key}-{attempt}",
             "object": "chat.completion",
@@ -179,7 +210,7 @@ class FakeLLM:
         }
         if shape := _SHAPE.search(text):
             _reshape(body, shape.group(1))
-        return self._respond(200, orjson.dumps(body))
+        return self._respond(200, orjson.dumps(body), headers or None)
 
 
     @staticmethod
@@ -203,8 +234,42 @@ class FakeLLM:
         return content
 
 
+class _Bucket:
+    """A per-minute budget as a token bucket holding two seconds' worth (at least one whole request)."""
+
+    def __init__(self, per_minute: float) -> None:
+        self.limit = per_minute
+        self.rate = per_minute / 60
+        self.size = self.rate * 2
+        self.level = self.size
+        self.at = time.monotonic()
+
+    def _fill(self) -> None:
+        now = time.monotonic()
+        self.level = min(self.size, self.level + (now - self.at) * self.rate)
+        self.at = now
+
+    def enough(self, cost: float) -> bool:
+        self._fill()
+        return self.level >= min(cost, self.size)
+
+    def take(self, cost: float) -> None:
+        self.level -= cost
+
+    def wait(self, cost: float) -> float:
+        return max(0.0, (min(cost, self.size) - self.level) / self.rate)
+
+    def headers(self, kind: str) -> dict[str, str]:
+        self._fill()
+        reset = max(0.0, (self.size - self.level) / self.rate)
+        return {f"x-ratelimit-limit-{kind}": f"{self.limit:g}",
+                f"x-ratelimit-remaining-{kind}": str(max(0, int(self.level))),
+                f"x-ratelimit-reset-{kind}": f"{reset * 1000:.0f}ms" if reset < 1 else f"{reset:.3f}s"}
+
+
 async def _serve(args: argparse.Namespace) -> None:
-    state = FakeLLM(latency_ms=args.latency_ms, capacity=args.capacity)
+    state = FakeLLM(latency_ms=args.latency_ms, capacity=args.capacity, queue=args.queue, rpm=args.rpm,
+                    tpm=args.tpm)
     runner = web.AppRunner(state.app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=1024)
@@ -240,6 +305,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--capacity", type=int, default=0, help="429 beyond this many in flight (0: none)")
+    parser.add_argument("--queue", type=int, default=0, help="serve this many at once, queue the rest (0: none)")
+    parser.add_argument("--rpm", type=float, default=0, help="requests a minute, with x-ratelimit headers (0: none)")
+    parser.add_argument("--tpm", type=float, default=0, help="tokens a minute, with x-ratelimit headers (0: none)")
     args = parser.parse_args(argv)
     try:
         try:

@@ -1,0 +1,284 @@
+"""How many requests one endpoint gets at once, and when the next may go: learned from its answers.
+
+Endpoints do not say their limits (an in-flight cap, requests or tokens a minute, a queue that grows),
+so the client learns them the way TCP learns a path's, and listens when the endpoint does say:
+
+``Controller`` (how many in flight)
+    - The first window (``start`` requests) goes out spread over ``FIRST_WINDOW_GAP`` each, so a low cap
+      answers 429 before many are sent; then **slow start**: +1 slot per success (doubling each round
+      trip) until the first congestion signal; then **additive increase**: +1 slot per round trip.
+    - A **429** on a request sent after the last decrease (so at most one decrease per round trip) sets the
+      limit just below the in-flight count the server refused (at most halving what was in use): a cap is
+      found in one step, not by halving and regrowing. A 429 again within a few round trips means the
+      server limits something in-flight counts do not show (a rate): each repeat cuts deeper (×0.9, ×0.8,
+      ×0.6, then ×0.5).
+    - The level that failed is the **ceiling**: the limit regrows to just below it and probes it again only
+      after holding ``HOLD`` round trips, twice as long each time the same wall answers, so a fixed cap
+      costs a handful of 429s a run, not one every few round trips.
+    - **Latency**, for servers that queue instead of refusing (a local vLLM): each round's median latency
+      per output token against a baseline, the lowest median of four consecutive answers lately (a short
+      queue-free moment is enough to see it). Above ``1.8×`` the limit stops growing (and slow start ends);
+      above ``2.5×`` it shrinks in proportion, as latency-based limiters (TCP Vegas, Netflix's gradient
+      limiter) do, so the queue stays short instead of growing without bound. The margin is for the
+      spread of real endpoints' latencies, which would otherwise read as a queue.
+    - 5xx, timeouts and bad bodies say nothing about our share of the server: no change.
+
+``Pacing`` (when the next may go)
+    Requests and tokens per minute, from ``--rpm``/``--tpm`` and from OpenAI-style
+    ``x-ratelimit-limit/remaining/reset-{requests,tokens}`` headers, pace sends evenly before the wall
+    instead of after it (tokens through the mean tokens per request seen so far); a remaining budget of
+    zero, or a ``Retry-After``, holds every send until the stated time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import statistics
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .. import errors
+
+__all__ = ["ControlConfig", "Controller", "Pacing", "Ticket"]
+
+FIRST_WINDOW_GAP = 0.005  # seconds between the first window's sends: 200/s, 30 requests in 0.15 s
+HOLD = 4  # round trips below a ceiling before probing it again (doubles per repeat, up to HOLD_MAX)
+HOLD_MAX = 256
+REPEAT_CUTS = (0.9, 0.8, 0.6, 0.5)  # a 429 again soon after a decrease: the limit was still too high
+HOLD_GROWTH, SHRINK = 1.8, 2.5  # a round's latency over the baseline: stop growing / shrink
+GROUP, GROUPS = 4, 240  # the baseline: the lowest median of 4 consecutive answers, of the last 240 such groups
+TOKEN_WEIGHT = 16  # latency is compared per (output tokens + this): a long answer is no queue
+
+
+@dataclass(frozen=True)
+class ControlConfig:
+    start: int = 30
+    min: int = 1
+    max: int = 60
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min <= self.start <= self.max:
+            raise errors.UsageError(f"concurrency bounds must satisfy 1 <= min <= start <= max, got "
+                                    f"min={self.min} start={self.start} max={self.max}")
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """One request's send: its number, and how many were in flight with it (itself included)."""
+
+    seq: int
+    in_flight: int
+
+
+class Controller:
+    """The in-flight limit. ``history`` records its changes as (seconds, limit, why)."""
+
+    def __init__(self, config: ControlConfig = ControlConfig()) -> None:
+        self.config = config
+        self.limit = float(config.start)
+        self.in_flight = 0
+        self.ssthresh = float("inf")  # slow start while the limit is below this
+        self._t0 = time.monotonic()
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._sent = 0
+        self._answered = False  # any response yet: the first window is spread until then
+        self._next_first = 0.0
+        self._recover = 0  # a 429 on a request sent before this one was already answered by a decrease
+        self._last_cut = -float("inf")
+        self._repeats = 0
+        self._ceiling: int | None = None
+        self._hold = HOLD
+        self._hold_until = 0.0
+        self.rtt = 0.0  # smoothed latency of successes, seconds
+        self._round: list[float] = []
+        self._group: list[float] = []
+        self._floors: deque[float] = deque(maxlen=GROUPS)
+        self._peak = 0  # the most in flight since the last decrease
+        self._crowded = False  # the last round's latency said: do not grow
+        self._last_record = -float("inf")
+        self.history: list[tuple[float, int, str]] = [(0.0, config.start, "start")]
+
+    # -- sending ---------------------------------------------------------------------------------
+    async def acquire(self) -> Ticket:
+        await self._slot()
+        if not self._answered:  # spread the first window: a low cap answers before many are sent
+            now = time.monotonic()
+            at = self._next_first = max(self._next_first, now) + FIRST_WINDOW_GAP
+            await asyncio.sleep(at - FIRST_WINDOW_GAP - now)
+            await self._slot()
+        self.in_flight += 1
+        self._sent += 1
+        self._peak = max(self._peak, self.in_flight)
+        return Ticket(self._sent, self.in_flight)
+
+    async def _slot(self) -> None:
+        while self.in_flight >= int(self.limit):
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(fut)
+                raise
+
+    def _release(self) -> None:
+        self.in_flight -= 1
+        self._answered = True
+        free = int(self.limit) - self.in_flight
+        while free > 0 and self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                free -= 1
+
+    # -- outcomes ----------------------------------------------------------------------------------
+    def success(self, ticket: Ticket, seconds: float, completion_tokens: int) -> None:
+        now = time.monotonic()
+        self.rtt = seconds if not self.rtt else 0.9 * self.rtt + 0.1 * seconds
+        self._observe_latency(now, seconds / (completion_tokens + TOKEN_WEIGHT))
+        if self._crowded and self.limit < self.ssthresh:
+            self.ssthresh = self.limit  # queueing began: slow start is over
+        if not self._crowded and self.limit < self.config.max:
+            step = 1.0 if self.limit < self.ssthresh else 1.0 / self.limit
+            if self._ceiling is not None and int(self.limit + step) >= self._ceiling and now < self._hold_until:
+                step = 0.0  # just below the wall that answered 429: hold before probing it again
+            self._set(min(float(self.config.max), self.limit + step), now, "increase")
+        if self._ceiling is not None and self.limit >= self._ceiling + 1:
+            self._ceiling, self._hold = None, HOLD  # the probe passed: the wall has moved
+        self._release()
+
+    def rate_limited(self, ticket: Ticket) -> None:
+        now = time.monotonic()
+        if ticket.seq > self._recover:  # sent after the last decrease: news about the current limit
+            if now - self._last_cut < 3 * max(self.rtt, 0.05):
+                limit = self.limit * REPEAT_CUTS[min(self._repeats, len(REPEAT_CUTS) - 1)]
+                self._repeats += 1
+            else:
+                # at most half of what was in use: a 429 after a lull (one request in flight) is no cap
+                limit, self._repeats = max(ticket.in_flight - 1, min(self.limit, self._peak) / 2), 0
+            limit = max(float(self.config.min), min(limit, self.limit - 1))
+            repeat = self._ceiling is not None and ticket.in_flight <= self._ceiling
+            self._hold = min(self._hold * 2, HOLD_MAX) if repeat else HOLD
+            self._ceiling = ticket.in_flight
+            self._hold_until = now + self._hold * max(self.rtt, 0.05)
+            self._cut(limit, now, "429")
+        self._release()
+
+    def other(self, ticket: Ticket) -> None:
+        """A 5xx, a timeout, a bad body: nothing learned about our share of the server."""
+        self._release()
+
+    # -- latency -------------------------------------------------------------------------------
+    def _observe_latency(self, now: float, per_token: float) -> None:
+        self._group.append(per_token)
+        if len(self._group) == GROUP:
+            self._floors.append(statistics.median(self._group))
+            self._group.clear()
+        self._round.append(per_token)
+        if len(self._round) < max(GROUP, min(int(self.limit), 64)) or not self._floors:
+            return
+        median = statistics.median(self._round)
+        self._round.clear()
+        ratio = median / min(self._floors) if min(self._floors) > 0 else 1.0
+        self._crowded = ratio > HOLD_GROWTH
+        if ratio > SHRINK and now - self._last_cut > max(self.rtt, 0.05):
+            self._cut(max(float(self.config.min), self.limit * max(0.5, HOLD_GROWTH / ratio)), now, "latency")
+
+    def _cut(self, limit: float, now: float, why: str) -> None:
+        self._last_cut = now
+        self._recover = self._sent
+        self._peak = self.in_flight
+        self.ssthresh = limit
+        self._set(limit, now, why)
+
+    def _set(self, limit: float, now: float, why: str) -> None:
+        before, self.limit = int(self.limit), limit
+        # Growth moves one slot at a time: keep at most one sample a second of it; every cut.
+        if int(limit) != before and (why != "increase" or now - self._last_record >= 1.0):
+            self._last_record = now
+            self.history.append((round(now - self._t0, 3), int(limit), why))
+
+
+# -- pacing ------------------------------------------------------------------------------------
+_RESET = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(value: str | None) -> float | None:
+    """Seconds in an ``x-ratelimit-reset-*`` value: ``20ms``, ``1s``, ``6m0s``, or a bare number."""
+    if not value:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(value))
+    parts = _RESET.findall(value)
+    return sum(float(n) * _UNITS[unit] for n, unit in parts) if parts else None
+
+
+def _number(value: str | None) -> float | None:
+    with contextlib.suppress(TypeError, ValueError):
+        return float(value)  # type: ignore[arg-type]
+    return None
+
+
+class Pacing:
+    """Requests- and tokens-per-minute budgets, and holds the server asked for, as one schedule of sends.
+
+    Sends are spaced evenly at the budget's rate (a generic cell rate schedule allowing a tenth of a
+    second's burst), so a budget is met without ever reaching its wall."""
+
+    def __init__(self, rpm: float | None = None, tpm: float | None = None) -> None:
+        self.rpm, self.tpm = rpm, tpm  # the user's
+        self.server_rpm: float | None = None
+        self.server_tpm: float | None = None
+        self.tokens_per_request = 0.0  # mean of what answered requests used
+        self._answers = 0
+        self._next = 0.0  # the schedule's next free time
+        self.not_before = 0.0  # no send before this (Retry-After, a spent budget)
+
+    def rate(self) -> float | None:
+        """Requests per second the budgets allow, or None when nothing limits them."""
+        rates = [r / 60 for r in (self.rpm, self.server_rpm) if r]
+        if self.tokens_per_request:
+            rates += [t / 60 / self.tokens_per_request for t in (self.tpm, self.server_tpm) if t]
+        return min(rates) if rates else None
+
+    async def wait(self) -> None:
+        while (hold := self.not_before - time.monotonic()) > 0:
+            await asyncio.sleep(hold)
+        rate = self.rate()
+        if rate is None:
+            return
+        now = time.monotonic()
+        burst = max(1.0, rate * 0.1) / rate
+        at = max(self._next, now - burst)
+        self._next = at + 1 / rate
+        if at > now:
+            await asyncio.sleep(at - now)
+
+    def hold(self, seconds: float) -> None:
+        self.not_before = max(self.not_before, time.monotonic() + seconds)
+
+    def used(self, tokens: int) -> None:
+        """An answered request's tokens: the running mean converts a tokens budget into requests."""
+        if tokens:
+            self._answers += 1
+            self.tokens_per_request += (tokens - self.tokens_per_request) / min(self._answers, 50)
+
+    def observe(self, headers: Mapping[str, str]) -> None:
+        """The budgets a response's headers state, and whether they are spent."""
+        limit = _number(headers.get("x-ratelimit-limit-requests"))
+        if limit and limit > 0:
+            self.server_rpm = limit
+        limit = _number(headers.get("x-ratelimit-limit-tokens"))
+        if limit and limit > 0:
+            self.server_tpm = limit
+        for kind, need in (("requests", 1.0), ("tokens", self.tokens_per_request)):
+            left = _number(headers.get(f"x-ratelimit-remaining-{kind}"))
+            reset = duration(headers.get(f"x-ratelimit-reset-{kind}"))
+            if left is not None and reset and left < max(need, 1.0):
+                self.hold(reset)  # spent: the next send would only be refused

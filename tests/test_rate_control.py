@@ -1,0 +1,168 @@
+"""Rate control against limits the client is not told, over real HTTP with the default settings: an in-flight
+cap, a queueing server, requests and tokens per minute in headers, Retry-After, and the rules themselves.
+Checked for behaviour (429 share, bounded growth, nothing lost), never for wall time: bench/rate_control.py
+measures that."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import orjson
+import pytest
+
+from shaberi import errors
+from shaberi.llm.client import ChatClient, ClientConfig, MockTransport, Response
+from shaberi.llm.control import ControlConfig, Controller, duration
+from shaberi.testing import LoopbackServer
+
+
+def body(text: str) -> bytes:
+    return orjson.dumps({"model": "m", "messages": [{"role": "user", "content": text}]})
+
+
+async def many(base_url: str, n: int) -> tuple[ChatClient, list[float]]:
+    """``n`` distinct requests through one client with default settings; (client, each latency in s)."""
+    client = ChatClient(base_url, None)
+    try:
+        done = await asyncio.gather(*(client.chat(body(f"質問 {i}")) for i in range(n)))
+    finally:
+        await client.aclose()
+    return client, [d.latency_ms / 1000 for d in done]
+
+
+def test_an_in_flight_cap_is_found_in_one_step_and_held():
+    with LoopbackServer(latency_ms=50, capacity=8) as server:
+        client, _ = asyncio.run(many(server.base_url, 600))
+        stats = server.stats()
+    assert stats["by_status"]["200"] == 600  # nothing lost, with the default retry settings
+    rejected = stats["by_status"].get("429", 0)
+    assert 0 < rejected < 0.05 * stats["calls"]
+    cuts = [limit for _, limit, why in client.control.history if why == "429"]
+    assert cuts and 6 <= cuts[0] <= 9  # the in-flight count the server refused, less one: not a halving
+    assert len(cuts) <= 8 and 7 <= client.control.limit <= 9  # probes of the wall are rare, and it holds there
+    assert client.rate_limited == rejected and client.limits()["rate_limited"] == rejected
+
+
+def test_a_server_that_queues_is_not_driven_into_an_ever_longer_queue():
+    """4 served at a time, 0.1 s each, never a 429: at the default maximum of 60 in flight every request would
+    wait 1.5 s. The latency signal keeps the queue short."""
+    with LoopbackServer(latency_ms=100, queue=4) as server:
+        client, latencies = asyncio.run(many(server.base_url, 300))
+        stats = server.stats()
+    assert stats["by_status"] == {"200": 300}
+    late = sorted(latencies[-100:])
+    assert late[50] < 0.5  # median of the last hundred: a short queue, not 1.5 s
+    assert client.control.limit <= 12 and any(why == "latency" for _, _, why in client.control.history)
+
+
+@pytest.mark.parametrize("kind", ["rpm", "tpm"])
+def test_budgets_stated_in_headers_are_paced_before_the_wall(kind):
+    """1,200 requests (or the tokens of about as many) a minute: the server's x-ratelimit headers say so, and
+    the client spaces its sends to fit instead of learning it from 429s."""
+    limit = 1200 if kind == "rpm" else 1200 * 40
+    with LoopbackServer(latency_ms=20, **{kind: limit}) as server:
+        client, _ = asyncio.run(many(server.base_url, 150))
+        stats = server.stats()
+    assert stats["by_status"]["200"] == 150
+    assert stats["by_status"].get("429", 0) <= 3  # a 429 is at most the first burst's, before any header
+    assert (client.pacing.server_rpm if kind == "rpm" else client.pacing.server_tpm) == limit
+
+
+def test_a_429_is_retried_until_a_time_bound_not_an_attempt_count(server):
+    server.fail_next(*[429] * 10)  # no Retry-After: the controller's signal, not the request's failure
+    client, _ = asyncio.run(many(server.base_url, 1))
+    assert client.requests == 11 and client.rate_limited == 10  # more than --max-retries (6) attempts
+
+    async def refused() -> None:
+        client = ChatClient(server.base_url, None, ClientConfig(rate_limit_timeout=0.5))
+        try:
+            await client.chat(body("[[fail:429]] 質問"))
+        finally:
+            await client.aclose()
+
+    start = time.monotonic()
+    with pytest.raises(errors.RateLimitError):
+        asyncio.run(refused())
+    assert time.monotonic() - start < 5  # 0.5 s of refusals (plus the one Retry-After: 1 in flight)
+
+
+def test_a_long_retry_after_is_cut_to_the_cap_and_said():
+    with LoopbackServer() as server:
+        start = time.monotonic()
+        client = ChatClient(server.base_url, None, ClientConfig(retry_after_max=0.3))
+
+        async def go() -> None:
+            try:
+                await client.chat(body("[[fail:wait*1]] 質問"))  # 429 with Retry-After: 3600
+            finally:
+                await client.aclose()
+
+        asyncio.run(go())
+    assert time.monotonic() - start < 10
+    assert client.notes == [f"{server.base_url} asked to wait 3600 s (Retry-After); waited 0.3 s "
+                            "(--retry-after-max)"]
+
+
+def test_a_429_saying_the_quota_is_spent_is_not_retried():
+    calls = []
+
+    def handler(method: str, url: str, data: bytes | None) -> Response:
+        calls.append(url)
+        return Response(429, {}, b'{"error": {"message": "You exceeded your current quota", '
+                                  b'"code": "insufficient_quota"}}')
+
+    client = ChatClient("http://model.invalid/v1", None, transport=MockTransport(handler))
+    with pytest.raises(errors.PermanentError, match="quota"):
+        asyncio.run(client.chat(body("q")))
+    assert len(calls) == 1
+
+
+def test_the_rules():
+    """Slow start doubles per round trip; a 429 sets the limit below the refused in-flight count, once per
+    round trip; the wall is probed again only after a hold; then one slot per round trip; latency shrinks it."""
+
+    async def go() -> None:
+        c = Controller(ControlConfig(start=4, max=100))
+
+        async def round_trip(cap: int = 1000) -> None:
+            """One window against a server refusing beyond ``cap`` in flight: its 429s come back first."""
+            tickets = [await c.acquire() for _ in range(int(c.limit))]
+            for t in sorted(tickets, key=lambda t: t.in_flight <= cap):
+                if t.in_flight > cap:
+                    c.rate_limited(t)
+                else:
+                    c.success(t, 0.01, 0)
+
+        for want in (8, 16, 32):
+            await round_trip()
+            assert int(c.limit) == want
+        await round_trip(cap=24)  # 8 refused: one decrease, to just below the first refused in-flight count
+        assert int(c.limit) == 24 and c.ssthresh == 24
+        await round_trip(cap=24)
+        assert int(c.limit) == 24  # 25 failed: held below it
+        await asyncio.sleep(0.25)  # the hold: 4 round trips (at least 0.05 s each)
+        await round_trip(cap=30)  # the wall moved
+        assert int(c.limit) == 25  # probing the wall again, one slot for the round trip
+        c2 = Controller(ControlConfig(start=8, max=100))
+        for _ in range(3):
+            tickets = [await c2.acquire() for _ in range(int(c2.limit))]
+            for t in tickets:
+                c2.success(t, 0.1, 0)
+        peak = c2.limit
+        for _ in range(4):  # four times the latency: a queue (the first round still holds earlier answers)
+            await asyncio.sleep(0.06)
+            tickets = [await c2.acquire() for _ in range(int(c2.limit))]
+            for t in tickets:
+                c2.success(t, 0.4, 0)
+            peak = max(peak, c2.limit)
+        assert [why for _, _, why in c2.history].count("latency") >= 1 and c2.limit <= peak / 2
+
+    asyncio.run(go())
+    with pytest.raises(errors.UsageError):
+        ControlConfig(start=5, min=10)
+
+
+def test_reset_durations_as_openai_writes_them():
+    assert [duration(v) for v in ("20ms", "1s", "6m0s", "1m30.5s", "2", None, "soon")] == [
+        0.02, 1.0, 360.0, 90.5, 2.0, None, None]
