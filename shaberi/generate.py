@@ -28,6 +28,7 @@ from .benchmarks import Dataset, Question
 from .lineage import conversation_hash
 from .llm.client import ChatClient, Completion
 from .llm.dispatch import Dispatcher
+from .llm.params import Sampling, chat_body
 from .prompts import generation_messages
 from .tables import rows
 from .tables.schema import TABLES
@@ -70,20 +71,25 @@ def split_reasoning(content: str | None, reasoning: str | None = None) -> tuple[
 
 @dataclass(frozen=True)
 class GenerationConfig:
-    temperature: float = 0.2
+    temperature: float | None = 0.2  # None: not sent (the endpoint's default)
     max_tokens: int = 6000
     frequency_penalty: float | None = None
     seed: int | None = None
     samples: int = 1  # answers per question (sample_index 0..samples-1)
+    tokens_field: str = "max_tokens"  # or max_completion_tokens
+    top_p: float | None = None
+    reasoning_effort: str | None = None
+    extra_body: str | None = None  # a JSON object merged into every body
+    families: str | None = None  # the model family table's file (None: the built-in one)
+
+    @property
+    def sampling(self) -> Sampling:
+        return Sampling(self.temperature, self.max_tokens, self.tokens_field, self.top_p, self.reasoning_effort,
+                        self.extra_body, self.families)
 
     def body(self, model: str, messages: list[dict], sample_index: int) -> dict:
-        body: dict = {"model": model, "messages": messages, "temperature": self.temperature,
-                      "max_tokens": self.max_tokens}
-        if self.frequency_penalty is not None:
-            body["frequency_penalty"] = self.frequency_penalty
-        if self.seed is not None:
-            body["seed"] = self.seed + sample_index
-        return body
+        seed = None if self.seed is None else self.seed + sample_index
+        return chat_body(model, messages, self.sampling, frequency_penalty=self.frequency_penalty, seed=seed)
 
 
 @dataclass
@@ -278,9 +284,11 @@ def _record(journal: Journal, run_id: str, model: str, progress: Progress, item:
                           answer_hash=conversation_hash(item.earlier, content), reasoning=reasoning,
                           finish_reason=done.finish_reason, attempts=item.attempts_before + done.attempts,
                           latency_ms=done.latency_ms, prompt_tokens=done.prompt_tokens,
-                          completion_tokens=done.completion_tokens)
+                          completion_tokens=done.completion_tokens, reasoning_tokens=done.reasoning_tokens,
+                          cached_prompt_tokens=done.cached_tokens)
         usage = rows.token_usage(run_id, "generation", q.benchmark, model, requests=done.attempts,
-                                 prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens)
+                                 prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens,
+                                 reasoning_tokens=done.reasoning_tokens, cached_prompt_tokens=done.cached_tokens)
         tokens = done.prompt_tokens + done.completion_tokens
     journal.append_many([("answers", row), ("token_usage", usage)])
     stats = progress.benchmarks[q.benchmark]

@@ -30,6 +30,7 @@ from .extract import Extraction, extract
 from .lineage import conversation_hash, earlier_turns
 from .llm.client import ChatClient, Completion
 from .llm.dispatch import Dispatcher
+from .llm.params import Sampling, chat_body
 from .prompts import judge_fallback, judge_messages, judging_hash
 from .tables.rows import ANSWER_COLUMNS, AnswerKey, judgement, token_usage
 from .tables.schema import TABLES
@@ -50,8 +51,18 @@ class Judge:
 
 @dataclass(frozen=True)
 class JudgeConfig:
-    temperature: float = 0.0
+    temperature: float | None = 0.0  # None: not sent (the endpoint's default)
     max_tokens: int = 1024
+    tokens_field: str = "max_tokens"  # or max_completion_tokens
+    top_p: float | None = None
+    reasoning_effort: str | None = None
+    extra_body: str | None = None  # a JSON object merged into every body
+    families: str | None = None  # the model family table's file (None: the built-in one)
+
+    @property
+    def sampling(self) -> Sampling:
+        return Sampling(self.temperature, self.max_tokens, self.tokens_field, self.top_p, self.reasoning_effort,
+                        self.extra_body, self.families)
 
 
 @dataclass
@@ -60,6 +71,7 @@ class JudgeProgress:
     done: int = 0
     reused: int = 0
     judged: int = 0  # judgements that needed a call this session
+    tokens: int = 0  # prompt + completion tokens of those calls
     failed: int = 0  # of which the judge call itself failed (after retries)
     failures: Counter[str] = field(default_factory=Counter)  # why, by error
     answer_errors: int = 0  # error answers: recorded for each judge, never sent
@@ -178,8 +190,7 @@ def _unfinished(row: dict) -> bool:
 
 
 def _body(item: _Item, config: JudgeConfig, messages: list[dict]) -> bytes:
-    return orjson.dumps({"model": item.judge.name, "messages": messages, "temperature": config.temperature,
-                         "max_tokens": config.max_tokens})
+    return orjson.dumps(chat_body(item.judge.name, messages, config.sampling))
 
 
 async def _call(config: JudgeConfig, item: _Item) -> _Verdict:
@@ -222,13 +233,14 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
         assert exc is not None
         row = _row(run_id, item.answer, name, item.prompt_hash, item.answer_hash,
                    error=f"judge_error: {exc.error_type}: {exc}"[:2000])
-        requests, prompt, completion = exc.attempts, 0, 0
+        requests, prompt, completion, reasoning, cached = exc.attempts, 0, 0, 0, 0
         progress.failed += 1
         progress.failures[f"{exc.error_type}: {str(exc)[:120]}"] += 1
     else:
         calls = [c for c in (verdict.reply, verdict.fallback) if c is not None]
         requests = sum(c.attempts for c in calls) + (verdict.fallback_error.attempts if verdict.fallback_error else 0)
         prompt, completion = sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls)
+        reasoning, cached = sum(c.reasoning_tokens for c in calls), sum(c.cached_tokens for c in calls)
         found = verdict.extraction
         error = None
         if not found.ok:
@@ -239,16 +251,18 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
                    finish_reason=verdict.reply.finish_reason,
                    fallback_output=verdict.fallback.content if verdict.fallback else None,
                    fallback_finish_reason=verdict.fallback.finish_reason if verdict.fallback else None,
-                   prompt_tokens=prompt, completion_tokens=completion, error=error)
+                   prompt_tokens=prompt, completion_tokens=completion, reasoning_tokens=reasoning,
+                   cached_prompt_tokens=cached, error=error)
         progress.fallbacks += verdict.fallback is not None or verdict.fallback_error is not None
         if verdict.fallback_error is not None:  # the judgement has no score because a call failed
             progress.failed += 1
             progress.failures[f"fallback {verdict.fallback_error.error_type}: {str(verdict.fallback_error)[:100]}"] += 1
     usage = token_usage(run_id, "judging", item.answer["benchmark"], name, requests=requests, prompt_tokens=prompt,
-                        completion_tokens=completion)
+                        completion_tokens=completion, reasoning_tokens=reasoning, cached_prompt_tokens=cached)
     journal.append_many([("judgements", row), ("token_usage", usage)])
     progress.done += 1
     progress.judged += 1
+    progress.tokens += prompt + completion
     progress.null_scores += row.get("score") is None
     progress.by_judge[name] = progress.by_judge.get(name, 0) + 1
 

@@ -136,6 +136,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
     scope = _question_keys(datasets) if req.limit is not None else None  # --limit scopes every stage alike
     api_key = resolve_api_key(req.base_url, req.api_key_env)
     candidate = ChatClient(req.base_url, api_key, req.client, transport=req.transport)
+    candidate.models.add(req.model)
     judge_clients: dict[tuple[str, str | None], ChatClient] = {}
     clients = [candidate]
     try:
@@ -207,6 +208,7 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
                                                       transport=req.transport, option=f"--judge {name}@{url}",
                                                       key_option="--judge-api-key-env")
             client.lease = EndpointLease(url, top)
+        clients[(url, key)].models.add(name)
         judges.append(Judge(name, clients[(url, key)]))
     return judges
 
@@ -319,7 +321,7 @@ def _limits_with(row: dict, clients: list[ChatClient]) -> str:
     history from before they were kept per endpoint was the candidate's."""
     old = orjson.loads(row.get("concurrency_history") or "{}")
     if isinstance(old, list):
-        old = {row.get("base_url") or "candidate": {"history": old}}
+        old = {f"candidate {row.get('base_url') or ''}".strip(): {"history": old}}
     return strip_credentials(orjson.dumps(old | endpoint_limits(clients)).decode())
 
 

@@ -35,6 +35,8 @@ SELECT {key:token_usage},
        sum(requests)::BIGINT AS requests,
        sum(prompt_tokens)::BIGINT AS prompt_tokens,
        sum(completion_tokens)::BIGINT AS completion_tokens,
+       sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
+       sum(cached_prompt_tokens)::BIGINT AS cached_prompt_tokens,
        sum(cached_requests)::BIGINT AS cached_requests,
        max(created_at) AS created_at
 FROM raw_token_usage

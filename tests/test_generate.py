@@ -64,12 +64,14 @@ def test_runs_row_records_the_run_and_never_the_key(server, data_dir, tmp_path, 
                              "prompt_hashes, benchmarks, package_versions, concurrency_history FROM runs")
     assert row[0] == info.run_id == run_id_for("m", "t1") and row[1:4] == ("t1", "m", "ok")
     assert len(row[4]) == 12 and "secret" not in row[4]
+    unset = {"tokens_field": "max_tokens", "top_p": None, "reasoning_effort": None, "extra_body": None,
+             "families": None}
     assert orjson.loads(row[5]) == {"temperature": 0.5, "max_tokens": 6000, "frequency_penalty": None, "seed": 7,
-                                    "samples": 1, "judging": {"temperature": 0.0, "max_tokens": 1024}}
+                                    "samples": 1, **unset, "judging": {"temperature": 0.0, "max_tokens": 1024, **unset}}
     datasets = orjson.loads(row[6])["rakuda"]
     assert datasets["rows"] == 40 and datasets["questions"] == 2 and datasets["sha256"].startswith("ce26781dc98a")
     assert "generation/rakuda.jinja" in orjson.loads(row[7]) and row[8] == ["rakuda"]
-    limits = orjson.loads(row[10])[server.base_url]  # per endpoint: the candidate's here
+    limits = orjson.loads(row[10])[f"candidate {server.base_url}"]  # per endpoint: the candidate's here
     assert "pyarrow" in orjson.loads(row[9]) and limits["history"][0][2] == "start" and limits["requests"] == 2
     for path in tmp_path.rglob("*"):
         assert not path.is_file() or b"sk-very-secret-key" not in path.read_bytes()

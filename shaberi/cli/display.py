@@ -1,46 +1,96 @@
-"""Live progress for the terminal: one bar per benchmark (done/total, tokens, requests/s, errors,
-current concurrency), then judging and passes, refreshed from the stages' plain counters a few times a
-second."""
+"""Live progress: one bar per benchmark (done/total, tokens, requests/s, errors, current limit), then judging
+and passes, and a line per endpoint (limit, in flight, 429s, retries); refreshed from the stages' plain
+counters a few times a second. When stderr is not a terminal (nohup, Slurm, CI) the same figures are
+printed as one plain line every ``$SHABERI_PROGRESS_EVERY`` seconds (default 10) instead, and once at the
+end."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
+from ..llm.client import ChatClient
 from ..pipeline import Outcome
 
 __all__ = ["live_progress"]
+
+def _plain_every() -> float:
+    with contextlib.suppress(ValueError):
+        return max(0.1, float(os.environ.get("SHABERI_PROGRESS_EVERY", "10")))
+    return 10.0
+
+
+@dataclass
+class _Row:
+    name: str
+    total: int
+    done: int
+    calls: int  # of done, the ones this session called for (req/s counts these)
+    tokens: int
+    errors: int
+    limit: int
+
+
+@dataclass
+class _Clock:
+    """When each row's calls began and (its bar full) ended: req/s is over that span, frozen at the end."""
+
+    started: dict[str, float] = field(default_factory=dict)
+    ended: dict[str, float] = field(default_factory=dict)
+
+    def rate(self, row: _Row, now: float) -> float:
+        if row.calls and row.name not in self.started:
+            self.started[row.name] = now
+        if row.total and row.done >= row.total and row.name not in self.ended:
+            self.ended[row.name] = now
+        span = self.ended.get(row.name, now) - self.started.get(row.name, now)
+        return row.calls / max(span, 0.25)
+
+
+def _rows(outcome: Outcome) -> list[_Row]:
+    clients = outcome.clients
+    limit = int(clients[0].control.limit) if clients else 0
+    rows = [_Row(name, b.total, b.done, b.done - b.cached, b.tokens, b.errors, limit)
+            for name, b in outcome.generation.benchmarks.items()]
+    j = outcome.judging
+    if j.total:
+        judge_limit = max(int(c.control.limit) for c in clients[1:]) if len(clients) > 1 else limit
+        rows.append(_Row("judging", j.total, j.done, j.judged, j.tokens, j.null_scores, judge_limit))
+    p = outcome.passes
+    if p.total:
+        rows.append(_Row("passes", p.total, p.done, p.consulted, 0, p.failed, limit if p.consulted else 0))
+    return rows
+
+
+def _endpoint(client: ChatClient) -> str:
+    return (f"{client.label}: limit {int(client.control.limit)}, in flight {client.control.in_flight}, "
+            f"{client.requests:,} requests, {client.rate_limited:,} 429s, {client.retries:,} retries")
 
 
 @contextlib.asynccontextmanager
 async def live_progress(console: Console) -> AsyncIterator[list]:
     """Yields a one-slot list; put the run's Outcome in it when the run starts."""
     slot: list = []
-    bars = Progress(
-        TextColumn("{task.description:<9}"),
-        BarColumn(bar_width=24),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[tokens]:>9,} tok  {task.fields[rps]:>6.1f} req/s  "
-                   "{task.fields[errors]} err  conc {task.fields[conc]}"),
-        TimeElapsedColumn(),
-        console=console,
-        refresh_per_second=4,
-    )
     stop = asyncio.Event()
+    show = _Live(console) if console.is_terminal else _Plain(console)
 
     async def refresh() -> None:
-        tasks: dict[str, TaskID] = {}
-        started: dict[str, float] = {}
+        told: set[str] = set()
         while True:
             if slot:
-                if not tasks:
-                    bars.start()  # only once the run has started: bad input leaves the terminal untouched
-                _update(bars, tasks, started, slot[0])
+                for note in (n for c in slot[0].clients for n in c.notes if n not in told):
+                    told.add(note)
+                    console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+                show.update(slot[0], final=stop.is_set())
             if stop.is_set():
                 return
             with contextlib.suppress(asyncio.TimeoutError):
@@ -52,27 +102,65 @@ async def live_progress(console: Console) -> AsyncIterator[list]:
     finally:
         stop.set()
         await task
-        if bars.live.is_started:
-            bars.stop()
+        show.close()
 
 
-def _update(bars: Progress, tasks: dict[str, TaskID], started: dict[str, float], outcome: Outcome) -> None:
-    now = time.monotonic()
-    limit = int(outcome.clients[0].control.limit) if outcome.clients else 0
-    rows = [(name, b.total, b.done, b.done - b.cached, b.tokens, b.errors, limit)
-            for name, b in outcome.generation.benchmarks.items()]
-    j = outcome.judging
-    if j.total:
-        judge_limit = max(int(c.control.limit) for c in outcome.clients[1:]) if len(outcome.clients) > 1 else limit
-        rows.append(("judging", j.total, j.done, j.judged, 0, j.null_scores, judge_limit))
-    p = outcome.passes
-    if p.total:
-        rows.append(("passes", p.total, p.done, p.consulted, 0, p.failed, limit if p.consulted else 0))
-    for name, total, done, called, tokens, errors, conc in rows:
-        if name not in tasks:
-            tasks[name] = bars.add_task(name, total=total, tokens=0, rps=0.0, errors=0, conc=0)
-        if called and name not in started:
-            started[name] = now
-        elapsed = now - started.get(name, now)
-        bars.update(tasks[name], total=total, completed=done, tokens=tokens, errors=errors,
-                    rps=called / max(elapsed, 0.25), conc=conc)
+class _Live:
+    """Bars on a terminal, started only once the run has (bad input leaves the terminal untouched)."""
+
+    def __init__(self, console: Console) -> None:
+        self.bars = Progress(
+            TextColumn("{task.description:<9}"),
+            BarColumn(bar_width=24),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[tokens]:>9,} tok  {task.fields[rps]:>6.1f} req/s  "
+                       "{task.fields[errors]} err  conc {task.fields[conc]}"),
+            TimeElapsedColumn(),
+        )
+        self.endpoints = Text()
+        self.live = Live(Group(self.bars, self.endpoints), console=console, refresh_per_second=4)
+        self.tasks: dict[str, TaskID] = {}
+        self.clock = _Clock()
+
+    def update(self, outcome: Outcome, final: bool) -> None:
+        if not self.live.is_started:
+            self.live.start()
+        now = time.monotonic()
+        for row in _rows(outcome):
+            if row.name not in self.tasks:
+                self.tasks[row.name] = self.bars.add_task(row.name, total=row.total, tokens=0, rps=0.0, errors=0,
+                                                          conc=0)
+            self.bars.update(self.tasks[row.name], total=row.total, completed=row.done, tokens=row.tokens,
+                             errors=row.errors, rps=self.clock.rate(row, now), conc=row.limit)
+        self.endpoints.plain = "\n".join(_endpoint(c) for c in outcome.clients)
+
+    def close(self) -> None:
+        if self.live.is_started:
+            self.live.stop()
+
+
+class _Plain:
+    """A line every few seconds, and one at the end: a log file shows progress, not nothing until the end."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.every = _plain_every()
+        self.clock = _Clock()
+        self.start = time.monotonic()
+        self.last = -float("inf")
+
+    def update(self, outcome: Outcome, final: bool) -> None:
+        now = time.monotonic()
+        rates = {row.name: self.clock.rate(row, now) for row in _rows(outcome)}  # every tick: exact spans
+        if not final and now - self.last < self.every:
+            return
+        self.last = now
+        elapsed = int(now - self.start)
+        parts = [f"{r.name} {r.done}/{r.total} ({r.tokens:,} tok, {rates[r.name]:.1f} req/s, {r.errors} err)"
+                 for r in _rows(outcome)]
+        parts += [_endpoint(c) for c in outcome.clients]
+        self.console.print(f"[{elapsed // 3600:02d}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}] "
+                           + " | ".join(parts), markup=False, highlight=False, soft_wrap=True)
+
+    def close(self) -> None:
+        pass

@@ -86,7 +86,8 @@ def demo(
     if loopback:
         from ..testing import LoopbackServer
 
-        server, model, judge_model, note = LoopbackServer(latency_ms=20), "shaberi-loopback", \
+        server, model, judge_model, note = LoopbackServer(
+            latency_ms=20, models=("shaberi-loopback", "shaberi-loopback-judge")), "shaberi-loopback", \
             "shaberi-loopback-judge", "the project's loopback test server (answers are canned, scores meaningless)"
     else:
         from ..llm.local import LocalServer

@@ -60,8 +60,24 @@ def run(
     judge_concurrency: Annotated[int | None, typer.Option(help="Most judge requests in flight per judge endpoint, "
                                                           "shared by every shaberi process on this machine "
                                                           "[default: --concurrency].")] = None,
-    judge_temperature: Annotated[float, typer.Option(help="Judge sampling temperature.")] = 0.0,
+    judge_temperature: Annotated[str, typer.Option(help="Judge sampling temperature, or omit (send none).",
+                                                   metavar="FLOAT|omit")] = "0",
     judge_max_tokens: Annotated[int, typer.Option(help="Judge completion token limit.")] = 1024,
+    judge_max_completion_tokens: Annotated[int | None, typer.Option(
+        help="Judge completion limit sent as max_completion_tokens, instead of --judge-max-tokens.",
+        rich_help_panel="Request parameters")] = None,
+    judge_top_p: Annotated[float | None, typer.Option(help="Judge nucleus sampling; sent only when given.",
+                                                      rich_help_panel="Request parameters")] = None,
+    judge_reasoning_effort: Annotated[str | None, typer.Option(help="Judge reasoning_effort: none, minimal, low, "
+                                                               "medium, high or xhigh; sent only when given.",
+                                                               rich_help_panel="Request parameters")] = None,
+    judge_extra_body: Annotated[str | None, typer.Option(help="JSON object merged into every judge request, e.g. "
+                                                         """'{"chat_template_kwargs": {"enable_thinking": false}}'.""",
+                                                         rich_help_panel="Request parameters")] = None,
+    model_families: Annotated[Path | None, typer.Option(help="Model family table (TOML) replacing "
+                                                        "data/model_families.toml: how requests to some models "
+                                                        "must differ; an empty file turns it off.",
+                                                        rich_help_panel="Request parameters")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls, tokens and cost this would take; "
                                           "call nothing.")] = False,
     pricing: Annotated[Path | None, typer.Option("--pricing", help="Prices per million tokens (TOML) for "
@@ -72,8 +88,20 @@ def run(
                                           "candidate).")] = False,
     reprocess: Annotated[bool, typer.Option("--reprocess", help="Only re-parse stored judge replies with the "
                                             "current rules: no API calls.")] = False,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.2,
+    temperature: Annotated[str, typer.Option(help="Sampling temperature, or omit (send none: the endpoint's "
+                                             "default).", metavar="FLOAT|omit")] = "0.2",
     max_tokens: Annotated[int, typer.Option(help="Completion token limit.")] = 6000,
+    max_completion_tokens: Annotated[int | None, typer.Option(
+        help="Completion limit sent as max_completion_tokens (OpenAI's newer name), instead of --max-tokens.",
+        rich_help_panel="Request parameters")] = None,
+    top_p: Annotated[float | None, typer.Option(help="Nucleus sampling; sent only when given.",
+                                                rich_help_panel="Request parameters")] = None,
+    reasoning_effort: Annotated[str | None, typer.Option(help="reasoning_effort: none, minimal, low, medium, high "
+                                                         "or xhigh; sent only when given.",
+                                                         rich_help_panel="Request parameters")] = None,
+    extra_body: Annotated[str | None, typer.Option(help="JSON object merged into every candidate request, e.g. "
+                                                   """'{"chat_template_kwargs": {"enable_thinking": false}}'.""",
+                                                   rich_help_panel="Request parameters")] = None,
     frequency_penalty: Annotated[float | None, typer.Option(help="Sent only when given.")] = None,
     seed: Annotated[int | None, typer.Option(help="Sent only when given.")] = None,
     rerun: Annotated[bool, typer.Option("--rerun", help="Call again even for answers already stored.")] = False,
@@ -114,6 +142,7 @@ def run(
     from ..judge import JudgeConfig
     from ..llm.client import ClientConfig, ControlConfig
     from ..llm.endpoints import parse_judge
+    from ..llm.params import EFFORTS, load_families, parse_extra_body
     from ..passes import build
     from ..pipeline import RunRequest, check_stored, parse_stages, repeated, reprocess_run
     from ..run import run_id_for
@@ -127,14 +156,20 @@ def run(
     stages_run = parse_stages(stages, bool(judge), bool(passes), rejudge)
     if base_url is None and "generate" in stages_run:
         raise UsageError("--base-url is required (the OpenAI-compatible endpoint serving --model)")
+    temp = _temperature("--temperature", temperature)
+    judge_temp = _temperature("--judge-temperature", judge_temperature)
     check_concurrency("--concurrency", concurrency)
     check_concurrency("--judge-concurrency", judge_concurrency)
     for option, value, ok, want in [  # a value the endpoint would refuse, or that would turn a safeguard off
         ("--timeout", timeout, timeout > 0, "more than 0 seconds"),
         ("--max-tokens", max_tokens, max_tokens >= 1, "at least 1"),
         ("--judge-max-tokens", judge_max_tokens, judge_max_tokens >= 1, "at least 1"),
-        ("--temperature", temperature, 0 <= temperature <= 2, "between 0 and 2"),
-        ("--judge-temperature", judge_temperature, 0 <= judge_temperature <= 2, "between 0 and 2"),
+        ("--max-completion-tokens", max_completion_tokens, max_completion_tokens is None or max_completion_tokens >= 1,
+         "at least 1"),
+        ("--judge-max-completion-tokens", judge_max_completion_tokens,
+         judge_max_completion_tokens is None or judge_max_completion_tokens >= 1, "at least 1"),
+        ("--top-p", top_p, top_p is None or 0 < top_p <= 1, "more than 0 and at most 1"),
+        ("--judge-top-p", judge_top_p, judge_top_p is None or 0 < judge_top_p <= 1, "more than 0 and at most 1"),
         ("--frequency-penalty", frequency_penalty, frequency_penalty is None or -2 <= frequency_penalty <= 2,
          "between -2 and 2"),
         ("--rpm", rpm, rpm is None or rpm > 0, "more than 0"),
@@ -148,6 +183,12 @@ def run(
     ]:
         if not ok:
             raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
+    efforts = (("--reasoning-effort", reasoning_effort), ("--judge-reasoning-effort", judge_reasoning_effort))
+    for option, effort in efforts:
+        if effort is not None and effort not in EFFORTS:
+            raise UsageError(f"{option} {effort!r} is not one of {', '.join(EFFORTS)}")
+    families = str(model_families) if model_families else None
+    load_families(families)  # a broken table is bad input, before anything runs
     start = concurrency_start or max(1, concurrency // 2)
     control = ControlConfig(min(start, concurrency), min(concurrency_min, start, concurrency), concurrency)
     if pass_option and not passes:
@@ -157,23 +198,53 @@ def run(
         model=model, base_url=base_url or "", results_dir=results_dir, data_dir=data_dir,
         benchmarks=None if benchmark is None else resolve(benchmark), tag=tag, api_key_env=api_key_env, limit=limit,
         stages=stages_run,
-        generation=GenerationConfig(temperature, max_tokens, frequency_penalty, seed),
+        generation=GenerationConfig(temp, max_completion_tokens or max_tokens, frequency_penalty, seed, 1,
+                                    "max_completion_tokens" if max_completion_tokens else "max_tokens", top_p,
+                                    reasoning_effort, parse_extra_body("--extra-body", extra_body), families),
         client=ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, tpm=tpm, control=control,
                             retry_after_max=retry_after_max, rate_limit_timeout=rate_limit_timeout),
         rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
-        judging=JudgeConfig(judge_temperature, judge_max_tokens), rejudge=rejudge,
+        judging=JudgeConfig(judge_temp, judge_max_completion_tokens or judge_max_tokens,
+                            "max_completion_tokens" if judge_max_completion_tokens else "max_tokens", judge_top_p,
+                            judge_reasoning_effort, parse_extra_body("--judge-extra-body", judge_extra_body), families),
+        rejudge=rejudge,
         passes=build(passes, pass_option or []) if passes is not None else [], model_base_url=judge_base_url,
     )
     if dry_run:
         _dry_run(request, runs, pricing)
         return
+    _family_notes(request)
     family = repeated(request, runs)
     if "generate" not in stages_run:  # every run of the family must have answers before any is judged
         for each in family:
             check_stored(each, stages_run)
     for each in family:
         run_request(each)
+
+
+def _family_notes(request: RunRequest) -> None:
+    """Say when the model family table changes what a model is sent (it never happens silently)."""
+    from ..llm.params import family_note
+
+    asked = [(request.model, request.generation.sampling)] if "generate" in (request.stages or []) else []
+    asked += [(j.name, request.judging.sampling) for j in request.judges]
+    for note in dict.fromkeys(family_note(model, sampling) for model, sampling in asked):
+        if note:
+            typer.echo(f"note: {note}", err=True)
+
+
+def _temperature(option: str, text: str) -> float | None:
+    """A temperature between 0 and 2, or None for ``omit``."""
+    if text.strip().lower() == "omit":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{option} {text!r} is not a number: give one between 0 and 2, or omit") from None
+    if not 0 <= value <= 2:  # NaN fails this too
+        raise UsageError(f"{option} {text} is out of range: it must be between 0 and 2")
+    return value
 
 
 def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:

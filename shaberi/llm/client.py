@@ -131,6 +131,8 @@ class Completion:
     completion_tokens: int
     attempts: int
     latency_ms: float  # the answering request's round trip: not time queued in the client, not earlier attempts
+    reasoning_tokens: int = 0  # of completion_tokens (usage.completion_tokens_details.reasoning_tokens)
+    cached_tokens: int = 0  # of prompt_tokens (usage.prompt_tokens_details.cached_tokens)
 
 
 class ChatClient:
@@ -164,6 +166,7 @@ class ChatClient:
         self.retries = 0  # requests sent again after a 5xx, a timeout, a connection error or a bad body
         self.notes: list[str] = []  # what the user should know about this endpoint (shown, stored)
         self.lease: EndpointLease | None = None  # set to share the endpoint's slots with other processes
+        self.models: set[str] = set()  # the model names asked of this endpoint: check() looks for them
 
     async def check(self) -> None:
         """Fail fast, before any work is written, when the endpoint is unreachable or refuses the key."""
@@ -184,6 +187,11 @@ class ChatClient:
                 f"{shown}/models answered HTTP 404: the base URL probably lacks /v1 "
                 f"(try {shown}/v1)"
             )
+        served = _served(resp)
+        for model in sorted(self.models - served if served else ()):  # a warning: some gateways list a few
+            listed = ", ".join(sorted(served)[:5]) + (", …" if len(served) > 5 else "")
+            self.notes.append(f"{shown} does not list model {model!r} in /models (it lists {listed}); "
+                              "a misspelt name fails every call")
 
     async def chat(self, body: bytes) -> Completion:
         """POST one pre-encoded chat-completions body; retry what is worth retrying."""
@@ -229,7 +237,9 @@ class ChatClient:
                 took = time.perf_counter() - sent
                 self.control.success(ticket, took, completion)
                 self.pacing.used(prompt + completion)
-                return Completion(content, reasoning, finish, prompt, completion, attempts, took * 1000)
+                return Completion(content, reasoning, finish, prompt, completion, attempts, took * 1000,
+                                  min(_detail(usage, "completion_tokens_details", "reasoning_tokens"), completion),
+                                  min(_detail(usage, "prompt_tokens_details", "cached_tokens"), prompt))
             finally:
                 if slot is not None:
                     self.lease.release(slot)  # type: ignore[union-attr]
@@ -254,6 +264,19 @@ class ChatClient:
         ceiling = min(self.config.backoff_max, self.config.backoff_base * 2 ** (attempt - 1))
         delay = ceiling / 2 + random.uniform(0, ceiling / 2)
         return max(delay, min(retry_after or 0.0, self.config.retry_after_max))
+
+    @property
+    def shown_url(self) -> str:
+        """The base URL as it may be shown: no password, no key."""
+        return redact(self.base_url, self._secrets)
+
+    @property
+    def label(self) -> str:
+        """What the endpoint is to this run (candidate, judge or a pass's model) and where: the candidate and a
+        judge on one server have a limit each."""
+        role = ("candidate" if self.option == "--base-url" else "judge" if self.option.startswith("--judge")
+                else "pass model")
+        return f"{role} {self.shown_url}"
 
     @property
     def max_in_flight(self) -> int:
@@ -356,13 +379,28 @@ def _tokens(value: object) -> int:
 
 
 def endpoint_limits(clients: list[ChatClient]) -> dict[str, dict]:
-    """Each endpoint's ``limits()``, by base URL (credentials stripped when stored)."""
-    return {client.base_url: client.limits() for client in clients}
+    """Each endpoint's ``limits()``, by its ``label``."""
+    return {client.label: client.limits() for client in clients}
+
+
+def _served(resp: Response) -> set[str]:
+    """The model ids a ``/models`` answer lists (empty when it lists none or is not readable)."""
+    try:
+        data = orjson.loads(resp.body)["data"] if resp.status == 200 else []
+        return {m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)}
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return set()
 
 
 def _quota_spent(body: bytes) -> bool:
     """OpenAI answers 429 ``insufficient_quota`` when the account is out of credit: waiting cannot help."""
     return b"insufficient_quota" in body[:2000]
+
+
+def _detail(usage: dict, part: str, name: str) -> int:
+    """A count inside a usage breakdown, validated like the totals (0 when absent or not a count)."""
+    details = usage.get(part)
+    return _tokens(details.get(name)) if isinstance(details, dict) else 0
 
 
 def _error_message(body: bytes) -> str:

@@ -80,4 +80,5 @@ def shared_llm(spec: str, default_url: str | None, key_env: str | None, config: 
     if (url, key) not in clients:
         clients[(url, key)] = ChatClient(url, key, config, transport=transport, option=f"{what}={spec}",
                                          key_option=key_option)
+    clients[(url, key)].models.add(name)
     return LLM(name, clients[(url, key)])

@@ -27,6 +27,7 @@ from typing import ClassVar
 import orjson
 
 from ..llm.client import LLM, Completion
+from ..llm.params import Sampling, chat_body
 from ..prompts import render, template_hash
 from . import Consulting, Finding, Item, register
 from ._text import mask
@@ -168,8 +169,7 @@ class LangMixing(Consulting):
         spans = [s["text"] for s in finding.detail["ambiguous"]]
         messages = [{"role": "user", "content": render(DETECTION, question=item.question, answer=item.content or "",
                                                        spans=spans)}]
-        reply = await llm.client.chat(orjson.dumps({"model": llm.model, "messages": messages, "temperature": 0,
-                                                    "max_tokens": 512}))
+        reply = await llm.client.chat(orjson.dumps(chat_body(llm.model, messages, Sampling(0, 512))))
         verdict = {"model": llm.model, "prompt_hash": template_hash(DETECTION),
                    "verdict": _verdict(reply.content or ""), "reply": reply.content}
         return verdict, reply

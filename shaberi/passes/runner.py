@@ -168,7 +168,8 @@ async def _consult(journal: Journal, run_id: str, p: Consulting, asks: list[tupl
         rows.append(row)
         journal.append_many([("pass_deltas", row), ("token_usage", token_usage(
             run_id, "passes", item.benchmark, llm.model, requests=reply.attempts, prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens))])
+            completion_tokens=reply.completion_tokens, reasoning_tokens=reply.reasoning_tokens,
+            cached_prompt_tokens=reply.cached_tokens))])
 
     await Dispatcher(iter(asks), call, record, llm.client.max_in_flight).run()
     return rows

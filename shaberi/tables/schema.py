@@ -143,6 +143,8 @@ TABLES: dict[str, Table] = {
                 ("latency_ms", F64),  # the answering request's round trip (not time queued in the client)
                 ("prompt_tokens", I64),
                 ("completion_tokens", I64),
+                ("reasoning_tokens", I64),  # of completion_tokens, thinking (usage.completion_tokens_details)
+                ("cached_prompt_tokens", I64),  # of prompt_tokens, served from the provider's cache (priced apart)
                 ("request_hash", STR),
                 ("answer_hash", STR),  # of the text a judge sees (see ``lineage``); null in parts older than it
                 ("created_at", TS),
@@ -170,6 +172,8 @@ TABLES: dict[str, Table] = {
                 ("answer_hash", STR),  # of the judged text: a regenerated answer is judged again
                 ("prompt_tokens", I64),
                 ("completion_tokens", I64),
+                ("reasoning_tokens", I64),
+                ("cached_prompt_tokens", I64),
                 ("error", STR),  # answer_error | unparseable: … | judge_error: …
                 ("created_at", TS),
             ],
@@ -202,6 +206,8 @@ TABLES: dict[str, Table] = {
                 ("requests", I64),  # HTTP requests sent, retries included
                 ("prompt_tokens", I64),
                 ("completion_tokens", I64),
+                ("reasoning_tokens", I64),  # of completion_tokens (null in parts older than it)
+                ("cached_prompt_tokens", I64),  # of prompt_tokens: priced at the cached input rate
                 ("cached_requests", I64),  # rows reused from an earlier session instead of called
                 ("created_at", TS),
             ],

@@ -18,9 +18,9 @@ class LoopbackServer:
     """
 
     def __init__(self, latency_ms: float = 0.0, capacity: int = 0, *, queue: int = 0, rpm: float = 0,
-                 tpm: float = 0) -> None:
+                 tpm: float = 0, models: tuple[str, ...] = ("fake-model",)) -> None:
         self.args = ["--latency-ms", str(latency_ms), "--capacity", str(capacity), "--queue", str(queue),
-                     "--rpm", str(rpm), "--tpm", str(tpm)]
+                     "--rpm", str(rpm), "--tpm", str(tpm), "--models", ",".join(models)]
         self.proc: subprocess.Popen[str] | None = None
         self.base_url = ""
 
@@ -52,6 +52,12 @@ class LoopbackServer:
         """The message lists of the most recent chat requests, oldest first."""
         root = self.base_url.removesuffix("/v1")
         with urllib.request.urlopen(f"{root}/_requests", timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def bodies(self) -> list[dict]:
+        """The other fields (model, temperature, max_tokens …) of the most recent chat requests, oldest first."""
+        root = self.base_url.removesuffix("/v1")
+        with urllib.request.urlopen(f"{root}/_bodies", timeout=10) as resp:
             return json.loads(resp.read())
 
     def fail_next(self, *statuses: int) -> None:

@@ -10,6 +10,11 @@ Its limits, none of which the client is told:
   seconds' worth; every response carries OpenAI's ``x-ratelimit-limit/remaining/reset-{requests,tokens}``
   headers, and a request over budget gets 429 with ``Retry-After``.
 
+A model named like OpenAI's reasoning models (``o1``/``o3``/``o4``/``gpt-5`` …) is emulated as one: a
+request carrying ``max_tokens``, ``top_p`` or a temperature other than 1 is refused with OpenAI's 400, and
+``usage`` reports ``reasoning_tokens`` and, for a system prompt seen before, ``cached_tokens``.
+``--models`` is what ``/v1/models`` lists (default ``fake-model``).
+
 Faults are injected per request by a marker anywhere in the messages, counted per distinct request
 body so that a retry of the same request sees the next outcome::
 
@@ -37,8 +42,8 @@ every benchmark's scale.
 
 ``POST /_fail`` with a JSON list of statuses (``[503, 503]``) answers the next chat requests with those,
 whatever they hold. ``GET /_stats`` returns call counts (total, per request key, per status), and the
-peak in-flight count; ``GET /_requests`` the message lists of the last 2,000 chat requests; ``POST /_reset``
-clears them. Run it with ``python -m shaberi.testing.server --port 0``; it prints
+peak in-flight count; ``GET /_requests`` the message lists of the last 2,000 chat requests, ``GET /_bodies``
+their other fields; ``POST /_reset`` clears them. Run it with ``python -m shaberi.testing.server --port 0``; it prints
 ``READY <base_url>`` once listening.
 """
 
@@ -64,6 +69,7 @@ _SHAPE = re.compile(r"\[\[shape:(\w+)\]\]")
 _ANSWER = re.compile(r"<<answer:(.*?)>>", re.S)
 _JUDGE = re.compile(r"<<judge(64)?:(.*?)>>", re.S)
 _DIRECTIVE = re.compile(r"<<.*?>>", re.S)
+_REASONING_MODEL = re.compile(r"^(o[134]|gpt-5)", re.I)
 
 
 def request_key(messages: list[dict]) -> str:
@@ -75,11 +81,12 @@ def request_key(messages: list[dict]) -> str:
 class FakeLLM:
     """The server's state: configuration, fault counters and statistics."""
 
-    def __init__(self, latency_ms: float = 0.0, capacity: int = 0, model: str = "fake-model", queue: int = 0,
-                 rpm: float = 0, tpm: float = 0) -> None:
+    def __init__(self, latency_ms: float = 0.0, capacity: int = 0, models: tuple[str, ...] = ("fake-model",),
+                 queue: int = 0, rpm: float = 0, tpm: float = 0) -> None:
         self.latency = latency_ms / 1000
         self.capacity = capacity
-        self.model = model
+        self.listed = models
+        self.model = models[0]
         self.queue = asyncio.Semaphore(queue) if queue else None
         self.budgets = {kind: _Bucket(limit) for kind, limit in (("requests", rpm), ("tokens", tpm)) if limit}
         self.reset()
@@ -92,6 +99,8 @@ class FakeLLM:
         self.by_status: Counter[int] = Counter()
         self.forced: list[int] = []
         self.recent: deque[list[dict]] = deque(maxlen=2000)
+        self.bodies: deque[dict] = deque(maxlen=2000)
+        self.system_prompts: set[str] = set()  # seen before: their tokens come from the "cache"
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -101,10 +110,11 @@ class FakeLLM:
         app.router.add_post("/_reset", self.reset_handler)
         app.router.add_post("/_fail", self.fail_handler)
         app.router.add_get("/_requests", self.requests_handler)
+        app.router.add_get("/_bodies", self.bodies_handler)
         return app
 
     async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+        return web.json_response({"object": "list", "data": [{"id": m, "object": "model"} for m in self.listed]})
 
     async def stats(self, request: web.Request) -> web.Response:
         body = {
@@ -122,6 +132,9 @@ class FakeLLM:
 
     async def requests_handler(self, request: web.Request) -> web.Response:
         return web.Response(body=orjson.dumps(list(self.recent)), content_type="application/json")
+
+    async def bodies_handler(self, request: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps(list(self.bodies)), content_type="application/json")
 
     async def fail_handler(self, request: web.Request) -> web.Response:
         self.forced.extend(int(status) for status in orjson.loads(await request.read()))
@@ -148,6 +161,10 @@ class FakeLLM:
             return self._respond(400, b'{"error": {"message": "invalid request body"}}')
         key = request_key(messages)
         self.recent.append(messages)
+        self.bodies.append({k: v for k, v in payload.items() if k != "messages"})
+        model = str(payload.get("model", "")).rsplit("/", 1)[-1]
+        if _REASONING_MODEL.match(model) and (refusal := _reasoning_refusal(payload)):
+            return self._respond(400, orjson.dumps({"error": {"message": refusal, "type": "invalid_request_error"}}))
         attempt = self.by_key[key]
         self.by_key[key] += 1
         if self.forced:
@@ -208,6 +225,14 @@ class FakeLLM:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+        if _REASONING_MODEL.match(model):  # thinking is billed as completion; a repeated system prompt is cached
+            system = next((str(m.get("content")) for m in messages if m.get("role") == "system"), "")
+            cached = min(prompt_tokens, len(system) // 2) if system in self.system_prompts else 0
+            self.system_prompts.add(system)
+            body["usage"]["completion_tokens"] += completion_tokens  # as many thinking tokens as answer tokens
+            body["usage"]["total_tokens"] += completion_tokens
+            body["usage"]["completion_tokens_details"] = {"reasoning_tokens": completion_tokens}
+            body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
         if shape := _SHAPE.search(text):
             _reshape(body, shape.group(1))
         return self._respond(200, orjson.dumps(body), headers or None)
@@ -232,6 +257,18 @@ class FakeLLM:
         if "[[think]]" in text:
             content = "<think>まず質問を整理します。</think>" + content
         return content
+
+
+def _reasoning_refusal(payload: dict) -> str | None:
+    """OpenAI's answer to a reasoning model asked with parameters it does not take."""
+    if "max_tokens" in payload:
+        return ("Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                "'max_completion_tokens' instead.")
+    for name in ("temperature", "top_p"):
+        if name in payload and payload[name] != 1:
+            return (f"Unsupported value: '{name}' does not support {payload[name]} with this model. Only the "
+                    "default (1) value is supported.")
+    return None
 
 
 class _Bucket:
@@ -268,8 +305,8 @@ class _Bucket:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    state = FakeLLM(latency_ms=args.latency_ms, capacity=args.capacity, queue=args.queue, rpm=args.rpm,
-                    tpm=args.tpm)
+    state = FakeLLM(latency_ms=args.latency_ms, capacity=args.capacity, models=tuple(args.models.split(",")),
+                    queue=args.queue, rpm=args.rpm, tpm=args.tpm)
     runner = web.AppRunner(state.app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=1024)
@@ -305,6 +342,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--capacity", type=int, default=0, help="429 beyond this many in flight (0: none)")
+    parser.add_argument("--models", default="fake-model", help="comma list that /v1/models lists")
     parser.add_argument("--queue", type=int, default=0, help="serve this many at once, queue the rest (0: none)")
     parser.add_argument("--rpm", type=float, default=0, help="requests a minute, with x-ratelimit headers (0: none)")
     parser.add_argument("--tpm", type=float, default=0, help="tokens a minute, with x-ratelimit headers (0: none)")

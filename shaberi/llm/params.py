@@ -1,0 +1,123 @@
+"""What a chat request asks besides its messages: sampling, the completion limit, reasoning effort, a
+provider's extra fields, shaped for the model's family (``data/model_families.toml``).
+
+One function builds every body (candidate, judge, a pass's model), so a family rule such as "OpenAI's
+reasoning models take ``max_completion_tokens`` and no temperature" holds wherever that model is asked.
+With no option given the body is exactly what it always was: stored request hashes stay valid.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from ..errors import UsageError
+from ..resources import resource_dir
+
+__all__ = ["EFFORTS", "Family", "Sampling", "chat_body", "family_for", "family_note", "load_families",
+           "parse_extra_body"]
+
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # reasoning_effort values providers accept
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    models: tuple[str, ...]
+    tokens_field: str | None = None
+    omit: tuple[str, ...] = ()
+    why: str = ""
+
+    def matches(self, model: str) -> bool:
+        names = {model.lower(), model.rsplit("/", 1)[-1].lower()}
+        return any(fnmatch.fnmatchcase(n, p.lower()) for n in names for p in self.models)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The request parameters a user chooses (None: not sent). ``tokens_field`` names the limit's field."""
+
+    temperature: float | None
+    max_tokens: int
+    tokens_field: str = "max_tokens"
+    top_p: float | None = None
+    reasoning_effort: str | None = None
+    extra_body: str | None = None  # a JSON object, merged into the body last
+    families: str | None = None  # the family table's file (None: the built-in one)
+
+
+@cache
+def load_families(path: str | None = None) -> tuple[Family, ...]:
+    """The family table: ``path``, or ``data/model_families.toml``."""
+    file = Path(path) if path else resource_dir("data") / "model_families.toml"
+    try:
+        with open(file, "rb") as fh:
+            table = tomllib.load(fh)
+        return tuple(Family(name, tuple(f["models"]), f.get("tokens_field"), tuple(f.get("omit", ())), f.get("why", ""))
+                     for name, f in table.items())
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise UsageError(f"cannot read model families file {file}: {exc}; each [family] needs models = [patterns]"
+                         ) from None
+
+
+def family_for(model: str, families: str | None = None) -> Family | None:
+    return next((f for f in load_families(families) if f.matches(model)), None)
+
+
+def parse_extra_body(option: str, text: str | None) -> str | None:
+    """``--extra-body``'s JSON object, checked at the edge and kept as compact text (hashable, storable)."""
+    if text is None:
+        return None
+    import orjson
+
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"{option} is not JSON ({exc}); give an object, e.g. "
+                         """'{"chat_template_kwargs": {"enable_thinking": false}}'""") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{option} must be a JSON object, got {type(value).__name__}")
+    if reserved := sorted({"model", "messages", "stream"} & value.keys()):
+        raise UsageError(f"{option} cannot set {', '.join(reserved)}: shaberi sends those itself")
+    return orjson.dumps(value).decode()
+
+
+def chat_body(model: str, messages: list[dict], s: Sampling, **more: object) -> dict:
+    """The request body: the user's parameters, ``more`` (frequency_penalty, seed: sent when not None), then
+    the family's rules, then the extra body."""
+    body: dict = {"model": model, "messages": messages}
+    if s.temperature is not None:
+        body["temperature"] = s.temperature
+    body[s.tokens_field] = s.max_tokens
+    body |= {k: v for k, v in more.items() if v is not None}
+    if s.top_p is not None:
+        body["top_p"] = s.top_p
+    if s.reasoning_effort is not None:
+        body["reasoning_effort"] = s.reasoning_effort
+    if family := family_for(model, s.families):
+        for name in family.omit:
+            body.pop(name, None)
+        if family.tokens_field and family.tokens_field not in body:
+            body[family.tokens_field] = body.pop(s.tokens_field)
+    if s.extra_body:
+        import orjson
+
+        body |= orjson.loads(s.extra_body)
+    return body
+
+
+def family_note(model: str, s: Sampling) -> str | None:
+    """One line saying how the family table changes what ``model`` is sent, or None."""
+    family = family_for(model, s.families)
+    if family is None:
+        return None
+    changes = [f"{name} not sent" for name in family.omit
+               if (name == "temperature" and s.temperature is not None) or (name == "top_p" and s.top_p is not None)]
+    if family.tokens_field and family.tokens_field != s.tokens_field:
+        changes.append(f"{s.tokens_field} sent as {family.tokens_field}")
+    if not changes:
+        return None
+    return f"{model} is in model family {family.name!r} ({family.why}): {', '.join(changes)} (--model-families)"

@@ -1,0 +1,61 @@
+"""The live progress display: bars with the judging stage's tokens and a line per endpoint on a terminal,
+plain lines at a steady interval when stderr is not one (nohup, Slurm, CI)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import re
+
+from rich.console import Console
+
+from shaberi.cli.display import _Clock, _Row, live_progress
+from shaberi.llm.client import ChatClient
+from shaberi.pipeline import Outcome
+from shaberi.run import RunInfo
+from shaberi.testing import LoopbackServer
+
+from .conftest import shaberi
+
+
+def test_a_terminal_shows_judging_tokens_and_each_endpoints_429s_and_retries():
+    async def go() -> str:
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=True, width=200)
+        outcome = Outcome(RunInfo(model="m", tag="t", base_url="http://127.0.0.1:9/v1", api_key=None,
+                                  generation_config={}, benchmarks=["rakuda"], datasets={}, prompt_hashes={}))
+        outcome.clients = [ChatClient("http://u:pw@127.0.0.1:9/v1")]
+        outcome.judging.total, outcome.judging.done, outcome.judging.judged = 4, 2, 2
+        outcome.judging.tokens = 1234
+        outcome.clients[0].rate_limited, outcome.clients[0].retries = 7, 3
+        async with live_progress(console) as slot:
+            slot.append(outcome)
+            await asyncio.sleep(0.6)
+        await outcome.clients[0].aclose()
+        return out.getvalue()
+
+    shown = asyncio.run(go())
+    assert "judging" in shown and "1,234 tok" in shown
+    assert "7 429s, 3 retries" in shown and "pw" not in shown  # the password of a URL is never shown
+
+
+def test_requests_per_second_stop_when_the_bar_is_full():
+    clock = _Clock()
+    row = _Row("rakuda", total=10, done=5, calls=5, tokens=0, errors=0, limit=1)
+    clock.rate(row, 100.0)
+    row.done = row.calls = 10
+    assert clock.rate(row, 102.0) == 5.0  # 10 calls in 2 s
+    assert clock.rate(row, 1000.0) == 5.0  # and so it stays, however long the run goes on
+
+
+def test_without_a_terminal_a_plain_line_comes_at_a_steady_interval(tmp_path, data_dir):
+    with LoopbackServer(latency_ms=400) as slow:
+        proc = shaberi("run", "--model", "m", "--base-url", slow.base_url, "--benchmark", "rakuda", "--limit", "8",
+                       "--concurrency", "2", "--judge", "j", "--results-dir", str(tmp_path / "r"), "--data-dir",
+                       str(data_dir), env={"SHABERI_PROGRESS_EVERY": "0.5"})
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if re.match(r"\[\d\d:\d\d:\d\d\] ", line)]
+    assert len(lines) >= 4  # 8 answers and 8 judgements two at a time at 0.4 s: about 3.5 s
+    assert "rakuda 8/8" in lines[-1] and "judging 8/8" in lines[-1] and " 0 tok" not in lines[-1].split("judging")[1]
+    assert f"candidate {slow.base_url}: limit" in lines[-1] and f"judge {slow.base_url}: limit" in lines[-1]
+    assert "0 429s, 0 retries" in lines[-1]
