@@ -70,26 +70,16 @@ def split_reasoning(content: str | None, reasoning: str | None = None) -> tuple[
 
 
 @dataclass(frozen=True)
-class GenerationConfig:
-    temperature: float | None = 0.2  # None: not sent (the endpoint's default)
-    max_tokens: int = 6000
+class GenerationConfig(Sampling):
+    """The candidate's request parameters (``Sampling``) and how many answers per question."""
+
     frequency_penalty: float | None = None
     seed: int | None = None
     samples: int = 1  # answers per question (sample_index 0..samples-1)
-    tokens_field: str = "max_tokens"  # or max_completion_tokens
-    top_p: float | None = None
-    reasoning_effort: str | None = None
-    extra_body: str | None = None  # a JSON object merged into every body
-    families: str | None = None  # the model family table's file (None: the built-in one)
-
-    @property
-    def sampling(self) -> Sampling:
-        return Sampling(self.temperature, self.max_tokens, self.tokens_field, self.top_p, self.reasoning_effort,
-                        self.extra_body, self.families)
 
     def body(self, model: str, messages: list[dict], sample_index: int) -> dict:
         seed = None if self.seed is None else self.seed + sample_index
-        return chat_body(model, messages, self.sampling, frequency_penalty=self.frequency_penalty, seed=seed)
+        return chat_body(model, messages, self, frequency_penalty=self.frequency_penalty, seed=seed)
 
 
 @dataclass

@@ -50,19 +50,11 @@ class Judge:
 
 
 @dataclass(frozen=True)
-class JudgeConfig:
-    temperature: float | None = 0.0  # None: not sent (the endpoint's default)
-    max_tokens: int = 1024
-    tokens_field: str = "max_tokens"  # or max_completion_tokens
-    top_p: float | None = None
-    reasoning_effort: str | None = None
-    extra_body: str | None = None  # a JSON object merged into every body
-    families: str | None = None  # the model family table's file (None: the built-in one)
+class JudgeConfig(Sampling):
+    """The judges' request parameters: deterministic by default, a judge's reply is short."""
 
-    @property
-    def sampling(self) -> Sampling:
-        return Sampling(self.temperature, self.max_tokens, self.tokens_field, self.top_p, self.reasoning_effort,
-                        self.extra_body, self.families)
+    temperature: float | None = 0.0
+    max_tokens: int = 1024
 
 
 @dataclass
@@ -190,7 +182,7 @@ def _unfinished(row: dict) -> bool:
 
 
 def _body(item: _Item, config: JudgeConfig, messages: list[dict]) -> bytes:
-    return orjson.dumps(chat_body(item.judge.name, messages, config.sampling))
+    return orjson.dumps(chat_body(item.judge.name, messages, config))
 
 
 async def _call(config: JudgeConfig, item: _Item) -> _Verdict:

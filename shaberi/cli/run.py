@@ -198,16 +198,20 @@ def run(
         model=model, base_url=base_url or "", results_dir=results_dir, data_dir=data_dir,
         benchmarks=None if benchmark is None else resolve(benchmark), tag=tag, api_key_env=api_key_env, limit=limit,
         stages=stages_run,
-        generation=GenerationConfig(temp, max_completion_tokens or max_tokens, frequency_penalty, seed, 1,
-                                    "max_completion_tokens" if max_completion_tokens else "max_tokens", top_p,
-                                    reasoning_effort, parse_extra_body("--extra-body", extra_body), families),
+        generation=GenerationConfig(
+            temperature=temp, max_tokens=max_completion_tokens or max_tokens, frequency_penalty=frequency_penalty,
+            seed=seed, tokens_field="max_completion_tokens" if max_completion_tokens else "max_tokens", top_p=top_p,
+            reasoning_effort=reasoning_effort, extra_body=parse_extra_body("--extra-body", extra_body),
+            families=families),
         client=ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, tpm=tpm, control=control,
                             retry_after_max=retry_after_max, rate_limit_timeout=rate_limit_timeout),
         rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
-        judging=JudgeConfig(judge_temp, judge_max_completion_tokens or judge_max_tokens,
-                            "max_completion_tokens" if judge_max_completion_tokens else "max_tokens", judge_top_p,
-                            judge_reasoning_effort, parse_extra_body("--judge-extra-body", judge_extra_body), families),
+        judging=JudgeConfig(
+            temperature=judge_temp, max_tokens=judge_max_completion_tokens or judge_max_tokens,
+            tokens_field="max_completion_tokens" if judge_max_completion_tokens else "max_tokens", top_p=judge_top_p,
+            reasoning_effort=judge_reasoning_effort, families=families,
+            extra_body=parse_extra_body("--judge-extra-body", judge_extra_body)),
         rejudge=rejudge,
         passes=build(passes, pass_option or []) if passes is not None else [], model_base_url=judge_base_url,
     )
@@ -225,10 +229,11 @@ def run(
 
 def _family_notes(request: RunRequest) -> None:
     """Say when the model family table changes what a model is sent (it never happens silently)."""
-    from ..llm.params import family_note
+    from ..llm.params import Sampling, family_note
 
-    asked = [(request.model, request.generation.sampling)] if "generate" in (request.stages or []) else []
-    asked += [(j.name, request.judging.sampling) for j in request.judges]
+    asked: list[tuple[str, Sampling]] = [(j.name, request.judging) for j in request.judges]
+    if "generate" in (request.stages or []):
+        asked.insert(0, (request.model, request.generation))
     for note in dict.fromkeys(family_note(model, sampling) for model, sampling in asked):
         if note:
             typer.echo(f"note: {note}", err=True)

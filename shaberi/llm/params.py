@@ -40,8 +40,8 @@ class Family:
 class Sampling:
     """The request parameters a user chooses (None: not sent). ``tokens_field`` names the limit's field."""
 
-    temperature: float | None
-    max_tokens: int
+    temperature: float | None = 0.2
+    max_tokens: int = 6000
     tokens_field: str = "max_tokens"
     top_p: float | None = None
     reasoning_effort: str | None = None
