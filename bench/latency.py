@@ -3,10 +3,11 @@
     python bench/latency.py [--n 3000]
 
 Prints wall time over the ideal N × 0.1 s / 64 (the server's capacity fully used from the first to the
-last request) and the share of requests answered 429. Target: ratio <= 1.15, 429 < 5 %.
+last request) and the share of requests answered 429. Target: ratio <= 1.15, 429 < 5 %. The capacity is
+above the default maximum of 60: caps below it, and seconds of latency, are bench/rate_control.py's.
 "Whole stage" includes loading the dataset and writing the run's Parquet parts; "calls only" is the
 span from the first request sent to the last answer. For scale it also prints a bare aiohttp loop
-holding 60 requests in flight (the default AIMD maximum) against the same server: 64/60 = 1.067 is the
+holding 60 requests in flight (the default maximum, --concurrency) against the same server: 64/60 = 1.067 is the
 best any client capped at 60 can do.
 """
 

@@ -8,7 +8,7 @@
     │   └── PluginError       an installed plugin (an entry point of shaberi.*) cannot be loaded
     └── LLMError              one chat call failed for good (after retries where retrying makes sense)
         ├── PermanentError    HTTP 400/401/403/404 and other 4xx: never retried
-        ├── RateLimitError    HTTP 429 on every attempt
+        ├── RateLimitError    HTTP 429 on every attempt for --rate-limit-timeout seconds
         ├── ServerError       HTTP 5xx on every attempt
         ├── RequestTimeout    no answer within the per-request timeout
         ├── ConnectError      the connection failed

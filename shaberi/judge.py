@@ -129,7 +129,7 @@ async def judge(
         call = functools.partial(_call, config)
         plan = functools.partial(_plan, run_id=run_id, answers=answers, questions=rows, texts=texts,
                                  existing=existing, rejudge=rejudge, journal=journal, progress=progress)
-        clients = list(dict.fromkeys(j.client for j in judges))  # one dispatcher per endpoint and its limiter
+        clients = list(dict.fromkeys(j.client for j in judges))  # one dispatcher per endpoint and its controller
         await asyncio.gather(*(
             Dispatcher(plan([j for j in judges if j.client is c]), call, record, c.max_in_flight).run()
             for c in clients

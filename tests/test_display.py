@@ -7,6 +7,7 @@ import asyncio
 import io
 import re
 
+import orjson
 from rich.console import Console
 
 from shaberi.cli.display import _Clock, _Row, live_progress
@@ -15,7 +16,7 @@ from shaberi.pipeline import Outcome
 from shaberi.run import RunInfo
 from shaberi.testing import LoopbackServer
 
-from .conftest import shaberi
+from .conftest import query, shaberi
 
 
 def test_a_terminal_shows_judging_tokens_and_each_endpoints_429s_and_retries():
@@ -59,3 +60,7 @@ def test_without_a_terminal_a_plain_line_comes_at_a_steady_interval(tmp_path, da
     assert "rakuda 8/8" in lines[-1] and "judging 8/8" in lines[-1] and " 0 tok" not in lines[-1].split("judging")[1]
     assert f"candidate {slow.base_url}: limit" in lines[-1] and f"judge {slow.base_url}: limit" in lines[-1]
     assert "0 429s, 0 retries" in lines[-1]
+    ((stored,),) = query(tmp_path / "r", "SELECT concurrency_history FROM runs")
+    limits = orjson.loads(stored)  # each endpoint's limit history, the judge's too
+    assert sorted(limits) == [f"candidate {slow.base_url}", f"judge {slow.base_url}"]
+    assert all(e["requests"] == 8 and e["history"][0][2] == "start" for e in limits.values())
