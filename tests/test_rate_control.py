@@ -100,7 +100,7 @@ def test_a_long_retry_after_is_cut_to_the_cap_and_said():
 
         asyncio.run(go())
     assert time.monotonic() - start < 10
-    assert client.notes == [f"{server.base_url} asked to wait 3600 s (Retry-After); waited 0.3 s "
+    assert client.notes == [f"{server.base_url} asked to wait 3600 s (Retry-After); waiting 0.3 s instead "
                             "(--retry-after-max)"]
 
 

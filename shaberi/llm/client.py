@@ -108,6 +108,9 @@ class MockTransport:
         pass
 
 
+LONG_WAIT = 30.0  # a Retry-After this long is said on the display: a held run must not look stalled
+
+
 # -- the client --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ClientConfig:
@@ -251,12 +254,12 @@ class ChatClient:
         said so: an hour's wait must not look like a stalled run)."""
         if retry_after is None:
             return random.uniform(0, max(self.control.rtt, 0.05))
-        if retry_after > self.config.retry_after_max:
-            note = (f"{redact(self.base_url, self._secrets)} asked to wait {retry_after:g} s (Retry-After); "
-                    f"waited {self.config.retry_after_max:g} s (--retry-after-max)")
+        wait = min(retry_after, self.config.retry_after_max)
+        if wait >= LONG_WAIT or retry_after > wait:
+            note = f"{self.shown_url} asked to wait {retry_after:g} s (Retry-After); " + (
+                f"waiting {wait:g} s instead (--retry-after-max)" if retry_after > wait else "waiting")
             if note not in self.notes:
                 self.notes.append(note)
-        wait = min(retry_after, self.config.retry_after_max)
         self.pacing.hold(wait)
         return wait
 
