@@ -162,11 +162,11 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
         outcome = Outcome(info, clients=clients)
         store = Store(req.results_dir)
         with store.lock(info.run_id, f"run {req.model!r} tag {req.tag!r}"):
-            previous = _merge_previous(store, info)
+            previous, limits_before = _merge_previous(store, info)
             if on_start:
                 on_start(outcome)
             tracker = _Stages(req.results_dir, store, info.run_id, stages, previous)
-            row = lambda status: info.row(status, limits=endpoint_limits(clients))  # noqa: E731
+            row = lambda status: info.row(status, limits=endpoint_limits(clients, limits_before))  # noqa: E731
             async def do(stage: str) -> None:
                 if stage == "generate":
                     await generate(store, info.run_id, req.model, datasets, candidate, req.generation,
@@ -297,7 +297,9 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
                 return row | {"judges": [strip_credentials(j) for j in info.judges], "passes": list(info.passes),
                               "pass_config": strip_credentials(orjson.dumps(info.pass_config).decode()),
                               "prompt_hashes": orjson.dumps(info.prompt_hashes).decode(), "status": status,
-                              "concurrency_history": _limits_with(row, list(clients.values())), "updated_at": now_us()}
+                              "concurrency_history": strip_credentials(orjson.dumps(endpoint_limits(
+                                  list(clients.values()), row.get("concurrency_history"))).decode()),
+                              "updated_at": now_us()}
 
             async def do(stage: str) -> None:
                 if stage == "judge":
@@ -314,15 +316,6 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
     finally:
         for client in clients.values():
             await client.aclose()
-
-
-def _limits_with(row: dict, clients: list[ChatClient]) -> str:
-    """The run's stored limit histories with this invocation's endpoints (judges, a pass's model) added; a
-    history from before they were kept per endpoint was the candidate's."""
-    old = orjson.loads(row.get("concurrency_history") or "{}")
-    if isinstance(old, list):
-        old = {f"candidate {row.get('base_url') or ''}".strip(): {"history": old}}
-    return strip_credentials(orjson.dumps(old | endpoint_limits(clients)).decode())
 
 
 def _calls(stage: str, outcome: Outcome) -> StageCalls:
@@ -454,12 +447,12 @@ def _counts(datasets: list[bm.Dataset], progress: Progress) -> dict[str, dict]:
                           if d.benchmark in progress.benchmarks else 0} for d in datasets}
 
 
-def _merge_previous(store: Store, info: RunInfo) -> dict:
+def _merge_previous(store: Store, info: RunInfo) -> tuple[dict, str | None]:
     """A resumed or extended run keeps its creation time and the benchmarks and judges it already had;
-    returns its stage records (``runs.stages``)."""
+    returns its stage records (``runs.stages``) and its stored limit histories."""
     old = store.read("runs", info.run_id).to_pylist()
     if not old:
-        return {}
+        return {}, None
     prev = old[0]
     info.created_at = int(prev["created_at"].timestamp() * 1_000_000)
     info.benchmarks = list(dict.fromkeys([*(prev["benchmarks"] or []), *info.benchmarks]))
@@ -467,7 +460,7 @@ def _merge_previous(store: Store, info: RunInfo) -> dict:
     info.prompt_hashes = orjson.loads(prev["prompt_hashes"] or "{}") | info.prompt_hashes
     info.judges = tuple(dict.fromkeys([*(prev["judges"] or []), *info.judges]))
     _merge_passes(info, prev)
-    return orjson.loads(prev.get("stages") or "{}")
+    return orjson.loads(prev.get("stages") or "{}"), prev.get("concurrency_history")
 
 
 def _merge_passes(info: RunInfo, prev: dict) -> None:

@@ -124,7 +124,7 @@ class RunInfo:
         match = _RUN_TAG.match(self.tag)
         return match["base"] if match else self.tag
 
-    def row(self, status: str, error: str | None = None, limits: dict | None = None) -> dict:
+    def row(self, status: str, error: str | None = None, limits: dict[str, list[dict]] | None = None) -> dict:
         match = _RUN_TAG.match(self.tag)
         commit, dirty = git_state()
         return {

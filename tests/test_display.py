@@ -50,17 +50,19 @@ def test_requests_per_second_stop_when_the_bar_is_full():
 
 
 def test_without_a_terminal_a_plain_line_comes_at_a_steady_interval(tmp_path, data_dir):
-    with LoopbackServer(latency_ms=400) as slow:
-        proc = shaberi("run", "--model", "m", "--base-url", slow.base_url, "--benchmark", "rakuda", "--limit", "8",
-                       "--concurrency", "2", "--judge", "j", "--results-dir", str(tmp_path / "r"), "--data-dir",
-                       str(data_dir), env={"SHABERI_PROGRESS_EVERY": "0.5"})
-    assert proc.returncode == 0, proc.stderr
+    args = ["run", "--model", "m", "--benchmark", "rakuda", "--limit", "8", "--concurrency", "2", "--judge", "j",
+            "--results-dir", str(tmp_path / "r"), "--data-dir", str(data_dir)]
+    with LoopbackServer(latency_ms=400, models=("m", "j")) as slow:
+        proc = shaberi(*args, "--base-url", slow.base_url, env={"SHABERI_PROGRESS_EVERY": "0.5"})
+        again = shaberi(*args, "--base-url", slow.base_url)  # everything reused: a second invocation, no calls
+    assert proc.returncode == 0 and again.returncode == 0, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if re.match(r"\[\d\d:\d\d:\d\d\] ", line)]
     assert len(lines) >= 4  # 8 answers and 8 judgements two at a time at 0.4 s: about 3.5 s
     assert "rakuda 8/8" in lines[-1] and "judging 8/8" in lines[-1] and " 0 tok" not in lines[-1].split("judging")[1]
     assert f"candidate {slow.base_url}: limit" in lines[-1] and f"judge {slow.base_url}: limit" in lines[-1]
     assert "0 429s, 0 retries" in lines[-1]
     ((stored,),) = query(tmp_path / "r", "SELECT concurrency_history FROM runs")
-    limits = orjson.loads(stored)  # each endpoint's limit history, the judge's too
+    limits = orjson.loads(stored)  # each endpoint's limit history, the judge's too, one entry per invocation
     assert sorted(limits) == [f"candidate {slow.base_url}", f"judge {slow.base_url}"]
-    assert all(e["requests"] == 8 and e["history"][0][2] == "start" for e in limits.values())
+    assert all([e["requests"] for e in sessions] == [8, 0] for sessions in limits.values())
+    assert all(sessions[0]["history"][0][2] == "start" for sessions in limits.values())

@@ -71,7 +71,7 @@ def test_runs_row_records_the_run_and_never_the_key(server, data_dir, tmp_path, 
     datasets = orjson.loads(row[6])["rakuda"]
     assert datasets["rows"] == 40 and datasets["questions"] == 2 and datasets["sha256"].startswith("ce26781dc98a")
     assert "generation/rakuda.jinja" in orjson.loads(row[7]) and row[8] == ["rakuda"]
-    limits = orjson.loads(row[10])[f"candidate {server.base_url}"]  # per endpoint: the candidate's here
+    (limits,) = orjson.loads(row[10])[f"candidate {server.base_url}"]  # per endpoint and invocation
     assert "pyarrow" in orjson.loads(row[9]) and limits["history"][0][2] == "start" and limits["requests"] == 2
     for path in tmp_path.rglob("*"):
         assert not path.is_file() or b"sk-very-secret-key" not in path.read_bytes()

@@ -76,11 +76,38 @@ def test_request_parameters_reach_the_wire_for_candidate_and_judge_apart(tmp_pat
     ("--extra-body", "[1]", "must be a JSON object"), ("--judge-extra-body", "{bad", "is not JSON"),
     ("--extra-body", '{"model": "x"}', "cannot set model"), ("--reasoning-effort", "extreme", "is not one of"),
     ("--top-p", "0", "--top-p 0 is out of range"), ("--temperature", "warm", "is not a number"),
-    ("--judge-temperature", "nan", "out of range"), ("--max-completion-tokens", "0", "out of range")])
+    ("--judge-temperature", "nan", "out of range"), ("--max-completion-tokens", "0", "out of range"),
+    ("--concurrency-min", "100", "above --concurrency 60"), ("--concurrency-start", "61", "above --concurrency")])
 def test_bad_request_parameters_are_refused_before_any_call(server, tmp_path, data_dir, option, value, says):
     proc = run(server, tmp_path, data_dir, "m", option, value)
     assert_clean_refusal(proc, tmp_path, says)
     assert server.stats()["calls"] == 0
+
+
+@pytest.mark.parametrize(("table", "says"), [
+    (b'["r"]\nmodels = "o3*"\n', "models must be a list of strings"),  # not three patterns o, 3 and *
+    (b'["r"]\nmodels = [1]\n', "models must be a list of strings"),
+    (b'["r"]\nmodels = ["o3*"]\ntokens_field = 5\n', "tokens_field"),
+    (b'["r"]\nmodels = ["o3*"]\nomit = "temperature"\n', "omit must be a list of strings"),
+    (b'\xff\xfe["r"]', "cannot read model families file"), (b'["r"\nmodels', "cannot read model families file")])
+def test_a_broken_family_table_is_refused_before_any_call(server, tmp_path, data_dir, table, says):
+    path = tmp_path / "families.toml"
+    path.write_bytes(table)
+    proc = run(server, tmp_path, data_dir, "o3-mini", "--model-families", str(path))
+    assert_clean_refusal(proc, tmp_path, says)
+    assert server.stats()["calls"] == 0
+
+
+def test_a_family_may_rename_the_limit_and_omit_the_old_name(tmp_path, data_dir):
+    path = tmp_path / "families.toml"
+    path.write_text('["r"]\nmodels = ["o3*"]\ntokens_field = "max_completion_tokens"\n'
+                    'omit = ["max_tokens", "temperature", "frequency_penalty"]\n')
+    with LoopbackServer(models=("o3-mini",)) as server:
+        proc = run(server, tmp_path, data_dir, "o3-mini", "--model-families", str(path), "--frequency-penalty", "0.5")
+        bodies = server.bodies()
+    assert proc.returncode == 0, proc.stderr
+    assert "temperature not sent, frequency_penalty not sent, max_tokens sent as max_completion_tokens" in proc.stderr
+    assert all(set(b) == {"model", "max_completion_tokens"} for b in bodies)
 
 
 def test_a_model_the_endpoint_does_not_list_is_named_before_the_run(tmp_path, data_dir):

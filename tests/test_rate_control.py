@@ -70,21 +70,29 @@ def test_budgets_stated_in_headers_are_paced_before_the_wall(kind):
 
 
 def test_a_429_is_retried_until_a_time_bound_not_an_attempt_count(server):
-    server.fail_next(*[429] * 10)  # no Retry-After: the controller's signal, not the request's failure
+    server.fail_next(*[429] * 8)  # no Retry-After: the controller's signal, not the request's failure
     client, _ = asyncio.run(many(server.base_url, 1))
-    assert client.requests == 11 and client.rate_limited == 10  # more than --max-retries (6) attempts
+    assert client.requests == 9 and client.rate_limited == 8  # more than --max-retries (6) attempts
 
-    async def refused() -> None:
-        client = ChatClient(server.base_url, None, ClientConfig(rate_limit_timeout=0.5))
+    async def refused(text: str, timeout: float) -> None:
+        client = ChatClient(server.base_url, None, ClientConfig(rate_limit_timeout=timeout))
         try:
-            await client.chat(body("[[fail:429]] 質問"))
+            await client.chat(body(text))
         finally:
             await client.aclose()
 
+    server.reset()
+    server.fail_next(*[429] * 500)  # an endpoint refusing everything, without Retry-After
     start = time.monotonic()
     with pytest.raises(errors.RateLimitError):
-        asyncio.run(refused())
-    assert time.monotonic() - start < 5  # 0.5 s of refusals (plus the one Retry-After: 1 in flight)
+        asyncio.run(refused("質問", 3.0))
+    assert 3.0 <= time.monotonic() - start < 4.5
+    assert 6 <= server.stats()["calls"] <= 14  # backed off: not a request every round trip for 3 s
+    server.reset()
+    start = time.monotonic()
+    with pytest.raises(errors.RateLimitError):
+        asyncio.run(refused("[[fail:wait]] 質問", 1.0))  # Retry-After: 3600, under the default cap of 300 s
+    assert time.monotonic() - start < 3  # the wait stops where the time bound does
 
 
 def test_a_long_retry_after_is_cut_to_the_cap_and_said():
@@ -163,6 +171,53 @@ def test_the_rules():
         ControlConfig(start=5, min=10)
 
 
+def test_a_stray_429_is_not_taken_for_a_wall():
+    """One 429 while the first window goes out (sent with 3 in flight) reads as a wall at 3: a cut to 5, half
+    of the 10 in use; requests sent with 10 in flight then succeed, so the cut is undone."""
+
+    async def go() -> Controller:
+        c = Controller(ControlConfig(start=30, max=60))
+        tickets = [await c.acquire() for _ in range(10)]
+        c.rate_limited(tickets[2])
+        assert int(c.limit) == 5
+        for t in tickets[3:]:
+            c.success(t, 0.1, 0)
+        return c
+
+    c = asyncio.run(go())
+    assert c.limit >= 30 and [why for _, _, why in c.history] == ["start", "429", "undo"]
+
+
+def test_a_spent_budget_holds_sends_no_longer_than_the_cap_and_says_so():
+    calls = []
+
+    def handler(method: str, url: str, data: bytes | None) -> Response:
+        calls.append(time.monotonic())
+        return Response(200, {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "9999h"},
+                        orjson.dumps({"choices": [{"message": {"content": "答え"}}]}))
+
+    client = ChatClient("http://model.invalid/v1", None, ClientConfig(retry_after_max=0.3),
+                        transport=MockTransport(handler))
+
+    async def go() -> None:
+        await client.chat(body("q1"))
+        await client.chat(body("q2"))
+
+    asyncio.run(go())
+    assert 0.25 <= calls[1] - calls[0] < 2
+    assert client.notes == ["http://model.invalid/v1 asked to wait 3.59964e+07 s (x-ratelimit-reset); waiting 0.3 s "
+                            "instead (--retry-after-max)"]
+
+
+def test_a_tokens_budget_paces_the_first_window_too():
+    from shaberi.llm.control import Pacing
+
+    pacing = Pacing(tpm=6000)  # 100 tokens a second
+    assert pacing.interval(estimate=50) == 0.5  # before any answer: the request's own size
+    pacing.used(200)
+    assert pacing.interval(estimate=50) == 2.0  # then what answers took
+
+
 def test_reset_durations_as_openai_writes_them():
-    assert [duration(v) for v in ("20ms", "1s", "6m0s", "1m30.5s", "2", None, "soon")] == [
-        0.02, 1.0, 360.0, 90.5, 2.0, None, None]
+    assert [duration(v) for v in ("20ms", "1s", "6m0s", "1m30.5s", "2", None, "soon", "nan", "-3")] == [
+        0.02, 1.0, 360.0, 90.5, 2.0, None, None, None, 0.0]

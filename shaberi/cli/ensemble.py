@@ -50,7 +50,8 @@ def ensemble_generate_cache(
     import asyncio
 
     from ..ensemble.commands import generate
-    from ..llm.client import ClientConfig, ControlConfig
+    from ..llm.client import ClientConfig
+    from ..llm.control import ControlConfig
 
     check_concurrency("--concurrency", concurrency)
     config = ClientConfig(control=ControlConfig(max(1, concurrency // 2), 1, concurrency))

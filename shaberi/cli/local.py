@@ -75,7 +75,8 @@ def demo(
 
     from ..generate import GenerationConfig
     from ..judge import JudgeConfig
-    from ..llm.client import ClientConfig, ControlConfig
+    from ..llm.client import ClientConfig
+    from ..llm.control import ControlConfig
     from ..llm.endpoints import ModelAt
     from ..passes import build
     from ..pipeline import RunRequest

@@ -140,7 +140,8 @@ def run(
     from ..benchmarks import resolve
     from ..generate import GenerationConfig
     from ..judge import JudgeConfig
-    from ..llm.client import ClientConfig, ControlConfig
+    from ..llm.client import ClientConfig
+    from ..llm.control import ControlConfig
     from ..llm.endpoints import parse_judge
     from ..llm.params import EFFORTS, load_families, parse_extra_body
     from ..passes import build
@@ -189,8 +190,13 @@ def run(
             raise UsageError(f"{option} {effort!r} is not one of {', '.join(EFFORTS)}")
     families = str(model_families) if model_families else None
     load_families(families)  # a broken table is bad input, before anything runs
-    start = concurrency_start or max(1, concurrency // 2)
-    control = ControlConfig(min(start, concurrency), min(concurrency_min, start, concurrency), concurrency)
+    for option, value in (("--concurrency-start", concurrency_start), ("--concurrency-min", concurrency_min)):
+        if value is not None and value > concurrency:
+            raise UsageError(f"{option} {value} is above --concurrency {concurrency}: raise --concurrency too")
+    if concurrency_start is not None and concurrency_start < concurrency_min:
+        raise UsageError(f"--concurrency-start {concurrency_start} is below --concurrency-min {concurrency_min}")
+    start = max(concurrency_start or max(1, concurrency // 2), concurrency_min)
+    control = ControlConfig(start, concurrency_min, concurrency)
     if pass_option and not passes:
         raise UsageError(f"--pass-option {pass_option[0]!r} needs --passes naming its pass, e.g. --passes lang_mixing")
     judges_url = (judge_base_url or base_url or "").rstrip("/")

@@ -198,31 +198,40 @@ class ChatClient:
 
     async def chat(self, body: bytes) -> Completion:
         """POST one pre-encoded chat-completions body; retry what is worth retrying."""
-        attempts = failures = 0
-        refused_since: float | None = None
+        attempts = failures = refusals = 0
+        refused_since = 0.0
+        refused: errors.RateLimitError | None = None
         while True:
+            if refused and self.pacing.not_before > refused_since + self.config.rate_limit_timeout:
+                refused.attempts = attempts  # the endpoint holds every send past this request's time bound
+                raise refused
             attempts += 1
             ticket = await self.control.acquire()
             slot = None
             try:
-                await self.pacing.wait()  # after the slot: a budget a response has just stated applies to all
+                # after the slot: a budget a response has just stated applies to every later send
+                await self.pacing.wait(estimate=len(body) / 3)  # UTF-8 bytes per token, roughly, in Japanese
                 slot = await self.lease.acquire() if self.lease else None
                 sent = time.perf_counter()
                 self.requests += 1
                 resp = await self.transport.request(
                     "POST", f"{self.base_url}/chat/completions", body, self.headers, self.config.timeout
                 )
-                self.pacing.observe(resp.headers)
+                if (spent := self.pacing.observe(resp.headers)) is not None:
+                    self._hold(spent, "x-ratelimit-reset")
                 content, reasoning, finish, usage = _parse(resp)
             except errors.RateLimitError as exc:
                 self.control.rate_limited(ticket)
                 exc.args = (redact(str(exc), self._secrets),)  # a server may echo the key; rows store this text
                 self.rate_limited += 1
+                refusals += 1
                 refused_since = refused_since or time.monotonic()
-                if time.monotonic() - refused_since >= self.config.rate_limit_timeout:
+                left = self.config.rate_limit_timeout - (time.monotonic() - refused_since)
+                if left <= 0:
                     exc.attempts = attempts
                     raise
-                delay = self._after_429(exc.retry_after)
+                refused = exc
+                delay = min(self._after_429(refusals, exc.retry_after), left)
             except errors.LLMError as exc:
                 self.control.other(ticket)
                 exc.args = (redact(str(exc), self._secrets),)
@@ -248,16 +257,22 @@ class ChatClient:
                     self.lease.release(slot)  # type: ignore[union-attr]
             await asyncio.sleep(delay)
 
-    def _after_429(self, retry_after: float | None) -> float:
+    def _after_429(self, refusals: int, retry_after: float | None) -> float:
         """How long a refused request waits before it queues again. The controller has already shrunk the
-        limit, so a short jittered pause is enough; a stated Retry-After holds every send (capped, and
-        said so: an hour's wait must not look like a stalled run)."""
-        if retry_after is None:
-            return random.uniform(0, max(self.control.rtt, 0.05))
-        wait = min(retry_after, self.config.retry_after_max)
-        if wait >= LONG_WAIT or retry_after > wait:
-            note = f"{self.shown_url} asked to wait {retry_after:g} s (Retry-After); " + (
-                f"waiting {wait:g} s instead (--retry-after-max)" if retry_after > wait else "waiting")
+        limit, so the first pauses are about a round trip; from the fourth refusal of the same request on
+        each doubles (up to ``backoff_max``), so an endpoint refusing everything is not hammered. A stated
+        Retry-After holds every send."""
+        pause = random.uniform(0.5, 1.0) * min(self.config.backoff_max,
+                                                max(self.control.rtt, 0.05) * 2 ** max(0, refusals - 3))
+        return max(pause, self._hold(retry_after, "Retry-After")) if retry_after is not None else pause
+
+    def _hold(self, seconds: float, what: str) -> float:
+        """Hold every send ``seconds`` as the server asked, capped by ``retry_after_max`` and said on the
+        display when long or cut: an hour's wait must not look like a stalled run."""
+        wait = min(seconds, self.config.retry_after_max)
+        if wait >= LONG_WAIT or seconds > wait:
+            note = f"{self.shown_url} asked to wait {seconds:g} s ({what}); " + (
+                f"waiting {wait:g} s instead (--retry-after-max)" if seconds > wait else "waiting")
             if note not in self.notes:
                 self.notes.append(note)
         self.pacing.hold(wait)
@@ -287,7 +302,7 @@ class ChatClient:
 
     def limits(self) -> dict:
         """What this endpoint's limits did in a run, stored per endpoint in ``runs.concurrency_history``."""
-        return {"history": self.control.history, "requests": self.requests, "rate_limited": self.rate_limited,
+        return {"history": self.control.snapshot(), "requests": self.requests, "rate_limited": self.rate_limited,
                 "retries": self.retries, "notes": self.notes}
 
     async def aclose(self) -> None:
@@ -381,9 +396,16 @@ def _tokens(value: object) -> int:
     return value if isinstance(value, int) and 0 <= value < _MAX_TOKENS else 0
 
 
-def endpoint_limits(clients: list[ChatClient]) -> dict[str, dict]:
-    """Each endpoint's ``limits()``, by its ``label``."""
-    return {client.label: client.limits() for client in clients}
+def endpoint_limits(clients: list[ChatClient], before: str | None = None) -> dict[str, list[dict]]:
+    """Each endpoint's ``limits()`` by its ``label``: one entry per invocation of the run, this one's after
+    those stored before (``before``: the runs row's JSON; a resumed run keeps its history)."""
+    old = orjson.loads(before or "{}")
+    if isinstance(old, list):  # stored before histories were kept per endpoint: the candidate's
+        old = {"candidate": [{"history": old}]}
+    merged = {label: value if isinstance(value, list) else [value] for label, value in old.items()}
+    for client in clients:
+        merged[client.label] = [*merged.get(client.label, []), client.limits()]
+    return merged
 
 
 def _served(resp: Response) -> set[str]:

@@ -14,7 +14,9 @@ so the client learns them the way TCP learns a path's, and listens when the endp
       ×0.6, then ×0.5).
     - The level that failed is the **ceiling**: the limit regrows to just below it and probes it again only
       after holding ``HOLD`` round trips, twice as long each time the same wall answers, so a fixed cap
-      costs a handful of 429s a run, not one every few round trips.
+      costs a handful of 429s a run, not one every few round trips. A request sent with clearly more in
+      flight than the ceiling that then succeeds shows the 429 was a stray one, not a wall: that cut is
+      undone (as TCP undoes a spurious retransmission's), so one early 429 cannot leave a run at 2.
     - **Latency**, for servers that queue instead of refusing (a local vLLM): each round's median latency
       per output token against a baseline, the lowest median of four consecutive answers lately (a short
       queue-free moment is enough to see it). Above ``1.8×`` the limit stops growing (and slow start ends);
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import re
 import statistics
 import time
@@ -48,6 +51,7 @@ __all__ = ["ControlConfig", "Controller", "Pacing", "Ticket"]
 FIRST_WINDOW_GAP = 0.005  # seconds between the first window's sends: 200/s, 30 requests in 0.15 s
 HOLD = 4  # round trips below a ceiling before probing it again (doubles per repeat, up to HOLD_MAX)
 HOLD_MAX = 256
+UNDO_MARGIN = 2  # a success sent with this many more in flight than the refused level: no wall there
 REPEAT_CUTS = (0.9, 0.8, 0.6, 0.5)  # a 429 again soon after a decrease: the limit was still too high
 HOLD_GROWTH, SHRINK = 1.8, 2.5  # a round's latency over the baseline: stop growing / shrink
 GROUP, GROUPS = 4, 240  # the baseline: the lowest median of 4 consecutive answers, of the last 240 such groups
@@ -91,6 +95,8 @@ class Controller:
         self._last_cut = -float("inf")
         self._repeats = 0
         self._ceiling: int | None = None
+        self._undo: tuple[float, float, int] | None = None  # (limit, ssthresh) before the last 429 cut, and
+        # the in-flight count that 429 was sent with
         self._hold = HOLD
         self._hold_until = 0.0
         self.rtt = 0.0  # smoothed latency of successes, seconds
@@ -148,6 +154,10 @@ class Controller:
             if self._ceiling is not None and int(self.limit + step) >= self._ceiling and now < self._hold_until:
                 step = 0.0  # just below the wall that answered 429: hold before probing it again
             self._set(min(float(self.config.max), self.limit + step), now, "increase")
+        if self._undo and ticket.in_flight >= self._undo[2] + UNDO_MARGIN:
+            (limit, self.ssthresh, _), self._undo = self._undo, None  # no wall where the 429 said: undo the cut
+            self._ceiling, self._hold = None, HOLD
+            self._set(max(self.limit, limit), now, "undo")
         if self._ceiling is not None and self.limit >= self._ceiling + 1:
             self._ceiling, self._hold = None, HOLD  # the probe passed: the wall has moved
         self._release()
@@ -166,8 +176,14 @@ class Controller:
             self._hold = min(self._hold * 2, HOLD_MAX) if repeat else HOLD
             self._ceiling = ticket.in_flight
             self._hold_until = now + self._hold * max(self.rtt, 0.05)
+            undo = (self.limit, self.ssthresh, ticket.in_flight)
             self._cut(limit, now, "429")
+            self._undo = undo
         self._release()
+
+    def snapshot(self) -> list[tuple[float, int, str]]:
+        """The history with the limit as it is now (increases are sampled once a second)."""
+        return [*self.history, (round(time.monotonic() - self._t0, 3), int(self.limit), "now")]
 
     def other(self, ticket: Ticket) -> None:
         """A 5xx, a timeout, a bad body: nothing learned about our share of the server."""
@@ -190,6 +206,7 @@ class Controller:
             self._cut(max(float(self.config.min), self.limit * max(0.5, HOLD_GROWTH / ratio)), now, "latency")
 
     def _cut(self, limit: float, now: float, why: str) -> None:
+        self._undo = None
         self._last_cut = now
         self._recover = self._sent
         self._peak = self.in_flight
@@ -210,26 +227,32 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def duration(value: str | None) -> float | None:
-    """Seconds in an ``x-ratelimit-reset-*`` value: ``20ms``, ``1s``, ``6m0s``, or a bare number."""
+    """Seconds in an ``x-ratelimit-reset-*`` value: ``20ms``, ``1s``, ``6m0s``, or a bare number (``inf``
+    stays inf: the caller caps every hold)."""
     if not value:
         return None
     with contextlib.suppress(ValueError):
-        return max(0.0, float(value))
+        number = float(value)
+        return None if math.isnan(number) else max(0.0, number)
     parts = _RESET.findall(value)
     return sum(float(n) * _UNITS[unit] for n, unit in parts) if parts else None
 
 
-def _number(value: str | None) -> float | None:
+def _count(value: str | None) -> float | None:
+    """A finite, non-negative header count, else None."""
     with contextlib.suppress(TypeError, ValueError):
-        return float(value)  # type: ignore[arg-type]
+        number = float(value)  # type: ignore[arg-type]
+        return number if math.isfinite(number) and number >= 0 else None
     return None
 
 
 class Pacing:
     """Requests- and tokens-per-minute budgets, and holds the server asked for, as one schedule of sends.
 
-    Sends are spaced evenly at the budget's rate (a generic cell rate schedule allowing a tenth of a
-    second's burst), so a budget is met without ever reaching its wall."""
+    Sends are spaced evenly at the budgets' rate (a cell-rate schedule allowing a tenth of a second's
+    catch-up), so a budget is met without ever reaching its wall. A tokens budget spaces each request by
+    its tokens: the mean of answered requests', or before any answer an estimate from the request's size,
+    so the first window is paced too."""
 
     def __init__(self, rpm: float | None = None, tpm: float | None = None) -> None:
         self.rpm, self.tpm = rpm, tpm  # the user's
@@ -240,23 +263,23 @@ class Pacing:
         self._next = 0.0  # the schedule's next free time
         self.not_before = 0.0  # no send before this (Retry-After, a spent budget)
 
-    def rate(self) -> float | None:
-        """Requests per second the budgets allow, or None when nothing limits them."""
-        rates = [r / 60 for r in (self.rpm, self.server_rpm) if r]
-        if self.tokens_per_request:
-            rates += [t / 60 / self.tokens_per_request for t in (self.tpm, self.server_tpm) if t]
-        return min(rates) if rates else None
+    def interval(self, estimate: float = 0.0) -> float:
+        """Seconds between sends that the budgets ask for (0: nothing limits them); ``estimate``: this request's
+        tokens while no answer has said how many a request takes."""
+        tokens = self.tokens_per_request or estimate
+        gaps = [60 / r for r in (self.rpm, self.server_rpm) if r]
+        gaps += [60 * tokens / t for t in (self.tpm, self.server_tpm) if t]
+        return max(gaps, default=0.0)
 
-    async def wait(self) -> None:
+    async def wait(self, estimate: float = 0.0) -> None:
         while (hold := self.not_before - time.monotonic()) > 0:
             await asyncio.sleep(hold)
-        rate = self.rate()
-        if rate is None:
+        gap = self.interval(estimate)
+        if not gap:
             return
         now = time.monotonic()
-        burst = max(1.0, rate * 0.1) / rate
-        at = max(self._next, now - burst)
-        self._next = at + 1 / rate
+        at = max(self._next, now - 0.1)
+        self._next = at + gap
         if at > now:
             await asyncio.sleep(at - now)
 
@@ -269,16 +292,17 @@ class Pacing:
             self._answers += 1
             self.tokens_per_request += (tokens - self.tokens_per_request) / min(self._answers, 50)
 
-    def observe(self, headers: Mapping[str, str]) -> None:
-        """The budgets a response's headers state, and whether they are spent."""
-        limit = _number(headers.get("x-ratelimit-limit-requests"))
-        if limit and limit > 0:
+    def observe(self, headers: Mapping[str, str]) -> float | None:
+        """Learn the budgets a response's headers state; return how long to hold every send when one of
+        them is spent (the caller caps it), else None."""
+        if limit := _count(headers.get("x-ratelimit-limit-requests")):
             self.server_rpm = limit
-        limit = _number(headers.get("x-ratelimit-limit-tokens"))
-        if limit and limit > 0:
+        if limit := _count(headers.get("x-ratelimit-limit-tokens")):
             self.server_tpm = limit
+        holds = []
         for kind, need in (("requests", 1.0), ("tokens", self.tokens_per_request)):
-            left = _number(headers.get(f"x-ratelimit-remaining-{kind}"))
+            left = _count(headers.get(f"x-ratelimit-remaining-{kind}"))
             reset = duration(headers.get(f"x-ratelimit-reset-{kind}"))
             if left is not None and reset and left < max(need, 1.0):
-                self.hold(reset)  # spent: the next send would only be refused
+                holds.append(reset)  # spent: the next send would only be refused
+        return max(holds, default=None)

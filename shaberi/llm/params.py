@@ -51,16 +51,31 @@ class Sampling:
 
 @cache
 def load_families(path: str | None = None) -> tuple[Family, ...]:
-    """The family table: ``path``, or ``data/model_families.toml``."""
+    """The family table: ``path``, or ``data/model_families.toml``; checked whole, so a broken one is bad
+    input before any call."""
     file = Path(path) if path else resource_dir("data") / "model_families.toml"
     try:
         with open(file, "rb") as fh:
             table = tomllib.load(fh)
-        return tuple(Family(name, tuple(f["models"]), f.get("tokens_field"), tuple(f.get("omit", ())), f.get("why", ""))
-                     for name, f in table.items())
-    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError) as exc:
-        raise UsageError(f"cannot read model families file {file}: {exc}; each [family] needs models = [patterns]"
-                         ) from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"cannot read model families file {file}: {exc}") from None
+    return tuple(_family(file, name, entry) for name, entry in table.items())
+
+
+def _family(file: Path, name: str, entry: object) -> Family:
+    def strings(key: str) -> tuple[str, ...]:
+        value = entry.get(key, []) if isinstance(entry, dict) else None
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise UsageError(f"model families file {file}: [{name}] {key} must be a list of strings, e.g. "
+                             f'{key} = ["o3*"]')
+        return tuple(value)
+
+    models, omit = strings("models"), strings("omit")
+    field = entry.get("tokens_field") if isinstance(entry, dict) else None
+    if not models or field not in (None, "max_tokens", "max_completion_tokens") or {"model", "messages"} & set(omit):
+        raise UsageError(f"model families file {file}: [{name}] needs models = [patterns], tokens_field "
+                         "max_tokens or max_completion_tokens (or none), and cannot omit model or messages")
+    return Family(name, models, field, omit, str(entry.get("why", "")) if isinstance(entry, dict) else "")
 
 
 def family_for(model: str, families: str | None = None) -> Family | None:
@@ -98,10 +113,10 @@ def chat_body(model: str, messages: list[dict], s: Sampling, **more: object) -> 
     if s.reasoning_effort is not None:
         body["reasoning_effort"] = s.reasoning_effort
     if family := family_for(model, s.families):
+        if family.tokens_field and s.tokens_field in body:
+            body[family.tokens_field] = body.pop(s.tokens_field)
         for name in family.omit:
             body.pop(name, None)
-        if family.tokens_field and family.tokens_field not in body:
-            body[family.tokens_field] = body.pop(s.tokens_field)
     if s.extra_body:
         import orjson
 
@@ -114,8 +129,9 @@ def family_note(model: str, s: Sampling) -> str | None:
     family = family_for(model, s.families)
     if family is None:
         return None
-    changes = [f"{name} not sent" for name in family.omit
-               if (name == "temperature" and s.temperature is not None) or (name == "top_p" and s.top_p is not None)]
+    given = {"temperature": s.temperature, "top_p": s.top_p, "reasoning_effort": s.reasoning_effort,
+             "frequency_penalty": getattr(s, "frequency_penalty", None), "seed": getattr(s, "seed", None)}
+    changes = [f"{name} not sent" for name in family.omit if given.get(name) is not None]
     if family.tokens_field and family.tokens_field != s.tokens_field:
         changes.append(f"{s.tokens_field} sent as {family.tokens_field}")
     if not changes:

@@ -101,7 +101,8 @@ TABLES: dict[str, Table] = {
                 ("git_commit", STR),
                 ("git_dirty", BOOL),
                 ("package_versions", STR),  # JSON
-                # JSON: endpoint -> {history: [[seconds, limit, why]], requests, rate_limited, retries, notes}
+                # JSON: endpoint label -> one entry per invocation:
+                # {history: [[seconds, limit, why]], requests, rate_limited, retries, notes}
                 ("concurrency_history", STR),
                 ("status", STR),  # running | ok | partial | failed (a dead writer's running: interrupted)
                 ("error", STR),
