@@ -39,7 +39,7 @@ def test_an_in_flight_cap_is_found_in_one_step_and_held():
     rejected = stats["by_status"].get("429", 0)
     assert 0 < rejected < 0.05 * stats["calls"]
     cuts = [limit for _, limit, why in client.control.history if why == "429"]
-    assert cuts and 6 <= cuts[0] <= 9  # the in-flight count the server refused, less one: not a halving
+    assert cuts and 6 <= min(cuts[:2]) <= 9  # the in-flight count the server refused, less one: not halvings
     assert len(cuts) <= 8 and 7 <= client.control.limit <= 9  # probes of the wall are rare, and it holds there
     assert client.rate_limited == rejected and client.limits()["rate_limited"] == rejected
 
@@ -172,14 +172,14 @@ def test_the_rules():
 
 
 def test_a_stray_429_is_not_taken_for_a_wall():
-    """One 429 while the first window goes out (sent with 3 in flight) reads as a wall at 3: a cut to 5, half
-    of the 10 in use; requests sent with 10 in flight then succeed, so the cut is undone."""
+    """One 429 while the first window goes out (sent with 3 in flight) is doubted: before any success the cut
+    stops at half the window, 15; requests sent with 10 in flight then succeed, so the cut is undone."""
 
     async def go() -> Controller:
         c = Controller(ControlConfig(start=30, max=60))
         tickets = [await c.acquire() for _ in range(10)]
         c.rate_limited(tickets[2])
-        assert int(c.limit) == 5
+        assert int(c.limit) == 15
         for t in tickets[3:]:
             c.success(t, 0.1, 0)
         return c

@@ -8,8 +8,9 @@ so the client learns them the way TCP learns a path's, and listens when the endp
       answers 429 before many are sent; then **slow start**: +1 slot per success (doubling each round
       trip) until the first congestion signal; then **additive increase**: +1 slot per round trip.
     - A **429** on a request sent after the last decrease (so at most one decrease per round trip) sets the
-      limit just below the in-flight count the server refused (at most halving what was in use): a cap is
-      found in one step, not by halving and regrowing. A 429 again within a few round trips means the
+      limit just below the in-flight count the server refused (at most halving what was in use, or before
+      any success the window meant to go out; a second 429 there is believed): a cap is found in one or two
+      steps, not by halving and regrowing. A 429 again within a few round trips means the
       server limits something in-flight counts do not show (a rate): each repeat cuts deeper (×0.9, ×0.8,
       ×0.6, then ×0.5).
     - The level that failed is the **ceiling**: the limit regrows to just below it and probes it again only
@@ -95,6 +96,7 @@ class Controller:
         self._last_cut = -float("inf")
         self._repeats = 0
         self._ceiling: int | None = None
+        self._floored = False  # the last 429 cut stopped at half the window, above its in-flight count
         self._undo: tuple[float, float, int] | None = None  # (limit, ssthresh) before the last 429 cut, and
         # the in-flight count that 429 was sent with
         self._hold = HOLD
@@ -156,7 +158,7 @@ class Controller:
             self._set(min(float(self.config.max), self.limit + step), now, "increase")
         if self._undo and ticket.in_flight >= self._undo[2] + UNDO_MARGIN:
             (limit, self.ssthresh, _), self._undo = self._undo, None  # no wall where the 429 said: undo the cut
-            self._ceiling, self._hold = None, HOLD
+            self._ceiling, self._hold, self._floored = None, HOLD, False
             self._set(max(self.limit, limit), now, "undo")
         if self._ceiling is not None and self.limit >= self._ceiling + 1:
             self._ceiling, self._hold = None, HOLD  # the probe passed: the wall has moved
@@ -165,12 +167,18 @@ class Controller:
     def rate_limited(self, ticket: Ticket) -> None:
         now = time.monotonic()
         if ticket.seq > self._recover:  # sent after the last decrease: news about the current limit
-            if now - self._last_cut < 3 * max(self.rtt, 0.05):
+            in_use = min(self.limit, self._peak) if self.rtt else self.limit
+            limit: float
+            if self._floored:  # the last cut doubted its 429; a second wall at this in-flight count is one
+                limit, self._floored = ticket.in_flight - 1, False
+            elif now - self._last_cut < 3 * max(self.rtt, 0.05):
                 limit = self.limit * REPEAT_CUTS[min(self._repeats, len(REPEAT_CUTS) - 1)]
                 self._repeats += 1
             else:
-                # at most half of what was in use: a 429 after a lull (one request in flight) is no cap
-                limit, self._repeats = max(ticket.in_flight - 1, min(self.limit, self._peak) / 2), 0
+                # at most half of what was in use (before any success: of the window meant to go out), so a
+                # 429 after a lull or in the first window's first milliseconds is not read as a cap of 2
+                limit, self._repeats = max(ticket.in_flight - 1, in_use / 2), 0
+                self._floored = limit > ticket.in_flight - 1
             limit = max(float(self.config.min), min(limit, self.limit - 1))
             repeat = self._ceiling is not None and ticket.in_flight <= self._ceiling
             self._hold = min(self._hold * 2, HOLD_MAX) if repeat else HOLD
