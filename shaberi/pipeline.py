@@ -354,12 +354,15 @@ class _Stages:
         try:
             yield
         except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            stopped = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)  # Ctrl-C: resumable, not failed
+            error = "stopped by the user (Ctrl-C): re-run the same command to resume" if stopped else (
+                f"{type(exc).__name__}: {exc}")
             for name in self.stages:
                 status = self.state[name].get("status")
                 if status in ("running", "pending"):
-                    self.state[name]["status"] = "failed" if status == "running" else "not run"
-            self.store.replace("runs", self.run_id, [self._row("failed", error)])
+                    self.state[name]["status"] = ("interrupted" if stopped else "failed") if status == "running" \
+                        else "not run"
+            self.store.replace("runs", self.run_id, [self._row("interrupted" if stopped else "failed", error)])
             write_manifest(self.results_dir, self.run_id)
             raise
 

@@ -25,7 +25,8 @@ def test_a_reasoning_model_is_asked_as_its_family_requires_and_its_tokens_are_ke
         proc = run(server, tmp_path, data_dir, "o3-mini", "--judge", "gpt-5.1", "--temperature", "0.7")
         bodies = server.bodies()
     assert proc.returncode == 0, proc.stderr
-    assert "note: o3-mini is in model family 'openai-reasoning'" in proc.stderr  # said, never silent
+    assert "note: candidate o3-mini is in model family 'openai-reasoning'" in proc.stderr  # said, never silent
+    assert "note: judge gpt-5.1 is in model family 'openai-reasoning'" in proc.stderr
     assert "temperature not sent, max_tokens sent as max_completion_tokens" in proc.stderr
     assert "does not list" not in proc.stderr  # both models are served
     assert len(bodies) == 6 and all("max_tokens" not in b and "temperature" not in b for b in bodies)
@@ -82,6 +83,11 @@ def test_bad_request_parameters_are_refused_before_any_call(server, tmp_path, da
     proc = run(server, tmp_path, data_dir, "m", option, value)
     assert_clean_refusal(proc, tmp_path, says)
     assert server.stats()["calls"] == 0
+
+
+def test_one_limit_under_two_names_is_refused(server, tmp_path, data_dir):
+    proc = run(server, tmp_path, data_dir, "m", "--max-tokens", "100", "--max-completion-tokens", "200")
+    assert_clean_refusal(proc, tmp_path, "--max-tokens and --max-completion-tokens are the same limit")
 
 
 @pytest.mark.parametrize(("table", "says"), [

@@ -174,3 +174,26 @@ def test_no_two_runs_share_a_manifest_or_a_folder(server, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert manifest(results, "m", "exp-run1")["stages"] == {"generate": "ok", "judge": "ok", "passes": "ok"}
     assert (results / "m" / "exp" / "family.json").stat().st_mtime_ns > before
+
+
+def test_ctrl_c_leaves_a_run_interrupted_not_failed_and_says_how_to_resume(tmp_path, data_dir):
+    import signal
+    import time
+
+    from shaberi.testing import LoopbackServer
+
+    args = ["run", "--model", "m", "--benchmark", "rakuda", "--limit", "12", "--concurrency", "2",
+            "--results-dir", str(tmp_path / "r"), "--data-dir", str(data_dir)]
+    with LoopbackServer(latency_ms=300, models=("m",)) as slow:
+        proc = subprocess.Popen([sys.executable, "-m", "shaberi", *args, "--base-url", slow.base_url],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while slow.stats()["calls"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and "interrupted: what was stored is kept" in err and "Traceback" not in err
+        ((status, stages),) = query(tmp_path / "r", "SELECT status, stages FROM runs")
+        assert status == "interrupted" and '"generate":{"status":"interrupted"' in stages.replace(" ", "")
+        again = shaberi(*args, "--base-url", slow.base_url)
+    assert again.returncode == 0 and "12 answers (" in again.stdout and "status: ok" in again.stdout

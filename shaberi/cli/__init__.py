@@ -67,7 +67,12 @@ def _invoke(command: click_core.Command, argv: list[str] | None, prog_name: str 
             raise  # a bug: its traceback is what a maintainer needs
         typer.echo(f"error: {said[0]}", err=True)
         sys.exit(said[1])
+    if code == INTERRUPTED:  # Ctrl-C (typer returns 130 for it)
+        typer.echo("interrupted: what was stored is kept; re-run the same command to resume", err=True)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+INTERRUPTED = 130
 
 
 def run_evals_main() -> None:

@@ -114,7 +114,7 @@ class _Live:
             BarColumn(bar_width=24),
             MofNCompleteColumn(),
             TextColumn("{task.fields[tokens]:>9,} tok  {task.fields[rps]:>6.1f} req/s  "
-                       "{task.fields[errors]} err  conc {task.fields[conc]}"),
+                       "{task.fields[errors]} err  limit {task.fields[conc]}"),
             TimeElapsedColumn(),
         )
         self.endpoints = Text()

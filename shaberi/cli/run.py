@@ -62,7 +62,8 @@ def run(
                                                           "[default: --concurrency].")] = None,
     judge_temperature: Annotated[str, typer.Option(help="Judge sampling temperature, or omit (send none).",
                                                    metavar="FLOAT|omit")] = "0",
-    judge_max_tokens: Annotated[int, typer.Option(help="Judge completion token limit.")] = 1024,
+    judge_max_tokens: Annotated[int | None, typer.Option(help="Judge completion token limit [default: 1024].")
+                                ] = None,
     judge_max_completion_tokens: Annotated[int | None, typer.Option(
         help="Judge completion limit sent as max_completion_tokens, instead of --judge-max-tokens.",
         rich_help_panel="Request parameters")] = None,
@@ -90,7 +91,7 @@ def run(
                                             "current rules: no API calls.")] = False,
     temperature: Annotated[str, typer.Option(help="Sampling temperature, or omit (send none: the endpoint's "
                                              "default).", metavar="FLOAT|omit")] = "0.2",
-    max_tokens: Annotated[int, typer.Option(help="Completion token limit.")] = 6000,
+    max_tokens: Annotated[int | None, typer.Option(help="Completion token limit [default: 6000].")] = None,
     max_completion_tokens: Annotated[int | None, typer.Option(
         help="Completion limit sent as max_completion_tokens (OpenAI's newer name), instead of --max-tokens.",
         rich_help_panel="Request parameters")] = None,
@@ -157,6 +158,13 @@ def run(
     stages_run = parse_stages(stages, bool(judge), bool(passes), rejudge)
     if base_url is None and "generate" in stages_run:
         raise UsageError("--base-url is required (the OpenAI-compatible endpoint serving --model)")
+    for option, old_name, other, new_name in (
+            ("--max-tokens", max_tokens, "--max-completion-tokens", max_completion_tokens),
+            ("--judge-max-tokens", judge_max_tokens, "--judge-max-completion-tokens", judge_max_completion_tokens)):
+        if old_name is not None and new_name is not None:
+            raise UsageError(f"{option} and {other} are the same limit under two names: give one")
+    max_tokens = max_completion_tokens or (6000 if max_tokens is None else max_tokens)
+    judge_max_tokens = judge_max_completion_tokens or (1024 if judge_max_tokens is None else judge_max_tokens)
     temp = _temperature("--temperature", temperature)
     judge_temp = _temperature("--judge-temperature", judge_temperature)
     check_concurrency("--concurrency", concurrency)
@@ -205,7 +213,7 @@ def run(
         benchmarks=None if benchmark is None else resolve(benchmark), tag=tag, api_key_env=api_key_env, limit=limit,
         stages=stages_run,
         generation=GenerationConfig(
-            temperature=temp, max_tokens=max_completion_tokens or max_tokens, frequency_penalty=frequency_penalty,
+            temperature=temp, max_tokens=max_tokens, frequency_penalty=frequency_penalty,
             seed=seed, tokens_field="max_completion_tokens" if max_completion_tokens else "max_tokens", top_p=top_p,
             reasoning_effort=reasoning_effort, extra_body=parse_extra_body("--extra-body", extra_body),
             families=families),
@@ -214,7 +222,7 @@ def run(
         rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
         judging=JudgeConfig(
-            temperature=judge_temp, max_tokens=judge_max_completion_tokens or judge_max_tokens,
+            temperature=judge_temp, max_tokens=judge_max_tokens,
             tokens_field="max_completion_tokens" if judge_max_completion_tokens else "max_tokens", top_p=judge_top_p,
             reasoning_effort=judge_reasoning_effort, families=families,
             extra_body=parse_extra_body("--judge-extra-body", judge_extra_body)),
@@ -237,12 +245,12 @@ def _family_notes(request: RunRequest) -> None:
     """Say when the model family table changes what a model is sent (it never happens silently)."""
     from ..llm.params import Sampling, family_note
 
-    asked: list[tuple[str, Sampling]] = [(j.name, request.judging) for j in request.judges]
+    asked: list[tuple[str, str, Sampling]] = [("judge", j.name, request.judging) for j in request.judges]
     if "generate" in (request.stages or []):
-        asked.insert(0, (request.model, request.generation))
-    for note in dict.fromkeys(family_note(model, sampling) for model, sampling in asked):
-        if note:
-            typer.echo(f"note: {note}", err=True)
+        asked.insert(0, ("candidate", request.model, request.generation))
+    for role, model, sampling in asked:
+        if note := family_note(model, sampling):
+            typer.echo(f"note: {role} {note}", err=True)
 
 
 def _temperature(option: str, text: str) -> float | None:

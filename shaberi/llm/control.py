@@ -20,7 +20,8 @@ so the client learns them the way TCP learns a path's, and listens when the endp
       undone (as TCP undoes a spurious retransmission's), so one early 429 cannot leave a run at 2.
     - **Latency**, for servers that queue instead of refusing (a local vLLM): each round's median latency
       per output token against a baseline, the lowest median of four consecutive answers lately (a short
-      queue-free moment is enough to see it). Above ``1.8×`` the limit stops growing (and slow start ends);
+      queue-free moment is enough to see it); in slow start every four answers are compared, so slow start
+      ends at the first sign of a queue. Above ``1.8×`` the limit stops growing (and slow start ends);
       above ``2.5×`` it shrinks in proportion, as latency-based limiters (TCP Vegas, Netflix's gradient
       limiter) do, so the queue stays short instead of growing without bound. The margin is for the
       spread of real endpoints' latencies, which would otherwise read as a queue.
@@ -201,8 +202,15 @@ class Controller:
     def _observe_latency(self, now: float, per_token: float) -> None:
         self._group.append(per_token)
         if len(self._group) == GROUP:
-            self._floors.append(statistics.median(self._group))
+            median = statistics.median(self._group)
             self._group.clear()
+            if self._floors and self.limit < self.ssthresh and median > HOLD_GROWTH * min(self._floors):
+                # slow start ends at the first group that queued (as HyStart's delay test): not a window later
+                self.ssthresh, self._crowded = self.limit, True
+                if median > SHRINK * min(self._floors) and now - self._last_cut > max(self.rtt, 0.05):
+                    self._cut(max(float(self.config.min), self.limit * max(0.5, HOLD_GROWTH * min(self._floors)
+                                                                           / median)), now, "latency")
+            self._floors.append(median)
         self._round.append(per_token)
         if len(self._round) < max(GROUP, min(int(self.limit), 64)) or not self._floors:
             return
@@ -214,6 +222,8 @@ class Controller:
             self._cut(max(float(self.config.min), self.limit * max(0.5, HOLD_GROWTH / ratio)), now, "latency")
 
     def _cut(self, limit: float, now: float, why: str) -> None:
+        if self.history[-1][1] != int(self.limit):  # the level it was cut from: increases are sampled
+            self.history.append((round(now - self._t0, 3), int(self.limit), "increase"))
         self._undo = None
         self._last_cut = now
         self._recover = self._sent
