@@ -20,10 +20,11 @@ so the client learns them the way TCP learns a path's, and listens when the endp
       undone (as TCP undoes a spurious retransmission's), so one early 429 cannot leave a run at 2.
     - **Latency**, for servers that queue instead of refusing (a local vLLM): each round's median latency
       per output token against a baseline, the lowest median of four consecutive answers lately (a short
-      queue-free moment is enough to see it); in slow start every four answers are compared, so slow start
-      ends at the first sign of a queue. Above ``1.8×`` the limit stops growing (and slow start ends);
-      above ``2.5×`` it shrinks in proportion, as latency-based limiters (TCP Vegas, Netflix's gradient
-      limiter) do, so the queue stays short instead of growing without bound. The margin is for the
+      queue-free moment is enough to see it); every four answers are compared too, so growth (and slow
+      start) stops at the first sign of a queue, and only a whole round without one resumes it. Above
+      ``1.8×`` the limit stops growing; above ``2.5×`` it shrinks in proportion (once per round trip), as
+      latency-based limiters (TCP Vegas, Netflix's gradient limiter) do, so the queue stays short instead
+      of growing without bound. The margin is for the
       spread of real endpoints' latencies, which would otherwise read as a queue.
     - 5xx, timeouts and bad bodies say nothing about our share of the server: no change.
 
@@ -204,9 +205,10 @@ class Controller:
         if len(self._group) == GROUP:
             median = statistics.median(self._group)
             self._group.clear()
-            if self._floors and self.limit < self.ssthresh and median > HOLD_GROWTH * min(self._floors):
-                # slow start ends at the first group that queued (as HyStart's delay test): not a window later
-                self.ssthresh, self._crowded = self.limit, True
+            if self._floors and median > HOLD_GROWTH * min(self._floors):
+                # a group that queued stops growth (and slow start, as HyStart's delay test) at once; only a
+                # whole round's median says the queue is gone
+                self.ssthresh, self._crowded = min(self.ssthresh, self.limit), True
                 if median > SHRINK * min(self._floors) and now - self._last_cut > max(self.rtt, 0.05):
                     self._cut(max(float(self.config.min), self.limit * max(0.5, HOLD_GROWTH * min(self._floors)
                                                                            / median)), now, "latency")
