@@ -54,7 +54,7 @@ def ensemble_generate_cache(
     from ..llm.control import ControlConfig
 
     check_concurrency("--concurrency", concurrency)
-    config = ClientConfig(control=ControlConfig(max(1, concurrency // 2), 1, concurrency))
+    config = ClientConfig(control=ControlConfig(max(1, concurrency * 2 // 3), 1, concurrency))
     for run_id in asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature, max_tokens,
                                        api_key_env, config, limit)):
         typer.echo(f"cache {run_id}")

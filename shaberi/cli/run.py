@@ -123,7 +123,7 @@ def run(
                                                    "is cut to this and reported.",
                                                    rich_help_panel="Rate limits")] = 300.0,
     concurrency_start: Annotated[int | None, typer.Option(help="Requests in flight at the start, before the limit "
-                                                          "has seen the endpoint [default: half of --concurrency].",
+                                                          "has seen the endpoint [default: 2/3 of --concurrency].",
                                                           rich_help_panel="Rate limits")] = None,
     concurrency_min: Annotated[int, typer.Option(help="The adaptive limit never goes below this.",
                                                  rich_help_panel="Rate limits")] = 1,
@@ -203,7 +203,7 @@ def run(
             raise UsageError(f"{option} {value} is above --concurrency {concurrency}: raise --concurrency too")
     if concurrency_start is not None and concurrency_start < concurrency_min:
         raise UsageError(f"--concurrency-start {concurrency_start} is below --concurrency-min {concurrency_min}")
-    start = max(concurrency_start or max(1, concurrency // 2), concurrency_min)
+    start = max(concurrency_start or max(1, concurrency * 2 // 3), concurrency_min)
     control = ControlConfig(start, concurrency_min, concurrency)
     if pass_option and not passes:
         raise UsageError(f"--pass-option {pass_option[0]!r} needs --passes naming its pass, e.g. --passes lang_mixing")

@@ -210,7 +210,8 @@ class ChatClient:
             slot = None
             try:
                 # after the slot: a budget a response has just stated applies to every later send
-                await self.pacing.wait(estimate=len(body) / 3)  # UTF-8 bytes per token, roughly, in Japanese
+                if not self.pacing.idle:
+                    await self.pacing.wait(estimate=len(body) / 3)  # UTF-8 bytes per token, roughly, in Japanese
                 slot = await self.lease.acquire() if self.lease else None
                 sent = time.perf_counter()
                 self.requests += 1

@@ -4,9 +4,10 @@ Endpoints do not say their limits (an in-flight cap, requests or tokens a minute
 so the client learns them the way TCP learns a path's, and listens when the endpoint does say:
 
 ``Controller`` (how many in flight)
-    - The first window (``start`` requests) goes out spread over ``FIRST_WINDOW_GAP`` each, so a low cap
-      answers 429 before many are sent; then **slow start**: +1 slot per success (doubling each round
-      trip) until the first congestion signal; then **additive increase**: +1 slot per round trip.
+    - The first window (``start`` requests) goes out spread ``FIRST_WINDOW_GAP`` apart until the first
+      success, so a low cap answers 429 before many are sent; then **slow start**: +1 slot per success
+      (doubling each round trip) until the first congestion signal; then **additive increase**: +1 slot
+      per round trip.
     - A **429** on a request sent after the last decrease (so at most one decrease per round trip) sets the
       limit just below the in-flight count the server refused (at most halving what was in use, or before
       any success the window meant to go out; a second 429 there is believed): a cap is found in one or two
@@ -24,8 +25,8 @@ so the client learns them the way TCP learns a path's, and listens when the endp
       start) stops at the first sign of a queue, and only a whole round without one resumes it. Above
       ``1.8×`` the limit stops growing; above ``2.5×`` it shrinks in proportion (once per round trip), as
       latency-based limiters (TCP Vegas, Netflix's gradient limiter) do, so the queue stays short instead
-      of growing without bound. The margin is for the
-      spread of real endpoints' latencies, which would otherwise read as a queue.
+      of growing without bound (answers under ``QUEUE_SECONDS`` never count as queued). The margin is for
+      the spread of real endpoints' latencies, which would otherwise read as a queue.
     - 5xx, timeouts and bad bodies say nothing about our share of the server: no change.
 
 ``Pacing`` (when the next may go)
@@ -46,6 +47,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .. import errors
 
@@ -59,11 +61,13 @@ REPEAT_CUTS = (0.9, 0.8, 0.6, 0.5)  # a 429 again soon after a decrease: the lim
 HOLD_GROWTH, SHRINK = 1.8, 2.5  # a round's latency over the baseline: stop growing / shrink
 GROUP, GROUPS = 4, 240  # the baseline: the lowest median of 4 consecutive answers, of the last 240 such groups
 TOKEN_WEIGHT = 16  # latency is compared per (output tokens + this): a long answer is no queue
+QUEUE_SECONDS = 0.1  # answers faster than this are no queue worth shrinking for (a CPU-bound client's own
+# event loop slows them too)
 
 
 @dataclass(frozen=True)
 class ControlConfig:
-    start: int = 30
+    start: int = 40
     min: int = 1
     max: int = 60
 
@@ -73,8 +77,7 @@ class ControlConfig:
                                     f"min={self.min} start={self.start} max={self.max}")
 
 
-@dataclass(frozen=True)
-class Ticket:
+class Ticket(NamedTuple):
     """One request's send: its number, and how many were in flight with it (itself included)."""
 
     seq: int
@@ -92,7 +95,8 @@ class Controller:
         self._t0 = time.monotonic()
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._sent = 0
-        self._answered = False  # any response yet: the first window is spread until then
+        self._answered = False  # a success yet: the first window is spread until then (a 429 keeps it spread)
+        self._first_answer = asyncio.Event()
         self._next_first = 0.0
         self._recover = 0  # a 429 on a request sent before this one was already answered by a decrease
         self._last_cut = -float("inf")
@@ -104,8 +108,8 @@ class Controller:
         self._hold = HOLD
         self._hold_until = 0.0
         self.rtt = 0.0  # smoothed latency of successes, seconds
-        self._round: list[float] = []
-        self._group: list[float] = []
+        self._round: list[tuple[float, float]] = []  # (seconds per output token, seconds) of each answer
+        self._group: list[tuple[float, float]] = []
         self._floors: deque[float] = deque(maxlen=GROUPS)
         self._peak = 0  # the most in flight since the last decrease
         self._crowded = False  # the last round's latency said: do not grow
@@ -114,11 +118,14 @@ class Controller:
 
     # -- sending ---------------------------------------------------------------------------------
     async def acquire(self) -> Ticket:
-        await self._slot()
+        if self.in_flight >= int(self.limit):  # the common case is a free slot: no coroutine for it
+            await self._slot()
         if not self._answered:  # spread the first window: a low cap answers before many are sent
             now = time.monotonic()
             at = self._next_first = max(self._next_first, now) + FIRST_WINDOW_GAP
-            await asyncio.sleep(at - FIRST_WINDOW_GAP - now)
+            if at - FIRST_WINDOW_GAP > now:  # until its turn, or the first answer: then the window is known
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._first_answer.wait(), at - FIRST_WINDOW_GAP - now)
             await self._slot()
         self.in_flight += 1
         self._sent += 1
@@ -138,7 +145,6 @@ class Controller:
 
     def _release(self) -> None:
         self.in_flight -= 1
-        self._answered = True
         free = int(self.limit) - self.in_flight
         while free > 0 and self._waiters:
             fut = self._waiters.popleft()
@@ -150,7 +156,10 @@ class Controller:
     def success(self, ticket: Ticket, seconds: float, completion_tokens: int) -> None:
         now = time.monotonic()
         self.rtt = seconds if not self.rtt else 0.9 * self.rtt + 0.1 * seconds
-        self._observe_latency(now, seconds / (completion_tokens + TOKEN_WEIGHT))
+        if not self._answered:  # the first success: the rest of the first window may go at once
+            self._answered = True
+            self._first_answer.set()
+        self._observe_latency(now, seconds, seconds / (completion_tokens + TOKEN_WEIGHT))
         if self._crowded and self.limit < self.ssthresh:
             self.ssthresh = self.limit  # queueing began: slow start is over
         if not self._crowded and self.limit < self.config.max:
@@ -200,12 +209,12 @@ class Controller:
         self._release()
 
     # -- latency -------------------------------------------------------------------------------
-    def _observe_latency(self, now: float, per_token: float) -> None:
-        self._group.append(per_token)
+    def _observe_latency(self, now: float, seconds: float, per_token: float) -> None:
+        self._group.append((per_token, seconds))
         if len(self._group) == GROUP:
-            median = statistics.median(self._group)
+            median, raw = (statistics.median(x) for x in zip(*self._group, strict=True))
             self._group.clear()
-            if self._floors and median > HOLD_GROWTH * min(self._floors):
+            if self._floors and median > HOLD_GROWTH * min(self._floors) and raw >= QUEUE_SECONDS:
                 # a group that queued stops growth (and slow start, as HyStart's delay test) at once; only a
                 # whole round's median says the queue is gone
                 self.ssthresh, self._crowded = min(self.ssthresh, self.limit), True
@@ -213,12 +222,12 @@ class Controller:
                     self._cut(max(float(self.config.min), self.limit * max(0.5, HOLD_GROWTH * min(self._floors)
                                                                            / median)), now, "latency")
             self._floors.append(median)
-        self._round.append(per_token)
+        self._round.append((per_token, seconds))
         if len(self._round) < max(GROUP, min(int(self.limit), 64)) or not self._floors:
             return
-        median = statistics.median(self._round)
+        median, raw = (statistics.median(x) for x in zip(*self._round, strict=True))
         self._round.clear()
-        ratio = median / min(self._floors) if min(self._floors) > 0 else 1.0
+        ratio = median / min(self._floors) if min(self._floors) > 0 and raw >= QUEUE_SECONDS else 1.0
         self._crowded = ratio > HOLD_GROWTH
         if ratio > SHRINK and now - self._last_cut > max(self.rtt, 0.05):
             self._cut(max(float(self.config.min), self.limit * max(0.5, HOLD_GROWTH / ratio)), now, "latency")
@@ -260,6 +269,8 @@ def duration(value: str | None) -> float | None:
 
 def _count(value: str | None) -> float | None:
     """A finite, non-negative header count, else None."""
+    if value is None:  # the common case, without an exception: this runs for every response
+        return None
     with contextlib.suppress(TypeError, ValueError):
         number = float(value)  # type: ignore[arg-type]
         return number if math.isfinite(number) and number >= 0 else None
@@ -303,6 +314,11 @@ class Pacing:
         if at > now:
             await asyncio.sleep(at - now)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing to wait for: no budget and no hold (the common case, checked without a coroutine)."""
+        return not (self.rpm or self.tpm or self.server_rpm or self.server_tpm) and self.not_before <= time.monotonic()
+
     def hold(self, seconds: float) -> None:
         self.not_before = max(self.not_before, time.monotonic() + seconds)
 
@@ -315,6 +331,9 @@ class Pacing:
     def observe(self, headers: Mapping[str, str]) -> float | None:
         """Learn the budgets a response's headers state; return how long to hold every send when one of
         them is spent (the caller caps it), else None."""
+        if "x-ratelimit-limit-requests" not in headers and "x-ratelimit-remaining-requests" not in headers \
+                and "x-ratelimit-limit-tokens" not in headers and "x-ratelimit-remaining-tokens" not in headers:
+            return None
         if limit := _count(headers.get("x-ratelimit-limit-requests")):
             self.server_rpm = limit
         if limit := _count(headers.get("x-ratelimit-limit-tokens")):
