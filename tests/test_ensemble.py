@@ -266,6 +266,10 @@ def test_recorded_responses_and_the_ci_gate(data_dir, tmp_path):
         "datasets": ["mmlu_pro"], "strategies": ["majority"], "sample": 300, "seed": 0}}}))
     gated = shaberi("ensemble", "check", "--model", "strong-plus-copies", "--baseline-file", str(baselines), *args)
     assert gated.returncode == 1 and "REGRESSION: majority on mmlu_pro" in gated.stderr
+    quick = shaberi("ensemble", "quick-eval", "--model", "strong-plus-copies", "--sample", "300", "--out",
+                    str(tmp_path / "weak.json"), *args)  # the same regression without a baseline file: a red job too
+    assert quick.returncode == 1 and "REGRESSION: majority on mmlu_pro" in quick.stderr
+    assert (tmp_path / "weak.json").is_file()
 
 
 @pytest.mark.parametrize(("args", "message"), [

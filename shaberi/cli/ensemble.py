@@ -136,7 +136,10 @@ def ensemble_quick_eval(
                    ] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
-    """Strategies over a seeded sample of cached questions (zero generation calls), graded and gated."""
+    """Strategies over a seeded sample of cached questions (zero generation calls), graded and gated.
+
+    Exit codes: 0 no significant regression against the single-model baseline; 1 a significant regression (one
+    line names it; the result file is written either way); 2 bad input."""
     arrow_without_pandas()
     import asyncio
 
@@ -146,6 +149,10 @@ def ensemble_quick_eval(
                                   consensus_model=consensus_model, judge=judge, base_url=base_url,
                                   api_key_env=api_key_env, baseline_model=baseline_model))
     _quick_eval_print(result, out, results_dir)
+    from ..ensemble.evaluate import comparisons
+    from ..ensemble.gate import gate
+
+    _fail_on([c for c in gate(comparisons(result)) if c.regression])
 
 
 @ensemble_app.command("report")
@@ -197,10 +204,14 @@ def ensemble_check(
             now = {s: accuracy(o.correct) for s, o in got.strategies.items()}
             typer.echo(f"  {dataset}: accepted {accepted}, now " + ", ".join(
                 f"{s} {'-' if v is None else f'{v:.3f}'}" for s, v in now.items()))
+    _fail_on(regressions)
+    typer.echo("gate passed: no significant regression against the single-model baseline")
+
+
+def _fail_on(regressions: list[Comparison]) -> None:
+    """Exit 1 with one line naming each significant regression (a CI job's red), else return."""
     if regressions:
         typer.echo("REGRESSION: " + ", ".join(f"{c.strategy} on {c.dataset} ({100 * c.difference:+.1f} points, Holm p "
-                                              f"{_holm(c):.3f})" for c in regressions),
-                   err=True)
+                                              f"{_holm(c):.3f})" for c in regressions), err=True)
         raise typer.Exit(1)
-    typer.echo("gate passed: no significant regression against the single-model baseline")
 
