@@ -270,6 +270,13 @@ def test_recorded_responses_and_the_ci_gate(data_dir, tmp_path):
                     str(tmp_path / "weak.json"), *args)  # the same regression without a baseline file: a red job too
     assert quick.returncode == 1 and "REGRESSION: majority on mmlu_pro" in quick.stderr
     assert (tmp_path / "weak.json").is_file()
+    job = shaberi("ensemble", "check", "--model", "strong-plus-copies", "--baseline-file", str(baselines),
+                  "--strategy", "majority", "--datasets", "mmlu_pro", *args)  # one CI job's slice
+    assert job.returncode == 1 and "REGRESSION: majority on mmlu_pro" in job.stderr
+    other = shaberi("ensemble", "check", "--model", "strong-plus-copies", "--baseline-file", str(baselines),
+                    "--strategy", "elo", *args)
+    assert other.returncode == 2 and other.stderr.startswith("error: ") and "configures strategies majority" in \
+        other.stderr and len(other.stderr.splitlines()) == 1
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -183,16 +183,25 @@ def ensemble_check(
                         ] = None,
     api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Variable holding the API key "
                                                     "[default: OPENAI_API_KEY, optional on loopback].")] = None,
+    strategy: Annotated[str | None, typer.Option("--strategy", help="Comma list: one CI job's strategies, of "
+                                                 "those the baseline file configures [default: all of them].")
+                        ] = None,
+    datasets: Annotated[str | None, typer.Option("--datasets", help="Comma list: one CI job's datasets, of those "
+                                                 "the baseline file configures [default: all of them].")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
-    """The CI gate: quick-eval as the baseline file configures it; exit code 1 on a significant regression."""
+    """The CI gate: quick-eval as the baseline file configures it (or one job's slice: --strategy, --datasets).
+
+    Exit codes: 0 no significant regression; 1 a significant regression (one line names it); 2 bad input."""
     arrow_without_pandas()
     import asyncio
 
     from ..ensemble.commands import check
 
+    split = lambda text: [x.strip() for x in text.split(",") if x.strip()] if text else None  # noqa: E731
     result, entry = asyncio.run(check(results_dir, baseline_file, model, consensus_model=consensus_model, judge=judge,
-                                      base_url=base_url, api_key_env=api_key_env))
+                                      base_url=base_url, api_key_env=api_key_env, strategies=split(strategy),
+                                      datasets=split(datasets)))
     from ..ensemble.evaluate import accuracy, comparisons
     from ..ensemble.gate import gate
 

@@ -75,10 +75,16 @@ def load_baselines(path: Path, model: str) -> dict:
 
 
 async def check(results_dir: Path, baseline_file: Path, model: str, *, consensus_model: str | None = None,
-                judge: str | None = None, base_url: str | None = None, api_key_env: str | None = None
-                ) -> tuple[Result, dict]:
+                judge: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
+                strategies: list[str] | None = None, datasets: list[str] | None = None) -> tuple[Result, dict]:
+    """The configured evaluation of ``model``; ``strategies``/``datasets``: one CI job's slice of it (each must
+    be configured: a job cannot check what the committed file does not)."""
     entry = load_baselines(baseline_file, model)
-    result = await evaluate(results_dir, model, ",".join(entry["strategies"]), entry["sample"], entry["seed"],
-                            ",".join(entry["datasets"]), consensus_model=consensus_model, judge=judge,
-                            base_url=base_url, api_key_env=api_key_env)
+    for what, asked in (("strategies", strategies), ("datasets", datasets)):
+        if unknown := [x for x in asked or [] if x not in entry[what]]:
+            raise UsageError(f"{baseline_file} configures {what} {', '.join(entry[what])} for {model!r}, not "
+                             f"{', '.join(unknown)}")
+    result = await evaluate(results_dir, model, ",".join(strategies or entry["strategies"]), entry["sample"],
+                            entry["seed"], ",".join(datasets or entry["datasets"]), consensus_model=consensus_model,
+                            judge=judge, base_url=base_url, api_key_env=api_key_env)
     return result, entry
