@@ -144,7 +144,7 @@ def run(
     from ..llm.client import ClientConfig
     from ..llm.control import ControlConfig
     from ..llm.endpoints import parse_judge
-    from ..llm.params import EFFORTS, load_families, parse_extra_body
+    from ..llm.params import load_families
     from ..passes import build
     from ..pipeline import RunRequest, check_stored, parse_stages, repeated, reprocess_run
     from ..run import run_id_for
@@ -158,27 +158,16 @@ def run(
     stages_run = parse_stages(stages, bool(judge), bool(passes), rejudge)
     if base_url is None and "generate" in stages_run:
         raise UsageError("--base-url is required (the OpenAI-compatible endpoint serving --model)")
-    for option, old_name, other, new_name in (
-            ("--max-tokens", max_tokens, "--max-completion-tokens", max_completion_tokens),
-            ("--judge-max-tokens", judge_max_tokens, "--judge-max-completion-tokens", judge_max_completion_tokens)):
-        if old_name is not None and new_name is not None:
-            raise UsageError(f"{option} and {other} are the same limit under two names: give one")
-    max_tokens = max_completion_tokens or (6000 if max_tokens is None else max_tokens)
-    judge_max_tokens = judge_max_completion_tokens or (1024 if judge_max_tokens is None else judge_max_tokens)
-    temp = _temperature("--temperature", temperature)
-    judge_temp = _temperature("--judge-temperature", judge_temperature)
+    families = str(model_families) if model_families else None
+    load_families(families)  # a broken table is bad input, before anything runs
+    candidate_params = _sampling("--", temperature, max_tokens, max_completion_tokens, 6000, top_p, reasoning_effort,
+                                 extra_body, families)
+    judge_params = _sampling("--judge-", judge_temperature, judge_max_tokens, judge_max_completion_tokens, 1024,
+                             judge_top_p, judge_reasoning_effort, judge_extra_body, families)
     check_concurrency("--concurrency", concurrency)
     check_concurrency("--judge-concurrency", judge_concurrency)
     for option, value, ok, want in [  # a value the endpoint would refuse, or that would turn a safeguard off
         ("--timeout", timeout, timeout > 0, "more than 0 seconds"),
-        ("--max-tokens", max_tokens, max_tokens >= 1, "at least 1"),
-        ("--judge-max-tokens", judge_max_tokens, judge_max_tokens >= 1, "at least 1"),
-        ("--max-completion-tokens", max_completion_tokens, max_completion_tokens is None or max_completion_tokens >= 1,
-         "at least 1"),
-        ("--judge-max-completion-tokens", judge_max_completion_tokens,
-         judge_max_completion_tokens is None or judge_max_completion_tokens >= 1, "at least 1"),
-        ("--top-p", top_p, top_p is None or 0 < top_p <= 1, "more than 0 and at most 1"),
-        ("--judge-top-p", judge_top_p, judge_top_p is None or 0 < judge_top_p <= 1, "more than 0 and at most 1"),
         ("--frequency-penalty", frequency_penalty, frequency_penalty is None or -2 <= frequency_penalty <= 2,
          "between -2 and 2"),
         ("--rpm", rpm, rpm is None or rpm > 0, "more than 0"),
@@ -192,12 +181,6 @@ def run(
     ]:
         if not ok:
             raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
-    efforts = (("--reasoning-effort", reasoning_effort), ("--judge-reasoning-effort", judge_reasoning_effort))
-    for option, effort in efforts:
-        if effort is not None and effort not in EFFORTS:
-            raise UsageError(f"{option} {effort!r} is not one of {', '.join(EFFORTS)}")
-    families = str(model_families) if model_families else None
-    load_families(families)  # a broken table is bad input, before anything runs
     for option, value in (("--concurrency-start", concurrency_start), ("--concurrency-min", concurrency_min)):
         if value is not None and value > concurrency:
             raise UsageError(f"{option} {value} is above --concurrency {concurrency}: raise --concurrency too")
@@ -212,20 +195,12 @@ def run(
         model=model, base_url=base_url or "", results_dir=results_dir, data_dir=data_dir,
         benchmarks=None if benchmark is None else resolve(benchmark), tag=tag, api_key_env=api_key_env, limit=limit,
         stages=stages_run,
-        generation=GenerationConfig(
-            temperature=temp, max_tokens=max_tokens, frequency_penalty=frequency_penalty,
-            seed=seed, tokens_field="max_completion_tokens" if max_completion_tokens else "max_tokens", top_p=top_p,
-            reasoning_effort=reasoning_effort, extra_body=parse_extra_body("--extra-body", extra_body),
-            families=families),
+        generation=GenerationConfig(**candidate_params, frequency_penalty=frequency_penalty, seed=seed),
         client=ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, tpm=tpm, control=control,
                             retry_after_max=retry_after_max, rate_limit_timeout=rate_limit_timeout),
         rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
-        judging=JudgeConfig(
-            temperature=judge_temp, max_tokens=judge_max_tokens,
-            tokens_field="max_completion_tokens" if judge_max_completion_tokens else "max_tokens", top_p=judge_top_p,
-            reasoning_effort=judge_reasoning_effort, families=families,
-            extra_body=parse_extra_body("--judge-extra-body", judge_extra_body)),
+        judging=JudgeConfig(**judge_params),
         rejudge=rejudge,
         passes=build(passes, pass_option or []) if passes is not None else [], model_base_url=judge_base_url,
     )
@@ -251,6 +226,30 @@ def _family_notes(request: RunRequest) -> None:
     for role, model, sampling in asked:
         if note := family_note(model, sampling):
             typer.echo(f"note: {role} {note}", err=True)
+
+
+def _sampling(prefix: str, temperature: str, max_tokens: int | None, max_completion_tokens: int | None,
+              default_max: int, top_p: float | None, effort: str | None, extra_body: str | None,
+              families: str | None) -> dict:
+    """One role's request parameters (candidate ``--``, judges ``--judge-``), checked at the edge: the fields of
+    ``Sampling``, for ``GenerationConfig`` or ``JudgeConfig``."""
+    from ..llm.params import EFFORTS, parse_extra_body
+
+    if max_tokens is not None and max_completion_tokens is not None:
+        raise UsageError(f"{prefix}max-tokens and {prefix}max-completion-tokens are the same limit under two names: "
+                         "give one")
+    for name, value in (("max-tokens", max_tokens), ("max-completion-tokens", max_completion_tokens)):
+        if value is not None and value < 1:
+            raise UsageError(f"{prefix}{name} {value} is out of range: it must be at least 1")
+    if top_p is not None and not 0 < top_p <= 1:  # NaN fails this too
+        raise UsageError(f"{prefix}top-p {top_p:g} is out of range: it must be more than 0 and at most 1")
+    if effort is not None and effort not in EFFORTS:
+        raise UsageError(f"{prefix}reasoning-effort {effort!r} is not one of {', '.join(EFFORTS)}")
+    return {"temperature": _temperature(f"{prefix}temperature", temperature),
+            "max_tokens": max_completion_tokens or max_tokens or default_max,
+            "tokens_field": "max_completion_tokens" if max_completion_tokens else "max_tokens", "top_p": top_p,
+            "reasoning_effort": effort, "extra_body": parse_extra_body(f"{prefix}extra-body", extra_body),
+            "families": families}
 
 
 def _temperature(option: str, text: str) -> float | None:
