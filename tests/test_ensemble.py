@@ -221,7 +221,7 @@ def test_generate_once_then_evaluate_many_times_without_generation_calls(server,
     report = shaberi("ensemble", "report", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
     assert report.returncode == 0
     assert "| m | majority | 4 |" in report.stdout and "| m | standard | 5 |" in report.stdout
-    assert "2 comparisons, Holm-corrected" in report.stdout
+    assert "2 comparisons from 2 file(s)" in report.stdout
     # A rule grader has no prompt: its rules' version, not a prompt hash, says how a grade was made.
     from shaberi.ensemble.graders import GRADERS
 

@@ -19,17 +19,29 @@ from ..errors import UsageError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ..llm.client import ClientConfig
+
 __all__ = [
     "DEFAULT_DATA",
     "DEFAULT_RESULTS",
     "MAX_CONCURRENCY",
+    "CacheDir",
+    "ConcurrencyMin",
+    "ConcurrencyStart",
     "DataDir",
     "Format",
     "FormatOption",
+    "MaxRetries",
+    "RateLimitTimeout",
     "ResultsDir",
+    "RetryAfterMax",
+    "Rpm",
+    "Timeout",
+    "Tpm",
     "app",
     "arrow_without_pandas",
     "check_concurrency",
+    "client_config",
     "console",
     "data_app",
     "ensemble_app",
@@ -42,8 +54,8 @@ app = typer.Typer(
     context_settings=HELP,
     help="Batch evaluation of LLMs on Japanese chat benchmarks. Results are Parquet tables; query them "
     "with `shaberi sql`. Exit codes: 0 success; 1 the work ran but failed (run: a stage in which every call failed "
-    "or nothing is usable; ensemble check: a significant regression; inspect: the browser crashed); 2 bad input "
-    "(one line saying what to fix, nothing written).",
+    "or nothing is usable; ensemble quick-eval, check, report: a significant regression; inspect: the browser "
+    "crashed); 2 bad input (one line saying what to fix, nothing written).",
 )
 data_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_settings=HELP, help="Benchmark data files.")
 app.add_typer(data_app, name="data")
@@ -57,7 +69,62 @@ ResultsDir = Annotated[Path, typer.Option("--results-dir", envvar="SHABERI_RESUL
 DataDir = Annotated[Path, typer.Option("--data-dir", envvar="SHABERI_DATA_DIR",
                                        help="Folder with the benchmark files (ja/<name>.jsonl|csv|parquet).")]
 DEFAULT_RESULTS = Path("results")
+CacheDir = Annotated[Path | None, typer.Option(
+    "--cache-dir", envvar="SHABERI_CACHE_DIR", help="A committable cache directory (e.g. .cache/ensemble): one "
+    "Parquet file per model, dataset, N and temperature, read before and written after; readers scan every file "
+    "below it (so .cache holds ensemble/ and baselines/).")]
+
+# The client options of every command that calls a model (run, ensemble generate-cache).
+Rpm = Annotated[float | None, typer.Option(help="Requests a minute, per endpoint: sends are spaced to keep under it "
+                                           "(an endpoint's x-ratelimit headers are followed too).",
+                                           rich_help_panel="Rate limits")]
+Tpm = Annotated[float | None, typer.Option(help="Tokens a minute, per endpoint (prompt + completion), paced like "
+                                           "--rpm.", rich_help_panel="Rate limits")]
+Timeout = Annotated[float, typer.Option(help="Seconds per request.")]
+MaxRetries = Annotated[int, typer.Option(help="Retries per request for 5xx, timeouts, connection errors and bad "
+                                         "bodies (a 429 is retried until --rate-limit-timeout).")]
+RateLimitTimeout = Annotated[float, typer.Option(help="Seconds one request may keep being refused (HTTP 429) before "
+                                                 "it fails as rate_limit.", rich_help_panel="Rate limits")]
+RetryAfterMax = Annotated[float, typer.Option(help="Longest Retry-After honoured, in seconds; a longer one is cut "
+                                              "to this and reported.", rich_help_panel="Rate limits")]
+ConcurrencyStart = Annotated[int | None, typer.Option(help="Requests in flight at the start, before the limit has "
+                                                      "seen the endpoint [default: 2/3 of --concurrency].",
+                                                      rich_help_panel="Rate limits")]
+ConcurrencyMin = Annotated[int, typer.Option(help="The adaptive limit never goes below this.",
+                                             rich_help_panel="Rate limits")]
 MAX_CONCURRENCY = 10_000  # one worker task per slot: a million slots cost a gigabyte before the first call
+
+
+def client_config(concurrency: int, timeout: float, max_retries: int, rpm: float | None, tpm: float | None,
+                  rate_limit_timeout: float, retry_after_max: float, concurrency_start: int | None,
+                  concurrency_min: int) -> ClientConfig:
+    """The client options checked (a value the endpoint would refuse, or that would turn a safeguard off, is
+    bad input) and built."""
+    from ..llm.client import ClientConfig
+    from ..llm.control import ControlConfig
+
+    check_concurrency("--concurrency", concurrency)
+    for option, value, ok, want in [
+        ("--timeout", timeout, timeout > 0, "more than 0 seconds"),
+        ("--rpm", rpm, rpm is None or rpm > 0, "more than 0"),
+        ("--tpm", tpm, tpm is None or tpm > 0, "more than 0"),
+        ("--max-retries", max_retries, max_retries >= 0, "0 or more"),
+        ("--rate-limit-timeout", rate_limit_timeout, rate_limit_timeout > 0, "more than 0 seconds"),
+        ("--retry-after-max", retry_after_max, retry_after_max >= 0, "0 or more seconds"),
+        ("--concurrency-start", concurrency_start, concurrency_start is None or concurrency_start >= 1, "at least 1"),
+        ("--concurrency-min", concurrency_min, concurrency_min >= 1, "at least 1"),
+    ]:
+        if not ok:
+            raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
+    for option, limit in (("--concurrency-start", concurrency_start), ("--concurrency-min", concurrency_min)):
+        if limit is not None and limit > concurrency:
+            raise UsageError(f"{option} {limit} is above --concurrency {concurrency}: raise --concurrency too")
+    if concurrency_start is not None and concurrency_start < concurrency_min:
+        raise UsageError(f"--concurrency-start {concurrency_start} is below --concurrency-min {concurrency_min}")
+    start = max(concurrency_start or max(1, concurrency * 2 // 3), concurrency_min)
+    return ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, tpm=tpm,
+                        control=ControlConfig(start, concurrency_min, concurrency), retry_after_max=retry_after_max,
+                        rate_limit_timeout=rate_limit_timeout)
 
 
 def check_concurrency(option: str, value: int | None) -> None:

@@ -9,13 +9,23 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..errors import UsageError
 from .common import (
     DEFAULT_DATA,
     DEFAULT_RESULTS,
+    CacheDir,
+    ConcurrencyMin,
+    ConcurrencyStart,
     DataDir,
+    MaxRetries,
+    RateLimitTimeout,
     ResultsDir,
+    RetryAfterMax,
+    Rpm,
+    Timeout,
+    Tpm,
     arrow_without_pandas,
-    check_concurrency,
+    client_config,
     ensemble_app,
     print_rows,
 )
@@ -25,7 +35,22 @@ if TYPE_CHECKING:
     from ..ensemble.gate import Comparison
 
 __all__ = ["ensemble_check", "ensemble_generate_cache", "ensemble_import_responses", "ensemble_quick_eval",
-           "ensemble_report"]
+           "ensemble_regenerate_baseline", "ensemble_report"]
+
+Significance = Annotated[float | None, typer.Option(
+    "--significance", help="The family's α: a regression is declared when a family-adjusted p-value is at most "
+    "this [default: the baseline file's alpha (check), 0.1 (quick-eval), each result file's (report)].")]
+RequireComplete = Annotated[bool, typer.Option(
+    "--require-complete", help="Refuse (exit 2, nothing graded) a cache that cannot give every question asked "
+    "for with all N answers, instead of sampling what it holds and saying so.")]
+ConsensusModel = Annotated[str | None, typer.Option("--consensus-model", help="MODEL[@BASE_URL] for the strategies "
+                                                   "that call a model (standard, elo, council).")]
+Judge = Annotated[str | None, typer.Option("--judge", help="MODEL[@BASE_URL] grading free answers (SimpleQA, HLE "
+                                           "exact-match).")]
+BaseUrl = Annotated[str | None, typer.Option("--base-url", help="Endpoint of models given without @URL.")]
+ApiKeyEnv = Annotated[str | None, typer.Option("--api-key-env", help="Variable holding the API key [default: "
+                                               "OPENAI_API_KEY, optional on loopback].")]
+BaselineFile = Annotated[Path, typer.Option("--baseline-file", help="Committed gate configuration.")]
 
 
 @ensemble_app.command("generate-cache")
@@ -39,24 +64,33 @@ def ensemble_generate_cache(
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature of the members.")] = 0.7,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Most tokens per answer.")] = 2048,
     limit: Annotated[int | None, typer.Option("--limit", help="First N questions of each dataset.")] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight.")] = 60,
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Variable holding the API key "
-                                                    "[default: OPENAI_API_KEY, optional on loopback].")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight, shared by every "
+                                             "dataset: the upper bound of the adaptive limit.")] = 60,
+    api_key_env: ApiKeyEnv = None,
+    rpm: Rpm = None,
+    tpm: Tpm = None,
+    timeout: Timeout = 600.0,
+    max_retries: MaxRetries = 6,
+    rate_limit_timeout: RateLimitTimeout = 900.0,
+    retry_after_max: RetryAfterMax = 300.0,
+    concurrency_start: ConcurrencyStart = None,
+    concurrency_min: ConcurrencyMin = 1,
+    cache_dir: CacheDir = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
-    """N answers to every question, stored once per (model, dataset, N, temperature); resumable."""
+    """N answers to every question, stored once per (model, dataset, N, temperature); resumable. The datasets
+    run at once under one adaptive limit. With --cache-dir, what its files hold is not asked again, and the
+    entries are written there (commit them)."""
     arrow_without_pandas()
     import asyncio
 
     from ..ensemble.commands import generate
-    from ..llm.client import ClientConfig
-    from ..llm.control import ControlConfig
 
-    check_concurrency("--concurrency", concurrency)
-    config = ClientConfig(control=ControlConfig(max(1, concurrency * 2 // 3), 1, concurrency))
+    config = client_config(concurrency, timeout, max_retries, rpm, tpm, rate_limit_timeout, retry_after_max,
+                           concurrency_start, concurrency_min)
     for run_id in asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature, max_tokens,
-                                       api_key_env, config, limit)):
+                                       api_key_env, config, limit, cache_dir=cache_dir)):
         typer.echo(f"cache {run_id}")
 
 
@@ -67,47 +101,62 @@ def ensemble_import_responses(
     model: Annotated[str, typer.Option("--model", help="The name the members go under.")],
     files: Annotated[list[Path], typer.Argument(help="One JSON Lines file (question_id, response) per member; the "
                                                 "first is the single-model baseline.")],
+    cache_dir: CacheDir = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
-    """Pre-recorded responses as ensemble members (sample_index in the order given): zero calls."""
+    """Pre-recorded responses as ensemble members (sample_index in the order given): zero calls. With
+    --cache-dir, the entry is written there too (commit it)."""
     arrow_without_pandas()
-    from ..ensemble import cache
-    from ..ensemble import datasets as gt
+    from ..ensemble.commands import import_responses
 
-    (name,) = gt.resolve(dataset)
-    run_id, counts = cache.import_responses(results_dir, model, gt.load(name, data_dir), files)
+    run_id, counts = import_responses(results_dir, data_dir, model, dataset, files, cache_dir)
     typer.echo(f"cache {run_id}: {len(files)} members, {', '.join(f'{c:,}' for c in counts)} responses")
 
 
 def _holm(c: Comparison) -> float:
-    """The smaller Holm-adjusted p of the gate's two tests (NaN before the adjustment)."""
+    """The smaller family-adjusted p of the gate's two tests (NaN before the adjustment)."""
     return min((p for p in (c.p_mcnemar_holm, c.p_ttest_holm) if p is not None), default=math.nan)
 
 
-def _quick_eval_print(result: Result, out: Path | None, results_dir: Path) -> Path:
-    from ..ensemble.evaluate import attempted_lines, comparisons, unreadable_lines
-    from ..ensemble.gate import gate
+def _quick_eval_print(result: Result, out: Path | None, results_dir: Path) -> list[Comparison]:
+    """Print the gated comparisons and what the cache and graders could not give, write the result file;
+    return the regressions."""
+    from ..ensemble.evaluate import attempted_lines, coverage_lines, unreadable_lines, verdicts
 
-    gated = gate(comparisons(result))
-    header = ["Dataset", "Strategy", "n", "Baseline", "Mean of N", "Strategy acc", "Δ", "p McNemar", "p t", "p Fisher",
-              "p Holm", "MDE", "Calls", "Verdict"]
+    gated = verdicts(result)
+    header = ["Dataset", "Strategy", "n", "Baseline", "Mean of N", "Strategy acc", "Δ", "Discordant", "p McNemar",
+              "p t", "p Fisher", "p adjusted", "MDE", "Calls", "Verdict"]
     rows = []
     for c in gated:
         o = result.datasets[c.dataset].strategies[c.strategy]
         rows.append([c.dataset, c.strategy, str(c.n), f"{c.baseline:.1%}", f"{c.samples_mean:.1%}", f"{c.accuracy:.1%}",
-                     f"{100 * c.difference:+.1f}", f"{c.p_mcnemar:.3f}", f"{c.p_ttest:.3f}", f"{c.p_fisher:.3f}",
-                     f"{_holm(c):.3f}", f"{100 * c.mde:.1f}",
+                     f"{100 * c.difference:+.1f}", f"{c.discordance:.1%}", f"{c.p_mcnemar:.3f}", f"{c.p_ttest:.3f}",
+                     f"{c.p_fisher:.3f}", f"{_holm(c):.3f}", _mde(c.mde),
                      f"{o.requests} ({o.reused} reused)", "REGRESSION" if c.regression else "ok"])
     print_rows(f"quick-eval {result.model}, seed {result.seed}, sample {result.sample}", header, rows, "table")
-    for line in attempted_lines(result) + unreadable_lines(result):
+    typer.echo(family_line(result))
+    for line in coverage_lines(result) + attempted_lines(result) + unreadable_lines(result):
         typer.echo(line)
     path = out or results_dir / "quick-eval" / f"{result.model.replace('/', '__')}-{'+'.join(result.strategies)}" \
         f"-seed{result.seed}-n{result.sample}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(result.to_json())
     typer.echo(f"result file: {path}")
-    return path
+    return [c for c in gated if c.regression]
+
+
+def _mde(mde: float) -> str:
+    return "-" if math.isinf(mde) else f"{100 * mde:.1f}"
+
+
+def family_line(result: Result) -> str:
+    """What the adjusted p-values and the MDE are relative to."""
+    own = 2 * sum(len(d.strategies) for d in result.datasets.values())
+    family = f"{result.family}: " if result.family else "this evaluation: "
+    return (f"family {family}{result.tests()} tests at α = {result.alpha:g} (this job: {own}); p adjusted: Holm within "
+            f"the job at its share of α, on the family's scale; MDE: the regression (points) the exact McNemar test "
+            f"at α/{result.tests()} detects with 80 % power at the observed discordance")
 
 
 @ensemble_app.command("quick-eval")
@@ -123,18 +172,19 @@ def ensemble_quick_eval(
     n: Annotated[int | None, typer.Option("--n", help="Which cache, when there are several.")] = None,
     temperature: Annotated[float | None, typer.Option("--temperature", help="Which cache, when there are several.")
                            ] = None,
-    consensus_model: Annotated[str | None, typer.Option("--consensus-model", help="MODEL[@BASE_URL] for standard, "
-                                                        "elo and council.")] = None,
-    judge: Annotated[str | None, typer.Option("--judge", help="MODEL[@BASE_URL] grading free answers (SimpleQA, "
-                                              "HLE exact-match).")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="Endpoint of models given without @URL.")] = None,
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Variable holding the API key "
-                                                    "[default: OPENAI_API_KEY, optional on loopback].")] = None,
+    consensus_model: ConsensusModel = None,
+    judge: Judge = None,
+    base_url: BaseUrl = None,
+    api_key_env: ApiKeyEnv = None,
     baseline_model: Annotated[str | None, typer.Option("--baseline-model", help="A separate cached run (e.g. "
                                                        "temperature 0) whose sample 0 is the baseline.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Result file [default: results/quick-eval/…json].")
                    ] = None,
+    significance: Significance = None,
+    require_complete: RequireComplete = False,
+    cache_dir: CacheDir = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
     """Strategies over a seeded sample of cached questions (zero generation calls), graded and gated.
 
@@ -144,53 +194,64 @@ def ensemble_quick_eval(
     import asyncio
 
     from ..ensemble.commands import evaluate
+    from ..ensemble.gate import ALPHA
 
     result = asyncio.run(evaluate(results_dir, model, strategy, sample, seed, datasets, n=n, temperature=temperature,
                                   consensus_model=consensus_model, judge=judge, base_url=base_url,
-                                  api_key_env=api_key_env, baseline_model=baseline_model))
-    _quick_eval_print(result, out, results_dir)
-    from ..ensemble.evaluate import comparisons
-    from ..ensemble.gate import gate
-
-    _fail_on([c for c in gate(comparisons(result)) if c.regression])
+                                  api_key_env=api_key_env, baseline_model=baseline_model,
+                                  alpha=ALPHA if significance is None else significance,
+                                  require_complete=require_complete, cache_dir=cache_dir, data_dir=data_dir))
+    _fail_on(_quick_eval_print(result, out, results_dir))
 
 
 @ensemble_app.command("report")
 def ensemble_report(
     files: Annotated[list[Path], typer.Argument(help="quick-eval result files (from one job or many).")],
     out: Annotated[Path | None, typer.Option("--out", help="Write the Markdown here instead of stdout.")] = None,
+    significance: Significance = None,
 ) -> None:
-    """One Markdown report over result files: per dataset, baseline and each strategy with the paired tests."""
+    """One Markdown report over result files: per dataset, baseline and each strategy with the paired tests, and
+    each job's verdict as the job gave it (its own family; see docs in ``shaberi.ensemble.gate``).
+
+    Exit codes: 0 no file holds a significant regression; 1 one does (one line names it; the report is written
+    first); 2 bad input."""
     from ..ensemble.report import load_results, markdown
 
-    text, _ = markdown(load_results(files))
+    if significance is not None and not 0 < significance < 1:
+        raise UsageError(f"--significance {significance:g} is out of range: it must be between 0 and 1, e.g. 0.1")
+    text, gated = markdown(load_results(files), significance)
     if out:
         out.write_text(text, encoding="utf-8")
         typer.echo(f"report: {out}")
     else:
         sys.stdout.write(text)
+    _fail_on([c for c in gated if c.regression])
 
 
 @ensemble_app.command("check")
 def ensemble_check(
     model: Annotated[str, typer.Option("--model", help="The baselines file's entry to check.")],
-    baseline_file: Annotated[Path, typer.Option("--baseline-file", help="Committed gate configuration.")] = Path(
-        "baselines/quick-eval.json"),
-    consensus_model: Annotated[str | None, typer.Option("--consensus-model", help="MODEL[@BASE_URL] for the "
-                                                        "strategies that call a model.")] = None,
-    judge: Annotated[str | None, typer.Option("--judge", help="MODEL[@BASE_URL] grading free answers.")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="Endpoint of models given without @URL.")
-                        ] = None,
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Variable holding the API key "
-                                                    "[default: OPENAI_API_KEY, optional on loopback].")] = None,
+    baseline_file: BaselineFile = Path("baselines/quick-eval.json"),
+    consensus_model: ConsensusModel = None,
+    judge: Judge = None,
+    base_url: BaseUrl = None,
+    api_key_env: ApiKeyEnv = None,
     strategy: Annotated[str | None, typer.Option("--strategy", help="Comma list: one CI job's strategies, of "
                                                  "those the baseline file configures [default: all of them].")
                         ] = None,
     datasets: Annotated[str | None, typer.Option("--datasets", help="Comma list: one CI job's datasets, of those "
                                                  "the baseline file configures [default: all of them].")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Result file (for ensemble report) [default: "
+                                             "results/quick-eval/…json].")] = None,
+    significance: Significance = None,
+    require_complete: RequireComplete = False,
+    cache_dir: CacheDir = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
     """The CI gate: quick-eval as the baseline file configures it (or one job's slice: --strategy, --datasets).
+    The multiple-comparison family is the model's whole configuration however it is sliced into jobs, so the
+    jobs' verdicts and the report's agree.
 
     Exit codes: 0 no significant regression; 1 a significant regression (one line names it); 2 bad input."""
     arrow_without_pandas()
@@ -198,29 +259,81 @@ def ensemble_check(
 
     from ..ensemble.commands import check
 
-    split = lambda text: [x.strip() for x in text.split(",") if x.strip()] if text else None  # noqa: E731
     result, entry = asyncio.run(check(results_dir, baseline_file, model, consensus_model=consensus_model, judge=judge,
-                                      base_url=base_url, api_key_env=api_key_env, strategies=split(strategy),
-                                      datasets=split(datasets)))
-    from ..ensemble.evaluate import accuracy, comparisons
-    from ..ensemble.gate import gate
-
-    _quick_eval_print(result, None, results_dir)
-    regressions = [c for c in gate(comparisons(result), entry["alpha"]) if c.regression]
-    for dataset, accepted in (entry.get("accuracy") or {}).items():
-        got = result.datasets.get(dataset)
-        if got:
-            now = {s: accuracy(o.correct) for s, o in got.strategies.items()}
-            typer.echo(f"  {dataset}: accepted {accepted}, now " + ", ".join(
-                f"{s} {'-' if v is None else f'{v:.3f}'}" for s, v in now.items()))
+                                      base_url=base_url, api_key_env=api_key_env, strategies=_split(strategy),
+                                      datasets=_split(datasets), significance=significance,
+                                      require_complete=require_complete, cache_dir=cache_dir, data_dir=data_dir))
+    regressions = _quick_eval_print(result, out, results_dir)
+    _accepted(entry.get("accuracy") or {}, result)
     _fail_on(regressions)
     typer.echo("gate passed: no significant regression against the single-model baseline")
+
+
+@ensemble_app.command("regenerate-baseline")
+def ensemble_regenerate_baseline(
+    model: Annotated[str, typer.Option("--model", help="The baselines file's entry to evaluate again.")],
+    baseline_file: BaselineFile = Path("baselines/quick-eval.json"),
+    consensus_model: ConsensusModel = None,
+    judge: Judge = None,
+    base_url: BaseUrl = None,
+    api_key_env: ApiKeyEnv = None,
+    significance: Annotated[float | None, typer.Option(
+        "--significance", help="Also make this the file's alpha (for every model it configures) [default: keep "
+        "the file's].")] = None,
+    require_complete: RequireComplete = False,
+    cache_dir: CacheDir = None,
+    results_dir: ResultsDir = DEFAULT_RESULTS,
+    data_dir: DataDir = DEFAULT_DATA,
+) -> None:
+    """Evaluate the model's whole configuration again and make its accuracies the accepted ones in the baseline
+    file (commit the change), printing old and new. A regression is shown but does not stop the rewrite: this is
+    accepting the current state. Exit codes: 0 rewritten; 2 bad input (nothing written)."""
+    arrow_without_pandas()
+    import asyncio
+
+    from ..ensemble.commands import regenerate_baseline
+
+    result, old, new = asyncio.run(regenerate_baseline(
+        results_dir, baseline_file, model, significance=significance, consensus_model=consensus_model, judge=judge,
+        base_url=base_url, api_key_env=api_key_env, require_complete=require_complete, cache_dir=cache_dir,
+        data_dir=data_dir))
+    _quick_eval_print(result, None, results_dir)
+    rows = [[dataset, name, _acc((old.get(dataset) or {}).get(name)), _acc(value),
+             _delta((old.get(dataset) or {}).get(name), value)]
+            for dataset, values in new.items() for name, value in values.items()]
+    print_rows(f"accepted accuracies of {model} in {baseline_file}", ["Dataset", "Of", "Was", "Now", "Change"], rows,
+               "table")
+    typer.echo(f"rewrote {baseline_file}: commit it to accept these accuracies")
+
+
+def _acc(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _delta(old: float | None, new: float | None) -> str:
+    return "new" if old is None else ("-" if new is None else f"{100 * (new - old):+.1f} pts")
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def _accepted(accepted: dict, result: Result) -> None:
+    """The accuracies last accepted (regenerate-baseline) beside today's: for the record, not the verdict."""
+    from ..ensemble.evaluate import accuracy
+
+    for dataset, values in accepted.items():
+        got = result.datasets.get(dataset)
+        if got:
+            now = {"baseline": accuracy(got.baseline)} | {s: accuracy(o.correct) for s, o in got.strategies.items()}
+            typer.echo(f"  {dataset}: accepted " + ", ".join(f"{k} {_acc(v)}" for k, v in values.items()) + "; now "
+                       + ", ".join(f"{k} {_acc(v)}" for k, v in now.items()))
 
 
 def _fail_on(regressions: list[Comparison]) -> None:
     """Exit 1 with one line naming each significant regression (a CI job's red), else return."""
     if regressions:
-        typer.echo("REGRESSION: " + ", ".join(f"{c.strategy} on {c.dataset} ({100 * c.difference:+.1f} points, Holm p "
-                                              f"{_holm(c):.3f})" for c in regressions), err=True)
+        typer.echo("REGRESSION: " + ", ".join(f"{c.strategy} on {c.dataset} ({100 * c.difference:+.1f} points, "
+                                              f"adjusted p {_holm(c):.3f})" for c in regressions), err=True)
         raise typer.Exit(1)
 

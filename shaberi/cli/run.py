@@ -12,11 +12,20 @@ from ..errors import UsageError
 from .common import (
     DEFAULT_DATA,
     DEFAULT_RESULTS,
+    ConcurrencyMin,
+    ConcurrencyStart,
     DataDir,
+    MaxRetries,
+    RateLimitTimeout,
     ResultsDir,
+    RetryAfterMax,
+    Rpm,
+    Timeout,
+    Tpm,
     app,
     arrow_without_pandas,
     check_concurrency,
+    client_config,
     print_rows,
 )
 
@@ -108,25 +117,14 @@ def run(
     rerun: Annotated[bool, typer.Option("--rerun", help="Call again even for answers already stored.")] = False,
     retry_errors: Annotated[int, typer.Option(help="Re-call an errored answer on resume up to this many "
                                               "more times.")] = 2,
-    rpm: Annotated[float | None, typer.Option(help="Requests a minute, per endpoint: sends are spaced to keep "
-                                              "under it (an endpoint's x-ratelimit headers are followed too).",
-                                              rich_help_panel="Rate limits")] = None,
-    tpm: Annotated[float | None, typer.Option(help="Tokens a minute, per endpoint (prompt + completion), paced "
-                                              "like --rpm.", rich_help_panel="Rate limits")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 600.0,
-    max_retries: Annotated[int, typer.Option(help="Retries per request for 5xx, timeouts, connection errors and "
-                                             "bad bodies (a 429 is retried until --rate-limit-timeout).")] = 6,
-    rate_limit_timeout: Annotated[float, typer.Option(help="Seconds one request may keep being refused (HTTP 429) "
-                                                      "before it fails as rate_limit.",
-                                                      rich_help_panel="Rate limits")] = 900.0,
-    retry_after_max: Annotated[float, typer.Option(help="Longest Retry-After honoured, in seconds; a longer one "
-                                                   "is cut to this and reported.",
-                                                   rich_help_panel="Rate limits")] = 300.0,
-    concurrency_start: Annotated[int | None, typer.Option(help="Requests in flight at the start, before the limit "
-                                                          "has seen the endpoint [default: 2/3 of --concurrency].",
-                                                          rich_help_panel="Rate limits")] = None,
-    concurrency_min: Annotated[int, typer.Option(help="The adaptive limit never goes below this.",
-                                                 rich_help_panel="Rate limits")] = 1,
+    rpm: Rpm = None,
+    tpm: Tpm = None,
+    timeout: Timeout = 600.0,
+    max_retries: MaxRetries = 6,
+    rate_limit_timeout: RateLimitTimeout = 900.0,
+    retry_after_max: RetryAfterMax = 300.0,
+    concurrency_start: ConcurrencyStart = None,
+    concurrency_min: ConcurrencyMin = 1,
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
@@ -141,8 +139,6 @@ def run(
     from ..benchmarks import resolve
     from ..generate import GenerationConfig
     from ..judge import JudgeConfig
-    from ..llm.client import ClientConfig
-    from ..llm.control import ControlConfig
     from ..llm.endpoints import parse_judge
     from ..llm.params import load_families
     from ..passes import build
@@ -164,30 +160,16 @@ def run(
                                  extra_body, families)
     judge_params = _sampling("--judge-", judge_temperature, judge_max_tokens, judge_max_completion_tokens, 1024,
                              judge_top_p, judge_reasoning_effort, judge_extra_body, families)
-    check_concurrency("--concurrency", concurrency)
+    client = client_config(concurrency, timeout, max_retries, rpm, tpm, rate_limit_timeout, retry_after_max,
+                           concurrency_start, concurrency_min)
     check_concurrency("--judge-concurrency", judge_concurrency)
-    for option, value, ok, want in [  # a value the endpoint would refuse, or that would turn a safeguard off
-        ("--timeout", timeout, timeout > 0, "more than 0 seconds"),
+    for option, value, ok, want in [
         ("--frequency-penalty", frequency_penalty, frequency_penalty is None or -2 <= frequency_penalty <= 2,
          "between -2 and 2"),
-        ("--rpm", rpm, rpm is None or rpm > 0, "more than 0"),
-        ("--max-retries", max_retries, max_retries >= 0, "0 or more"),
         ("--retry-errors", retry_errors, retry_errors >= 0, "0 or more"),
-        ("--tpm", tpm, tpm is None or tpm > 0, "more than 0"),
-        ("--rate-limit-timeout", rate_limit_timeout, rate_limit_timeout > 0, "more than 0 seconds"),
-        ("--retry-after-max", retry_after_max, retry_after_max >= 0, "0 or more seconds"),
-        ("--concurrency-start", concurrency_start, concurrency_start is None or concurrency_start >= 1, "at least 1"),
-        ("--concurrency-min", concurrency_min, concurrency_min >= 1, "at least 1"),
     ]:
         if not ok:
             raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
-    for option, value in (("--concurrency-start", concurrency_start), ("--concurrency-min", concurrency_min)):
-        if value is not None and value > concurrency:
-            raise UsageError(f"{option} {value} is above --concurrency {concurrency}: raise --concurrency too")
-    if concurrency_start is not None and concurrency_start < concurrency_min:
-        raise UsageError(f"--concurrency-start {concurrency_start} is below --concurrency-min {concurrency_min}")
-    start = max(concurrency_start or max(1, concurrency * 2 // 3), concurrency_min)
-    control = ControlConfig(start, concurrency_min, concurrency)
     if pass_option and not passes:
         raise UsageError(f"--pass-option {pass_option[0]!r} needs --passes naming its pass, e.g. --passes lang_mixing")
     judges_url = (judge_base_url or base_url or "").rstrip("/")
@@ -196,8 +178,7 @@ def run(
         benchmarks=None if benchmark is None else resolve(benchmark), tag=tag, api_key_env=api_key_env, limit=limit,
         stages=stages_run,
         generation=GenerationConfig(**candidate_params, frequency_penalty=frequency_penalty, seed=seed),
-        client=ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, tpm=tpm, control=control,
-                            retry_after_max=retry_after_max, rate_limit_timeout=rate_limit_timeout),
+        client=client,
         rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
         judging=JudgeConfig(**judge_params),

@@ -5,15 +5,28 @@ A cache entry is a run whose identity is (model, dataset, N, temperature) and no
 or seed of a later evaluation reads the same rows. Members are ``answers`` rows with ``sample_index``
 0…N−1 and ``strategy = ''``; sample 0 is the single-model baseline. Generation goes through the same
 resumable stage as the chat benchmarks (``shaberi.generate``): a killed run resumes, nothing is paid
-twice. The cache is the Parquet tables of a results root (``--results-dir``; a few MB per dataset),
-which a team can commit next to its code.
+twice.
+
+The cache lives in the tables of a results root (``--results-dir``, git-ignored). To **commit** it, give
+``--cache-dir`` (e.g. ``.cache/ensemble``): ``export`` writes one compact Parquet file per entry there,
+``<dir>/<model>/<dataset>-n<N>-t<T>.parquet`` (``-recorded`` for imports), holding only the member answers
+(question id, sample index, member model, text or error, finish reason, request hash) in question order,
+with no timestamps or latencies, so that answering unchanged questions again writes the same bytes and a
+git diff shows only what changed. ``materialize`` reads such files back into the results root (zero
+calls) before an evaluation, and before a generation so that a committed cache is extended, not paid
+for again. A single-model baseline cached the same way (``--n 1 --temperature 0``) goes in a directory of
+its own (e.g. ``.cache/baselines``); readers scan every file below the directory they are given.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+import orjson
 
 from ..benchmarks import Dataset, read_rows
 from ..errors import DataError, UsageError
@@ -21,12 +34,16 @@ from ..generate import GenerationConfig, Progress, generate, write_questions
 from ..lineage import answer_hash
 from ..llm.client import ChatClient, endpoint_limits
 from ..prompts import generation_template, template_hash
-from ..run import RunInfo, validate_name
+from ..run import RunInfo, run_id_for, validate_name
 from ..tables.rows import AnswerKey, answer
 from ..tables.selection import find_runs
 from ..tables.store import Store, now_us
 
-__all__ = ["CacheEntry", "entries", "find", "generate_cache", "import_responses", "tag_for"]
+__all__ = ["CacheEntry", "cache_files", "entries", "export", "find", "generate_cache", "import_responses",
+           "materialize", "tag_for"]
+
+# the member columns a cache file keeps, in this order
+_COLUMNS = ("question_id", "sample_index", "model", "content", "error", "error_type", "finish_reason", "request_hash")
 
 _TAG = re.compile(r"^ensemble-(?P<dataset>.+)-n(?P<n>\d+)-(?:t(?P<temperature>[\d.]+)|recorded)$")
 
@@ -56,10 +73,14 @@ def entries(results_dir: Path, model: str | None = None) -> list[CacheEntry]:
 
 
 def find(results_dir: Path, model: str, dataset: str, n: int | None = None,
-         temperature: float | None = None) -> CacheEntry:
-    """The cache entry of a model and dataset; ``n`` and ``temperature`` choose among several."""
+         temperature: float | None = None, baseline: bool = False) -> CacheEntry:
+    """The cache entry of a model and dataset; ``n`` and ``temperature`` choose among several, and so does the
+    role when they are not given: an ensemble is the one entry with N > 1, a separate ``baseline`` the one
+    with N = 1 (the same model cached both ways)."""
     candidates = [e for e in entries(results_dir, model) if e.dataset == dataset and (n is None or e.n == n)
                   and (temperature is None or e.temperature == temperature)]
+    if len(candidates) > 1 and n is None and len(by_role := [e for e in candidates if (e.n == 1) == baseline]) == 1:
+        return by_role[0]
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:
@@ -136,3 +157,112 @@ def import_responses(results_dir: Path, model: str, dataset: Dataset, files: lis
         write_questions(store, info.run_id, [dataset])
         store.replace("answers", info.run_id, rows)
     return info.run_id, counts
+
+
+def _natural(qid: str) -> tuple[int, str]:
+    return len(qid), qid
+
+
+def cache_path(cache_dir: Path, entry: CacheEntry) -> Path:
+    name = f"{entry.dataset}-n{entry.n}-" + ("recorded" if entry.temperature is None else f"t{entry.temperature:g}")
+    return cache_dir / entry.model.replace("/", "__") / f"{name}.parquet"
+
+
+def export(results_dir: Path, entry: CacheEntry, cache_dir: Path) -> Path:
+    """Write the entry's member answers to its file under ``cache_dir`` (rewritten only when the bytes
+    change) and record the file's digest on the run, so ``materialize`` knows the two agree."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    store = Store(results_dir)
+    rows = [r for r in store.read("answers", entry.run_id, [*_COLUMNS, "strategy"]).to_pylist() if not r["strategy"]]
+    rows.sort(key=lambda r: (_natural(r["question_id"]), r["sample_index"]))
+    run = store.read("runs", entry.run_id).to_pylist()[0]
+    provenance: dict = next(iter(orjson.loads(run["datasets"] or "{}").values()), {})
+    schema = pa.schema([("question_id", pa.string()), ("sample_index", pa.int32()), ("model", pa.string()),
+                        ("content", pa.string()), ("error", pa.string()), ("error_type", pa.string()),
+                        ("finish_reason", pa.string()), ("request_hash", pa.string())],
+                       metadata={"shaberi.ensemble": orjson.dumps({
+                           "model": entry.model, "dataset": entry.dataset, "n": entry.n,
+                           "temperature": entry.temperature, "dataset_sha256": provenance.get("sha256"),
+                           "base_url": run["base_url"]}, option=orjson.OPT_SORT_KEYS)})
+    table = pa.Table.from_pylist([{c: r[c] for c in _COLUMNS} for r in rows], schema=schema)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", compression_level=9, write_statistics=False,
+                   row_group_size=1 << 20)
+    data = sink.getvalue().to_pybytes()
+    path = cache_path(cache_dir, entry)
+    if not path.is_file() or path.read_bytes() != data:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(".parquet.tmp")
+        scratch.write_bytes(data)
+        os.replace(scratch, path)
+    _note_digest(store, entry.run_id, hashlib.sha256(data).hexdigest())
+    return path
+
+
+def _note_digest(store: Store, run_id: str, digest: str) -> None:
+    run = store.read("runs", run_id).to_pylist()[0]
+    config = orjson.loads(run["generation_config"] or "{}")
+    if config.get("cache_sha256") != digest:
+        run["generation_config"] = orjson.dumps(config | {"cache_sha256": digest}).decode()
+        store.replace("runs", run_id, [run])
+
+
+def cache_files(cache_dir: Path, model: str | None = None) -> list[tuple[Path, dict]]:
+    """Every cache file below ``cache_dir`` (of ``model``), with what its metadata says it holds."""
+    import pyarrow.parquet as pq
+
+    found = []
+    for path in sorted(cache_dir.rglob("*.parquet")):
+        try:
+            meta = orjson.loads((pq.read_schema(path).metadata or {})[b"shaberi.ensemble"])
+        except (OSError, KeyError, ValueError) as exc:
+            raise DataError(f"{path} is not an ensemble cache file ({type(exc).__name__}: {exc}); write one with "
+                            "generate-cache or import-responses --cache-dir") from None
+        if model is None or meta["model"] == model:
+            found.append((path, meta))
+    return found
+
+
+def materialize(results_dir: Path, cache_dir: Path, data_dir: Path, models: list[str]) -> list[CacheEntry]:
+    """Bring ``models``' cache files into the results root: unchanged files are skipped; a changed one
+    replaces the entry's member answers (consensus answers and grades stay: they are keyed by the texts
+    they came from). Zero calls."""
+    import pyarrow.parquet as pq
+
+    from . import datasets as gt
+
+    if not cache_dir.is_dir():
+        raise UsageError(f"--cache-dir {cache_dir} is not a directory; write one with generate-cache --cache-dir")
+    store, done = Store(results_dir), []
+    for model in models:
+        for path, meta in cache_files(cache_dir, model):
+            n, temperature = int(meta["n"]), meta["temperature"]
+            run_id = run_id_for(model, tag_for(meta["dataset"], n, temperature))
+            done.append(CacheEntry(run_id, model, meta["dataset"], n, temperature))
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            runs = store.read("runs", run_id, ["generation_config"]).to_pylist()
+            if runs and orjson.loads(runs[0]["generation_config"] or "{}").get("cache_sha256") == digest:
+                continue  # this very file is in already
+            dataset = gt.load(meta["dataset"], data_dir)
+            if meta.get("dataset_sha256") not in (None, dataset.sha256):
+                raise DataError(f"{path} answers another version of {meta['dataset']} than {dataset.path} (sha256 "
+                                f"{str(meta['dataset_sha256'])[:12]}… vs {dataset.sha256[:12]}…)")
+            info = _info(model, dataset, n, temperature, meta.get("base_url") or "", None,
+                         {"temperature": temperature, "cache_file": path.name})
+            at = now_us()
+            with store.lock(run_id, f"materializing {path}"):
+                if not runs:
+                    store.replace("runs", run_id, [info.row("ok")])
+                    write_questions(store, run_id, [dataset])
+                kept = [r for r in store.read("answers", run_id).to_pylist() if r["strategy"]]
+                rows = [answer(run_id, AnswerKey(dataset.benchmark, r["question_id"], r["sample_index"]), r["model"],
+                               calls=1, attempts=0, created_at=at, content=r["content"], error=r["error"],
+                               error_type=r["error_type"], finish_reason=r["finish_reason"],
+                               request_hash=r["request_hash"],
+                               answer_hash=None if r["error"] else answer_hash(r["content"] or ""))
+                        for r in pq.read_table(path).to_pylist()]
+                store.replace("answers", run_id, kept + rows)
+                _note_digest(store, run_id, digest)
+    return done

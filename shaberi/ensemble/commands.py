@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import orjson
@@ -12,32 +13,60 @@ from ..llm.client import ChatClient, ClientConfig
 from ..llm.endpoints import check_base_url, resolve_api_key, shared_llm
 from . import cache
 from . import datasets as gt
-from .evaluate import Result, quick_eval
+from .evaluate import Result, accuracy, quick_eval
+from .gate import ALPHA
 from .strategies import resolve as resolve_strategies
 
-__all__ = ["check", "evaluate", "generate", "load_baselines"]
+__all__ = ["Baselines", "check", "evaluate", "generate", "import_responses", "load_baselines", "regenerate_baseline"]
 
 
 async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str, datasets: str, n: int,
                    temperature: float, max_tokens: int, api_key_env: str | None, client_config: ClientConfig,
-                   limit: int | None = None, progress: Progress | None = None) -> list[str]:
+                   limit: int | None = None, progress: Progress | None = None, cache_dir: Path | None = None
+                   ) -> list[str]:
+    """Every dataset at once through one client, so its limit is shared: a fast dataset's free slots go to a
+    slow one. With ``cache_dir``: its files are read first (what they hold is not asked again) and written
+    after."""
     check_base_url(base_url)
     names = gt.resolve(datasets)
     loaded = [gt.load(name, data_dir, limit) for name in names]
+    if cache_dir is not None and cache_dir.is_dir():
+        cache.materialize(results_dir, cache_dir, data_dir, [model])
     client = ChatClient(base_url, resolve_api_key(base_url, api_key_env), client_config)
     try:
         await client.check()
-        return [await cache.generate_cache(results_dir, model, d, client, n, temperature, max_tokens, progress)
-                for d in loaded]
+        run_ids = await asyncio.gather(*(cache.generate_cache(results_dir, model, d, client, n, temperature,
+                                                              max_tokens, progress) for d in loaded))
     finally:
         await client.aclose()
+    if cache_dir is not None:
+        for d, run_id in zip(loaded, run_ids, strict=True):
+            cache.export(results_dir, cache.CacheEntry(run_id, model, d.benchmark, n, temperature), cache_dir)
+    return list(run_ids)
+
+
+def import_responses(results_dir: Path, data_dir: Path, model: str, dataset: str, files: list[Path],
+                     cache_dir: Path | None = None) -> tuple[str, list[int]]:
+    (name,) = gt.resolve(dataset)
+    run_id, counts = cache.import_responses(results_dir, model, gt.load(name, data_dir), files)
+    if cache_dir is not None:
+        cache.export(results_dir, cache.CacheEntry(run_id, model, name, len(files), None), cache_dir)
+    return run_id, counts
 
 
 async def evaluate(results_dir: Path, model: str, strategy: str, sample: int, seed: int, datasets: str | None,
                    *, n: int | None = None, temperature: float | None = None, consensus_model: str | None = None,
                    judge: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
-                   baseline_model: str | None = None, client_config: ClientConfig | None = None) -> Result:
+                   baseline_model: str | None = None, client_config: ClientConfig | None = None,
+                   alpha: float = ALPHA, family_tests: int = 0, family: str = "", require_complete: bool = False,
+                   cache_dir: Path | None = None, data_dir: Path | None = None) -> Result:
+    if not 0 < alpha < 1:
+        raise UsageError(f"--significance {alpha:g} is out of range: it must be between 0 and 1, e.g. 0.1")
     strategies = resolve_strategies(strategy)
+    if cache_dir is not None:
+        if data_dir is None:
+            raise UsageError("--cache-dir needs --data-dir (the datasets the cached answers answer)")
+        cache.materialize(results_dir, cache_dir, data_dir, [model] + ([baseline_model] if baseline_model else []))
     names = gt.resolve(datasets) if datasets else sorted({e.dataset for e in cache.entries(results_dir, model)})
     if not names:
         raise UsageError(f"no ensemble cache for model {model!r} under {results_dir}; make one with: shaberi "
@@ -54,37 +83,78 @@ async def evaluate(results_dir: Path, model: str, strategy: str, sample: int, se
             await client.check()
         baseline = (baseline_model, None, None) if baseline_model else None
         return await quick_eval(results_dir, model, strategies, names, sample, seed, n=n, temperature=temperature,
-                                consensus=consensus, judge=grader, baseline=baseline)
+                                consensus=consensus, judge=grader, baseline=baseline, alpha=alpha,
+                                family_tests=family_tests, family=family, require_complete=require_complete)
     finally:
         for client in clients.values():
             await client.aclose()
 
 
+class Baselines:
+    """The committed gate configuration (``baselines/quick-eval.json``): per model, the datasets, strategies,
+    sample and seed it is checked on (and optionally ``baseline_model``: a separately cached single-model run
+    as the baseline), at the file's α, and the accuracies accepted last."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.config = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise DataError(f"cannot read the baseline file {path}: {exc}") from None
+
+    def entry(self, model: str) -> dict:
+        entry = self.config.get("models", {}).get(model)
+        if entry is None:
+            raise UsageError(f"{self.path} has no entry for model {model!r}; models there: "
+                             f"{', '.join(self.config.get('models', {})) or 'none'}")
+        return {"alpha": self.config.get("alpha", ALPHA)} | entry
+
+    def save(self) -> None:
+        scratch = self.path.with_suffix(".tmp")
+        scratch.write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2) + b"\n")
+        scratch.replace(self.path)
+
+
 def load_baselines(path: Path, model: str) -> dict:
-    """The committed gate configuration of a model: datasets, strategies, sample, seed (and, for the record,
-    the accuracies accepted last)."""
-    try:
-        config = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise DataError(f"cannot read the baseline file {path}: {exc}") from None
-    entry = config.get("models", {}).get(model)
-    if entry is None:
-        raise UsageError(f"{path} has no entry for model {model!r}; models there: "
-                         f"{', '.join(config.get('models', {})) or 'none'}")
-    return {"alpha": config.get("alpha", 0.10)} | entry
+    return Baselines(path).entry(model)
 
 
 async def check(results_dir: Path, baseline_file: Path, model: str, *, consensus_model: str | None = None,
                 judge: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
-                strategies: list[str] | None = None, datasets: list[str] | None = None) -> tuple[Result, dict]:
+                strategies: list[str] | None = None, datasets: list[str] | None = None,
+                significance: float | None = None, require_complete: bool = False, cache_dir: Path | None = None,
+                data_dir: Path | None = None) -> tuple[Result, dict]:
     """The configured evaluation of ``model``; ``strategies``/``datasets``: one CI job's slice of it (each must
-    be configured: a job cannot check what the committed file does not)."""
+    be configured: a job cannot check what the committed file does not). The family is the whole
+    configuration (``gate``), whichever slice this job checks."""
     entry = load_baselines(baseline_file, model)
     for what, asked in (("strategies", strategies), ("datasets", datasets)):
         if unknown := [x for x in asked or [] if x not in entry[what]]:
             raise UsageError(f"{baseline_file} configures {what} {', '.join(entry[what])} for {model!r}, not "
                              f"{', '.join(unknown)}")
+    tests = 2 * len(entry["strategies"]) * len(entry["datasets"])
     result = await evaluate(results_dir, model, ",".join(strategies or entry["strategies"]), entry["sample"],
                             entry["seed"], ",".join(datasets or entry["datasets"]), consensus_model=consensus_model,
-                            judge=judge, base_url=base_url, api_key_env=api_key_env)
+                            judge=judge, base_url=base_url, api_key_env=api_key_env,
+                            baseline_model=entry.get("baseline_model"),
+                            alpha=entry["alpha"] if significance is None else significance, family_tests=tests,
+                            family=f"{model} in {baseline_file}", require_complete=require_complete,
+                            cache_dir=cache_dir, data_dir=data_dir)
     return result, entry
+
+
+async def regenerate_baseline(results_dir: Path, baseline_file: Path, model: str, *, significance: float | None = None,
+                              **options: object) -> tuple[Result, dict, dict]:
+    """Evaluate the whole configuration of ``model`` again and make its accuracies the accepted ones (and
+    ``significance``, when given, the file's α). Returns the result, the old accuracies and the new."""
+    baselines = Baselines(baseline_file)
+    result, entry = await check(results_dir, baseline_file, model, significance=significance, **options)  # type: ignore[arg-type]
+    new = {name: {"baseline": accuracy(d.baseline)} | {s: accuracy(o.correct) for s, o in d.strategies.items()}
+           for name, d in result.datasets.items()}
+    new = {name: {k: None if v is None else round(v, 6) for k, v in values.items()} for name, values in new.items()}
+    old = entry.get("accuracy") or {}
+    baselines.config["models"][model]["accuracy"] = new
+    if significance is not None:
+        baselines.config["alpha"] = significance
+    baselines.save()
+    return result, old, new

@@ -18,6 +18,7 @@ evaluation and the unreadable ones, as the ``judgements`` table holds them.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import random
 from collections import defaultdict
@@ -38,13 +39,13 @@ from ..tables.rows import answer as answer_row
 from ..tables.rows import judgement as judgement_row
 from ..tables.store import Journal, Store
 from . import cache
-from .gate import Comparison, compare
+from .gate import ALPHA, Comparison, compare, gate
 from .graders import GRADERS, Grader, ModelGrader
 from .graders.llm import GRADES
 from .strategies import STRATEGIES, Context, Strategy
 
-__all__ = ["UNREADABLE", "Result", "accuracy", "attempted_lines", "comparisons", "excluded_lines", "given_attempted",
-           "grader_rows", "quick_eval", "sample_ids", "unreadable_lines"]
+__all__ = ["UNREADABLE", "Result", "accuracy", "attempted_lines", "comparisons", "coverage_lines", "excluded_lines",
+           "given_attempted", "grader_rows", "quick_eval", "sample_ids", "unreadable_lines", "verdicts"]
 
 # parse_method values of a response no rule or judge could read (rule graders count it wrong, the llm
 # grader leaves it without a grade).
@@ -74,6 +75,11 @@ class DatasetOutcome:
     # grader -> {"graded", "unreadable", "no_grade"} over this evaluation's grades (members, baseline,
     # strategies), from the judgements table
     graders: dict[str, dict[str, int]] = field(default_factory=dict)
+    # what the cache could give: questions of the dataset, with some answer, with all N; and asked for
+    questions: int = 0
+    available: int = 0
+    complete: int = 0
+    asked: int = 0
 
 
 @dataclass
@@ -83,6 +89,11 @@ class Result:
     sample: int
     strategies: list[str]
     datasets: dict[str, DatasetOutcome] = field(default_factory=dict)
+    # the multiple-comparison family this job belongs to (``gate``): its α and its number of tests (0: this
+    # job's own comparisons are the family), and what it is, in words
+    alpha: float = ALPHA
+    family_tests: int = 0
+    family: str = ""
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self), option=orjson.OPT_INDENT_2)
@@ -94,7 +105,12 @@ class Result:
         for name, d in raw["datasets"].items():
             d["strategies"] = {s: StrategyOutcome(**o) for s, o in d["strategies"].items()}
             sets[name] = DatasetOutcome(**d)
-        return cls(raw["model"], raw["seed"], raw["sample"], raw["strategies"], sets)
+        return cls(raw["model"], raw["seed"], raw["sample"], raw["strategies"], sets, raw.get("alpha", ALPHA),
+                   raw.get("family_tests", 0), raw.get("family", ""))
+
+    def tests(self) -> int:
+        """Tests in this job's family: ``family_tests``, or both tests of each of its comparisons."""
+        return self.family_tests or 2 * sum(len(d.strategies) for d in self.datasets.values())
 
 
 def given_attempted(correct: list[int | None], attempted: list[int | None]) -> tuple[int, float | None]:
@@ -167,37 +183,73 @@ def _paired(d: DatasetOutcome, o: StrategyOutcome) -> list[tuple[int, int, float
             if b is not None and c is not None and m is not None]
 
 
-def comparisons(result: Result) -> list[Comparison]:
+def comparisons(result: Result, alpha: float | None = None) -> list[Comparison]:
     """Each strategy against the baseline, over the questions with a readable grade on every side (the others
-    counted in ``excluded``); a strategy with no such question is not compared (``unreadable_lines`` says so)."""
+    counted in ``excluded``); a strategy with no such question is not compared (``unreadable_lines`` says so).
+    The detectable regression is at the family's per-test level, α ÷ its tests."""
+    level = (result.alpha if alpha is None else alpha) / result.tests()
     found = []
     for name, d in result.datasets.items():
         for s, o in d.strategies.items():
             paired = _paired(d, o)
             if paired:
-                c = compare(name, s, [p[0] for p in paired], [p[1] for p in paired], [p[2] for p in paired])
+                c = compare(name, s, [p[0] for p in paired], [p[1] for p in paired], [p[2] for p in paired], level)
                 c.excluded = len(o.correct) - len(paired)
                 found.append(c)
     return found
 
 
+def verdicts(result: Result, alpha: float | None = None) -> list[Comparison]:
+    """The job's comparisons gated in its own family (``gate``), at its α or ``alpha``: the verdicts the job
+    gave, re-derived from its result file alone."""
+    alpha = result.alpha if alpha is None else alpha
+    return gate(comparisons(result, alpha), alpha, result.tests())
+
+
+def coverage_lines(result: Result) -> list[str]:
+    """Datasets whose cache could not give every question asked for with all N answers."""
+    lines = []
+    for name, d in result.datasets.items():
+        if d.complete < d.asked or d.available < d.questions:
+            lines.append(f"{name}: the cache holds answers to {d.available:,} of {d.questions:,} questions "
+                         f"({d.complete:,} with all {d.n_members}); sampled {len(d.question_ids):,} of the "
+                         f"{d.asked:,} asked")
+    return lines
+
+
 async def quick_eval(results_dir: Path, model: str, strategies: list[str], datasets: list[str], sample: int,
                      seed: int, *, n: int | None = None, temperature: float | None = None,
                      consensus: LLM | None = None, judge: LLM | None = None,
-                     baseline: tuple[str, int | None, float | None] | None = None) -> Result:
-    """``baseline``: (model, n, temperature) of a separate cache entry whose sample 0 is the baseline."""
+                     baseline: tuple[str, int | None, float | None] | None = None, alpha: float = ALPHA,
+                     family_tests: int = 0, family: str = "", require_complete: bool = False) -> Result:
+    """``baseline``: (model, n, temperature) of a separate cache entry whose sample 0 is the baseline.
+    Datasets are evaluated concurrently: the consensus and judge clients' limits are shared by all of them.
+    ``require_complete``: refuse (before anything is graded) a cache that cannot give ``sample`` questions
+    (or all of them) with all N answers."""
     if sample < 1:
         raise UsageError("--sample must be at least 1")
     needs_model = [s for s in strategies if STRATEGIES[s].templates]
     if needs_model and consensus is None:
         raise UsageError(f"strategy {', '.join(needs_model)} calls a model: give --consensus-model MODEL[@BASE_URL]")
     store = Store(results_dir)
-    result = Result(model, seed, sample, strategies)
+    result = Result(model, seed, sample, strategies, alpha=alpha, family_tests=family_tests, family=family)
+    work = []
     for name in datasets:
         entry = cache.find(results_dir, model, name, n, temperature)
-        base = cache.find(results_dir, baseline[0], name, baseline[1], baseline[2]) if baseline else None
+        base = cache.find(results_dir, baseline[0], name, baseline[1], baseline[2], baseline=True) if baseline \
+            else None
+        cached = _Entry(store, entry.run_id)
+        if require_complete and (short := cached.short_of(entry, sample)):
+            raise UsageError(f"{name}: {short}; complete it with generate-cache (or drop --require-complete)")
+        work.append((name, entry, base, cached))
+
+    async def one(name: str, entry: cache.CacheEntry, base: cache.CacheEntry | None, cached: _Entry
+                  ) -> DatasetOutcome:
         with store.lock(entry.run_id, f"quick-eval of {model!r} on {name!r}"):
-            result.datasets[name] = await _dataset(store, entry, base, strategies, sample, seed, consensus, judge)
+            return await _dataset(store, entry, base, cached, strategies, sample, seed, consensus, judge)
+
+    outcomes = await asyncio.gather(*(one(*w) for w in work))
+    result.datasets = dict(zip(datasets, outcomes, strict=True))
     return result
 
 
@@ -223,14 +275,31 @@ class _Entry:
                                                                   "answer_hash", "prompt_hash", "grader_version",
                                                                   "score", "parse_method"]).to_pylist()}
 
+        datasets = store.read("runs", run_id, ["datasets"]).to_pylist()
+        provenance: dict = next(iter(orjson.loads(datasets[0]["datasets"] or "{}").values()), {}) if datasets else {}
+        self.size = max(int(provenance.get("rows") or 0), len(self.questions))  # the dataset's, --limit or not
+
     def responses(self, qid: str) -> list[str | None]:
         got = self.members.get(qid, {})
         return [got.get(i) for i in range(max(got) + 1)] if got else []
 
+    def coverage(self, n: int, sample: int) -> tuple[int, int, int]:
+        """(questions with some answer, with all ``n``, asked for: ``sample`` or the whole dataset)."""
+        return (sum(1 for q in self.questions if q in self.members),
+                sum(1 for q in self.questions if len(self.members.get(q, ())) >= n), min(sample, self.size))
 
-async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry | None, strategies: list[str],
-                   sample: int, seed: int, consensus: LLM | None, judge: LLM | None) -> DatasetOutcome:
-    cached = _Entry(store, entry.run_id)
+    def short_of(self, entry: cache.CacheEntry, sample: int) -> str | None:
+        """Why this cache cannot give ``sample`` questions with all N answers, or None."""
+        available, complete, asked = self.coverage(entry.n, sample)
+        if complete >= asked:
+            return None
+        return (f"{asked:,} questions asked, the cache {entry.run_id} holds all {entry.n} answers for {complete:,} of "
+                f"the dataset's {self.size:,} (some answer for {available:,})")
+
+
+async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry | None, cached: _Entry,
+                   strategies: list[str], sample: int, seed: int, consensus: LLM | None, judge: LLM | None
+                   ) -> DatasetOutcome:
     ids = sample_ids([q for q in cached.questions if q in cached.members], sample, seed, entry.dataset)
     if not ids:
         raise UsageError(f"the cache {entry.run_id} holds no answers yet; run generate-cache again to fill it")
@@ -241,6 +310,8 @@ async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry
         width = max((len(r) for r in members.values()), default=0)
         await grading.grade([(qid, i, "", r) for qid in ids for i, r in enumerate(members[qid])], journal)
         outcome = DatasetOutcome(entry.run_id, width, ids, [], [], [])
+        outcome.available, outcome.complete, outcome.asked = cached.coverage(entry.n, sample)
+        outcome.questions = cached.size
         if base is not None and base.run_id != entry.run_id:  # its grades go to its own partition
             base_entry = _Entry(store, base.run_id)
             base_grading = _Grading(base_entry, judge)

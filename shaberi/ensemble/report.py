@@ -1,21 +1,24 @@
 """``shaberi ensemble report FILES…``: quick-eval result files, one Markdown report for a pull request.
 
-Each file may come from a separate job (one strategy each, say); the gate runs once over all their
-comparisons, so Holm's correction covers everything the report shows. Per dataset: the baseline, the
-mean of the N samples, then per strategy its accuracy, the difference from the baseline with its 95 %
-interval, the McNemar, paired-t and Fisher p-values, the Holm-adjusted ones, the smallest detectable
-regression and the verdict. Then, per model, dataset and grader, how many responses were graded and how many
-were unreadable (``parse_method`` none, unparsed or timeout, as the quick-eval counted them in the
-``judgements`` table), and how many had no grade at all (left out of every accuracy and test).
+Each file may come from a separate CI job (one strategy each, say). The report does not re-adjust
+across the files: each file records its family (``gate``: the model's whole configuration, α split
+among its jobs) and the report re-derives each job's own verdict from it, so the report and the
+jobs agree by construction. Per dataset: the baseline, the mean of the N samples, then per strategy its
+accuracy, the difference from the baseline with its 95 % interval, the discordance, the job's own
+McNemar, paired-t and Fisher p-values, the family-adjusted ones, the smallest detectable regression and
+the verdict. When the files given cover only part of a family (a job's file missing), it says so. Then,
+per model, dataset and grader, how many responses were graded and how many were unreadable, and how
+many had no grade at all (left out of every accuracy and test).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from ..errors import DataError
-from .evaluate import Result, attempted_lines, comparisons, excluded_lines, grader_rows
-from .gate import ALPHA, Comparison, gate
+from .evaluate import Result, attempted_lines, coverage_lines, excluded_lines, grader_rows, verdicts
+from .gate import Comparison
 
 __all__ = ["load_results", "markdown"]
 
@@ -39,29 +42,52 @@ def _p(x: float | None) -> str:
     return "-" if x is None else ("<0.001" if x < 0.001 else f"{x:.3f}")
 
 
-def markdown(results: list[tuple[Path, Result]], alpha: float = ALPHA) -> tuple[str, list[Comparison]]:
-    """The report and the gated comparisons (``regression`` set on each)."""
-    rows: list[tuple[Result, Comparison]] = [(r, c) for _, r in results for c in comparisons(r)]
-    gate([c for _, c in rows], alpha)
-    lines = [f"## Ensemble quick-eval: {len(rows)} comparisons, Holm-corrected at α = {alpha:g}", ""]
+def _families(results: list[tuple[Path, Result]]) -> list[str]:
+    """One line per family: its α and tests, the jobs' files given, and whether they cover it."""
+    lines = []
+    by_family: dict[tuple[str, float, int], list[tuple[Path, Result]]] = {}
+    for path, r in results:
+        by_family.setdefault((r.family or f"{path.name} alone", r.alpha, r.tests()), []).append((path, r))
+    for (name, alpha, tests), members in by_family.items():
+        seen = {(d, s) for _, r in members for d, o in r.datasets.items() for s in o.strategies}
+        covered = 2 * len(seen)
+        lines.append(f"- **{name}**: {tests} tests at α = {alpha:g}, {len(members)} job file(s) "
+                     + (f"covering all {tests} tests" if covered >= tests else
+                        f"covering {covered} of the {tests} tests: a job's file is missing, its verdict is not here"))
+    return lines
+
+
+def markdown(results: list[tuple[Path, Result]], alpha: float | None = None) -> tuple[str, list[Comparison]]:
+    """The report and the gated comparisons (``regression`` set on each, as its job set it, or at ``alpha``
+    when given)."""
+    rows: list[tuple[Result, Comparison]] = [(r, c) for _, r in results for c in verdicts(r, alpha)]
+    lines = [f"## Ensemble quick-eval: {len(rows)} comparisons from {len(results)} file(s)", ""]
+    if alpha is not None:
+        lines += [f"Verdicts at α = {alpha:g} (--significance), not the jobs' own α.", ""]
     regressions = [c for _, c in rows if c.regression]
     lines.append(f"**{len(regressions)} significant regression(s)**: " + ", ".join(
         f"{c.strategy} on {c.dataset}" for c in regressions) if regressions else
         "**No significant regression** against the single-model baseline.")
+    lines += ["", "Families (each job's verdict is its own, Holm within the job at its share of the family's α):",
+              *_families(results)]
     for dataset in dict.fromkeys(c.dataset for _, c in rows):
         lines += ["", f"### {dataset}", "",
                   "| model | strategy | n | baseline | mean of N | strategy | Δ (95 % CI) | worse / better | "
-                  "p McNemar | p paired t | p Fisher | p Holm (McN / t) | MDE | verdict |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "discordant | p McNemar | p paired t | p Fisher | p adjusted (McN / t) | MDE | verdict |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for result, c in rows:
             if c.dataset != dataset:
                 continue
             verdict = "**regression**" if c.regression else ("better" if c.ci_low > 0 else "no regression")
+            mde = "-" if math.isinf(c.mde) else f"{100 * c.mde:.1f} pts"
             lines.append(
                 f"| {result.model} | {c.strategy} | {c.n} | {_pct(c.baseline)} | {_pct(c.samples_mean)} | "
                 f"{_pct(c.accuracy)} | {100 * c.difference:+.1f} ({100 * c.ci_low:+.1f} to {100 * c.ci_high:+.1f}) | "
-                f"{c.worse} / {c.better} | {_p(c.p_mcnemar)} | {_p(c.p_ttest)} | {_p(c.p_fisher)} | "
-                f"{_p(c.p_mcnemar_holm)} / {_p(c.p_ttest_holm)} | {100 * c.mde:.1f} pts | {verdict} |")
+                f"{c.worse} / {c.better} | {_pct(c.discordance)} | {_p(c.p_mcnemar)} | {_p(c.p_ttest)} | "
+                f"{_p(c.p_fisher)} | {_p(c.p_mcnemar_holm)} / {_p(c.p_ttest_holm)} | {mde} | {verdict} |")
+    coverage = [line for _, r in results for line in coverage_lines(r)]
+    if coverage:
+        lines += ["", "Partly generated caches:", *(f"- {line}" for line in coverage)]
     attempted = [line for _, r in results for line in attempted_lines(r)]
     if attempted:
         lines += ["", "Judge-graded datasets (SimpleQA style):", *(f"- {line}" for line in attempted)]
@@ -80,5 +106,8 @@ def markdown(results: list[tuple[Path, Result]], alpha: float = ALPHA) -> tuple[
         lines += ["", *(f"- {line}" for line in left_out)]
     lines += ["", "McNemar: exact, one-sided, against the single answer (sample 0), paired by question. Paired t: "
               "the strategy's per-question correctness against the mean of the N samples. Fisher: unpaired, shown for "
-              "comparison only. MDE: the smallest regression detectable with 80 % power at this n."]
+              "comparison only. p adjusted: Holm within the job at its share of the family's α, scaled to the "
+              "family (a regression when ≤ α). Discordant: questions where the two answers differ in correctness. "
+              "MDE: the regression the exact McNemar test at α ÷ the family's tests detects with 80 % power at "
+              "this n and discordance (exact computation)."]
     return "\n".join(lines) + "\n", [c for _, c in rows]

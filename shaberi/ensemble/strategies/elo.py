@@ -68,6 +68,7 @@ class Elo(Strategy):
             second = {"A": "j", "B": "i"}.get(backward, "tie")
             outcomes.append((i, j, first if first == second else "tie"))
         strength = ratings(len(responses), outcomes)
-        best = max(range(len(responses)), key=lambda k: (strength[k], -k))
+        # equal ratings come back equal only to rounding (all ties: ~1e-16 apart): compare them rounded
+        best = max(range(len(responses)), key=lambda k: (round(strength[k], 9), -k))
         return Consensus(responses[best], {"ratings": strength, "outcomes": outcomes, "winner": best,
                                            "calls": len(replies)})
