@@ -175,6 +175,12 @@ def test_a_committed_cache_is_byte_stable_and_never_paid_for_twice(tmp_path):
         assert generate("r3", "c1").returncode == 0 and server.stats()["calls"] == 0 and first.read_bytes() == whole
         assert generate("r4", "c4").returncode == 0 and (tmp_path / "c4" / "m" / "gsm8k-n3-t0.7.parquet"
                                                          ).read_bytes() == whole
+        # an older committed file never drops members paid for in a results root: the file's 15 are read in,
+        # the 9 it lacks stay
+        assert generate("r7", "c7").returncode == 0
+        assert shaberi("ensemble", "quick-eval", "--model", "m", "--cache-dir", str(tmp_path / "c2"), "--data-dir",
+                       str(data), "--results-dir", str(tmp_path / "r7")).returncode == 0
+        assert query(tmp_path / "r7", "SELECT count(*) FROM answers WHERE strategy = ''") == [(24,)]
         # a single-model baseline committed beside it, in a directory of its own
         assert generate("r5", "c1/baselines", "--temperature", "0", "--n", "1").returncode == 0
         assert (tmp_path / "c1" / "baselines" / "m" / "gsm8k-n1-t0.parquet").is_file()

@@ -227,8 +227,9 @@ def cache_files(cache_dir: Path, model: str | None = None) -> list[tuple[Path, d
 
 def materialize(results_dir: Path, cache_dir: Path, data_dir: Path, models: list[str]) -> list[CacheEntry]:
     """Bring ``models``' cache files into the results root: unchanged files are skipped; a changed one
-    replaces the entry's member answers (consensus answers and grades stay: they are keyed by the texts
-    they came from). Zero calls."""
+    replaces the member answers it holds (the file is the committed truth), while members it lacks (paid for
+    here, not exported yet), consensus answers and grades stay (those are keyed by the texts they came
+    from). Zero calls."""
     import pyarrow.parquet as pq
 
     from . import datasets as gt
@@ -256,13 +257,15 @@ def materialize(results_dir: Path, cache_dir: Path, data_dir: Path, models: list
                 if not runs:
                     store.replace("runs", run_id, [info.row("ok")])
                     write_questions(store, run_id, [dataset])
-                kept = [r for r in store.read("answers", run_id).to_pylist() if r["strategy"]]
                 rows = [answer(run_id, AnswerKey(dataset.benchmark, r["question_id"], r["sample_index"]), r["model"],
                                calls=1, attempts=0, created_at=at, content=r["content"], error=r["error"],
                                error_type=r["error_type"], finish_reason=r["finish_reason"],
                                request_hash=r["request_hash"],
                                answer_hash=None if r["error"] else answer_hash(r["content"] or ""))
                         for r in pq.read_table(path).to_pylist()]
+                filed = {(r["question_id"], r["sample_index"]) for r in rows}
+                kept = [r for r in store.read("answers", run_id).to_pylist()  # consensus answers, and members
+                        if r["strategy"] or (r["question_id"], r["sample_index"]) not in filed]  # paid, not filed
                 store.replace("answers", run_id, kept + rows)
                 _note_digest(store, run_id, digest)
     return done
