@@ -115,9 +115,10 @@ class _Work:
 def plan_calls(
     questions: Iterable[Question], model: str, base_url: str, config: GenerationConfig,
     existing: dict[rows.AnswerKey, tuple], rerun: bool, retry_errors: int, progress: Progress,
-    earlier: Callable[[Question, int], list[str] | None] = lambda q, s: [],
+    earlier: Callable[[Question, int], list[str] | None] = lambda q, s: [], by_key: bool = False,
 ) -> Iterator[_Work]:
-    """Yield the calls still needed, lazily, counting reused rows as it goes."""
+    """Yield the calls still needed, lazily, counting reused rows as it goes. ``by_key``: a stored row is the
+    answer to its (question, sample) whatever request made it (an ensemble cache's identity)."""
     for q in questions:
         stats = progress.benchmarks[q.benchmark]
         for s in range(config.samples):
@@ -129,7 +130,7 @@ def plan_calls(
             digest = hashlib.sha256(b"%s\n%s\n%d" % (base_url.encode(), body, s)).hexdigest()[:32]
             old = existing.get(rows.AnswerKey(q.benchmark, q.question_id, s))
             calls, attempts = 1, 0
-            if old is not None and old[0] == digest and not rerun:
+            if old is not None and (old[0] == digest or by_key) and not rerun:
                 _, error, old_calls, old_attempts = old
                 if error is None or old_calls >= 1 + retry_errors:
                     stats.done += 1
@@ -152,6 +153,7 @@ async def generate(
     retry_errors: int = 2,
     progress: Progress | None = None,
     batch_rows: int = 4000,
+    by_key: bool = False,
 ) -> Progress:
     """Answer what is missing; return the counters (also updated live in ``progress``).
 
@@ -171,7 +173,7 @@ async def generate(
         ticker = asyncio.create_task(_flush_when_due(journal, stop))
         record = functools.partial(_record, journal, run_id, model, progress)
         plan = functools.partial(plan_calls, model=model, base_url=client.base_url, config=config, existing=existing,
-                                 rerun=rerun, retry_errors=retry_errors, progress=progress)
+                                 rerun=rerun, retry_errors=retry_errors, progress=progress, by_key=by_key)
         try:
             await Dispatcher(plan(first), lambda item: client.chat(item.body), record, client.max_in_flight).run()
             previous = {(q.benchmark, q.question_id): q.extra["previous"] for q in later}

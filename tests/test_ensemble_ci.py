@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from scipy import stats
@@ -27,20 +28,22 @@ MODEL = "recorded-5"
 N = 100
 
 
-def gate_repo(root: Path) -> Path:
-    """A team's repository: gsm8k (each question carries the loopback's answer marker, so a model asked about
-    it answers right), a committed cache of five members and a baseline file configuring four strategies.
-    Member 0, the baseline, is wrong on questions 1-10; members 1-4 agree on a wrong answer to 11-40: the
-    majority vote loses 30 questions and gains 10, a planted regression."""
+def gate_repo(root: Path, refuse: range = range(0)) -> Path:
+    """A team's repository (a git repository, everything committed): gsm8k (each question carries the
+    loopback's answer marker, so a model asked about it answers right; those in ``refuse`` are answered 401),
+    a committed cache of five members and a baseline file configuring four strategies. Member 0, the
+    baseline, is wrong on questions 1-10; members 1-4 agree on a wrong answer to 11-40: the majority vote
+    loses 30 questions and gains 10, a planted regression."""
     gt = root / "datasets" / "gt" / "gsm8k"
     gt.mkdir(parents=True)
     with open(gt / "test.jsonl", "w") as fh:
         for i in range(N):
-            fh.write(json.dumps({"question": f"Question {i}? <<answer: Reasoning. #### {i * 10}>>",
+            fault = " [[fail:401]]" if i in refuse else ""
+            fh.write(json.dumps({"question": f"Question {i}?{fault} <<answer: Reasoning. #### {i * 10}>>",
                                  "answer": f"Because.\n#### {i * 10}"}) + "\n")
     members = []
     for m in range(5):
-        path = root / "members" / f"member{m}.jsonl"
+        path = root.parent / f"{root.name}-members" / f"member{m}.jsonl"
         path.parent.mkdir(exist_ok=True)
         with open(path, "w") as fh:
             for i in range(N):
@@ -50,16 +53,20 @@ def gate_repo(root: Path) -> Path:
         members.append(str(path))
     done = shaberi("ensemble", "import-responses", "--dataset", "gsm8k", "--model", MODEL, *members, "--cache-dir",
                    str(root / ".cache" / "ensemble"), "--data-dir", str(root / "datasets"), "--results-dir",
-                   str(root / "scratch"))
+                   str(root.parent / f"{root.name}-scratch"))
     assert done.returncode == 0, done.stderr
     (root / "baselines").mkdir()
     (root / "baselines" / "quick-eval.json").write_text(json.dumps({"alpha": 0.1, "models": {MODEL: {
         "datasets": ["gsm8k"], "strategies": ["majority", "standard", "elo", "council"], "sample": N, "seed": 0}}}))
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "the committed cache"]):
+        subprocess.run([*git, *args], check=True)
     return root
 
 
 def test_the_example_workflow_runs_here_and_the_planted_regression_turns_its_job_red(tmp_path):
     repo = gate_repo(tmp_path / "repo")
+    (repo / ".cache" / "uncommitted.parquet").write_bytes(b"not committed: a job never sees it")
     with LoopbackServer() as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SHABERI_RESULTS", "OPENAI_API_KEY"))}
         env |= {"CONSENSUS_MODEL": f"synth@{server.base_url}", "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"}
@@ -74,12 +81,22 @@ def test_the_example_workflow_runs_here_and_the_planted_regression_turns_its_job
         assert f"job gate {name}: ok" in jobs[f"job gate {name}"], done.stdout
     assert "job report: FAILED" in jobs["job report"]  # it ran although a job it needs failed (if: always())
     assert "**1 significant regression(s)**: majority on gsm8k" in done.stdout  # the step summary
-    assert "4 job file(s) covering all 8 tests" in done.stdout
+    assert "4 job file(s) covering all 8 tests" in done.stdout and "Not checked" not in done.stdout
     # zero generation calls: only the consensus model's (standard 1, council 11, elo 20 per question) and the
     # three jobs' endpoint checks (GET /models is not a chat call)
     assert calls == N * (1 + 11 + 20)
     # each job ran in its own checkout: the committed cache was never written
     assert not (repo / "results").exists()
+
+    # No consensus model: three jobs fail on bad input (exit 2), leave no result file, and the report does not
+    # read their absence as a pass.
+    env.pop("CONSENSUS_MODEL")
+    again = subprocess.run([sys.executable, str(REPO / "examples" / "ci" / "run_workflow.py"),
+                            str(REPO / "examples" / "ci" / "ensemble-gate.yml"), "--repo", str(repo), "--work",
+                            str(tmp_path / "work")], capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 1 and again.stdout.count("exit 2") == 3, again.stdout
+    assert "warning: no files were found" in again.stdout  # the failed jobs' uploads, as on GitHub
+    assert "1 job file(s) covering 2 of the 8 tests" in again.stdout and "**Not checked**" in again.stdout
 
 
 def test_each_job_and_the_report_give_the_same_verdicts_in_one_family(tmp_path):
@@ -107,9 +124,14 @@ def test_each_job_and_the_report_give_the_same_verdicts_in_one_family(tmp_path):
     assert "covering 2 of the 8 tests: a job's file is missing" in report.stdout
     row = next(line for line in report.stdout.splitlines() if line.startswith(f"| {MODEL} | majority"))
     assert f"{p_mcnemar:.3f}" in row and "**regression**" in row
-    # A stricter α, asked for, is said, never silent: the same file at 0.001 passes.
-    strict = shaberi("ensemble", "report", str(tmp_path / "m.json"), "--significance", "0.001")
-    assert strict.returncode == 0 and "Verdicts at α = 0.001 (--significance), not the jobs' own α." in strict.stdout
+    # A stricter α, asked for, is said, never silent: at 0.001 the file holds no regression, but the family's
+    # other three jobs are missing, which is no pass either.
+    strict = shaberi("ensemble", "report", str(tmp_path / "m.json"), str(tmp_path / "m.json"), "--significance",
+                     "0.001")
+    assert "Verdicts at α = 0.001 (--significance), not the jobs' own α." in strict.stdout
+    assert strict.returncode == 1 and "REGRESSION" not in strict.stderr and "1 job file(s)" in strict.stdout
+    assert strict.stderr.startswith("FAILED: recorded-5: majority, standard, elo, council × gsm8k, sample 100, seed 0: "
+                                    "the files cover 2 of its 8 tests")
     # --significance on the job: the family's α for the job and for its result file.
     lenient = shaberi("ensemble", "check", "--model", MODEL, "--strategy", "majority", "--significance", "0.001",
                       "--out", str(tmp_path / "m2.json"), *base)
@@ -148,9 +170,10 @@ def test_a_committed_cache_is_byte_stable_and_never_paid_for_twice(tmp_path):
     with open(gt / "test.jsonl", "w") as fh:
         for i in range(8):
             fh.write(json.dumps({"question": f"Q{i}? <<answer: #### {i}>>", "answer": f"#### {i}"}) + "\n")
-    with LoopbackServer(latency_ms=5) as server:
-        def generate(results: str, cache: str, *extra: str) -> subprocess.CompletedProcess[str]:
-            return shaberi("ensemble", "generate-cache", "--model", "m", "--base-url", server.base_url, "--datasets",
+    with LoopbackServer(latency_ms=5) as server, LoopbackServer(latency_ms=5) as other:
+        def generate(results: str, cache: str, *extra: str, at: LoopbackServer = server
+                     ) -> subprocess.CompletedProcess[str]:
+            return shaberi("ensemble", "generate-cache", "--model", "m", "--base-url", at.base_url, "--datasets",
                            "gsm8k", "--n", "3", "--data-dir", str(data), "--cache-dir", str(tmp_path / cache),
                            "--results-dir", str(tmp_path / results), *extra)
 
@@ -158,21 +181,24 @@ def test_a_committed_cache_is_byte_stable_and_never_paid_for_twice(tmp_path):
         (first,) = (tmp_path / "c1").rglob("*.parquet")
         assert first.relative_to(tmp_path / "c1").as_posix() == "m/gsm8k-n3-t0.7.parquet"
         partial = first.read_bytes()
-        # the same questions answered again from nothing, elsewhere: the same bytes
-        assert generate("r2", "c2", "--limit", "5").returncode == 0 and server.stats()["calls"] == 30
+        # the same questions answered again from nothing, elsewhere, through another endpoint: the same bytes
+        assert generate("r2", "c2", "--limit", "5", at=other).returncode == 0 and other.stats()["calls"] == 15
         assert (tmp_path / "c2" / "m" / "gsm8k-n3-t0.7.parquet").read_bytes() == partial
-        # a fresh results root and the committed cache: the 15 answers it holds are not asked again; the file
-        # grows by the three new questions only, in question order
-        server.reset()
-        assert generate("r3", "c1").returncode == 0 and server.stats()["calls"] == 9
+        # a fresh results root, the committed cache, another endpoint and other request options: the 15 answers
+        # it holds are not asked again; the file grows by the three new questions only, in question order
+        other.reset()
+        grown = generate("r3", "c1", "--max-tokens", "1024", at=other)
+        assert grown.returncode == 0 and other.stats()["calls"] == 9
+        assert "24 of 24 answers (9 called now, 15 already there); written to " in grown.stdout
         table = pq.read_table(first)
         assert table.num_rows == 24 and table.column("question_id").to_pylist() == [
             str(q) for q in range(1, 9) for _ in range(3)]
         assert table.column_names == ["question_id", "sample_index", "model", "content", "error", "error_type",
-                                      "finish_reason", "request_hash"]
+                                      "finish_reason"]
         whole = first.read_bytes()
-        server.reset()
-        assert generate("r3", "c1").returncode == 0 and server.stats()["calls"] == 0 and first.read_bytes() == whole
+        other.reset()
+        assert generate("r3", "c1", at=other).returncode == 0 and other.stats()["calls"] == 0
+        assert first.read_bytes() == whole
         assert generate("r4", "c4").returncode == 0 and (tmp_path / "c4" / "m" / "gsm8k-n3-t0.7.parquet"
                                                          ).read_bytes() == whole
         # an older committed file never drops members paid for in a results root: the file's 15 are read in,
@@ -211,21 +237,25 @@ def test_a_partly_generated_cache_is_reported_and_require_complete_refuses(tmp_p
     table = pq.read_table(path)
     keep = [int(q) <= 60 or (int(q) <= 70 and s < 3) for q, s in zip(
         table.column("question_id").to_pylist(), table.column("sample_index").to_pylist(), strict=True)]
-    pq.write_table(table.filter(np.array(keep)), path)  # 60 questions whole, 10 with 3 of 5 answers, 30 none
+    table = table.filter(np.array(keep))  # 60 questions whole, 10 with 3 of 5 answers, 30 none
+    rows = table.to_pylist()
+    rows[0] |= {"content": None, "error": "HTTP 503", "error_type": "server"}  # and one answer an error
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
     args = ["--model", MODEL, "--cache-dir", str(repo / ".cache"), "--data-dir", str(repo / "datasets"),
             "--results-dir", str(repo / "results")]
     done = shaberi("ensemble", "quick-eval", "--sample", "80", "--out", str(tmp_path / "p.json"), *args)
-    assert "gsm8k: the cache holds answers to 70 of 100 questions (60 with all 5); sampled 70 of the 80 asked" \
-        in done.stdout, done.stdout
+    assert "gsm8k: the cache holds answers to 70 of 100 questions (59 with all 5 and no error); sampled 70 of the " \
+        "80 asked" in done.stdout, done.stdout
     outcome = json.loads((tmp_path / "p.json").read_text())["datasets"]["gsm8k"]
-    assert (outcome["questions"], outcome["available"], outcome["complete"], outcome["asked"]) == (100, 70, 60, 80)
+    assert (outcome["questions"], outcome["available"], outcome["complete"], outcome["asked"]) == (100, 70, 59, 80)
     report = shaberi("ensemble", "report", str(tmp_path / "p.json"))
     assert "Partly generated caches:" in report.stdout and "sampled 70 of the 80 asked" in report.stdout
     before = query(repo / "results", "SELECT count(*) FROM judgements")
     refused = shaberi("ensemble", "quick-eval", "--sample", "80", "--require-complete", *args)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert refused.stderr.startswith("error: gsm8k: 80 questions asked, the cache ")
-    assert "holds all 5 answers for 60 of the dataset's 100 (some answer for 70)" in refused.stderr
+    assert "holds all 5 answers for 59 of the dataset's 100 (some answer for 70; 1 answers are errors)" in \
+        refused.stderr
     assert query(repo / "results", "SELECT count(*) FROM judgements") == before  # nothing graded
     small = shaberi("ensemble", "quick-eval", "--sample", "50", "--require-complete", *args)
     assert small.returncode == 1, small.stderr  # 50 complete questions can be had: it runs (and finds the regression)
@@ -274,3 +304,50 @@ def test_the_detectable_regression_is_detected_with_80_percent_power_in_a_simula
 
     before = TTestPower().solve_power(nobs=n, alpha=0.1, power=0.8, alternative="larger") * np.sqrt(discordance)
     assert before < drop and power(n, discordance, before, level) < 0.7
+
+
+def test_failed_consensus_calls_are_left_out_never_counted_wrong(tmp_path):
+    """A consensus endpoint refusing some questions (401, not retried) must not look like a worse strategy, and
+    one refusing every question must fail the job, not pass or regress it."""
+    with LoopbackServer() as server:
+        def check(repo: Path) -> subprocess.CompletedProcess[str]:
+            return shaberi("ensemble", "check", "--model", MODEL, "--strategy", "standard", "--consensus-model",
+                           f"synth@{server.base_url}", "--baseline-file", str(repo / "baselines" / "quick-eval.json"),
+                           "--cache-dir", str(repo / ".cache"), "--data-dir", str(repo / "datasets"), "--results-dir",
+                           str(repo / "results"), "--out", str(repo / "out.json"))
+
+        some = gate_repo(tmp_path / "some", refuse=range(50, 60))
+        done = check(some)
+        assert done.returncode == 0, done.stdout + done.stderr  # standard answers right where it answers
+        assert "gsm8k: standard: 10 of 100 consensus calls failed (left out, not counted wrong" in done.stdout
+        standard = json.loads((some / "out.json").read_text())["datasets"]["gsm8k"]["strategies"]["standard"]
+        assert standard["failed"] == 10 and standard["correct"].count(None) == 10 and 0 not in standard["correct"]
+        server.reset()
+        again = check(some)  # the failed ones are asked again, the rest reused
+        assert server.stats()["calls"] == 10 and again.returncode == 0
+
+        every = gate_repo(tmp_path / "every", refuse=range(N))
+        failed = check(every)
+        assert failed.returncode == 1 and "REGRESSION" not in failed.stderr
+        assert failed.stderr.startswith("FAILED: standard on gsm8k: every consensus call failed (")
+        report = shaberi("ensemble", "report", str(every / "out.json"))
+        assert report.returncode == 1 and "**Not checked**: recorded-5: standard on gsm8k: every consensus call" \
+            in report.stdout
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"datasets": ["gsm8k"], "strategies": ["majority"], "seed": 0}, "models.recorded-5.sample should be a whole"),
+    ({"datasets": ["gsm8k"], "strategies": "majority", "sample": 10, "seed": 0},
+     'models.recorded-5.strategies should be a list of names, not "majority"'),
+    ({"datasets": ["gsm8k"], "strategies": ["majority"], "sample": 10, "seed": 0, "alpha": "0.1"},
+     'models.recorded-5.alpha should be a number between 0 and 1, not "0.1"'),
+    ([1, 2], 'should be a JSON object with "models"'),
+])
+def test_a_malformed_baseline_file_is_bad_input_not_a_red_build(tmp_path, entry, message):
+    path = tmp_path / "quick-eval.json"
+    path.write_text(json.dumps({"models": {MODEL: entry}} if isinstance(entry, dict) else entry))
+    for command in ("check", "regenerate-baseline"):
+        done = shaberi("ensemble", command, "--model", MODEL, "--baseline-file", str(path), "--results-dir",
+                       str(tmp_path / "r"))
+        assert done.returncode == 2 and done.stderr.startswith("error: ") and message in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()

@@ -250,8 +250,8 @@ def test_null_grades_are_left_out_of_accuracy_and_the_paired_tests():
 def test_report_shows_unreadable_responses_per_grader(tmp_path):
     d = DatasetOutcome("run", 1, ["1", "2"], [1, 0], [1, 1], [1.0, 0.0], {"majority": StrategyOutcome([1, 0], [1, 1])},
                        graders={"mcq": {"graded": 4, "unreadable": 1, "no_grade": 0}})
-    text, _ = markdown([(tmp_path / "r.json", Result("m", 0, 2, ["majority"], {"mmlu_pro": d}))])
-    assert "| m | mmlu_pro | mcq | 4 | 1 | 25.0 % | 0 |" in text
+    text, _, _ = markdown([(tmp_path / "r.json", Result("m", 0, 2, ["majority"], {"mmlu_pro": d}))])
+    assert "| m | majority | mmlu_pro | mcq | 4 | 1 | 25.0 % | 0 |" in text
     assert "### Unreadable responses per grader" in text
 
 
@@ -298,7 +298,7 @@ def test_a_judge_reply_nobody_can_read_is_stored_null_and_reported_unreadable(se
     assert "baseline attempted 2/4 (2 without a readable grade), accuracy given attempted 50.0%" in done.stdout
     report = shaberi("ensemble", "report", str(tmp_path / "q.json"))
     assert report.returncode == 0, report.stderr
-    assert "| m | simpleqa | llm:grader | 12 | 6 | 50.0 % | 6 |" in report.stdout
+    assert "| m | majority | simpleqa | llm:grader | 12 | 6 | 50.0 % | 6 |" in report.stdout
     assert "| m | majority | 2 | 50.0 % | 50.0 % | 50.0 % |" in report.stdout  # over the 2 readable questions
     assert "| m | majority | 4 |" not in report.stdout  # not 25 %: a null grade is not a wrong one
     assert "- simpleqa: majority: 2 question(s) without a readable grade on some side left out of the comparison " \

@@ -2,13 +2,14 @@
 
     python examples/ci/run_workflow.py WORKFLOW.yml [--repo DIR] [--work DIR]
 
-Every job (each matrix combination a job of its own, in ``needs`` order) starts from a fresh copy of the
-repository (``--repo``, default the current directory; ``results/`` and ``.git`` left out), as a runner's
-checkout would, and runs its ``run`` steps with bash (``-e``, the workflow's, job's and step's ``env``,
-``GITHUB_STEP_SUMMARY``). What a hosted runner provides is provided by this machine instead, and said:
-``actions/checkout`` is the copy, ``actions/setup-python`` and a step with ``id: install`` are this
-Python environment (shaberi already installed). ``actions/upload-artifact`` / ``download-artifact``
-copy files through ``--work``/artifacts. Expressions: ``${{ matrix.X }}``, ``${{ vars.X }}`` and
+Every job (each matrix combination a job of its own, in ``needs`` order) starts from a fresh clone of the
+repository's committed HEAD (``--repo``, a git repository, default the current directory: what is not
+committed is not there, as on a runner) and runs its ``run`` steps with bash (``-e``, the workflow's,
+job's and step's ``env``, ``GITHUB_STEP_SUMMARY``). What a hosted runner provides is provided by this
+machine instead, and said: ``actions/checkout`` is the clone, ``actions/setup-python`` and a step with
+``id: install`` are this Python environment (shaberi already installed). ``actions/upload-artifact`` /
+``download-artifact`` copy files through ``--work``/artifacts, emptied first (an upload that matches no
+file is a warning, as on GitHub). Expressions: ``${{ matrix.X }}``, ``${{ vars.X }}`` and
 ``${{ secrets.X }}`` (the latter two from this environment's variables of the same name); ``if:
 always()`` / ``success()`` / ``failure()``. Anything else is refused, not guessed.
 
@@ -80,8 +81,8 @@ def order(jobs: dict[str, dict]) -> list[str]:
 def run_job(name: str, job: dict, matrix: dict[str, str], env: dict[str, str], repo: Path, work: Path
             ) -> tuple[bool, list[str], str]:
     """(failed, one word per step, the step summary)."""
-    workspace = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work))
-    shutil.copytree(repo, workspace, dirs_exist_ok=True, ignore=shutil.ignore_patterns("results", ".git"))
+    workspace = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work)) / "repo"
+    subprocess.run(["git", "clone", "--quiet", str(repo), str(workspace)], check=True)
     summary = workspace.parent / f"{workspace.name}.summary.md"
     summary.touch()
     job_env = env | {k: expand(str(v), matrix) for k, v in (job.get("env") or {}).items()}
@@ -98,9 +99,11 @@ def run_job(name: str, job: dict, matrix: dict[str, str], env: dict[str, str], r
         elif uses == "actions/upload-artifact":
             target = work / "artifacts" / options["name"]
             target.mkdir(parents=True, exist_ok=True)
-            for path in workspace.glob(options["path"]):
+            found = list(workspace.glob(options["path"]))
+            for path in found:
                 shutil.copy2(path, target / path.name)
-            words.append(f"{label}: uploaded")
+            words.append(f"{label}: uploaded {len(found)} file(s)" if found else
+                         f"{label}: warning: no files were found with the provided path: {options['path']}")
         elif uses == "actions/download-artifact":
             target = workspace / options.get("path", ".")
             for folder in sorted((work / "artifacts").glob(options.get("pattern", options.get("name", "*")))):
@@ -126,7 +129,12 @@ def main(argv: list[str] | None = None) -> int:
                         "temporary directory]")
     args = parser.parse_args(argv)
     spec = yaml.safe_load(args.workflow.read_text())
+    if not (args.repo / ".git").exists():
+        print(f"error: --repo {args.repo} is not a git repository (a job checks out a commit); git init and commit",
+              file=sys.stderr)
+        return 2
     work = args.work or Path(tempfile.mkdtemp(prefix="workflow-"))
+    shutil.rmtree(work / "artifacts", ignore_errors=True)  # this run's artifacts only
     work.mkdir(parents=True, exist_ok=True)
     env = {k: str(v) for k, v in (spec.get("env") or {}).items()}
     jobs: dict[str, dict] = spec["jobs"]

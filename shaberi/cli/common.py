@@ -67,7 +67,8 @@ app.add_typer(ensemble_app, name="ensemble")
 ResultsDir = Annotated[Path, typer.Option("--results-dir", envvar="SHABERI_RESULTS_DIR",
                                           help="Results root holding tables/.")]
 DataDir = Annotated[Path, typer.Option("--data-dir", envvar="SHABERI_DATA_DIR",
-                                       help="Folder with the benchmark files (ja/<name>.jsonl|csv|parquet).")]
+                                       help="Folder with the benchmark files: ja/<name>.jsonl|csv|parquet (the chat "
+                                       "benchmarks), gt/<name>/… (the ensemble's ground-truth datasets).")]
 DEFAULT_RESULTS = Path("results")
 CacheDir = Annotated[Path | None, typer.Option(
     "--cache-dir", envvar="SHABERI_CACHE_DIR", help="A committable cache directory (e.g. .cache/ensemble): one "

@@ -89,9 +89,19 @@ def ensemble_generate_cache(
 
     config = client_config(concurrency, timeout, max_retries, rpm, tpm, rate_limit_timeout, retry_after_max,
                            concurrency_start, concurrency_min)
-    for run_id in asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature, max_tokens,
-                                       api_key_env, config, limit, cache_dir=cache_dir)):
-        typer.echo(f"cache {run_id}")
+    failed = []
+    for run_id, done, path in asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature,
+                                                   max_tokens, api_key_env, config, limit, cache_dir=cache_dir)):
+        called = done.done - done.cached
+        errors = f", {done.errors:,} errors: run again to retry them" if done.errors else ""
+        typer.echo(f"cache {run_id}: {done.done - done.errors:,} of {done.total:,} answers ({called:,} called now, "
+                   f"{done.cached:,} already there){errors}" + (f"; written to {path}" if path else ""))
+        if done.errors and done.errors == done.total:
+            failed.append(run_id)
+    if failed:
+        typer.echo(f"FAILED: every answer is an error in {', '.join(failed)} (see: shaberi view, or the answers "
+                   "table's error column)", err=True)
+        raise typer.Exit(1)
 
 
 @ensemble_app.command("import-responses")
@@ -119,10 +129,10 @@ def _holm(c: Comparison) -> float:
     return min((p for p in (c.p_mcnemar_holm, c.p_ttest_holm) if p is not None), default=math.nan)
 
 
-def _quick_eval_print(result: Result, out: Path | None, results_dir: Path) -> list[Comparison]:
+def _quick_eval_print(result: Result, out: Path | None, results_dir: Path) -> tuple[list[Comparison], list[str]]:
     """Print the gated comparisons and what the cache and graders could not give, write the result file;
     return the regressions."""
-    from ..ensemble.evaluate import attempted_lines, coverage_lines, unreadable_lines, verdicts
+    from ..ensemble.evaluate import attempted_lines, coverage_lines, failures, unreadable_lines, verdicts
 
     gated = verdicts(result)
     header = ["Dataset", "Strategy", "n", "Baseline", "Mean of N", "Strategy acc", "Δ", "Discordant", "p McNemar",
@@ -143,7 +153,7 @@ def _quick_eval_print(result: Result, out: Path | None, results_dir: Path) -> li
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(result.to_json())
     typer.echo(f"result file: {path}")
-    return [c for c in gated if c.regression]
+    return [c for c in gated if c.regression], failures(result)
 
 
 def _mde(mde: float) -> str:
@@ -201,7 +211,7 @@ def ensemble_quick_eval(
                                   api_key_env=api_key_env, baseline_model=baseline_model,
                                   alpha=ALPHA if significance is None else significance,
                                   require_complete=require_complete, cache_dir=cache_dir, data_dir=data_dir))
-    _fail_on(_quick_eval_print(result, out, results_dir))
+    _fail_on(*_quick_eval_print(result, out, results_dir))
 
 
 @ensemble_app.command("report")
@@ -213,19 +223,20 @@ def ensemble_report(
     """One Markdown report over result files: per dataset, baseline and each strategy with the paired tests, and
     each job's verdict as the job gave it (its own family; see docs in ``shaberi.ensemble.gate``).
 
-    Exit codes: 0 no file holds a significant regression; 1 one does (one line names it; the report is written
-    first); 2 bad input."""
+    Exit codes: 0 no significant regression in a complete set of files; 1 a significant regression, a strategy
+    whose every consensus call failed, or a family whose job files are not all given (one line names each; the
+    report is written first); 2 bad input."""
     from ..ensemble.report import load_results, markdown
 
     if significance is not None and not 0 < significance < 1:
         raise UsageError(f"--significance {significance:g} is out of range: it must be between 0 and 1, e.g. 0.1")
-    text, gated = markdown(load_results(files), significance)
+    text, gated, problems = markdown(load_results(files), significance)
     if out:
         out.write_text(text, encoding="utf-8")
         typer.echo(f"report: {out}")
     else:
         sys.stdout.write(text)
-    _fail_on([c for c in gated if c.regression])
+    _fail_on([c for c in gated if c.regression], problems)
 
 
 @ensemble_app.command("check")
@@ -263,9 +274,9 @@ def ensemble_check(
                                       base_url=base_url, api_key_env=api_key_env, strategies=_split(strategy),
                                       datasets=_split(datasets), significance=significance,
                                       require_complete=require_complete, cache_dir=cache_dir, data_dir=data_dir))
-    regressions = _quick_eval_print(result, out, results_dir)
+    regressions, failed = _quick_eval_print(result, out, results_dir)
     _accepted(entry.get("accuracy") or {}, result)
-    _fail_on(regressions)
+    _fail_on(regressions, failed)
     typer.echo("gate passed: no significant regression against the single-model baseline")
 
 
@@ -330,10 +341,14 @@ def _accepted(accepted: dict, result: Result) -> None:
                        + ", ".join(f"{k} {_acc(v)}" for k, v in now.items()))
 
 
-def _fail_on(regressions: list[Comparison]) -> None:
-    """Exit 1 with one line naming each significant regression (a CI job's red), else return."""
+def _fail_on(regressions: list[Comparison], failed: list[str] | None = None) -> None:
+    """Exit 1 with one line naming each significant regression, and one naming each strategy that could not be
+    compared because all its calls failed (a CI job's red either way), else return."""
     if regressions:
         typer.echo("REGRESSION: " + ", ".join(f"{c.strategy} on {c.dataset} ({100 * c.difference:+.1f} points, "
                                               f"adjusted p {_holm(c):.3f})" for c in regressions), err=True)
+    if failed:
+        typer.echo("FAILED: " + "; ".join(failed), err=True)
+    if regressions or failed:
         raise typer.Exit(1)
 

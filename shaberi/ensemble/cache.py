@@ -10,12 +10,13 @@ twice.
 The cache lives in the tables of a results root (``--results-dir``, git-ignored). To **commit** it, give
 ``--cache-dir`` (e.g. ``.cache/ensemble``): ``export`` writes one compact Parquet file per entry there,
 ``<dir>/<model>/<dataset>-n<N>-t<T>.parquet`` (``-recorded`` for imports), holding only the member answers
-(question id, sample index, member model, text or error, finish reason, request hash) in question order,
-with no timestamps or latencies, so that answering unchanged questions again writes the same bytes and a
-git diff shows only what changed. ``materialize`` reads such files back into the results root (zero
-calls) before an evaluation, and before a generation so that a committed cache is extended, not paid
-for again. A single-model baseline cached the same way (``--n 1 --temperature 0``) goes in a directory of
-its own (e.g. ``.cache/baselines``); readers scan every file below the directory they are given.
+(question id, sample index, member model, text or error, finish reason) in question order, with nothing
+that depends on where or when they were made (no endpoint, request hash, timestamp or latency), so that
+answering unchanged questions again writes the same bytes and a git diff shows only what changed.
+``materialize`` reads such files back into the results root (zero calls) before an evaluation, and before a
+generation so that a committed cache is extended, not paid for again. A single-model baseline cached the
+same way (``--n 1 --temperature 0``) goes in a directory of its own (e.g. ``.cache/baselines``); readers
+scan every file below the directory they are given.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import orjson
 
 from ..benchmarks import Dataset, read_rows
 from ..errors import DataError, UsageError
-from ..generate import GenerationConfig, Progress, generate, write_questions
+from ..generate import BenchmarkProgress, GenerationConfig, Progress, generate, write_questions
 from ..lineage import answer_hash
 from ..llm.client import ChatClient, endpoint_limits
 from ..prompts import generation_template, template_hash
@@ -42,8 +43,8 @@ from ..tables.store import Store, now_us
 __all__ = ["CacheEntry", "cache_files", "entries", "export", "find", "generate_cache", "import_responses",
            "materialize", "tag_for"]
 
-# the member columns a cache file keeps, in this order
-_COLUMNS = ("question_id", "sample_index", "model", "content", "error", "error_type", "finish_reason", "request_hash")
+# the member columns a cache file keeps, in this order: nothing that depends on where or when they were made
+_COLUMNS = ("question_id", "sample_index", "model", "content", "error", "error_type", "finish_reason")
 
 _TAG = re.compile(r"^ensemble-(?P<dataset>.+)-n(?P<n>\d+)-(?:t(?P<temperature>[\d.]+)|recorded)$")
 
@@ -103,8 +104,11 @@ def _info(model: str, dataset: Dataset, n: int, temperature: float | None, base_
 
 
 async def generate_cache(results_dir: Path, model: str, dataset: Dataset, client: ChatClient, n: int,
-                         temperature: float, max_tokens: int = 2048, progress: Progress | None = None) -> str:
-    """N answers to every question of ``dataset``; resumable. Returns the cache entry's run id."""
+                         temperature: float, max_tokens: int = 2048, progress: Progress | None = None
+                         ) -> tuple[str, BenchmarkProgress]:
+    """N answers to every question of ``dataset``; resumable: a stored answer to a (question, sample) is
+    kept whatever endpoint or request options made it (the entry's identity is its model, dataset, N and
+    temperature). Returns the cache entry's run id and what this call did (done, reused, errors)."""
     validate_name("model", model)
     if n < 1:
         raise UsageError("--n must be at least 1")
@@ -115,9 +119,9 @@ async def generate_cache(results_dir: Path, model: str, dataset: Dataset, client
     with store.lock(info.run_id, f"ensemble cache {model!r} {dataset.benchmark!r}"):
         store.replace("runs", info.run_id, [info.row("running")])
         write_questions(store, info.run_id, [dataset])
-        await generate(store, info.run_id, model, [dataset], client, config, progress=progress)
+        done = await generate(store, info.run_id, model, [dataset], client, config, progress=progress, by_key=True)
         store.replace("runs", info.run_id, [info.row("ok", None, endpoint_limits([client]))])
-    return info.run_id
+    return info.run_id, done.benchmarks[dataset.benchmark]
 
 
 def import_responses(results_dir: Path, model: str, dataset: Dataset, files: list[Path]) -> tuple[str, list[int]]:
@@ -181,11 +185,11 @@ def export(results_dir: Path, entry: CacheEntry, cache_dir: Path) -> Path:
     provenance: dict = next(iter(orjson.loads(run["datasets"] or "{}").values()), {})
     schema = pa.schema([("question_id", pa.string()), ("sample_index", pa.int32()), ("model", pa.string()),
                         ("content", pa.string()), ("error", pa.string()), ("error_type", pa.string()),
-                        ("finish_reason", pa.string()), ("request_hash", pa.string())],
+                        ("finish_reason", pa.string())],
                        metadata={"shaberi.ensemble": orjson.dumps({
                            "model": entry.model, "dataset": entry.dataset, "n": entry.n,
-                           "temperature": entry.temperature, "dataset_sha256": provenance.get("sha256"),
-                           "base_url": run["base_url"]}, option=orjson.OPT_SORT_KEYS)})
+                           "temperature": entry.temperature, "dataset_sha256": provenance.get("sha256")},
+                           option=orjson.OPT_SORT_KEYS)})
     table = pa.Table.from_pylist([{c: r[c] for c in _COLUMNS} for r in rows], schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd", compression_level=9, write_statistics=False,
@@ -250,8 +254,8 @@ def materialize(results_dir: Path, cache_dir: Path, data_dir: Path, models: list
             if meta.get("dataset_sha256") not in (None, dataset.sha256):
                 raise DataError(f"{path} answers another version of {meta['dataset']} than {dataset.path} (sha256 "
                                 f"{str(meta['dataset_sha256'])[:12]}… vs {dataset.sha256[:12]}…)")
-            info = _info(model, dataset, n, temperature, meta.get("base_url") or "", None,
-                         {"temperature": temperature, "cache_file": path.name})
+            info = _info(model, dataset, n, temperature, "", None, {"temperature": temperature,
+                                                                    "cache_file": path.name})
             at = now_us()
             with store.lock(run_id, f"materializing {path}"):
                 if not runs:
@@ -260,7 +264,7 @@ def materialize(results_dir: Path, cache_dir: Path, data_dir: Path, models: list
                 rows = [answer(run_id, AnswerKey(dataset.benchmark, r["question_id"], r["sample_index"]), r["model"],
                                calls=1, attempts=0, created_at=at, content=r["content"], error=r["error"],
                                error_type=r["error_type"], finish_reason=r["finish_reason"],
-                               request_hash=r["request_hash"],
+                               request_hash=f"cache:{path.name}",
                                answer_hash=None if r["error"] else answer_hash(r["content"] or ""))
                         for r in pq.read_table(path).to_pylist()]
                 filed = {(r["question_id"], r["sample_index"]) for r in rows}

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 
 from ..errors import DataError, UsageError
-from ..generate import Progress
+from ..generate import BenchmarkProgress, Progress
 from ..llm.client import ChatClient, ClientConfig
 from ..llm.endpoints import check_base_url, resolve_api_key, shared_llm
 from . import cache
@@ -17,13 +17,14 @@ from .evaluate import Result, accuracy, quick_eval
 from .gate import ALPHA
 from .strategies import resolve as resolve_strategies
 
-__all__ = ["Baselines", "check", "evaluate", "generate", "import_responses", "load_baselines", "regenerate_baseline"]
+__all__ = ["Baselines", "check", "evaluate", "family_name", "generate", "import_responses", "load_baselines",
+           "regenerate_baseline"]
 
 
 async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str, datasets: str, n: int,
                    temperature: float, max_tokens: int, api_key_env: str | None, client_config: ClientConfig,
                    limit: int | None = None, progress: Progress | None = None, cache_dir: Path | None = None
-                   ) -> list[str]:
+                   ) -> list[tuple[str, BenchmarkProgress, Path | None]]:
     """Every dataset at once through one client, so its limit is shared: a fast dataset's free slots go to a
     slow one. With ``cache_dir``: its files are read first (what they hold is not asked again) and written
     after."""
@@ -35,14 +36,13 @@ async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str,
     client = ChatClient(base_url, resolve_api_key(base_url, api_key_env), client_config)
     try:
         await client.check()
-        run_ids = await asyncio.gather(*(cache.generate_cache(results_dir, model, d, client, n, temperature,
-                                                              max_tokens, progress) for d in loaded))
+        made = await asyncio.gather(*(cache.generate_cache(results_dir, model, d, client, n, temperature,
+                                                           max_tokens, progress) for d in loaded))
     finally:
         await client.aclose()
-    if cache_dir is not None:
-        for d, run_id in zip(loaded, run_ids, strict=True):
-            cache.export(results_dir, cache.CacheEntry(run_id, model, d.benchmark, n, temperature), cache_dir)
-    return list(run_ids)
+    return [(run_id, done, None if cache_dir is None else cache.export(
+        results_dir, cache.CacheEntry(run_id, model, d.benchmark, n, temperature), cache_dir))
+        for d, (run_id, done) in zip(loaded, made, strict=True)]
 
 
 def import_responses(results_dir: Path, data_dir: Path, model: str, dataset: str, files: list[Path],
@@ -103,11 +103,31 @@ class Baselines:
             raise DataError(f"cannot read the baseline file {path}: {exc}") from None
 
     def entry(self, model: str) -> dict:
-        entry = self.config.get("models", {}).get(model)
+        """The model's entry, checked: a malformed file is bad input (one line, exit 2), not a crash."""
+        models = self.config.get("models") if isinstance(self.config, dict) else None
+        if not isinstance(models, dict):
+            raise DataError(f'{self.path} should be a JSON object with "models": {{MODEL: {{"datasets": [...], '
+                            '"strategies": [...], "sample": N, "seed": N}}}}')
+        entry = models.get(model)
         if entry is None:
             raise UsageError(f"{self.path} has no entry for model {model!r}; models there: "
-                             f"{', '.join(self.config.get('models', {})) or 'none'}")
-        return {"alpha": self.config.get("alpha", ALPHA)} | entry
+                             f"{', '.join(models) or 'none'}")
+        entry = {"alpha": self.config.get("alpha", ALPHA)} | (entry if isinstance(entry, dict) else {})
+        for key, ok, want in (
+            ("datasets", lambda v: isinstance(v, list) and v and all(isinstance(x, str) for x in v), "a list of names"),
+            ("strategies", lambda v: isinstance(v, list) and v and all(isinstance(x, str) for x in v),
+             "a list of names"),
+            ("sample", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number ≥ 1"),
+            ("seed", lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+            ("alpha", lambda v: isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 1,
+             "a number between 0 and 1"),
+            ("baseline_model", lambda v: v is None or isinstance(v, str), "a model name"),
+            ("accuracy", lambda v: v is None or isinstance(v, dict), "an object"),
+        ):
+            if not ok(entry.get(key)):
+                raise DataError(f"{self.path}: models.{model}.{key} should be {want}, not "
+                                f"{orjson.dumps(entry.get(key)).decode()}")
+        return entry
 
     def save(self) -> None:
         scratch = self.path.with_suffix(".tmp")
@@ -138,9 +158,16 @@ async def check(results_dir: Path, baseline_file: Path, model: str, *, consensus
                             judge=judge, base_url=base_url, api_key_env=api_key_env,
                             baseline_model=entry.get("baseline_model"),
                             alpha=entry["alpha"] if significance is None else significance, family_tests=tests,
-                            family=f"{model} in {baseline_file}", require_complete=require_complete,
+                            family=family_name(model, entry), require_complete=require_complete,
                             cache_dir=cache_dir, data_dir=data_dir)
     return result, entry
+
+
+def family_name(model: str, entry: dict) -> str:
+    """The family in words, and its identity in the report: the model's configuration, not the file's path
+    (each CI job has its own)."""
+    return (f"{model}: {', '.join(entry['strategies'])} × {', '.join(entry['datasets'])}, sample {entry['sample']}, "
+            f"seed {entry['seed']}")
 
 
 async def regenerate_baseline(results_dir: Path, baseline_file: Path, model: str, *, significance: float | None = None,
@@ -153,8 +180,9 @@ async def regenerate_baseline(results_dir: Path, baseline_file: Path, model: str
            for name, d in result.datasets.items()}
     new = {name: {k: None if v is None else round(v, 6) for k, v in values.items()} for name, values in new.items()}
     old = entry.get("accuracy") or {}
-    baselines.config["models"][model]["accuracy"] = new
-    if significance is not None:
-        baselines.config["alpha"] = significance
+    mine = baselines.config["models"][model]
+    mine["accuracy"] = new
+    if significance is not None:  # where the model's α is read from: its own entry, else the file's
+        (mine if "alpha" in mine else baselines.config)["alpha"] = significance
     baselines.save()
     return result, old, new

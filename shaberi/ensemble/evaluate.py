@@ -45,7 +45,7 @@ from .graders.llm import GRADES
 from .strategies import STRATEGIES, Context, Strategy
 
 __all__ = ["UNREADABLE", "Result", "accuracy", "attempted_lines", "comparisons", "coverage_lines", "excluded_lines",
-           "given_attempted", "grader_rows", "quick_eval", "sample_ids", "unreadable_lines", "verdicts"]
+           "failures", "given_attempted", "grader_rows", "quick_eval", "sample_ids", "unreadable_lines", "verdicts"]
 
 # parse_method values of a response no rule or judge could read (rule graders count it wrong, the llm
 # grader leaves it without a grade).
@@ -60,6 +60,8 @@ class StrategyOutcome:
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    failed: int = 0  # consensus calls that failed (no answer, no grade: left out, never counted wrong)
+    error: str = ""  # the first failure's message
 
 
 @dataclass
@@ -110,7 +112,7 @@ class Result:
 
     def tests(self) -> int:
         """Tests in this job's family: ``family_tests``, or both tests of each of its comparisons."""
-        return self.family_tests or 2 * sum(len(d.strategies) for d in self.datasets.values())
+        return self.family_tests or max(1, 2 * sum(len(d.strategies) for d in self.datasets.values()))
 
 
 def given_attempted(correct: list[int | None], attempted: list[int | None]) -> tuple[int, float | None]:
@@ -159,9 +161,19 @@ def excluded_lines(result: Result) -> list[str]:
              f"of the comparison (n = {c.n})" for c in comparisons(result) if c.excluded]
     for name, d in result.datasets.items():
         for s, o in d.strategies.items():
+            if o.failed:
+                lines.append(f"{name}: {s}: {o.failed:,} of {len(o.correct):,} consensus calls failed (left out, not "
+                             f"counted wrong; run again to retry them): {o.error}")
             if not _paired(d, o):
                 lines.append(f"{name}: {s}: no question with a readable grade on both sides: not compared")
     return lines
+
+
+def failures(result: Result) -> list[str]:
+    """The strategies the evaluation could not compare at all because every consensus call failed: the work
+    ran but failed (a CI job's red, like a regression)."""
+    return [f"{s} on {name}: every consensus call failed ({o.error})" for name, d in result.datasets.items()
+            for s, o in d.strategies.items() if o.failed and o.failed == len(o.correct)]
 
 
 def unreadable_lines(result: Result) -> list[str]:
@@ -212,8 +224,8 @@ def coverage_lines(result: Result) -> list[str]:
     for name, d in result.datasets.items():
         if d.complete < d.asked or d.available < d.questions:
             lines.append(f"{name}: the cache holds answers to {d.available:,} of {d.questions:,} questions "
-                         f"({d.complete:,} with all {d.n_members}); sampled {len(d.question_ids):,} of the "
-                         f"{d.asked:,} asked")
+                         f"({d.complete:,} with all {d.n_members} and no error); sampled {len(d.question_ids):,} of "
+                         f"the {d.asked:,} asked")
     return lines
 
 
@@ -262,6 +274,7 @@ class _Entry:
                                                      q["criteria"], q["category"], orjson.loads(q["extra"] or "{}"))
                           for q in store.read("questions", run_id).to_pylist()}
         self.members: dict[str, dict[int, str | None]] = defaultdict(dict)
+        self.failed = 0  # member rows that are errors
         self.consensus: dict[tuple[str, str], tuple[str | None, str | None]] = {}
         for a in store.read("answers", run_id, ["question_id", "sample_index", "strategy", "content", "error",
                                                 "request_hash"]).to_pylist():
@@ -269,6 +282,7 @@ class _Entry:
                 self.consensus[(a["question_id"], a["strategy"])] = (a["request_hash"], a["content"])
             else:
                 self.members[a["question_id"]][a["sample_index"]] = None if a["error"] else a["content"]
+                self.failed += bool(a["error"])
         self.grades = {(j["question_id"], j["sample_index"], j["strategy"], j["judge"], j["answer_hash"],
                         _How(j["prompt_hash"], j["grader_version"])): (j["score"], j["parse_method"])
                        for j in store.read("judgements", run_id, ["question_id", "sample_index", "strategy", "judge",
@@ -284,9 +298,11 @@ class _Entry:
         return [got.get(i) for i in range(max(got) + 1)] if got else []
 
     def coverage(self, n: int, sample: int) -> tuple[int, int, int]:
-        """(questions with some answer, with all ``n``, asked for: ``sample`` or the whole dataset)."""
-        return (sum(1 for q in self.questions if q in self.members),
-                sum(1 for q in self.questions if len(self.members.get(q, ())) >= n), min(sample, self.size))
+        """(questions with some answer, with all ``n`` and none an error, asked for: ``sample`` or the whole
+        dataset)."""
+        whole = sum(1 for q in self.questions if len(got := self.members.get(q, {})) >= n
+                    and all(got.get(i) is not None for i in range(n)))
+        return sum(1 for q in self.questions if q in self.members), whole, min(sample, self.size)
 
     def short_of(self, entry: cache.CacheEntry, sample: int) -> str | None:
         """Why this cache cannot give ``sample`` questions with all N answers, or None."""
@@ -294,7 +310,7 @@ class _Entry:
         if complete >= asked:
             return None
         return (f"{asked:,} questions asked, the cache {entry.run_id} holds all {entry.n} answers for {complete:,} of "
-                f"the dataset's {self.size:,} (some answer for {available:,})")
+                f"the dataset's {self.size:,} (some answer for {available:,}; {self.failed:,} answers are errors)")
 
 
 async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry | None, cached: _Entry,
@@ -412,6 +428,8 @@ async def _consensus(journal: Journal, cached: _Entry, strat: Strategy, ids: lis
         key = AnswerKey(question_of[qid].benchmark, qid, 0, strat.name)
         if outcome is None:
             done[qid] = None
+            done.outcome.failed += 1
+            done.outcome.error = done.outcome.error or str(error)[:200]
             journal.append("answers", answer_row(cached.run_id, key, model, request_hash=identity, calls=1,
                                                  error=str(error)[:2000],
                                                  error_type=error.error_type if error else "error"))
@@ -504,11 +522,13 @@ class _Grading:
             self.judges[graded.judge] = graded.label
             a_hash = answer_hash(text)
             old = self.cached.grades.get((qid, index, strategy, graded.judge, a_hash, graded.how))
-            if old is not None and old[1] != "judge_error":  # a failed grading call is asked again
+            if old is not None and old[1] not in ("judge_error", "consensus_error"):  # failed calls: again
                 self.results[(qid, index, strategy)] = _outcome(_score(*old), old[1])
                 continue
             same = self.by_text.get((qid, graded.judge, graded.how, a_hash))
-            if text is None:  # an error answer: wrong, and never sent to a judge
+            if text is None and strategy:  # the strategy's model call failed: no grade, not a wrong one
+                self._store(journal, question, index, strategy, graded, a_hash, None, "consensus_error", None)
+            elif text is None:  # a member's error answer: wrong, and never sent to a judge
                 self._store(journal, question, index, strategy, graded, a_hash, 0, "answer_error", None)
             elif same is not None and same[1] not in ("judge_error", "answer_error"):
                 self._store(journal, question, index, strategy, graded, a_hash, same[0], same[1], same[2])
@@ -568,14 +588,14 @@ class _Grading:
             error=error or _ERRORS.get(method)))
 
 
-_ERRORS = {"answer_error": "answer_error", "judge_error": "judge_error",
+_ERRORS = {"answer_error": "answer_error", "judge_error": "judge_error", "consensus_error": "consensus_error",
            "unparsed": f"unparseable: the judge's reply is none of A, B, C, {', '.join(GRADES)}"}
 
 
 def _score(score: float | None, method: str) -> int | None:
     """A stored score as a grade: None stays None, and so does an unreadable judge reply stored as 0 before
     issue 14."""
-    return None if score is None or method in ("unparsed", "judge_error") else int(score)
+    return None if score is None or method in ("unparsed", "judge_error", "consensus_error") else int(score)
 
 
 def _outcome(score: int | None, method: str) -> tuple[int | None, int | None]:

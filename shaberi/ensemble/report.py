@@ -17,15 +17,16 @@ import math
 from pathlib import Path
 
 from ..errors import DataError
-from .evaluate import Result, attempted_lines, coverage_lines, excluded_lines, grader_rows, verdicts
+from .evaluate import Result, attempted_lines, coverage_lines, excluded_lines, failures, grader_rows, verdicts
 from .gate import Comparison
 
 __all__ = ["load_results", "markdown"]
 
 
 def load_results(paths: list[Path]) -> list[tuple[Path, Result]]:
+    """The result files, each once (a path given twice, or two names of one file, count once)."""
     found = []
-    for path in paths:
+    for path in dict.fromkeys(p.resolve() for p in paths):
         try:
             found.append((path, Result.from_json(path.read_bytes())))
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -42,34 +43,44 @@ def _p(x: float | None) -> str:
     return "-" if x is None else ("<0.001" if x < 0.001 else f"{x:.3f}")
 
 
-def _families(results: list[tuple[Path, Result]]) -> list[str]:
-    """One line per family: its α and tests, the jobs' files given, and whether they cover it."""
-    lines = []
+def _families(results: list[tuple[Path, Result]]) -> tuple[list[str], list[str]]:
+    """One line per family (its α and tests, the jobs' files given, whether they cover it), and one problem per
+    family they do not cover: a missing job's verdict is unknown, which a gate must not read as a pass."""
+    lines, missing = [], []
     by_family: dict[tuple[str, float, int], list[tuple[Path, Result]]] = {}
     for path, r in results:
-        by_family.setdefault((r.family or f"{path.name} alone", r.alpha, r.tests()), []).append((path, r))
+        by_family.setdefault((r.family or f"{r.model}: {path.name} alone", r.alpha, r.tests()), []).append((path, r))
     for (name, alpha, tests), members in by_family.items():
         seen = {(d, s) for _, r in members for d, o in r.datasets.items() for s in o.strategies}
         covered = 2 * len(seen)
         lines.append(f"- **{name}**: {tests} tests at α = {alpha:g}, {len(members)} job file(s) "
                      + (f"covering all {tests} tests" if covered >= tests else
                         f"covering {covered} of the {tests} tests: a job's file is missing, its verdict is not here"))
-    return lines
+        if covered < tests:
+            missing.append(f"{name}: the files cover {covered} of its {tests} tests (a job's result file is missing)")
+    return lines, missing
 
 
-def markdown(results: list[tuple[Path, Result]], alpha: float | None = None) -> tuple[str, list[Comparison]]:
-    """The report and the gated comparisons (``regression`` set on each, as its job set it, or at ``alpha``
-    when given)."""
+def markdown(results: list[tuple[Path, Result]], alpha: float | None = None
+             ) -> tuple[str, list[Comparison], list[str]]:
+    """The report, the gated comparisons (``regression`` set on each, as its job set it, or at ``alpha`` when
+    given), and what kept the report from a verdict: strategies whose every call failed, families whose
+    files are missing."""
     rows: list[tuple[Result, Comparison]] = [(r, c) for _, r in results for c in verdicts(r, alpha)]
+    family_lines, missing = _families(results)
+    problems = [f"{r.model}: {line}" for _, r in results for line in failures(r)] + missing
     lines = [f"## Ensemble quick-eval: {len(rows)} comparisons from {len(results)} file(s)", ""]
     if alpha is not None:
         lines += [f"Verdicts at α = {alpha:g} (--significance), not the jobs' own α.", ""]
     regressions = [c for _, c in rows if c.regression]
     lines.append(f"**{len(regressions)} significant regression(s)**: " + ", ".join(
         f"{c.strategy} on {c.dataset}" for c in regressions) if regressions else
-        "**No significant regression** against the single-model baseline.")
+        "**No significant regression** against the single-model baseline" + (" in the files given." if problems
+                                                                              else "."))
+    if problems:
+        lines += ["", "**Not checked**: " + "; ".join(problems)]
     lines += ["", "Families (each job's verdict is its own, Holm within the job at its share of the family's α):",
-              *_families(results)]
+              *family_lines]
     for dataset in dict.fromkeys(c.dataset for _, c in rows):
         lines += ["", f"### {dataset}", "",
                   "| model | strategy | n | baseline | mean of N | strategy | Δ (95 % CI) | worse / better | "
@@ -91,13 +102,14 @@ def markdown(results: list[tuple[Path, Result]], alpha: float | None = None) -> 
     attempted = [line for _, r in results for line in attempted_lines(r)]
     if attempted:
         lines += ["", "Judge-graded datasets (SimpleQA style):", *(f"- {line}" for line in attempted)]
-    graders = [(r.model, *row) for _, r in results for row in grader_rows(r)]
+    graders = [(r.model, ", ".join(r.strategies), *row) for _, r in results for row in grader_rows(r)]
     if graders:
         lines += ["", "### Unreadable responses per grader", "",
-                  "| model | dataset | grader | graded | unreadable | share | no grade (left out) |",
-                  "|---|---|---|---|---|---|---|"]
-        lines += [f"| {model} | {dataset} | {grader} | {graded} | {unread} | {_pct(unread / graded if graded else 0)} "
-                  f"| {no_grade} |" for model, dataset, grader, graded, unread, no_grade in graders]
+                  "| model | job (strategies) | dataset | grader | graded | unreadable | share | no grade (left out) |",
+                  "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {model} | {job} | {dataset} | {grader} | {graded} | {unread} | "
+                  f"{_pct(unread / graded if graded else 0)} | {no_grade} |"
+                  for model, job, dataset, grader, graded, unread, no_grade in graders]
         lines += ["", "Unreadable: no rule found an answer (none, timeout: graded wrong), or the judge's reply could "
                   "not be read (unparsed: no grade, left out of the accuracies and tests, as is a failed grading "
                   "call)."]
@@ -110,4 +122,4 @@ def markdown(results: list[tuple[Path, Result]], alpha: float | None = None) -> 
               "family (a regression when ≤ α). Discordant: questions where the two answers differ in correctness. "
               "MDE: the regression the exact McNemar test at α ÷ the family's tests detects with 80 % power at "
               "this n and discordance (exact computation)."]
-    return "\n".join(lines) + "\n", [c for _, c in rows]
+    return "\n".join(lines) + "\n", [c for _, c in rows], problems
