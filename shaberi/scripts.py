@@ -42,9 +42,26 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
     return japanese, letters
 
 
-def japanese_counts(texts: list[str | None]) -> tuple[list[int | None], list[int | None]]:
-    """(Japanese characters, letters and digits) per text; None for a None text."""
+def japanese_counts(texts: list[str | None], chunk: int = 1 << 22) -> tuple[list[int | None], list[int | None]]:
+    """(Japanese characters, letters and digits) per text; None for a None text. Texts go through numpy about
+    ``chunk`` characters at a time, so memory stays bounded however many (60,000 long answers: 16 bytes per
+    character of a chunk, not of them all)."""
     japanese, letters = _tables()
+    out_japanese: list[int | None] = []
+    out_letters: list[int | None] = []
+    begin = size = 0
+    for i, text in enumerate(texts):
+        size += len(text or "")
+        if size >= chunk or i == len(texts) - 1:
+            counted = _counts(texts[begin:i + 1], japanese, letters)
+            out_japanese += counted[0]
+            out_letters += counted[1]
+            begin, size = i + 1, 0
+    return out_japanese, out_letters
+
+
+def _counts(texts: list[str | None], japanese: np.ndarray, letters: np.ndarray
+            ) -> tuple[list[int | None], list[int | None]]:
     present = [t for t in texts if t is not None]
     points = np.minimum(np.frombuffer("".join(present).encode("utf-32-le"), dtype=np.uint32), _TOP - 1)
     ends = np.cumsum([len(t) for t in present], dtype=np.int64)

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ..benchmarks import Dataset, read_rows
 from ..errors import DataError, UsageError
@@ -37,6 +40,7 @@ from ..llm.client import ChatClient, endpoint_limits
 from ..prompts import generation_template, template_hash
 from ..run import RunInfo, run_id_for, validate_name
 from ..tables.rows import AnswerKey, answer
+from ..tables.schema import TABLES
 from ..tables.selection import find_runs
 from ..tables.store import Store, now_us
 
@@ -215,7 +219,6 @@ def _note_digest(store: Store, run_id: str, digest: str) -> None:
 
 def cache_files(cache_dir: Path, model: str | None = None) -> list[tuple[Path, dict]]:
     """Every cache file below ``cache_dir`` (of ``model``), with what its metadata says it holds."""
-    import pyarrow.parquet as pq
 
     found = []
     for path in sorted(cache_dir.rglob("*.parquet")):
@@ -229,13 +232,25 @@ def cache_files(cache_dir: Path, model: str | None = None) -> list[tuple[Path, d
     return found
 
 
+def _as_answers(file: pa.Table, run_id: str, benchmark: str, request_hash: str) -> pa.Table:
+    """A cache file's rows as ``answers`` rows (columnar: 60,000 long answers stay a few hundred MB)."""
+    n, schema = file.num_rows, TABLES["answers"].schema
+    hashes = [None if error else answer_hash(content or "") for content, error in
+              zip(file["content"].to_pylist(), file["error"].to_pylist(), strict=True)]
+    given = {"run_id": pa.array([run_id] * n), "benchmark": pa.array([benchmark] * n),
+             "strategy": pa.array([""] * n), "calls": pa.array([1] * n), "attempts": pa.array([0] * n),
+             "request_hash": pa.array([request_hash] * n), "answer_hash": pa.array(hashes, pa.string()),
+             "created_at": pa.array([now_us()] * n, schema.field("created_at").type)}
+    columns = [given.get(f.name, file[f.name] if f.name in file.column_names else pa.nulls(n, f.type))
+               for f in schema]
+    return pa.Table.from_arrays([c.cast(f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
+
+
 def materialize(results_dir: Path, cache_dir: Path, data_dir: Path, models: list[str]) -> list[CacheEntry]:
     """Bring ``models``' cache files into the results root: unchanged files are skipped; a changed one
     replaces the member answers it holds (the file is the committed truth), while members it lacks (paid for
     here, not exported yet), consensus answers and grades stay (those are keyed by the texts they came
     from). Zero calls."""
-    import pyarrow.parquet as pq
-
     from . import datasets as gt
 
     if not cache_dir.is_dir():
@@ -256,20 +271,19 @@ def materialize(results_dir: Path, cache_dir: Path, data_dir: Path, models: list
                                 f"{str(meta['dataset_sha256'])[:12]}… vs {dataset.sha256[:12]}…)")
             info = _info(model, dataset, n, temperature, "", None, {"temperature": temperature,
                                                                     "cache_file": path.name})
-            at = now_us()
             with store.lock(run_id, f"materializing {path}"):
                 if not runs:
                     store.replace("runs", run_id, [info.row("ok")])
                     write_questions(store, run_id, [dataset])
-                rows = [answer(run_id, AnswerKey(dataset.benchmark, r["question_id"], r["sample_index"]), r["model"],
-                               calls=1, attempts=0, created_at=at, content=r["content"], error=r["error"],
-                               error_type=r["error_type"], finish_reason=r["finish_reason"],
-                               request_hash=f"cache:{path.name}",
-                               answer_hash=None if r["error"] else answer_hash(r["content"] or ""))
-                        for r in pq.read_table(path).to_pylist()]
-                filed = {(r["question_id"], r["sample_index"]) for r in rows}
-                kept = [r for r in store.read("answers", run_id).to_pylist()  # consensus answers, and members
-                        if r["strategy"] or (r["question_id"], r["sample_index"]) not in filed]  # paid, not filed
-                store.replace("answers", run_id, kept + rows)
+                filed = _as_answers(pq.read_table(path), run_id, dataset.benchmark, f"cache:{path.name}")
+                keys = pc.binary_join_element_wise(filed["question_id"], pc.cast(filed["sample_index"], pa.string()),
+                                                   "\x00")
+                here = store.read("answers", run_id)
+                here_keys = pc.binary_join_element_wise(here["question_id"],
+                                                        pc.cast(here["sample_index"], pa.string()), "\x00")
+                # consensus answers, and members paid for here that the file lacks, stay
+                kept = here.filter(pc.or_(pc.not_equal(here["strategy"], ""),
+                                          pc.invert(pc.is_in(here_keys, value_set=keys))))
+                store.replace("answers", run_id, pa.concat_tables([kept.select(filed.column_names), filed]))
                 _note_digest(store, run_id, digest)
     return done

@@ -273,16 +273,22 @@ class _Entry:
         self.questions = {q["question_id"]: Question(q["benchmark"], q["question_id"], q["turns"], q["reference"],
                                                      q["criteria"], q["category"], orjson.loads(q["extra"] or "{}"))
                           for q in store.read("questions", run_id).to_pylist()}
-        self.members: dict[str, dict[int, str | None]] = defaultdict(dict)
+        # member texts stay in Arrow until a sampled question asks for them (12,032 questions × 5 long answers
+        # as Python strings would be half a gigabyte for a sample of 500)
+        answers = store.read("answers", run_id, ["question_id", "sample_index", "strategy", "content", "error",
+                                                 "request_hash"])
+        self._texts = answers.column("content")
+        self.members: dict[str, dict[int, int | None]] = defaultdict(dict)  # qid -> sample -> row (None: error)
         self.failed = 0  # member rows that are errors
         self.consensus: dict[tuple[str, str], tuple[str | None, str | None]] = {}
-        for a in store.read("answers", run_id, ["question_id", "sample_index", "strategy", "content", "error",
-                                                "request_hash"]).to_pylist():
-            if a["strategy"]:
-                self.consensus[(a["question_id"], a["strategy"])] = (a["request_hash"], a["content"])
+        columns = [answers.column(c).to_pylist() for c in ("question_id", "sample_index", "strategy", "error",
+                                                            "request_hash")]
+        for row, (qid, index, strategy, error, request_hash) in enumerate(zip(*columns, strict=True)):
+            if strategy:
+                self.consensus[(qid, strategy)] = (request_hash, self._texts[row].as_py())
             else:
-                self.members[a["question_id"]][a["sample_index"]] = None if a["error"] else a["content"]
-                self.failed += bool(a["error"])
+                self.members[qid][index] = None if error else row
+                self.failed += bool(error)
         self.grades = {(j["question_id"], j["sample_index"], j["strategy"], j["judge"], j["answer_hash"],
                         _How(j["prompt_hash"], j["grader_version"])): (j["score"], j["parse_method"])
                        for j in store.read("judgements", run_id, ["question_id", "sample_index", "strategy", "judge",
@@ -295,7 +301,8 @@ class _Entry:
 
     def responses(self, qid: str) -> list[str | None]:
         got = self.members.get(qid, {})
-        return [got.get(i) for i in range(max(got) + 1)] if got else []
+        rows = [got.get(i) for i in range(max(got) + 1)] if got else []
+        return [None if row is None else self._texts[row].as_py() for row in rows]
 
     def coverage(self, n: int, sample: int) -> tuple[int, int, int]:
         """(questions with some answer, with all ``n`` and none an error, asked for: ``sample`` or the whole

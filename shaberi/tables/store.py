@@ -316,12 +316,14 @@ def _latest(data: pa.Table, spec: Table) -> pa.Table:
     """Keep, per key, the row with the greatest created_at (ties: the one written last)."""
     if data.num_rows == 0:
         return data
-    data = data.append_column("__order", pa.array(range(data.num_rows), pa.int64()))
-    data = data.sort_by([("created_at", "ascending"), ("__order", "ascending")])
-    data = data.append_column("__pos", pa.array(range(data.num_rows), pa.int64()))
-    last = data.group_by(list(spec.key), use_threads=False).aggregate([("__pos", "max")])
+    # ordered and grouped on the key and time columns alone; the wide columns (answer texts) are copied once
+    n = data.num_rows
+    small = data.select([*spec.key, "created_at"]).append_column("__order", pa.array(range(n), pa.int64()))
+    order = pc.sort_indices(small, sort_keys=[("created_at", "ascending"), ("__order", "ascending")])
+    small = small.take(order).append_column("__pos", pa.array(range(n), pa.int64()))
+    last = small.group_by(list(spec.key), use_threads=False).aggregate([("__pos", "max")])
     pos = last.column("__pos_max")
-    return data.take(pc.take(pos, pc.sort_indices(pos))).drop_columns(["__order", "__pos"])
+    return data.take(pc.take(order, pc.take(pos, pc.sort_indices(pos))))
 
 
 def _sum_increments(data: pa.Table, spec: Table) -> pa.Table:
