@@ -258,7 +258,8 @@ def test_a_partly_generated_cache_is_reported_and_require_complete_refuses(tmp_p
         refused.stderr
     assert query(repo / "results", "SELECT count(*) FROM judgements") == before  # nothing graded
     small = shaberi("ensemble", "quick-eval", "--sample", "50", "--require-complete", *args)
-    assert small.returncode == 1, small.stderr  # 50 complete questions can be had: it runs (and finds the regression)
+    # 59 complete questions would do, but the seed's draw of 50 is what is evaluated, and 9 of those lack some
+    assert small.returncode == 2 and "and 9 of the 50 the seed draws lack some" in small.stderr
 
 
 def test_datasets_of_a_job_run_at_once_under_one_shared_limit(tmp_path):
@@ -351,3 +352,95 @@ def test_a_malformed_baseline_file_is_bad_input_not_a_red_build(tmp_path, entry,
                        str(tmp_path / "r"))
         assert done.returncode == 2 and done.stderr.startswith("error: ") and message in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_bad_cache_files_options_and_result_files_are_refused_before_anything_is_paid_or_written(tmp_path):
+    repo = gate_repo(tmp_path / "repo")
+    (path,) = (repo / ".cache" / "ensemble").rglob("*.parquet")
+    args = ["--model", MODEL, "--cache-dir", str(repo / ".cache"), "--data-dir", str(repo / "datasets")]
+
+    def one_line(done: subprocess.CompletedProcess[str], start: str) -> None:
+        assert done.returncode == 2 and done.stderr.startswith(start), done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+
+    good = path.read_bytes()
+    path.write_bytes(good[:4] + b"\0" * 2000 + good[2004:])  # damaged in the middle, the footer intact
+    broken = shaberi("ensemble", "quick-eval", *args, "--results-dir", str(tmp_path / "r1"))
+    one_line(broken, "error: ")
+    assert str(path) in broken.stderr and "OSError" in broken.stderr
+    assert not (tmp_path / "r1" / "tables" / "runs").exists()  # nothing half-read
+    path.write_bytes(good)
+    # a dataset edited after the cache was made is refused in a results root that already holds the file too
+    assert shaberi("ensemble", "quick-eval", *args, "--results-dir", str(tmp_path / "r2")).returncode == 1
+    data = repo / "datasets" / "gt" / "gsm8k" / "test.jsonl"
+    data.write_text(data.read_text().replace("#### 0\"}", "#### 5\"}", 1))
+    one_line(shaberi("ensemble", "quick-eval", *args, "--results-dir", str(tmp_path / "r2")),
+             f"error: {path} answers another version of gsm8k")
+
+    with LoopbackServer() as server:
+        generate = ["ensemble", "generate-cache", "--model", "m", "--base-url", server.base_url, "--datasets", "gsm8k",
+                    "--data-dir", str(repo / "datasets"), "--results-dir", str(tmp_path / "r3")]
+        (tmp_path / "afile").write_text("")
+        for extra, start in [(["--cache-dir", str(tmp_path / "afile")], "error: --cache-dir"),
+                             (["--temperature", "nan"], "error: --temperature nan is out of range"),
+                             (["--max-tokens", "0"], "error: --max-tokens 0 is out of range"),
+                             (["--limit", "-3"], "error: --limit -3 is out of range"),
+                             (["--timeout", "inf"], "error: --timeout inf is out of range")]:
+            one_line(shaberi(*generate, *extra), start)
+        assert server.stats()["calls"] == 0
+
+    result = json.loads((tmp_path / "r2" / "quick-eval").glob("*.json").__next__().read_text())
+    for change, start in [({"alpha": 5}, "alpha 5 is not between 0 and 1"), ({"family_tests": -4}, "family_tests -4"),
+                          ({"datasets": []}, "AttributeError")]:
+        (tmp_path / "bad.json").write_text(json.dumps(result | change))
+        one_line(shaberi("ensemble", "report", str(tmp_path / "bad.json")), f"error: {tmp_path / 'bad.json'} is not a "
+                 f"quick-eval result file ({start}")
+
+    workflow = tmp_path / "w.yml"
+    runs_on = "    runs-on: ubuntu-latest\n"
+    workflow.write_text((REPO / "examples" / "ci" / "ensemble-gate.yml").read_text().replace(
+        runs_on, runs_on + "    continue-on-error: true\n"))
+    refused = subprocess.run([sys.executable, str(REPO / "examples" / "ci" / "run_workflow.py"), str(workflow),
+                              "--repo", str(repo), "--work", str(tmp_path / "work")], capture_output=True, text=True)
+    assert refused.returncode == 2 and "continue-on-error" in refused.stderr and "job " not in refused.stdout
+
+
+def test_an_identical_file_from_another_pyarrow_is_kept_and_the_seed_s_draw_must_be_complete(tmp_path):
+    repo = gate_repo(tmp_path / "repo")
+    (path,) = (repo / ".cache" / "ensemble").rglob("*.parquet")
+    table = pq.read_table(path)
+    pq.write_table(table, path, compression="snappy")  # the same rows, other bytes (as another pyarrow writes)
+    other = path.read_bytes()
+    members = sorted((tmp_path / "repo-members").glob("*.jsonl"))
+    again = shaberi("ensemble", "import-responses", "--dataset", "gsm8k", "--model", MODEL, *map(str, members),
+                    "--cache-dir", str(repo / ".cache" / "ensemble"), "--data-dir", str(repo / "datasets"),
+                    "--results-dir", str(tmp_path / "r"))
+    assert again.returncode == 0 and path.read_bytes() == other  # no churn in git for unchanged rows
+
+    rows = table.to_pylist()
+    for r in rows:
+        if r["question_id"] == "7" and r["sample_index"] == 2:
+            r |= {"content": None, "error": "HTTP 503", "error_type": "server"}
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+    args = ["--model", MODEL, "--cache-dir", str(repo / ".cache"), "--data-dir", str(repo / "datasets"),
+            "--results-dir", str(tmp_path / "r2"), "--require-complete"]
+    # 99 of 100 questions are complete, 10 are asked: refused when the seed draws question 7, run otherwise
+    drawn = {seed: shaberi("ensemble", "quick-eval", "--sample", "10", "--seed", str(seed), *args) for seed in range(8)}
+    refused = [s for s, d in drawn.items() if d.returncode == 2]
+    assert refused and len(refused) < 8, {s: d.stderr for s, d in drawn.items()}
+    assert "and 1 of the 10 the seed draws lack some" in drawn[refused[0]].stderr
+    from shaberi.ensemble.evaluate import sample_ids
+
+    ids = [str(i) for i in range(1, N + 1)]
+    assert {s for s in range(8) if "7" in sample_ids(ids, 10, s, "gsm8k")} == set(refused)
+
+
+def test_the_detectable_regression_when_nothing_differs():
+    from shaberi.ensemble.gate import compare
+
+    always = compare("d", "s", [1] * 100, [1] * 100, [1.0] * 100, 0.05)  # a baseline always right, nothing lost
+    # every discordant question would be a loss: 5 losses (0.5^5 ≤ 0.05) are caught; 80 % power needs ~7 %
+    assert always.mde == pytest.approx(detectable(100, always.mde, 0.05), abs=1e-4)
+    assert 0.04 < always.mde < 0.1 and power(100, always.mde, always.mde, 0.05) == pytest.approx(0.8, abs=1e-4)
+    lost = compare("d", "s", [1] * 100, [0] * 100, [1.0] * 100, 0.05)  # a constant loss: certain, not p = 1
+    assert lost.p_ttest == 0.0

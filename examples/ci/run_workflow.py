@@ -11,7 +11,9 @@ machine instead, and said: ``actions/checkout`` is the clone, ``actions/setup-py
 ``download-artifact`` copy files through ``--work``/artifacts, emptied first (an upload that matches no
 file is a warning, as on GitHub). Expressions: ``${{ matrix.X }}``, ``${{ vars.X }}`` and
 ``${{ secrets.X }}`` (the latter two from this environment's variables of the same name); ``if:
-always()`` / ``success()`` / ``failure()``. Anything else is refused, not guessed.
+always()`` / ``success()`` / ``failure()``. Anything else (other expressions, ``working-directory``,
+``shell``, ``continue-on-error``, a matrix ``include``/``exclude``, other actions) is refused before any
+job runs, not guessed.
 
 Prints one line per job (``ok`` or ``FAILED``, with each step's exit code) and the step summaries;
 exits 1 when any job failed.
@@ -57,6 +59,37 @@ def runs(condition: str | None, failed: bool) -> bool:
     if condition not in ("always()", "success()", "failure()"):
         raise Unsupported(f"if: {condition}")
     return condition == "always()" or (condition == "failure()") == failed
+
+
+STEP_KEYS = {"name", "id", "uses", "with", "run", "env", "if"}
+JOB_KEYS = {"name", "runs-on", "needs", "if", "env", "steps", "strategy"}
+ACTIONS = LOCAL | {"actions/upload-artifact", "actions/download-artifact"}
+
+
+def check(spec: dict) -> None:
+    """Refuse, before anything runs, what this runner would otherwise run differently from GitHub."""
+    for name, job in spec["jobs"].items():
+        if extra := set(job) - JOB_KEYS:
+            raise Unsupported(f"job {name}: {', '.join(sorted(extra))}")
+        strategy = job.get("strategy") or {}
+        if extra := set(strategy) - {"matrix", "fail-fast"}:
+            raise Unsupported(f"job {name}: strategy.{', '.join(sorted(extra))}")
+        axes = strategy.get("matrix") or {}
+        if extra := {"include", "exclude"} & set(axes):
+            raise Unsupported(f"job {name}: matrix {', '.join(sorted(extra))}")
+        runs(job.get("if"), False)
+        for step in job.get("steps", []):
+            if extra := set(step) - STEP_KEYS:
+                raise Unsupported(f"job {name}: step key {', '.join(sorted(extra))}")
+            if "uses" in step and step["uses"].split("@")[0] not in ACTIONS:
+                raise Unsupported(f"job {name}: action {step['uses']}")
+            runs(step.get("if"), False)
+            for text in [step.get("run", ""), *map(str, (step.get("env") or {}).values()),
+                         *map(str, (step.get("with") or {}).values())]:
+                for m in EXPRESSION.finditer(text):
+                    scope, _, key = m[1].partition(".")
+                    if not ((scope == "matrix" and key in axes) or (scope in ("vars", "secrets") and key)):
+                        raise Unsupported(f"expression ${{{{ {m[1]} }}}}")
 
 
 def matrix_of(job: dict) -> list[dict[str, str]]:
@@ -140,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs: dict[str, dict] = spec["jobs"]
     outcome: dict[str, bool] = {}
     try:
+        check(spec)
         for name in order(jobs):
             job = jobs[name]
             needs = [job["needs"]] if isinstance(job.get("needs"), str) else job.get("needs", [])

@@ -7,6 +7,7 @@ Commands import the stages (and rich) where used, so that ``shaberi --help``, ``
 from __future__ import annotations
 
 import csv
+import math
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -106,7 +107,7 @@ def client_config(concurrency: int, timeout: float, max_retries: int, rpm: float
 
     check_concurrency("--concurrency", concurrency)
     for option, value, ok, want in [
-        ("--timeout", timeout, timeout > 0, "more than 0 seconds"),
+        ("--timeout", timeout, 0 < timeout < math.inf, "more than 0 seconds, and finite"),
         ("--rpm", rpm, rpm is None or rpm > 0, "more than 0"),
         ("--tpm", tpm, tpm is None or tpm > 0, "more than 0"),
         ("--max-retries", max_retries, max_retries >= 0, "0 or more"),

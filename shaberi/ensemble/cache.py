@@ -38,14 +38,15 @@ from ..generate import BenchmarkProgress, GenerationConfig, Progress, generate, 
 from ..lineage import answer_hash
 from ..llm.client import ChatClient, endpoint_limits
 from ..prompts import generation_template, template_hash
+from ..resources import sha256_file
 from ..run import RunInfo, run_id_for, validate_name
 from ..tables.rows import AnswerKey, answer
 from ..tables.schema import TABLES
 from ..tables.selection import find_runs
 from ..tables.store import Store, now_us
 
-__all__ = ["CacheEntry", "cache_files", "entries", "export", "find", "generate_cache", "import_responses",
-           "materialize", "tag_for"]
+__all__ = ["CacheEntry", "cache_files", "check_writable", "entries", "export", "find", "generate_cache",
+           "import_responses", "materialize", "tag_for"]
 
 # the member columns a cache file keeps, in this order: nothing that depends on where or when they were made
 _COLUMNS = ("question_id", "sample_index", "model", "content", "error", "error_type", "finish_reason")
@@ -171,14 +172,22 @@ def _natural(qid: str) -> tuple[int, str]:
     return len(qid), qid
 
 
+def check_writable(cache_dir: Path, model: str) -> None:
+    """Refuse, before any call is paid for, a --cache-dir the entries could not be written to."""
+    for place in (cache_dir, cache_dir / model.replace("/", "__")):
+        if place.exists() and not place.is_dir():
+            raise UsageError(f"--cache-dir {cache_dir}: {place} is a file, not a directory; give a directory")
+
+
 def cache_path(cache_dir: Path, entry: CacheEntry) -> Path:
     name = f"{entry.dataset}-n{entry.n}-" + ("recorded" if entry.temperature is None else f"t{entry.temperature:g}")
     return cache_dir / entry.model.replace("/", "__") / f"{name}.parquet"
 
 
 def export(results_dir: Path, entry: CacheEntry, cache_dir: Path) -> Path:
-    """Write the entry's member answers to its file under ``cache_dir`` (rewritten only when the bytes
-    change) and record the file's digest on the run, so ``materialize`` knows the two agree."""
+    """Write the entry's member answers to its file under ``cache_dir`` (rewritten only when its rows change: the
+    same rows from another pyarrow version, whose bytes differ, leave the committed file alone) and record the
+    file's digest on the run, so ``materialize`` knows the two agree."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -200,6 +209,8 @@ def export(results_dir: Path, entry: CacheEntry, cache_dir: Path) -> Path:
                    row_group_size=1 << 20)
     data = sink.getvalue().to_pybytes()
     path = cache_path(cache_dir, entry)
+    if path.is_file() and path.read_bytes() != data and _same(path, table):
+        data = path.read_bytes()  # the same rows written by another pyarrow: keep the committed bytes
     if not path.is_file() or path.read_bytes() != data:
         path.parent.mkdir(parents=True, exist_ok=True)
         scratch = path.with_suffix(".parquet.tmp")
@@ -207,6 +218,16 @@ def export(results_dir: Path, entry: CacheEntry, cache_dir: Path) -> Path:
         os.replace(scratch, path)
     _note_digest(store, entry.run_id, hashlib.sha256(data).hexdigest())
     return path
+
+
+def _same(path: Path, table: pa.Table) -> bool:
+    """Whether the file at ``path`` holds exactly ``table`` (rows, types and metadata), however encoded."""
+    try:
+        there = pq.read_table(path)
+    except (OSError, pa.ArrowException):
+        return False
+    key = b"shaberi.ensemble"
+    return there.equals(table) and (there.schema.metadata or {}).get(key) == (table.schema.metadata or {}).get(key)
 
 
 def _note_digest(store: Store, run_id: str, digest: str) -> None:
@@ -218,18 +239,44 @@ def _note_digest(store: Store, run_id: str, digest: str) -> None:
 
 
 def cache_files(cache_dir: Path, model: str | None = None) -> list[tuple[Path, dict]]:
-    """Every cache file below ``cache_dir`` (of ``model``), with what its metadata says it holds."""
-
+    """Every cache file below ``cache_dir`` (of ``model``), with what its metadata says it holds (checked)."""
     found = []
     for path in sorted(cache_dir.rglob("*.parquet")):
         try:
             meta = orjson.loads((pq.read_schema(path).metadata or {})[b"shaberi.ensemble"])
-        except (OSError, KeyError, ValueError) as exc:
-            raise DataError(f"{path} is not an ensemble cache file ({type(exc).__name__}: {exc}); write one with "
-                            "generate-cache or import-responses --cache-dir") from None
+            problem = _bad_meta(meta)
+        except (OSError, KeyError, ValueError, pa.ArrowException) as exc:
+            problem = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        if problem:
+            raise DataError(f"{path} is not an ensemble cache file ({problem}); write one with generate-cache or "
+                            "import-responses --cache-dir")
         if model is None or meta["model"] == model:
             found.append((path, meta))
     return found
+
+
+def _bad_meta(meta: object) -> str | None:
+    if not isinstance(meta, dict):
+        return "its metadata is not an object"
+    t = meta.get("temperature")
+    for key, ok in (("model", isinstance(meta.get("model"), str)), ("dataset", isinstance(meta.get("dataset"), str)),
+                    ("n", isinstance(meta.get("n"), int) and not isinstance(meta.get("n"), bool) and meta["n"] >= 1),
+                    ("temperature", t is None or (isinstance(t, int | float) and not isinstance(t, bool)))):
+        if not ok:
+            return f"its metadata's {key} is {meta.get(key)!r}"
+    return None
+
+
+def _read_file(path: Path) -> pa.Table:
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise DataError(f"cannot read the cache file {path} ({type(exc).__name__}: {' '.join(str(exc).split())}); "
+                        "restore it from git") from None
+    if missing := [c for c in _COLUMNS if c not in table.column_names]:
+        raise DataError(f"the cache file {path} lacks the column(s) {', '.join(missing)}; write it again with "
+                        "generate-cache or import-responses --cache-dir")
+    return table
 
 
 def _as_answers(file: pa.Table, run_id: str, benchmark: str, request_hash: str) -> pa.Table:
@@ -261,21 +308,23 @@ def materialize(results_dir: Path, cache_dir: Path, data_dir: Path, models: list
             n, temperature = int(meta["n"]), meta["temperature"]
             run_id = run_id_for(model, tag_for(meta["dataset"], n, temperature))
             done.append(CacheEntry(run_id, model, meta["dataset"], n, temperature))
+            located = gt.locate(meta["dataset"], data_dir)
+            if meta.get("dataset_sha256") not in (None, current := sha256_file(located)):
+                raise DataError(f"{path} answers another version of {meta['dataset']} than {located} (sha256 "
+                                f"{str(meta['dataset_sha256'])[:12]}… vs {current[:12]}…)")
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             runs = store.read("runs", run_id, ["generation_config"]).to_pylist()
             if runs and orjson.loads(runs[0]["generation_config"] or "{}").get("cache_sha256") == digest:
                 continue  # this very file is in already
+            file = _read_file(path)  # a broken file is refused before anything is written
             dataset = gt.load(meta["dataset"], data_dir)
-            if meta.get("dataset_sha256") not in (None, dataset.sha256):
-                raise DataError(f"{path} answers another version of {meta['dataset']} than {dataset.path} (sha256 "
-                                f"{str(meta['dataset_sha256'])[:12]}… vs {dataset.sha256[:12]}…)")
             info = _info(model, dataset, n, temperature, "", None, {"temperature": temperature,
                                                                     "cache_file": path.name})
             with store.lock(run_id, f"materializing {path}"):
-                if not runs:
-                    store.replace("runs", run_id, [info.row("ok")])
+                # the runs row, which makes the entry visible, goes last: a kill before it leaves nothing half-read
+                if not runs or store.read("questions", run_id, ["question_id"]).num_rows == 0:
                     write_questions(store, run_id, [dataset])
-                filed = _as_answers(pq.read_table(path), run_id, dataset.benchmark, f"cache:{path.name}")
+                filed = _as_answers(file, run_id, dataset.benchmark, f"cache:{path.name}")
                 keys = pc.binary_join_element_wise(filed["question_id"], pc.cast(filed["sample_index"], pa.string()),
                                                    "\x00")
                 here = store.read("answers", run_id)
@@ -285,5 +334,7 @@ def materialize(results_dir: Path, cache_dir: Path, data_dir: Path, models: list
                 kept = here.filter(pc.or_(pc.not_equal(here["strategy"], ""),
                                           pc.invert(pc.is_in(here_keys, value_set=keys))))
                 store.replace("answers", run_id, pa.concat_tables([kept.select(filed.column_names), filed]))
+                if not runs:
+                    store.replace("runs", run_id, [info.row("ok")])
                 _note_digest(store, run_id, digest)
     return done

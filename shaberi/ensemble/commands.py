@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
 
 import orjson
@@ -15,6 +16,7 @@ from . import cache
 from . import datasets as gt
 from .evaluate import Result, accuracy, quick_eval
 from .gate import ALPHA
+from .strategies import STRATEGIES
 from .strategies import resolve as resolve_strategies
 
 __all__ = ["Baselines", "check", "evaluate", "family_name", "generate", "import_responses", "load_baselines",
@@ -29,10 +31,18 @@ async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str,
     slow one. With ``cache_dir``: its files are read first (what they hold is not asked again) and written
     after."""
     check_base_url(base_url)
+    for option, ok, want in (("--n", n >= 1, "at least 1"), ("--max-tokens", max_tokens >= 1, "at least 1"),
+                             ("--temperature", math.isfinite(temperature) and 0 <= temperature <= 2,
+                              "between 0 and 2")):
+        if not ok:
+            value = {"--n": n, "--max-tokens": max_tokens, "--temperature": temperature}[option]
+            raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
     names = gt.resolve(datasets)
     loaded = [gt.load(name, data_dir, limit) for name in names]
-    if cache_dir is not None and cache_dir.is_dir():
-        cache.materialize(results_dir, cache_dir, data_dir, [model])
+    if cache_dir is not None:
+        cache.check_writable(cache_dir, model)
+        if cache_dir.is_dir():
+            cache.materialize(results_dir, cache_dir, data_dir, [model])
     client = ChatClient(base_url, resolve_api_key(base_url, api_key_env), client_config)
     try:
         await client.check()
@@ -48,6 +58,8 @@ async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str,
 def import_responses(results_dir: Path, data_dir: Path, model: str, dataset: str, files: list[Path],
                      cache_dir: Path | None = None) -> tuple[str, list[int]]:
     (name,) = gt.resolve(dataset)
+    if cache_dir is not None:
+        cache.check_writable(cache_dir, model)
     run_id, counts = cache.import_responses(results_dir, model, gt.load(name, data_dir), files)
     if cache_dir is not None:
         cache.export(results_dir, cache.CacheEntry(run_id, model, name, len(files), None), cache_dir)
@@ -63,6 +75,12 @@ async def evaluate(results_dir: Path, model: str, strategy: str, sample: int, se
     if not 0 < alpha < 1:
         raise UsageError(f"--significance {alpha:g} is out of range: it must be between 0 and 1, e.g. 0.1")
     strategies = resolve_strategies(strategy)
+    if sample < 1:
+        raise UsageError(f"--sample {sample} is out of range: it must be at least 1")
+    if (needs := [s for s in strategies if STRATEGIES[s].templates]) and not consensus_model:
+        raise UsageError(f"strategy {', '.join(needs)} calls a model: give --consensus-model MODEL[@BASE_URL]")
+    if datasets:
+        gt.resolve(datasets)  # bad input is refused before a cache file is read in
     if cache_dir is not None:
         if data_dir is None:
             raise UsageError("--cache-dir needs --data-dir (the datasets the cached answers answer)")
@@ -122,7 +140,9 @@ class Baselines:
             ("alpha", lambda v: isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 1,
              "a number between 0 and 1"),
             ("baseline_model", lambda v: v is None or isinstance(v, str), "a model name"),
-            ("accuracy", lambda v: v is None or isinstance(v, dict), "an object"),
+            ("accuracy", lambda v: v is None or (isinstance(v, dict) and all(
+                isinstance(a, dict) and all(x is None or isinstance(x, int | float) for x in a.values())
+                for a in v.values())), "an object of datasets' accuracies, e.g. {\"gsm8k\": {\"baseline\": 0.8}}"),
         ):
             if not ok(entry.get(key)):
                 raise DataError(f"{self.path}: models.{model}.{key} should be {want}, not "

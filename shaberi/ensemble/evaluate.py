@@ -251,7 +251,7 @@ async def quick_eval(results_dir: Path, model: str, strategies: list[str], datas
         base = cache.find(results_dir, baseline[0], name, baseline[1], baseline[2], baseline=True) if baseline \
             else None
         cached = _Entry(store, entry.run_id)
-        if require_complete and (short := cached.short_of(entry, sample)):
+        if require_complete and (short := cached.short_of(entry, sample, seed)):
             raise UsageError(f"{name}: {short}; complete it with generate-cache (or drop --require-complete)")
         work.append((name, entry, base, cached))
 
@@ -304,20 +304,28 @@ class _Entry:
         rows = [got.get(i) for i in range(max(got) + 1)] if got else []
         return [None if row is None else self._texts[row].as_py() for row in rows]
 
+    def whole(self, qid: str, n: int) -> bool:
+        """Whether the question has all ``n`` answers, none an error."""
+        got = self.members.get(qid, {})
+        return all(got.get(i) is not None for i in range(n))
+
     def coverage(self, n: int, sample: int) -> tuple[int, int, int]:
         """(questions with some answer, with all ``n`` and none an error, asked for: ``sample`` or the whole
         dataset)."""
-        whole = sum(1 for q in self.questions if len(got := self.members.get(q, {})) >= n
-                    and all(got.get(i) is not None for i in range(n)))
-        return sum(1 for q in self.questions if q in self.members), whole, min(sample, self.size)
+        return (sum(1 for q in self.questions if q in self.members),
+                sum(1 for q in self.questions if self.whole(q, n)), min(sample, self.size))
 
-    def short_of(self, entry: cache.CacheEntry, sample: int) -> str | None:
-        """Why this cache cannot give ``sample`` questions with all N answers, or None."""
+    def short_of(self, entry: cache.CacheEntry, sample: int, seed: int) -> str | None:
+        """Why this cache cannot give ``sample`` questions with all N answers (every question the seeded sample
+        draws, and as many as asked), or None."""
         available, complete, asked = self.coverage(entry.n, sample)
-        if complete >= asked:
+        drawn = sample_ids([q for q in self.questions if q in self.members], sample, seed, entry.dataset)
+        if len(drawn) >= asked and all(self.whole(q, entry.n) for q in drawn):
             return None
+        short = sum(1 for q in drawn if not self.whole(q, entry.n))
         return (f"{asked:,} questions asked, the cache {entry.run_id} holds all {entry.n} answers for {complete:,} of "
-                f"the dataset's {self.size:,} (some answer for {available:,}; {self.failed:,} answers are errors)")
+                f"the dataset's {self.size:,} (some answer for {available:,}; {self.failed:,} answers are errors), "
+                f"and {short:,} of the {len(drawn):,} the seed draws lack some")
 
 
 async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry | None, cached: _Entry,

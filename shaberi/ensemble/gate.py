@@ -27,7 +27,7 @@ the exact one-sided McNemar test at level α ÷ m detects with 80 % power, compu
 the binomial number of discordant questions at the observed discordance, the exact critical count for
 each, summed; no simulation), holding the discordance (the share of questions where the two answers
 differ in correctness) at the observed value, or at that of two independent answers at the baseline's
-accuracy when none differ.
+accuracy when none differ (a baseline always right: every discordant question a loss).
 """
 
 from __future__ import annotations
@@ -110,7 +110,9 @@ def compare(dataset: str, strategy: str, baseline: list[int], correct: list[int]
     p_mcnemar = float(stats.binomtest(worse, worse + better, 0.5, alternative="greater").pvalue) if worse + better \
         else 1.0
     diffs = [s - m for s, m in zip(correct, samples_mean, strict=True)]
-    p_ttest = float(stats.ttest_rel(correct, samples_mean, alternative="less").pvalue) if _varies(diffs) else 1.0
+    # without variance the t statistic is ±∞ (or undefined at 0): a constant loss is certain, anything else not
+    p_ttest = float(stats.ttest_rel(correct, samples_mean, alternative="less").pvalue) if _varies(diffs) else \
+        (0.0 if diffs[0] < 0 else 1.0)
     right, right_base = sum(correct), sum(baseline)
     p_fisher = float(stats.fisher_exact([[right, n - right], [right_base, n - right_base]], alternative="less")[1])
     paired = [s - b for s, b in zip(correct, baseline, strict=True)]
@@ -121,8 +123,19 @@ def compare(dataset: str, strategy: str, baseline: list[int], correct: list[int]
         low = high = mean
     p = right_base / n
     discordance = (worse + better) / n or 2 * p * (1 - p)
+    mde = detectable(n, discordance, level) if discordance else _all_lost(n, level)
     return Comparison(dataset, strategy, n, p, sum(samples_mean) / n, right / n, mean, float(low), float(high),
-                      worse, better, p_mcnemar, p_ttest, p_fisher, detectable(n, discordance, level))
+                      worse, better, p_mcnemar, p_ttest, p_fisher, mde)
+
+
+def _all_lost(n: int, level: float, target: float = POWER) -> float:
+    """The detectable regression when the baseline is always right (or always wrong) and nothing differs: every
+    discordant question is then a loss, so the regression is the discordance itself."""
+    from scipy.optimize import brentq
+
+    if power(n, 1.0, 1.0, level) < target:
+        return math.inf
+    return float(brentq(lambda d: power(n, d, d, level) - target, 1e-9, 1.0, xtol=1e-6))
 
 
 def gate(comparisons: list[Comparison], alpha: float = ALPHA, family_tests: int | None = None) -> list[Comparison]:

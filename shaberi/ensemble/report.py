@@ -29,10 +29,29 @@ def load_results(paths: list[Path]) -> list[tuple[Path, Result]]:
     for path in dict.fromkeys(p.resolve() for p in paths):
         try:
             found.append((path, Result.from_json(path.read_bytes())))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"{path} is not a quick-eval result file ({type(exc).__name__}: {exc}); write one with "
-                            "shaberi ensemble quick-eval --out FILE") from None
+            problem = _bad_result(found[-1][1])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem:
+            raise DataError(f"{path} is not a quick-eval result file ({problem}); write one with shaberi ensemble "
+                            "quick-eval --out FILE")
     return found
+
+
+def _bad_result(r: Result) -> str | None:
+    """What makes a result file unusable (its α, family or vectors), or None."""
+    if not (isinstance(r.alpha, int | float) and 0 < r.alpha < 1):
+        return f"alpha {r.alpha!r} is not between 0 and 1"
+    if not (isinstance(r.family_tests, int) and r.family_tests >= 0):
+        return f"family_tests {r.family_tests!r} is not a whole number ≥ 0"
+    for name, d in r.datasets.items():
+        n = len(d.question_ids)
+        vectors = {"baseline": d.baseline, "baseline_attempted": d.baseline_attempted, "samples_mean": d.samples_mean}
+        vectors |= {f"{s}.correct": o.correct for s, o in d.strategies.items()}
+        vectors |= {f"{s}.attempted": o.attempted for s, o in d.strategies.items()}
+        if bad := [k for k, v in vectors.items() if not isinstance(v, list) or len(v) != n]:
+            return f"{name}: {', '.join(bad)} should hold {n} values, one per question"
+    return None
 
 
 def _pct(x: float) -> str:
@@ -58,6 +77,9 @@ def _families(results: list[tuple[Path, Result]]) -> tuple[list[str], list[str]]
                         f"covering {covered} of the {tests} tests: a job's file is missing, its verdict is not here"))
         if covered < tests:
             missing.append(f"{name}: the files cover {covered} of its {tests} tests (a job's result file is missing)")
+        if sum(2 * len(o.strategies) for _, r in members for o in r.datasets.values()) > covered:
+            lines.append("  - the jobs overlap (a strategy on a dataset checked by two of them): the split of α "
+                         "assumes they partition the configuration, so the family's error may exceed α")
     return lines, missing
 
 

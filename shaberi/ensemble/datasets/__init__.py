@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...benchmarks import FORMATS, Convert, Dataset, Question, read_rows
-from ...errors import DataError
+from ...errors import DataError, UsageError
 from ...registry import Registry
 from ...resources import sha256_file
 
@@ -78,12 +78,21 @@ def resolve(spec: str) -> list[str]:
     return DATASETS.resolve(spec)
 
 
-def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:
+def locate(name: str, data_dir: Path) -> Path:
+    """The dataset's file under ``data_dir``/gt."""
     spec = DATASETS[name]
     stem = Path(data_dir) / "gt" / spec.path
     path = next((p for ext in FORMATS if (p := Path(f"{stem}{ext}")).is_file()), None)
     if path is None:
         raise DataError(f"{name}: no file at {stem}.{{jsonl,json,csv,parquet}}; get it from {spec.source}")
+    return path
+
+
+def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit {limit} is out of range: it must be at least 1")
+    spec = DATASETS[name]
+    path = locate(name, data_dir)
     rows = read_rows(path)
     if rows and (missing := [c for c in spec.columns if c not in rows[0]]):
         raise DataError(f"{name}: {path} lacks the upstream column(s) {', '.join(missing)} (it has "
