@@ -136,7 +136,7 @@ def _quick_eval_print(result: Result, out: Path | None, results_dir: Path) -> tu
 
     gated = verdicts(result)
     header = ["Dataset", "Strategy", "n", "Baseline", "Mean of N", "Strategy acc", "Δ", "Discordant", "p McNemar",
-              "p t", "p Fisher", "p adjusted", "MDE", "Calls", "Verdict"]
+              "p t", "p Fisher", "p adj (min)", "MDE", "Calls", "Verdict"]
     rows = []
     for c in gated:
         o = result.datasets[c.dataset].strategies[c.strategy]
@@ -164,9 +164,10 @@ def family_line(result: Result) -> str:
     """What the adjusted p-values and the MDE are relative to."""
     own = 2 * sum(len(d.strategies) for d in result.datasets.values())
     family = f"{result.family}: " if result.family else "this evaluation: "
-    return (f"family {family}{result.tests()} tests at α = {result.alpha:g} (this job: {own}); p adjusted: Holm within "
-            f"the job at its share of α, on the family's scale; MDE: the regression (points) the exact McNemar test "
-            f"at α/{result.tests()} detects with 80 % power at the observed discordance")
+    return (f"family {family}{result.tests()} tests at α = {result.alpha:g} (this job: {own}); p adj (min): the "
+            f"smaller of McNemar's and the t-test's p, Holm-adjusted within the job at its share of α, on the "
+            f"family's scale; MDE: the regression (points) the exact McNemar test at α/{result.tests()} detects with "
+            f"80 % power at the observed discordance (-: none at this n)")
 
 
 @ensemble_app.command("quick-eval")
