@@ -425,14 +425,14 @@ def test_an_identical_file_from_another_pyarrow_is_kept_and_the_seed_s_draw_must
     args = ["--model", MODEL, "--cache-dir", str(repo / ".cache"), "--data-dir", str(repo / "datasets"),
             "--results-dir", str(tmp_path / "r2"), "--require-complete"]
     # 99 of 100 questions are complete, 10 are asked: refused when the seed draws question 7, run otherwise
-    drawn = {seed: shaberi("ensemble", "quick-eval", "--sample", "10", "--seed", str(seed), *args) for seed in range(8)}
-    refused = [s for s, d in drawn.items() if d.returncode == 2]
-    assert refused and len(refused) < 8, {s: d.stderr for s, d in drawn.items()}
-    assert "and 1 of the 10 the seed draws lack some" in drawn[refused[0]].stderr
     from shaberi.ensemble.evaluate import sample_ids
 
     ids = [str(i) for i in range(1, N + 1)]
-    assert {s for s in range(8) if "7" in sample_ids(ids, 10, s, "gsm8k")} == set(refused)
+    draws = {seed: "7" in sample_ids(ids, 10, seed, "gsm8k") for seed in range(50)}
+    with_7, without_7 = next(s for s, d in draws.items() if d), next(s for s, d in draws.items() if not d)
+    refused = shaberi("ensemble", "quick-eval", "--sample", "10", "--seed", str(with_7), *args)
+    assert refused.returncode == 2 and "and 1 of the 10 the seed draws lack some" in refused.stderr
+    assert shaberi("ensemble", "quick-eval", "--sample", "10", "--seed", str(without_7), *args).returncode in (0, 1)
 
 
 def test_the_detectable_regression_when_nothing_differs():
