@@ -14,9 +14,8 @@ from ..llm.client import ChatClient, ClientConfig
 from ..llm.endpoints import check_base_url, resolve_api_key, shared_llm
 from . import cache
 from . import datasets as gt
-from .evaluate import Result, accuracy, quick_eval
+from .evaluate import Result, accuracy, quick_eval, refuse_bad_request
 from .gate import ALPHA
-from .strategies import STRATEGIES
 from .strategies import resolve as resolve_strategies
 
 __all__ = ["Baselines", "check", "evaluate", "family_name", "generate", "import_responses", "load_baselines",
@@ -75,10 +74,7 @@ async def evaluate(results_dir: Path, model: str, strategy: str, sample: int, se
     if not 0 < alpha < 1:
         raise UsageError(f"--significance {alpha:g} is out of range: it must be between 0 and 1, e.g. 0.1")
     strategies = resolve_strategies(strategy)
-    if sample < 1:
-        raise UsageError(f"--sample {sample} is out of range: it must be at least 1")
-    if (needs := [s for s in strategies if STRATEGIES[s].templates]) and not consensus_model:
-        raise UsageError(f"strategy {', '.join(needs)} calls a model: give --consensus-model MODEL[@BASE_URL]")
+    refuse_bad_request(strategies, sample, bool(consensus_model))
     if datasets:
         gt.resolve(datasets)  # bad input is refused before a cache file is read in
     if cache_dir is not None:

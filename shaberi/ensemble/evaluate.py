@@ -45,7 +45,8 @@ from .graders.llm import GRADES
 from .strategies import STRATEGIES, Context, Strategy
 
 __all__ = ["UNREADABLE", "Result", "accuracy", "attempted_lines", "comparisons", "coverage_lines", "excluded_lines",
-           "failures", "given_attempted", "grader_rows", "quick_eval", "sample_ids", "unreadable_lines", "verdicts"]
+           "failures", "given_attempted", "grader_rows", "quick_eval", "refuse_bad_request", "sample_ids",
+           "unreadable_lines", "verdicts"]
 
 # parse_method values of a response no rule or judge could read (rule graders count it wrong, the llm
 # grader leaves it without a grade).
@@ -229,6 +230,14 @@ def coverage_lines(result: Result) -> list[str]:
     return lines
 
 
+def refuse_bad_request(strategies: list[str], sample: int, has_consensus: bool) -> None:
+    """Bad input to an evaluation, refused before anything is read or graded."""
+    if sample < 1:
+        raise UsageError(f"--sample {sample} is out of range: it must be at least 1")
+    if (needs := [s for s in strategies if STRATEGIES[s].templates]) and not has_consensus:
+        raise UsageError(f"strategy {', '.join(needs)} calls a model: give --consensus-model MODEL[@BASE_URL]")
+
+
 async def quick_eval(results_dir: Path, model: str, strategies: list[str], datasets: list[str], sample: int,
                      seed: int, *, n: int | None = None, temperature: float | None = None,
                      consensus: LLM | None = None, judge: LLM | None = None,
@@ -238,11 +247,7 @@ async def quick_eval(results_dir: Path, model: str, strategies: list[str], datas
     Datasets are evaluated concurrently: the consensus and judge clients' limits are shared by all of them.
     ``require_complete``: refuse (before anything is graded) a cache that cannot give ``sample`` questions
     (or all of them) with all N answers."""
-    if sample < 1:
-        raise UsageError("--sample must be at least 1")
-    needs_model = [s for s in strategies if STRATEGIES[s].templates]
-    if needs_model and consensus is None:
-        raise UsageError(f"strategy {', '.join(needs_model)} calls a model: give --consensus-model MODEL[@BASE_URL]")
+    refuse_bad_request(strategies, sample, consensus is not None)
     store = Store(results_dir)
     result = Result(model, seed, sample, strategies, alpha=alpha, family_tests=family_tests, family=family)
     work = []
