@@ -1,5 +1,9 @@
 """``shaberi run --dry-run``: the calls a run would make, their tokens and cost, without any call.
 
+The calls are those the run would make now: stored answers and judgements are counted as reused by the
+same decisions the stages take (``generate.plan_calls``, ``judge.pending``), so a fully judged tag plans
+no judge call. An answer still to be generated (or retried) is one judge call per judge: its text is new.
+
 Prompt tokens are estimated from the rendered prompts: one token per CJK character and one per four other
 characters (no tokenizer runs offline: tiktoken downloads its encodings). Completion tokens use the mean
 of this model's (or judge's) earlier answers in the results root when there are any, else a typical
@@ -9,19 +13,23 @@ length; the ``max_tokens`` bound is shown beside it. Prices come from the same t
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import orjson
 
 from . import benchmarks as bm
 from .generate import BenchmarkProgress, GenerationConfig, Progress, existing_answers, plan_calls
+from .judge import pending, rejudge_since
 from .prompts import judge_messages
 from .run import run_id_for
+from .tables.rows import AnswerKey
 from .tables.sql import connect
 from .tables.store import Store
 
-__all__ = ["Estimate", "estimate", "estimate_tokens"]
+__all__ = ["Estimate", "estimate", "estimate_tokens", "stored_questions"]
 
 _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 TYPICAL_COMPLETION = {"generation": 600, "judging": 300}
@@ -46,31 +54,62 @@ class Estimate:
     cost_bound_usd: float
 
 
-def estimate(results_dir: Path, model: str, tag: str, base_url: str, datasets: list[bm.Dataset],
+def stored_questions(results_dir: Path, model: str, tag: str, benchmarks: list[str] | None,
+                     scope: set[tuple[str, str]] | None) -> list[bm.Question]:
+    """A stored run's questions (what ``--stages judge`` and ``--rejudge`` judge: no data file needed)."""
+    rows = Store(results_dir).read("questions", run_id_for(model, tag)).to_pylist()
+    return [bm.Question(r["benchmark"], r["question_id"], list(r["turns"] or []), r["reference"], r["criteria"],
+                        r["category"], orjson.loads(r["extra"] or "{}"))
+            for r in rows if r["benchmark"] in bm.BENCHMARKS and (benchmarks is None or r["benchmark"] in benchmarks)
+            and (scope is None or (r["benchmark"], r["question_id"]) in scope)]
+
+
+def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list[bm.Question],
              config: GenerationConfig, judges: list[str], judge_max_tokens: int,
-             pricing: Path | None, generating: bool = True) -> list[Estimate]:
+             pricing: Path | None, generating: bool = True, rejudge: bool = False,
+             questions: set[tuple[str, str]] | None = None, rerun: bool = False,
+             retry_errors: int = 2) -> list[Estimate]:
     """The generation row (unless ``generating`` is off: ``--rejudge``, ``--stages judge``) and one row per
-    judge."""
+    judge, for these questions. ``questions``: the (benchmark, question id) pairs the judge stage is limited
+    to (``--limit``)."""
     store = Store(results_dir)
     run_id = run_id_for(model, tag)
     progress = Progress()
-    for ds in datasets:
-        progress.benchmarks[ds.benchmark] = BenchmarkProgress(total=len(ds.questions) * config.samples)
-    questions = [q for ds in datasets for q in ds.questions]
-    planned = list(plan_calls(questions, model=model, base_url=base_url.rstrip("/"), config=config,
-                         existing=existing_answers(store, run_id), rerun=False, retry_errors=2, progress=progress))
+    for name, n in Counter(q.benchmark for q in items).items():
+        progress.benchmarks[name] = BenchmarkProgress(total=n * config.samples)
+    placeholder = "回答" * 200  # a later turn's earlier answers: not generated yet, about this long
+    planned = list(plan_calls(items, model=model, base_url=base_url.rstrip("/"), config=config,
+                              existing=existing_answers(store, run_id), rerun=rerun, retry_errors=retry_errors,
+                              progress=progress, earlier=lambda q, s: [placeholder] * _turn(q, items))
+                   ) if generating else []
     reused = sum(b.cached for b in progress.benchmarks.values())
     prompt = sum(estimate_tokens(item.body.decode()) for item in planned)
     con = connect(results_dir, pricing)
     rows = [_priced(con, "generation", model, len(planned), reused, prompt, config.max_tokens,
                     _observed(con, "answers", "model", model))] if generating else []
-    answers = len(questions) * config.samples
+    if not judges:
+        return rows
+    run = store.read("runs", run_id).to_pylist()
+    stored = pending(store, run_id, judges, rejudge=rejudge, benchmarks=sorted({q.benchmark for q in items}),
+                     questions=questions, rejudged_since=rejudge_since(run[0]) if run and rejudge else None,
+                     replaced=frozenset(AnswerKey(w.question.benchmark, w.question.question_id, w.sample_index)
+                                        for w in planned)) if run else {j: Counter[str]() for j in judges}
+    sample = [judge_messages(q.benchmark, q, "回答" * 200, bm.BENCHMARKS[q.benchmark].scale) for q in items]
+    per_call = sum(estimate_tokens(m["content"]) for msgs in sample for m in msgs) / max(1, len(sample))
     for name in judges:
-        sample = [judge_messages(q.benchmark, q, "回答" * 200, bm.BENCHMARKS[q.benchmark].scale) for q in questions]
-        per_call = sum(estimate_tokens(m["content"]) for msgs in sample for m in msgs) / max(1, len(sample))
-        rows.append(_priced(con, "judging", name, answers, 0, round(per_call * answers), judge_max_tokens,
-                            _observed(con, "judgements", "judge", name)))
+        calls = stored[name]["call"] + len(planned)  # a new or retried answer is a new text to judge
+        rows.append(_priced(con, "judging", name, calls, stored[name]["reused"], round(per_call * calls),
+                            judge_max_tokens, _observed(con, "judgements", "judge", name)))
     return rows
+
+
+def _turn(question: bm.Question, items: list[bm.Question]) -> int:
+    """How many turns come before this one in its conversation (``extra.previous`` links them)."""
+    ids = {(q.benchmark, q.question_id): q for q in items}
+    n, key = 0, question.extra.get("previous")
+    while key is not None and (question.benchmark, key) in ids:
+        n, key = n + 1, ids[(question.benchmark, key)].extra.get("previous")
+    return n if key is None else n + 1
 
 
 def _observed(con: duckdb.DuckDBPyConnection, table: str, column: str, name: str) -> float | None:

@@ -36,7 +36,7 @@ from .tables.rows import ANSWER_COLUMNS, AnswerKey, judgement, token_usage
 from .tables.schema import TABLES
 from .tables.store import Journal, Store
 
-__all__ = ["ANSWER_ERROR", "Judge", "JudgeConfig", "JudgeProgress", "judge", "reprocess"]
+__all__ = ["ANSWER_ERROR", "Judge", "JudgeConfig", "JudgeProgress", "judge", "pending", "rejudge_since", "reprocess"]
 
 ANSWER_ERROR = "answer_error"
 
@@ -107,21 +107,7 @@ async def judge(
     ((benchmark, question_id) pairs), when given, limit which answers. ``rejudged_since`` (µs): a ``rejudge``
     resuming one that was killed keeps what that one judged from then on instead of paying for it again."""
     progress = progress or JudgeProgress()
-    rows = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
-            for q in store.read("questions", run_id).to_pylist()}
-    answers = store.read("answers", run_id, [*ANSWER_COLUMNS, "content", "error", "answer_hash"]).to_pylist()
-    texts = {AnswerKey.of(a): a["content"] for a in answers}
-    existing = {  # every stored identity (history included) -> is it unfinished, does a resumed rejudge keep it
-        (AnswerKey.of(r), r["judge"], r["prompt_hash"], r["answer_hash"]): (
-            _unfinished(r), rejudged_since is not None and r["created_at"].timestamp() * 1e6 >= rejudged_since)
-        for r in store.read("judgements", run_id, [*ANSWER_COLUMNS, "judge", "prompt_hash", "answer_hash", "error",
-                                                   "fallback_output", "created_at"]).to_pylist()
-    }
-    # An answer whose benchmark or question this version does not know has nothing to be judged against.
-    answers = [a for a in answers
-               if (a["benchmark"], a["question_id"]) in rows and a["benchmark"] in bm.BENCHMARKS
-               and (benchmarks is None or a["benchmark"] in benchmarks)
-               and (questions is None or (a["benchmark"], a["question_id"]) in questions)]
+    rows, answers, texts, existing = _stored(store, run_id, benchmarks, questions, rejudged_since)
     progress.total += len(answers) * len(judges)
     journal = store.journal(run_id)
     try:
@@ -143,24 +129,82 @@ async def judge(
     return progress
 
 
+def rejudge_since(run_row: dict) -> int | None:
+    """When a ``--rejudge`` that died started (µs): what it judged is kept, not paid for again."""
+    killed = orjson.loads(run_row.get("stages") or "{}").get("judge", {})
+    return killed.get("started_at") if killed.get("status") == "running" and killed.get("rejudge") else None
+
+
+def _stored(store: Store, run_id: str, benchmarks: list[str] | None, questions: set[tuple[str, str]] | None,
+            rejudged_since: int | None) -> tuple[dict, list[dict], dict, dict]:
+    """The run's questions, the answers to judge, their texts, and every stored judgement identity (history
+    included) -> (is it unfinished, does a resumed rejudge keep it)."""
+    rows = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
+            for q in store.read("questions", run_id).to_pylist()}
+    answers = store.read("answers", run_id, [*ANSWER_COLUMNS, "content", "error", "answer_hash"]).to_pylist()
+    texts = {AnswerKey.of(a): a["content"] for a in answers}
+    existing = {
+        (AnswerKey.of(r), r["judge"], r["prompt_hash"], r["answer_hash"]): (
+            _unfinished(r), rejudged_since is not None and r["created_at"].timestamp() * 1e6 >= rejudged_since)
+        for r in store.read("judgements", run_id, [*ANSWER_COLUMNS, "judge", "prompt_hash", "answer_hash", "error",
+                                                   "fallback_output", "created_at"]).to_pylist()
+    }
+    # An answer whose benchmark or question this version does not know has nothing to be judged against.
+    answers = [a for a in answers
+               if (a["benchmark"], a["question_id"]) in rows and a["benchmark"] in bm.BENCHMARKS
+               and (benchmarks is None or a["benchmark"] in benchmarks)
+               and (questions is None or (a["benchmark"], a["question_id"]) in questions)]
+    return rows, answers, texts, existing
+
+
+def _hashes(answer: dict, questions: dict, texts: dict) -> tuple[list[dict], str, str]:
+    """The earlier turns the judge sees, the judging prompt's hash and the judged text's hash."""
+    history = earlier_turns(questions[(answer["benchmark"], answer["question_id"])], answer, questions, texts)
+    a_hash = answer["answer_hash"] or conversation_hash([h["assistant"] for h in history], answer["content"])
+    return history, judging_hash(answer["benchmark"]), a_hash
+
+
+def _decide(answer: dict, judge_name: str, prompt_hash: str, a_hash: str, existing: dict, rejudge: bool) -> str:
+    """What the stage does with one answer and judge: ``reused`` (a finished judgement of this text with this
+    prompt is stored), ``answer_error`` (recorded, never sent) or ``call``."""
+    old = existing.get((AnswerKey.of(answer), judge_name, prompt_hash, a_hash))
+    if old is not None and (not rejudge or old[1]) and not old[0]:
+        return "reused"
+    return "answer_error" if answer["error"] is not None else "call"
+
+
+def pending(store: Store, run_id: str, judges: list[str], *, rejudge: bool = False,
+            benchmarks: list[str] | None = None, questions: set[tuple[str, str]] | None = None,
+            rejudged_since: int | None = None, replaced: frozenset[AnswerKey] = frozenset()) -> dict[str, Counter]:
+    """What ``judge`` would do now, per judge, without a call or a write (``--dry-run``): the counts of
+    ``_decide``'s outcomes over the stored answers. ``replaced``: answers the generate stage asks for again
+    first; they are left out here (each is a new text: a call)."""
+    rows, answers, texts, existing = _stored(store, run_id, benchmarks, questions, rejudged_since)
+    out = {j: Counter[str]() for j in judges}
+    for answer in answers:
+        if AnswerKey.of(answer) in replaced:
+            continue
+        _, prompt_hash, a_hash = _hashes(answer, rows, texts)
+        for j in judges:
+            out[j][_decide(answer, j, prompt_hash, a_hash, existing, rejudge)] += 1
+    return out
+
+
 def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: dict, texts: dict, existing: dict,
           rejudge: bool, journal: Journal, progress: JudgeProgress) -> Iterator[_Item]:
     """Yield the judge calls still needed, lazily; reused judgements and answer errors are handled here."""
     for answer in answers:
         name = answer["benchmark"]
         question = questions[(name, answer["question_id"])]
-        history = earlier_turns(question, answer, questions, texts)
-        prompt_hash = judging_hash(name)
-        a_hash = answer["answer_hash"] or conversation_hash([h["assistant"] for h in history], answer["content"])
+        history, prompt_hash, a_hash = _hashes(answer, questions, texts)
         for j in judges:
-            identity = (AnswerKey.of(answer), j.name, prompt_hash, a_hash)
-            old = existing.get(identity)
-            if old is not None and (not rejudge or old[1]) and not old[0]:
+            decided = _decide(answer, j.name, prompt_hash, a_hash, existing, rejudge)
+            if decided == "reused":
                 progress.done += 1
                 progress.reused += 1
                 progress.reused_by[(name, j.name)] += 1
                 continue
-            if answer["error"] is not None:  # never sent to a judge; counted, not averaged as zero
+            if decided == "answer_error":  # never sent to a judge; counted, not averaged as zero
                 journal.append("judgements", _row(run_id, answer, j.name, prompt_hash, a_hash, error=ANSWER_ERROR))
                 progress.done += 1
                 progress.answer_errors += 1

@@ -17,7 +17,7 @@ import orjson
 from . import benchmarks as bm
 from .errors import UsageError
 from .generate import GenerationConfig, Progress, generate, write_questions
-from .judge import Judge, JudgeConfig, JudgeProgress, judge, reprocess
+from .judge import Judge, JudgeConfig, JudgeProgress, judge, rejudge_since, reprocess
 from .llm.client import ChatClient, ClientConfig, Transport, endpoint_limits
 from .llm.endpoints import ModelAt, check_base_url, resolve_api_key, shared_llm
 from .llm.lease import EndpointLease
@@ -290,8 +290,7 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
                 on_start(outcome)
             previous = orjson.loads(row.get("stages") or "{}")
             tracker = _Stages(req.results_dir, store, run_id, stages, previous, rejudge=req.rejudge)
-            killed = previous.get("judge", {})  # a rejudge that died: what it judged is not paid for again
-            since = killed.get("started_at") if killed.get("status") == "running" and killed.get("rejudge") else None
+            since = rejudge_since(row)
 
             def updated(status: str) -> dict:
                 return row | {"judges": [strip_credentials(j) for j in info.judges], "passes": list(info.passes),

@@ -30,6 +30,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ..estimate import Estimate
     from ..pipeline import Outcome, RunRequest
 
 __all__ = ["run", "run_request"]
@@ -247,33 +248,51 @@ def _temperature(option: str, text: str) -> float | None:
 
 
 def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
-    from ..benchmarks import BENCHMARKS, load, registry, resolve
-    from ..estimate import estimate
+    """One table: a row per run, stage and model (a family's members one after another), then the total."""
+    from ..benchmarks import load, resolve
+    from ..estimate import estimate, stored_questions
     from ..pipeline import check_stored, repeated
     from ..run import validate_name
 
     validate_name("model", request.model)
     validate_name("tag", request.tag)
     stages = request.stages or []
-    table = []
+    found = []
     for each in repeated(request, runs):
         if "generate" in stages:
             names = each.benchmarks or resolve("all")
-        else:  # the stored run's benchmarks, as the run itself would take them
-            scope = check_stored(each, stages)
-            names = scope.benchmarks or [n for n in registry() if n in scope.have and n in BENCHMARKS]
-        datasets = [load(n, each.data_dir, each.limit) for n in names]
-        for r in estimate(each.results_dir, each.model, each.tag, each.base_url, datasets, each.generation,
-                          [j.name for j in each.judges] if "judge" in stages else [], each.judging.max_tokens, pricing,
-                          generating="generate" in stages):
-            table.append([*([each.tag] if runs > 1 else []), r.stage, r.model, f"{r.calls:,}", f"{r.reused:,}",
-                          f"~{r.prompt_tokens:,}", f"~{r.completion_tokens:,}", f"{r.completion_bound:,}",
-                          f"${r.cost_usd:.2f}" + ("" if r.priced else " *"),
-                          f"${r.cost_bound_usd:.2f}" + ("" if r.priced else " *")])
-    header = [*(["Run"] if runs > 1 else []), "Stage", "Model", "Calls", "Reused", "Prompt tokens",
+            items = [q for n in names for q in load(n, each.data_dir, each.limit).questions]
+            scope = {(q.benchmark, q.question_id) for q in items} if each.limit else None
+        else:  # the stored run's questions, as the run itself takes them (a data file only for --limit)
+            stored = check_stored(each, stages)
+            scope = stored.questions
+            items = stored_questions(each.results_dir, each.model, each.tag, stored.benchmarks, scope)
+        found += [(each.tag, r) for r in estimate(
+            each.results_dir, each.model, each.tag, each.base_url, items, each.generation,
+            [j.name for j in each.judges] if "judge" in stages else [], each.judging.max_tokens, pricing,
+            generating="generate" in stages, rejudge=each.rejudge, questions=scope, rerun=each.rerun,
+            retry_errors=each.retry_errors)]
+    family = runs > 1
+
+    def cells(rows: list[Estimate]) -> list[str]:
+        priced = "" if all(x.priced for x in rows) else " *"
+        return [f"{sum(x.calls for x in rows):,}", f"{sum(x.reused for x in rows):,}",
+                f"~{sum(x.prompt_tokens for x in rows):,}", f"~{sum(x.completion_tokens for x in rows):,}",
+                f"{sum(x.completion_bound for x in rows):,}", f"${sum(x.cost_usd for x in rows):.2f}{priced}",
+                f"${sum(x.cost_bound_usd for x in rows):.2f}{priced}"]
+
+    if not found:  # --stages passes: rule passes make no call; a consulting pass's calls are not estimated
+        typer.echo(f"Dry run: {request.model}, tag {request.tag}: no generation or judge call to estimate "
+                   f"(stages: {', '.join(stages)})")
+        return
+    table = [[*([tag] if family else []), r.stage, r.model, *cells([r])] for tag, r in found]
+    if len(found) > 1:
+        table.append([*(["Total"] if family else []), "" if family else "Total", "", *cells([r for _, r in found])])
+    header = [*(["Run"] if family else []), "Stage", "Model", "Calls", "Reused", "Prompt tokens",
               "Completion (typical)", "Completion (max)", "Cost typical (USD)", "Cost max (USD)"]
-    print_rows(f"Dry run: {request.model}, tag {request.tag}{f' × {runs} runs' if runs > 1 else ''} "
-                "(estimates; * unpriced model counted as $0; nothing was called)", header, table, "table")
+    print_rows(f"Dry run: {request.model}, tag {request.tag}{f' × {runs} runs' if family else ''} "
+               "(estimates; first calls only: judge fallbacks and retries come on top; * unpriced model counted "
+               "as $0; nothing was called)", header, table, "table")
 
 
 def run_request(request: RunRequest) -> None:
