@@ -210,3 +210,10 @@ def test_sql_reads_the_results_and_nothing_else(tmp_path):
         assert proc.returncode == 2 and needle in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert not (tmp_path / "out.csv").exists() and not (tmp_path / "x.db").exists()
     assert shaberi("sql", "EXPLAIN SELECT count(*) FROM answers", "--results-dir", root).returncode == 0
+
+
+def test_a_judge_cannot_take_the_pooled_judges_name(tmp_path):
+    proc = shaberi("run", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--judge", "*@http://127.0.0.1:9/v1",
+                   "--results-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --judge '*' is the name") and not (
+        tmp_path / "r").exists()

@@ -118,7 +118,7 @@ def test_leaderboard_cli_and_export_of_imported_runs(tmp_path, data_dir):
     manifest = json.loads((results / "shisa-ai%2Fshisa-v2-llama3.1-8b" / "legacy" / "manifest.json").read_text())
     assert manifest["tag"] == "legacy" and "gpt-5.1-2025-11-13" in [j["name"] for j in manifest["judges"]]
     table = shaberi("leaderboard", "--format", "markdown", "--results-dir", str(results))
-    assert table.returncode == 0 and "| model_name | Judges | Average (ex-GPT4) | Average (All) |" in table.stdout
+    assert table.returncode == 0 and "| model_name | Judges | Average (All) | ELYZA 100 (All) |" in table.stdout
     bad = shaberi("import-legacy", str(tmp_path / "nowhere"), "--results-dir", str(results))
     assert bad.returncode == 2 and "is not an original Shaberi result tree" in bad.stderr
 
@@ -166,4 +166,4 @@ def test_a_repeated_legacy_row_counts_once_and_as_published_counts_it_as_the_ori
     unjudged = shaberi("view", "--tag", "legacy", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--format", "json",
                        "--results-dir", str(results))
     rows = {r["benchmark"]: r for r in json.loads(unjudged.stdout)["scores"][0]["rows"]}
-    assert rows["Tengu-Bench"]["note"] == "115 answers, not judged" and rows["Rakuda"]["note"] == "not run"
+    assert rows["Tengu-Bench"]["note"] == "answered, not judged (115 answers)" and rows["Rakuda"]["note"] == "not run"

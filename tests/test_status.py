@@ -104,6 +104,8 @@ def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
     view = json.loads(shaberi("view", "--tag", "fam", "--format", "json", "--results-dir", str(results)).stdout)
     (section,) = view["scores"]
     assert "left out, not every question answered and judged by j: fam-run3 (elyza)" in section["notes"]
+    as_csv = shaberi("view", "--tag", "fam", "--format", "csv", "--results-dir", str(results)).stdout.splitlines()
+    assert all("fam-run3 (elyza)" in line for line in as_csv[1:]) and len(as_csv) == 1 + 5  # on each row
     rows = {r["benchmark"]: r for r in section["rows"]}
     overall = [v for (v,) in query(results, "SELECT overall FROM run_scores JOIN runs USING (run_id, model, tag) "
                                             "WHERE judge = 'j' AND tag IN ('fam-run1', 'fam-run2') ORDER BY tag")]
@@ -114,12 +116,20 @@ def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
     assert [(m["tag"], m["complete"], m["incomplete_benchmarks"]) for m in family["members"]] == [
         ("fam-run1", True, []), ("fam-run2", True, []), ("fam-run3", False, ["elyza"])]
     assert {tuple(s["excluded_runs"]) for s in family["statistics"]} == {("fam-run3",)}
-    # The report names the member it leaves out too; the leaderboard points at the members of a base tag.
+    # The report and the leaderboard name the member they leave out too.
     report = shaberi("report", "--tag", "fam", "--out", str(tmp_path / "r.html"), "--results-dir", str(results))
-    assert report.returncode == 0 and "left out, not every question answered and judged: fam-run3 (elyza)" in (
-        tmp_path / "r.html").read_text(encoding="utf-8")
-    board = shaberi("leaderboard", "--tag", "fam", "--results-dir", str(results))
-    assert board.returncode == 2 and "rank one of them (--tag fam-run1)" in board.stderr
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert report.returncode == 0 and "left out, not every question answered and judged by j: fam-run3 (elyza)" in html
+    assert html.count("<circle") == 2 * 3  # the run-to-run dots: the two complete runs × ELYZA, Rakuda, Overall
+    import csv
+    import io
+
+    board = shaberi("leaderboard", "--tag", "fam", "--format", "csv", "--results-dir", str(results))
+    (ranked,) = csv.DictReader(io.StringIO(board.stdout))
+    assert board.returncode == 0 and (ranked["Runs"], ranked["Runs (j)"]) == ("2", "2")
+    assert float(ranked["Average (All)"]) == pytest.approx(rows["Overall"]["mean"], abs=1e-12)
+    board = shaberi("leaderboard", "--tag", "fam", "--format", "markdown", "--results-dir", str(results))
+    assert "note: m: fam-run3 left out (not every question answered and judged by every judge)" in board.stdout
     # A judge that judged only part of every member: no run is complete for it, and the view says so.
     assert run(server.base_url, results, data_dir, "--runs", "2", "--benchmark", "rakuda", "--stages", "judge",
                "--judge", "j3", "--limit", "2", tag="fam").returncode == 0

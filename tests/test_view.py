@@ -65,13 +65,21 @@ def test_view_formats_single_run_and_table(three_runs):
     single = shaberi("view", "--tag", "exp-run2", "--format", "csv", "--results-dir", results)
     lines = list(csv.reader(io.StringIO(single.stdout)))
     assert lines[0] == ["model", "judge", "status", "benchmark", "score", "baseline", "n", "null", "errors",
-                        "not_judged", "note"]
+                        "not_judged", "note", "section_notes"]
+    assert len(lines) == 6 and all(len(r) == len(lines[0]) for r in lines)  # one table: nothing after its rows
     by_bench = {r[3]: r for r in lines[1:6]}
-    assert by_bench["MT-Bench"][-1] == "not run" and by_bench["Overall"][-1] == "not every benchmark has a score"
+    assert by_bench["MT-Bench"][-2] == "not run" and by_bench["Overall"][-2] == "not every benchmark has a score"
     assert by_bench["Rakuda"][2] == "ok"
     assert float(by_bench["Rakuda"][4]) == query(three_runs, "SELECT score FROM benchmark_scores b JOIN runs r USING "
                                                              "(run_id) WHERE r.tag = 'exp-run2' AND benchmark = "
                                                              "'rakuda' AND judge = 'j'")[0][0]
+    tokens = list(csv.reader(io.StringIO(shaberi("view", "--tag", "exp-run2", "--format", "csv", "--tokens",
+                                                 "--results-dir", results).stdout)))
+    assert tokens[0] == ["stage", "requests", "cached_requests", "prompt_tokens", "completion_tokens", "cost_usd",
+                         "priced"]
+    assert [r[0] for r in tokens[1:]] == ["generation", "judging", "Total"]
+    refused = shaberi("view", "--tag", "exp-run2", "--tokens", "--results-dir", results)
+    assert refused.returncode == 2 and "--tokens" in refused.stderr
 
 
 def test_view_bad_input(three_runs):
@@ -90,3 +98,37 @@ def test_view_scores_is_view(three_runs):
                            "sys.argv[0] = 'view-scores'; view_scores_main()", "--tag", "exp", "--format", "json",
                            "--results-dir", str(three_runs)], capture_output=True, text=True)
     assert proc.returncode == 0 and json.loads(proc.stdout)["multi_run"], proc.stderr
+
+
+def test_view_says_answered_not_judged_and_all_errored_never_not_run(server, tmp_path):
+    """Rakuda's every answer fails (HTTP 401), ELYZA's are answered; generated without judging (the family
+    stops at its failed first run), then the family and its run are viewed, then judged and viewed again:
+    each state named as it is."""
+    data = tmp_path / "d" / "ja"
+    data.mkdir(parents=True)
+    with open(data / "rakuda.jsonl", "w", encoding="utf-8") as fh:
+        for i in range(3):
+            fh.write(json.dumps({"category": "c", "question_id": f"q{i}", "text": f"質問{i} [[fail:401]]"},
+                                ensure_ascii=False) + "\n")
+    with open(data / "elyza_tasks_100.jsonl", "w", encoding="utf-8") as fh:
+        for i in range(4):
+            fh.write(json.dumps({"input": f"課題{i}", "output": "答え", "eval_aspect": "正確さ"},
+                                ensure_ascii=False) + "\n")
+    results = str(tmp_path / "r")
+    common = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "elyza,rakuda", "--runs", "2",
+              "--judge", "j", "--max-retries", "0", "--results-dir", results, "--data-dir", str(data.parent)]
+    assert shaberi(*common, "--stages", "generate").returncode == 1  # Rakuda's answers failed: the work failed
+
+    def notes(*args: str) -> dict[str, str]:
+        proc = shaberi("view", *args, "--format", "json", "--results-dir", results)
+        assert proc.returncode == 0, proc.stderr
+        return {r["benchmark"]: r["note"] for r in json.loads(proc.stdout)["scores"][0]["rows"]}
+
+    for tag in ("default", "default-run1"):  # the family, and one run of it
+        got = notes("--tag", tag)
+        assert got["ELYZA-tasks-100"] == "answered, not judged (4 answers)", tag
+        assert got["Rakuda"] == "all 3 answers errored" and got["Tengu-Bench"] == "not run", tag
+    assert shaberi("run", "--model", "m", "--tag", "default-run1", "--judge", f"j@{server.base_url}", "--stages",
+                   "judge", "--results-dir", results, "--data-dir", str(data.parent)).returncode == 0
+    got = notes("--tag", "default-run1")
+    assert got["ELYZA-tasks-100"] == "" and got["Rakuda"] == "all 3 answers errored"

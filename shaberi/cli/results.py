@@ -67,17 +67,21 @@ def view(
                                                  "data/pricing.toml.")] = None,
     clustered_se: Annotated[bool, typer.Option("--clustered-se", help="Add the standard error of each mean "
                                                "clustered by question across runs (statsmodels).")] = False,
+    tokens: Annotated[bool, typer.Option("--tokens", help="With --format csv: the tokens and cost table instead of "
+                                         "the scores (CSV holds one table).")] = False,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """Scores per benchmark and overall (mean, sd, 95% CI and range over {tag}-runN runs), tokens and cost."""
     from ..reports.view import build
 
+    if tokens and format != "csv":
+        raise UsageError("--tokens selects the table --format csv writes; the other formats show both tables")
     report = build(results_dir, tag, runs, model, judge, pricing, clustered_se)
-    _render_report(report, format)
+    _render_report(report, format, tokens)
 
 
 
-def _render_report(report: Report, fmt: str) -> None:
+def _render_report(report: Report, fmt: str, tokens_only: bool = False) -> None:
     if fmt == "json":
         body = {"tag": report.tag, "multi_run": report.multi,
                 "scores": [{"model": s.model, "judge": s.judge, "runs": s.runs, "status": s.status, "notes": s.notes,
@@ -86,14 +90,15 @@ def _render_report(report: Report, fmt: str) -> None:
                 "tokens": [dict(zip(report.token_columns, r, strict=True)) for r in report.tokens]}
         sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
-    if fmt == "csv":
+    if fmt == "csv":  # one table, one header: every section's rows (their columns are alike), or the tokens
         writer = csv.writer(sys.stdout)
-        for s in report.sections:
-            writer.writerow(["model", "judge", "status", *s.columns])
-            writer.writerows([s.model, s.judge, s.status, *r] for r in s.rows)
-        writer.writerow([])
-        writer.writerow(report.token_columns)
-        writer.writerows(report.tokens)
+        if tokens_only:
+            writer.writerow(report.token_columns)
+            writer.writerows(report.tokens)
+            return
+        writer.writerow(["model", "judge", "status", *report.sections[0].columns, "section_notes"])
+        for s in report.sections:  # what the section's numbers leave out, on each of its rows
+            writer.writerows([s.model, s.judge, s.status, *r, " | ".join(s.notes)] for r in s.rows)
         return
     tables = []
     for s in report.sections:
@@ -225,29 +230,64 @@ def import_legacy(
 
 @app.command("leaderboard")
 def leaderboard_command(
-    tag: Annotated[str, typer.Option("--tag", help="Runs to rank.")] = "legacy",
-    format: FormatOption = Format.table,
+    tag: Annotated[str, typer.Option("--tag", help="Runs to rank: a tag, or the base tag of runs {tag}-run1 … N "
+                                     "(ranked by the mean over their complete runs, with the 95% interval).")
+                   ] = "legacy",
+    format: Annotated[str | None, typer.Option("--format", help="table, markdown, csv, json or xlsx [default: table; "
+                                               "with --out, the file's suffix].", show_default=False)] = None,
+    judges: Annotated[str | None, typer.Option("--judges", help="Judge columns: pooled (every judge's rows "
+                                               "together), all (pooled, then each judge's), or judge names or "
+                                               "titles, comma-separated (GPT4,Tulu405) [default: pooled for table "
+                                               "and markdown, all for csv, json and xlsx].",
+                                               show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write this file instead of printing: .xlsx (a workbook, "
+                                             "each score column colour-scaled), .csv, .json or .md.")] = None,
     as_published: Annotated[bool, typer.Option("--as-published", help="Count every row of the legacy files, "
                                                "repeated questions too, as the original tooling did [default: each "
                                                "question once].")] = False,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """The original Shaberi leaderboard: all judges pooled, then per judge (ELYZA × 2, Tengu 61–65 left out).
-    Rows with all four benchmarks come first (Complete 4/4); partial rows follow."""
-    from ..reports.leaderboard import leaderboard
+    Rows with all four benchmarks come first (Complete 4/4); partial rows follow. A run family ({tag}-run1 … N)
+    shows the mean over its complete runs ± the 95% interval (csv, json, xlsx: columns 'X CI low', 'X CI high')
+    and how many runs count (Runs). The terminal formats show the pooled columns, the exports every judge's
+    (--judges). Average (ex-GPT4) and GPT4 delta are columns of the wide table when a GPT-4 judge
+    (gpt-4-turbo-preview) judged."""
+    import io
+    from contextlib import redirect_stdout
 
-    header, rows = leaderboard(results_dir, tag, as_published)
-    if format == "csv":
-        writer = csv.writer(sys.stdout)
-        writer.writerow(header)
-        writer.writerows(["" if v is None else v for v in row] for row in rows)
+    from ..reports.leaderboard import board, output_format, write_xlsx
+    from ..reports.output import write_atomic
+
+    fmt = output_format(format, out)  # before anything is read
+    shown = board(results_dir, tag, as_published).select(
+        judges or ("pooled" if fmt in ("table", "markdown") else "all"))
+    if fmt == "xlsx":
+        assert out is not None  # output_format refuses a workbook without a file
+        typer.echo(f"leaderboard: {write_xlsx(out, shown)}")
         return
-    if format == "json":
-        sys.stdout.write(orjson.dumps([dict(zip(header, row, strict=True)) for row in rows],
-                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+    title = f"Leaderboard: tag {tag}" + (" (mean ± 95% interval over its complete runs)" if shown.family else "")
+    if fmt == "table":  # rich measures the terminal: printed, not buffered
+        print_rows(title, *shown.text(), fmt)
+        for note in shown.notes:
+            typer.echo(f"note: {note}")
         return
-    text = [[str(v) if isinstance(v, int | str) else ("" if v is None else f"{v:.2f}") for v in row] for row in rows]
-    print_rows(f"Leaderboard: tag {tag}", header, text, format)
+    text = io.StringIO()
+    with redirect_stdout(text):
+        if fmt == "csv":
+            writer = csv.writer(sys.stdout)
+            writer.writerow(shown.header)
+            writer.writerows(["" if v is None else v for v in row] for row in shown.rows)
+        elif fmt == "json":
+            sys.stdout.write(orjson.dumps([dict(zip(shown.header, row, strict=True)) for row in shown.rows],
+                                          option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            print_rows(title, *shown.text(), fmt)
+            sys.stdout.writelines(f"note: {note}\n\n" for note in shown.notes)
+    if out is None:
+        sys.stdout.write(text.getvalue())
+    else:
+        typer.echo(f"leaderboard: {write_atomic(out, lambda tmp: tmp.write_text(text.getvalue(), 'utf-8'))}")
 
 
 

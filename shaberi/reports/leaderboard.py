@@ -5,9 +5,10 @@ every judge's rows (``score_means`` judge ``*``: not a mean of per-judge means, 
 then per judge ``Average (J)`` and its four columns; each Average is the mean of the four columns next
 to it. ELYZA is × 2 and Tengu 61–65 are left out (the views do both). JA-MT is the 60-question set; a
 model that only has the older 80-question set shows that instead, and ``JA-MT questions`` says which.
-``Average (ex-GPT4)`` and ``GPT4 delta`` follow the original's arithmetic: the mean of every Average
-column whose name does not contain "GPT4" (GPT4.1's is left out too; ``All`` is included), and its
-difference from GPT4's relative to it.
+``Average (ex-GPT4)`` and ``GPT4 delta`` (only when a GPT-4 judge, title ``GPT4`` in ``JUDGE_TITLES``, judged
+some of the ranked runs) follow the original's arithmetic: the mean of every Average column whose name does
+not contain "GPT4" (GPT4.1's is left out too; ``All`` is included), and its difference from GPT4's relative
+to it.
 ``% JA`` is the share of Japanese characters (kana, kanji) among the letters of all of a
 model's answers, summed from the counts stored with each answer (``shaberi/scripts.py``); the original
 took it from whichever answer file it read first, so it can differ. ``JA-MT questions`` is empty for a
@@ -15,13 +16,34 @@ model with no MT-Bench at all. ``Complete`` counts the four benchmarks with a po
 are ranked first, partial ones after them (their averages are over fewer benchmarks).
 A question a legacy file repeats counts once; ``as_published`` counts every row, as the original tooling
 did (the repeats are kept as superseded judgements, ``legacy.py``).
+
+A tag that names no run but a family ``{tag}-run1 … N`` ranks the family: every score column is the mean
+over its complete runs with the 95 % t-interval, straight from ``multi_run_stats`` (an Average is the mean
+of each run's Average; a run not complete for a judge, or for every judge in the pooled columns, is left
+out, and ``notes`` names it). ``Runs`` (and ``Runs (J)`` per judge) says how many runs count; each score
+column ``X`` is followed by ``X CI low`` and ``X CI high`` (empty with one run). A tag naming both a run
+and a family ranks the run. ``Average (ex-GPT4)`` and ``GPT4 delta`` are then computed from the means.
+
+Which columns are shown (``Board.select``): ``pooled`` (model, Runs, Judges, Average (All), the four (All)
+columns, % JA, JA-MT questions, Complete), ``all`` (the wide table above, what the original's output.csv
+held), or chosen judges' blocks after the pooled ones. The command shows ``pooled`` in the terminal
+formats (table, markdown, where an interval reads ``6.12 ± 0.31``) and ``all`` in the exports (csv, json,
+xlsx). ``write_xlsx`` writes the workbook with XlsxWriter: a bold header row (the original's fill,
+#DDE8CB), panes frozen below it and right of the model column, fitted widths, numbers as numbers (``0.00``;
+``% JA`` and ``GPT4 delta`` as ``0.0%``, as the original formatted them), missing values as empty cells, and
+a 3-colour scale per score column, Excel's default (red #F8696B low, yellow #FFEB84 at the median, green
+#63BE7B high), and, as the original's ``multijudge-viz.py`` (output-multi.xlsx) marked it, each score
+column's best value in bold green (#127622). The original had no colour scale; its % JA below 50 % / 80 %
+in red / brown is not reproduced.
 The command must answer in half a second on a 20-model tree: it defines only the views it needs and
 shares one DuckDB database between finding the runs and reading them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, NamedTuple
 
 import duckdb
 
@@ -29,14 +51,20 @@ from .. import benchmarks as bm
 from ..errors import UsageError
 from ..tables.selection import find_runs
 from ..tables.sql import connect
+from .output import write_atomic
 
-__all__ = ["JUDGE_TITLES", "columns", "leaderboard"]
+__all__ = ["FORMATS", "JUDGE_TITLES", "Board", "Column", "board", "columns", "leaderboard", "output_format",
+           "published_differences", "write_xlsx"]
 
 # Column names of the original leaderboard for the judge folders it knew.
 JUDGE_TITLES = {"gpt-4-turbo-preview": "GPT4", "gpt-4.1-2025-04-14": "GPT4.1", "gpt-5.1-2025-11-13": "GPT5.1",
                 "llmjudge-athenev2": "AtheneV2", "llmjudge-llama33": "Llama 3.3", "llmjudge-tulu405": "Tulu405"}
 
 GPT4 = "GPT4"
+FORMATS = ("table", "markdown", "csv", "json", "xlsx")
+_SUFFIXES = {".xlsx": "xlsx", ".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}
+# Excel's default 3-colour scale (XlsxWriter's too), low to high.
+COLOR_SCALE = {"type": "3_color_scale", "min_color": "#F8696B", "mid_color": "#FFEB84", "max_color": "#63BE7B"}
 
 
 def columns() -> list[tuple[str, str]]:
@@ -44,6 +72,75 @@ def columns() -> list[tuple[str, str]]:
     ``leaderboard_column`` in data/datasets.toml."""
     return sorted(((name, entry["leaderboard_column"]) for name, entry in bm.registry().items()
                    if "leaderboard_column" in entry), key=lambda c: c[1])
+
+
+class Column(NamedTuple):
+    """A leaderboard column: its ``name``; ``kind`` text, count, score (a mean: coloured in the workbook), low /
+    high (a score's interval), ratio (a share: % in the workbook); ``block`` which columns it belongs with:
+    '' every view, '*' the pooled ones, a judge's name, or GPT4 (the comparison with the GPT-4 judge)."""
+
+    name: str
+    kind: Literal["text", "count", "score", "low", "high", "ratio"]
+    block: str
+
+
+@dataclass
+class Board:
+    """The wide leaderboard of one tag: ``rows`` in rank order, one value per column (None: missing)."""
+
+    tag: str
+    columns: list[Column]
+    rows: list[list]
+    family: bool = False
+    judges: list[str] = field(default_factory=list)  # in column order
+    notes: list[str] = field(default_factory=list)  # the family members left out
+
+    @property
+    def header(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def select(self, judges: str) -> Board:
+        """The columns of ``judges``: 'pooled', 'all', or judge names or titles, comma-separated (their blocks
+        after the pooled ones). Anything else is a UsageError naming the judges there are."""
+        wanted = judges.strip()
+        if wanted.lower() == "all":
+            blocks = None
+        elif wanted.lower() == "pooled":
+            blocks = {"", "*"}
+        else:
+            names = {n.lower(): j for j in self.judges for n in (j, JUDGE_TITLES.get(j, j))}
+            asked = [n.strip() for n in wanted.split(",") if n.strip()]
+            unknown = [n for n in asked if n.lower() not in names]
+            if unknown or not asked:
+                there = ", ".join(f"{j} ({JUDGE_TITLES[j]})" if j in JUDGE_TITLES else j for j in self.judges)
+                raise UsageError(f"--judges {', '.join(unknown) or repr(judges)}: not a judge of tag {self.tag!r}; "
+                                 f"give pooled, all or judges among: {there or 'none'}")
+            blocks = {"", "*", *(names[n.lower()] for n in asked)}
+        keep = [i for i, c in enumerate(self.columns) if blocks is None or c.block in blocks]
+        return Board(self.tag, [self.columns[i] for i in keep], [[r[i] for i in keep] for r in self.rows],
+                     self.family, self.judges, self.notes)
+
+    def text(self) -> tuple[list[str], list[list[str]]]:
+        """Header and cells for a terminal or Markdown table: numbers to two decimals, a family's interval in
+        its score's cell (``6.12 ± 0.31``; its own columns dropped)."""
+        at = {c.name: i for i, c in enumerate(self.columns)}
+        shown = [i for i, c in enumerate(self.columns) if c.kind not in ("low", "high")]
+        cells = []
+        for row in self.rows:
+            line = []
+            for i in shown:
+                value, column = row[i], self.columns[i]
+                high = row[at[f"{column.name} CI high"]] if f"{column.name} CI high" in at else None
+                if value is None:
+                    line.append("")
+                elif isinstance(value, int | str):
+                    line.append(str(value))
+                elif high is not None:
+                    line.append(f"{value:.2f} ± {high - value:.2f}")
+                else:
+                    line.append(f"{value:.2f}")
+            cells.append(line)
+        return [self.columns[i].name for i in shown], cells
 
 
 # Every judged row as the original tooling read it: a legacy file's repeated rows included (superseded
@@ -67,57 +164,175 @@ def published_differences(results_dir: Path, run_ids: list[str]) -> list[tuple[s
         WHERE abs(s.score - p.score) > 1e-12 ORDER BY r.model, s.judge = '*' DESC, s.judge, b.position""").fetchall()
 
 
+class _Stat(NamedTuple):
+    mean: float
+    low: float | None = None
+    high: float | None = None
+    runs: int = 1
+
+
 def leaderboard(results_dir: Path, tag: str = "legacy", as_published: bool = False) -> tuple[list[str], list[list]]:
+    """The wide table (every column) of ``board``: header and rows."""
+    found = board(results_dir, tag, as_published)
+    return found.header, found.rows
+
+
+def board(results_dir: Path, tag: str = "legacy", as_published: bool = False) -> Board:
+    """The leaderboard of the runs tagged ``tag``, or of the family ``{tag}-run1 … N`` (module docstring)."""
     con = duckdb.connect()
     runs = find_runs(results_dir, tag, match="tag", con=con)
-    if not runs:
-        members = sorted({r.tag for r in find_runs(results_dir, tag, match="family", con=con)})
-        hint = (f"{tag!r} names the runs {', '.join(members[:3])}{' …' if len(members) > 3 else ''}: rank one of them "
-                f"(--tag {members[0]})" if members else "import a tree with: shaberi import-legacy PATH")
-        raise UsageError(f"no runs tagged {tag!r} under {results_dir}; {hint}")
-    connect(results_dir, None, [r.run_id for r in runs], upto="score_means", con=con)
-    query = _AS_PUBLISHED if as_published else (
-        "SELECT r.model, s.judge, s.benchmark, s.score FROM score_means s JOIN runs r USING (run_id)")
-    scores = {(m, j, b): s for m, j, b, s in con.execute(query).fetchall() if s is not None}
-    judges = sorted({j for _, j, _ in scores if j != "*"}, key=lambda j: JUDGE_TITLES.get(j, j))
-    board = columns()  # read once: the same columns for every row
-    header = ["model_name", "Judges", "Average (ex-GPT4)", "Average (All)", *(f"{t} (All)" for _, t in board)]
-    for j in judges:
-        title = JUDGE_TITLES.get(j, j)
-        header += [f"Average ({title})", *(f"{t} ({title})" for _, t in board)]
-    header += ["GPT4 delta", "% JA", "JA-MT questions", "Complete"]
+    family = not runs
+    if family:
+        runs = find_runs(results_dir, tag, match="family", con=con)
+        if not runs:
+            raise UsageError(f"no runs tagged {tag!r} (nor {tag}-run1 … N) under {results_dir}; import a tree with: "
+                             "shaberi import-legacy PATH")
+        if as_published:
+            raise UsageError(f"--as-published counts the rows of imported legacy files; {tag!r} is a run family, "
+                             "ranked from multi_run_stats")
+    run_ids = [r.run_id for r in runs]
+    notes: list[str] = []
+    if family:
+        connect(results_dir, None, run_ids, upto="multi_run_stats", con=con)
+        scores = {(m, j, b): _Stat(s, lo, hi, n) for m, j, b, s, lo, hi, n in con.execute(
+            "SELECT model, judge, benchmark, mean, ci_low, ci_high, runs FROM multi_run_stats "
+            "WHERE mean IS NOT NULL").fetchall()}
+        judged = con.execute("SELECT DISTINCT model, judge FROM benchmark_scores "
+                             "WHERE judge <> '*' AND score IS NOT NULL").fetchall()
+        notes = [f"{model}: {', '.join(tags)} left out (not every question answered and judged by every judge)"
+                 for model, tags in con.execute(
+                     "SELECT r.model, list(r.tag ORDER BY r.run_index) FROM run_completeness c JOIN runs r "
+                     "USING (run_id) WHERE NOT c.complete AND c.judge = '*' AND r.tag <> r.base_tag "
+                     "GROUP BY r.model ORDER BY r.model").fetchall()]
+    else:
+        connect(results_dir, None, run_ids, upto="score_means", con=con)
+        query = _AS_PUBLISHED if as_published else (
+            "SELECT r.model, s.judge, s.benchmark, s.score FROM score_means s JOIN runs r USING (run_id)")
+        scores = {(m, j, b): _Stat(s) for m, j, b, s in con.execute(query).fetchall() if s is not None}
+        judged = [(m, j) for m, j, b in scores if j != "*" and b != "overall"]
+    judges = sorted({j for _, j in judged}, key=lambda j: JUDGE_TITLES.get(j, j))
+    gpt4 = any(JUDGE_TITLES.get(j) == GPT4 for j in judges)
+    board_columns = columns()  # read once: the same columns for every row
+
+    def score(name: str, block: str) -> list[Column]:
+        scored = [Column(name, "score", block)]
+        return [*scored, Column(f"{name} CI low", "low", block), Column(f"{name} CI high", "high", block)] \
+            if family else scored
+
+    head = [Column("model_name", "text", ""), *([Column("Runs", "count", "")] if family else []),
+            Column("Judges", "count", ""), *([Column("Average (ex-GPT4)", "score", GPT4)] if gpt4 else [])]
+    for j in ["*", *judges]:
+        title = "All" if j == "*" else JUDGE_TITLES.get(j, j)
+        head += [Column(f"Runs ({title})", "count", j)] if family and j != "*" else []
+        head += score(f"Average ({title})", j)
+        for _, t in board_columns:
+            head += score(f"{t} ({title})", j)
+    head += [*([Column("GPT4 delta", "ratio", GPT4)] if gpt4 else []), Column("% JA", "ratio", ""),
+             Column("JA-MT questions", "text", ""), Column("Complete", "text", "")]
     ja = dict(con.execute(  # counted when each answer was written (shaberi/scripts.py)
         "SELECT model, sum(japanese_chars) / nullif(sum(letter_chars), 0) FROM answers GROUP BY model").fetchall())
+
     rows = []
     for model in sorted({r.model for r in runs}):
         # The original read whatever file its MT-Bench folder held, for some models the older 80-question
         # set: JA-MT shows the 60-question score, or the 80-question one where that is all a model has.
         has = {b for m, _, b in scores if m == model}
         ja_mt = "mt_bench" if "mt_bench" in has or "mt_bench_80" not in has else "mt_bench_80"
-        shown = [ja_mt if b == "mt_bench" else b for b, _ in board]
+        shown = [ja_mt if b == "mt_bench" else b for b, _ in board_columns]
 
-        def block(judge: str, model: str = model, shown: list[str] = shown) -> list:
-            values = [scores.get((model, judge, b)) for b in shown]
-            present = [v for v in values if v is not None]
-            return [sum(present) / len(present) if present else None, *values]
+        def block(judge: str, model: str = model, shown: list[str] = shown) -> tuple[list, float | None, int]:
+            """The block's cells, its Average and how many runs count."""
+            stats = [scores.get((model, judge, b)) for b in shown]
+            if family:
+                average = scores.get((model, judge, "overall"))
+                runs = average.runs if average else max((s.runs for s in stats if s), default=0)
+                cells = [v for s in [average, *stats] for v in ((s.mean, s.low, s.high) if s else (None,) * 3)]
+                return cells, average.mean if average else None, runs
+            present = [s.mean for s in stats if s]
+            mean = sum(present) / len(present) if present else None
+            return [mean, *(s.mean if s else None for s in stats)], mean, 1
 
-        pooled = block("*")
-        averages = {"All": pooled[0]}
-        row = [model, len({j for (m, j, _) in scores if m == model and j != "*"}), None, *pooled]
+        pooled, mean_all, runs_all = block("*")
+        averages = {"All": mean_all}
+        row: list = [model, *([runs_all] if family else []), len({j for m, j in judged if m == model})]
+        row += [None] if gpt4 else []
+        row += pooled
         for j in judges:
-            values = block(j)
-            averages[JUDGE_TITLES.get(j, j)] = values[0]
-            row += values
-        # As the original computed them: the mean of every Average column whose name lacks "GPT4" (so
-        # GPT4.1 is left out too), "All" included; and its difference from GPT4's, relative to it.
-        others = [v for title, v in averages.items() if GPT4 not in title and v is not None]
-        row[2] = sum(others) / len(others) if len(others) > 1 else None  # "All" alone is no judge
-        gpt4 = averages.get(GPT4)
+            cells, averages[JUDGE_TITLES.get(j, j)], runs_j = block(j)
+            row += [runs_j, *cells] if family else cells
+        complete = sum(scores.get((model, "*", b)) is not None for b in shown)
+        if gpt4:
+            # As the original computed them: the mean of every Average column whose name lacks "GPT4" (so
+            # GPT4.1 is left out too), "All" included; and its difference from GPT4's, relative to it.
+            others = [v for title, v in averages.items() if GPT4 not in title and v is not None]
+            ex_gpt4 = sum(others) / len(others) if len(others) > 1 else None  # "All" alone is no judge
+            row[head.index(Column("Average (ex-GPT4)", "score", GPT4))] = ex_gpt4
+            base = averages.get(GPT4)
+            row += [(ex_gpt4 - base) / base if base and ex_gpt4 is not None else None]
         questions = {"mt_bench": "60", "mt_bench_80": "80"}.get(ja_mt) if ja_mt in has else ""
-        complete = sum(v is not None for v in pooled[1:])
-        row += [(row[2] - gpt4) / gpt4 if gpt4 and row[2] is not None else None, ja.get(model), questions,
-                f"{complete}/{len(board)}"]
+        row += [ja.get(model), questions, f"{complete}/{len(board_columns)}"]
         rows.append(row)
     # Complete rows first: an average over fewer benchmarks does not rank against one over all four.
-    rows.sort(key=lambda r: (r[-1] != f"{len(board)}/{len(board)}", -(r[3] or 0)))
-    return header, rows
+    average_at = [c.name for c in head].index("Average (All)")
+    rows.sort(key=lambda r: (r[-1] != f"{len(board_columns)}/{len(board_columns)}", -(r[average_at] or 0)))
+    return Board(tag, head, rows, family, judges, notes)
+
+
+def output_format(fmt: str | None, out: Path | None) -> str:
+    """The format to write: ``fmt`` (one of FORMATS), else the suffix of ``out``, else table. A workbook needs a
+    file, a terminal table needs a terminal, and a format the file name contradicts is refused."""
+    if fmt is not None and fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r} is not one of {', '.join(map(repr, FORMATS))}")
+    suffix = out.suffix.lower() if out is not None else ""
+    implied = _SUFFIXES.get(suffix)
+    if out is not None and fmt is None and implied is None:
+        raise UsageError(f"--out {out}: name a .xlsx, .csv, .json or .md file, or say which with --format")
+    if fmt is not None and implied is not None and fmt != implied:
+        raise UsageError(f"--format {fmt} and --out {out} disagree: a {suffix} file holds {implied}")
+    chosen = fmt or implied or "table"
+    if chosen == "xlsx" and out is None:
+        raise UsageError("--format xlsx writes a workbook: name it with --out (e.g. --out board.xlsx)")
+    if chosen == "table" and out is not None:
+        raise UsageError("--format table is for the terminal; --out writes xlsx, csv, json or markdown")
+    return chosen
+
+
+def write_xlsx(path: Path, shown: Board) -> Path:
+    """The board as a workbook (module docstring): header, frozen panes, fitted widths, numbers as numbers,
+    missing values empty, a 3-colour scale over each score column."""
+    import xlsxwriter  # type: ignore[import-untyped]  # no type information published
+
+    def write(tmp: Path) -> None:
+        book = xlsxwriter.Workbook(str(tmp))
+        sheet = book.add_worksheet("Leaderboard")
+        formats = {"header": book.add_format({"bold": True, "bg_color": "#DDE8CB", "text_wrap": True,
+                                              "valign": "top"}),
+                   "text": book.add_format({"bold": True}), "score": book.add_format({"num_format": "0.00"}),
+                   "ratio": book.add_format({"num_format": "0.0%"}), "count": None}
+        formats["low"] = formats["high"] = formats["score"]
+        best = book.add_format({"bold": True, "font_color": "#127622"})  # the original's mark of a column's best
+        rendered = {"score": "{:.2f}", "low": "{:.2f}", "high": "{:.2f}", "ratio": "{:.1%}"}
+        for col, column in enumerate(shown.columns):
+            sheet.write_string(0, col, column.name, formats["header"])
+            width = len(column.name) if column.kind == "text" else max(min(len(column.name), 14), 6)
+            cell_format = formats[column.kind] if column.kind != "text" or col == 0 else None
+            for n, row in enumerate(shown.rows, start=1):
+                value = row[col]
+                if value is None or value == "":
+                    continue  # an empty cell, not a zero or an empty string
+                if isinstance(value, str) and value.isdigit():  # JA-MT questions: 60 or 80, a number
+                    sheet.write_number(n, col, int(value), cell_format)
+                elif isinstance(value, str):
+                    sheet.write_string(n, col, value, cell_format)
+                    width = max(width, len(value))
+                else:
+                    sheet.write_number(n, col, value, cell_format)
+                    width = max(width, len(rendered.get(column.kind, "{}").format(value)))
+            sheet.set_column(col, col, min(width, 60) + 2)
+            if column.kind == "score" and shown.rows:
+                sheet.conditional_format(1, col, len(shown.rows), col, dict(COLOR_SCALE))
+                sheet.conditional_format(1, col, len(shown.rows), col, {"type": "top", "value": 1, "format": best})
+        sheet.freeze_panes(1, 1)
+        book.close()
+
+    return write_atomic(path, write)

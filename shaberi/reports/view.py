@@ -5,7 +5,8 @@ of runs (``--tag T`` with runs ``T-run1 … T-runN``; ``--runs N`` keeps the fir
 mean, sample sd, 95 % t-interval, range and, from statsmodels, the standard error of the mean clustered
 by question across runs (how much of the spread is the same questions scoring differently; asked for
 with ``clustered``, because statsmodels takes a second to import). Then token
-usage and estimated cost by stage. A benchmark that was not run, or has no score, says so: never 0.
+usage and estimated cost by stage. A benchmark without a score says why, never 0: not run, answered and
+not judged, every answer an error (``_state``), or no score from its judges.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def clustered_se(scores: list[float], clusters: list[str]) -> float | None:
 
 
 def build(results_dir: Path, tag: str, runs: int | None = None, model: str | None = None, judge: str | None = None,
-          pricing: Path | None = None, clustered: bool = False) -> Report:
+          pricing: Path | None = None, clustered: bool = False, every_judge: bool = False) -> Report:
+    """``every_judge``: the pooled section, then one per judge when there are several (the HTML report)."""
     chosen = select_runs(results_dir, tag, model, runs)
     con = connect(results_dir, pricing, chosen.run_ids, upto="multi_run_stats",  # the chosen runs, the views needed
                   cache=("benchmark_scores", *(["run_completeness"] if chosen.family else [])))
@@ -69,7 +71,7 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
     sections = []
     for m in chosen.models:
         run_ids = [r.run_id for r in chosen.runs if r.model == m]
-        for j in _judges(con, run_ids, judge):
+        for j in _judges(con, run_ids, judge, every_judge):
             section = _multi(con, m, j, run_ids, tag, clustered) if chosen.family else _single(con, m, j, run_ids[0])
             section.status = worst([statuses[r] for r in run_ids])
             if section.status == "interrupted":
@@ -85,7 +87,8 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
     return Report(tag, chosen.family, sections, token_cols, tokens)
 
 
-def _judges(con: duckdb.DuckDBPyConnection, run_ids: list[str], judge: str | None) -> list[str]:
+def _judges(con: duckdb.DuckDBPyConnection, run_ids: list[str], judge: str | None, every: bool = False
+            ) -> list[str]:
     present = [j for (j,) in con.execute(
         "SELECT DISTINCT judge FROM benchmark_scores WHERE list_contains($ids, run_id) AND judge <> '*' ORDER BY 1",
         {"ids": run_ids}).fetchall()]
@@ -94,6 +97,8 @@ def _judges(con: duckdb.DuckDBPyConnection, run_ids: list[str], judge: str | Non
             raise UsageError(f"judge {judge!r} has no judgements in these runs; judges there: "
                              f"{', '.join(present) or 'none'}")
         return [judge]
+    if every and len(present) > 1:
+        return [ALL_JUDGES, *present]
     return present if len(present) == 1 else [ALL_JUDGES]  # several judges: their rows pooled
 
 
@@ -112,17 +117,17 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str)
         "SELECT benchmark, score, baseline_score, n, n_null, n_error + n_judge_error, n_not_judged, n_stale, "
         "prompt_hashes FROM benchmark_scores WHERE run_id = $run AND judge = $judge",
         {"run": run_id, "judge": judge}).fetchall()}
-    answered = dict(con.execute("SELECT benchmark, answers FROM answer_coverage WHERE run_id = $run",
-                                {"run": run_id}).fetchall())
+    coverage = _answered(con, [run_id])
     by_judge = _not_judged_by_judge(con, [run_id]) if judge == ALL_JUDGES else {}
     for bench, title in _benchmarks(con, [run_id]):
+        state = _state(coverage.get(bench), judged=bench in got and got[bench][2] > 0)
         if bench not in got:  # no judge has looked at it: was it answered at all?
-            n = answered.get(bench, 0)
-            section.rows.append([title, None, None, 0, 0, 0, n, f"{n} answers, not judged" if n else "not run"])
+            n = coverage.get(bench, (0, 0))[0]
+            section.rows.append([title, None, None, 0, 0, 0, n, state])
             continue
         score, baseline, n, null, errors, not_judged, stale, prompts = got[bench]
-        notes = ["no scores" if score is None else ("with pass deltas" if baseline != score else "")]
-        if not_judged:
+        notes = [state or ("no scores" if score is None else ("with pass deltas" if baseline != score else ""))]
+        if not_judged and not (state or "").startswith("all "):  # which judges left them, and stale ones
             who = by_judge.get(bench)
             notes.append(f"{not_judged} not judged" + (f" ({who})" if who else "")
                          + (f", {stale} of them judged as an earlier answer: stale" if stale else ""))
@@ -139,6 +144,24 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str)
         section.rows.append(["Overall", None, None, None, None, None, None,
                              "none of the four core benchmarks has a score"])
     return section
+
+
+def _answered(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, tuple[int, int]]:
+    """Per benchmark: the answers these runs hold and how many of them are errors."""
+    return {b: (int(n), int(e)) for b, n, e in con.execute(
+        "SELECT benchmark, sum(answers), sum(answer_errors) FROM answer_coverage WHERE list_contains($ids, run_id) "
+        "GROUP BY 1", {"ids": run_ids}).fetchall()}
+
+
+def _state(answered: tuple[int, int] | None, judged: bool) -> str | None:
+    """Why a benchmark has no score, when it is not the judges' doing: never run, every answer an error, or
+    answered and not (yet) judged. None: it has judgements to show."""
+    answers, errors = answered or (0, 0)
+    if not answers:
+        return "not run"
+    if errors == answers:
+        return f"all {answers} answers errored"
+    return None if judged else f"answered, not judged ({answers} answers)"
 
 
 def _not_judged_by_judge(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, str]:
@@ -172,8 +195,10 @@ def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list
         "SELECT benchmark, mean, sd, ci_low, ci_high, min, max, runs, baseline_mean FROM multi_run_stats "
         "WHERE base_tag = $tag AND model = $model AND judge = $judge",
         {"tag": tag, "model": model, "judge": judge}).fetchall()}
-    ran = {b for (b,) in con.execute("SELECT DISTINCT benchmark FROM answers WHERE list_contains($ids, run_id)",
-                                     {"ids": run_ids}).fetchall()}
+    coverage = _answered(con, run_ids)
+    judged = {b for (b,) in con.execute(
+        "SELECT benchmark FROM benchmark_scores WHERE list_contains($ids, run_id) AND judge = $judge AND n > 0",
+        {"ids": run_ids, "judge": judge}).fetchall()}
     per_question = con.execute(
         "SELECT benchmark, question_id, score_10 FROM scores WHERE list_contains($ids, run_id) AND strategy = '' "
         "AND score_10 IS NOT NULL AND ($judge = '*' OR judge = $judge)", {"ids": counted, "judge": judge}).fetchall(
@@ -181,7 +206,8 @@ def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list
     core = {b for (b,) in con.execute("SELECT benchmark FROM benchmark_info WHERE in_overall").fetchall()}
     for bench, title in [*_benchmarks(con, run_ids), ("overall", "Overall")]:
         if bench not in stats:
-            note = "not run" if bench != "overall" and bench not in ran else "no complete run has a score"
+            state = _state(coverage.get(bench), judged=bench in judged) if bench != "overall" else None
+            note = state or "no complete run has a score"
             section.rows.append([title, None, None, None, None, None, None, 0, None, None, note])
             continue
         rows = [(q, s) for b, q, s in per_question if b == bench]
