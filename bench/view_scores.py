@@ -1,4 +1,4 @@
-"""view-scores on a large results root: 1,000,000 judgement rows.
+"""view-scores and the HTML report on a large results root: 1,000,000 judgement rows.
 
     python bench/view_scores.py [--rows 1000000]
 
@@ -8,7 +8,9 @@ judges, with the questions and answers the judgements belong to, so that the lin
 carry a stale judgement of an earlier text), and with a 1,200-character reply in every judgement, as real
 ones have. Then it times the whole `shaberi view` command (a fresh process, as a user runs it) for one run
 and for a 5-run family, against the floor of `shaberi --help` (interpreter and CLI start-up) measured in
-the same run. Target: under 1 s.
+the same run. Target: under 1 s. Then the HTML report of a 5-run family with its 4 judges (agreement,
+histograms, spread) and of two runs compared (movers: 5 per benchmark with every judge's reply); no target,
+the figures say what a report costs at this size.
 """
 
 from __future__ import annotations
@@ -98,6 +100,12 @@ def main() -> None:
     print(f"shaberi --help (floor)          {floor:.2f} s")
     print(f"view, one run                   {single:.2f} s  ratio {single / floor:.1f}  (target < 1 s)")
     print(f"view, 5-run family              {family:.2f} s  ratio {family / floor:.1f}  (target < 1 s)")
+    out = str(root / "report.html")
+    report = timed(["report", "--tag", "exp", "--model", "model-7", "--out", out, "--results-dir", str(root)], 3)
+    print(f"report, 5-run family, 4 judges  {report:.2f} s  ratio {report / floor:.1f}")
+    report = timed(["report", "--tag", "exp-run1", "--compare", "exp-run3", "--model", "model-7", "--out", out,
+                    "--results-dir", str(root)], 3)
+    print(f"report, two runs compared       {report:.2f} s  ratio {report / floor:.1f}")
 
 
 if __name__ == "__main__":

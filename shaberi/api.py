@@ -11,6 +11,7 @@ in the pooled views means every judge together).
     >>> r.benchmark_scores(tag="v1", judge="*")    # per run and benchmark, 0-10
     >>> r.multi_run_stats(tag="v1")                # mean over a family's runs, t-interval
     >>> r.compare("v1", "v2")                      # paired, like for like
+    >>> r.agreement(tag="v1")                      # judges against judges: Krippendorff's α, Spearman
     >>> r.sql("SELECT judge, avg(score) FROM judgements GROUP BY ALL")
 """
 
@@ -26,6 +27,8 @@ from .tables.sql import connect
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
+
+    from .reports.agreement import Agreement
 
 __all__ = ["Results", "open"]
 
@@ -83,6 +86,15 @@ class Results:
         con = self._con(tag, model)
         return _frame(con, "SELECT * FROM multi_run_stats WHERE ($judge IS NULL OR judge = $judge) "
                            "ORDER BY base_tag, model, judge, position", {"judge": judge})
+
+    def agreement(self, tag: str | None = None, model: str | None = None) -> Agreement:
+        """How far the judges agree on the same answers (``reports.agreement``): Krippendorff's α, Spearman per
+        pair of judges, each judge's mean difference from the others with its interval."""
+        from .reports.agreement import agreement, ratings
+
+        con = self._con(tag, model)
+        run_ids = [r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()]
+        return agreement(ratings(con, run_ids))
 
     def compare(self, a: str, b: str, model: str | None = None, judge: str | None = None) -> pl.DataFrame:
         """Tag ``a`` against tag ``b``, paired per question and like for like (``shaberi compare``): one row

@@ -1,13 +1,11 @@
-"""inspect (the terminal browser, driven headless by textual's pilot) and report (the HTML file, opened in
-a real headless Chromium): what they show, on complete, partial, errored, legacy and very large roots."""
+"""inspect (the terminal browser, driven headless by textual's pilot): what it shows, on complete, partial,
+errored, legacy and very large roots. The HTML report: tests/test_report.py."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +19,6 @@ from shaberi.passes import build
 from shaberi.pipeline import RunRequest, run
 from shaberi.reports.inspector import Inspector
 from shaberi.reports.tui import InspectApp, render_detail
-
-from .conftest import shaberi
 
 SCORES = {"a": [3, 8, 5, 9, 2, 6], "b": [7, 8, 1, 9, 6, 6]}
 
@@ -75,7 +71,7 @@ def test_inspect_lists_sorts_compares_and_shows_a_question(root):
 
     async def steps(app, pilot):
         assert app.inspector.run(app.run_id).tag == "a"
-        seen["first"] = [(r[1], r[2]) for r in table_rows(app)]
+        seen["first"] = [(r[1], r[2]) for r in table_rows(app)]  # id, score
         app.query_one("#sort").value = "score ↓"
         await pilot.pause()
         seen["desc"] = [r[1] for r in table_rows(app)]
@@ -155,60 +151,20 @@ asyncio.run(go())
     assert int(peak_mb) < 400, f"peak RSS {peak_mb} MB"
 
 
-CHROMIUM = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        pytest.fail("Debian's chromium is needed to test the HTML report: apt-get install -y chromium")
-    return found
-
-
-def test_report_renders_in_a_headless_browser(root, tmp_path):
-    out = tmp_path / "report.html"
-    done = shaberi("report", "--tag", "a", "--compare", "b", "--out", str(out), "--results-dir", str(root))
-    assert done.returncode == 0, done.stderr
-    html = out.read_text()
-    assert not re.search(r"""(?:src|href)\s*=\s*["'](?:https?:)?//""", html)  # nothing to fetch
-    dom = subprocess.run([chromium(), *CHROMIUM, f"--user-data-dir={tmp_path / 'u1'}", "--dump-dom", out.as_uri()],
-                         capture_output=True, text=True, timeout=120).stdout
-    assert 'data-rendered="yes"' in dom  # the inline script ran
-    assert dom.count('class="sortable scores"') == 2 and dom.count('<rect class="bar tag') == 8  # 4 benchmarks × 2
-    assert dom.count("not run") >= 6  # ELYZA, Tengu and MT-Bench in both tables
-    movers = dom[dom.index("Biggest movers"):dom.index("Tokens and cost")]
-    assert "rakuda / q0: 3.00 → 7.00 (+4.00)" in movers and "理由a0。" in movers and "理由b0。" in movers
-    assert "answer error: HTTP 401" in movers  # q5 lost its answer in b
-    shot = tmp_path / "shot.png"
-    subprocess.run([chromium(), *CHROMIUM, f"--user-data-dir={tmp_path / 'u2'}", f"--screenshot={shot}",
-                    "--window-size=1200,1600", out.as_uri()], capture_output=True, timeout=120)
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
-
-
-def test_report_of_a_legacy_import_and_bad_input(tmp_path, data_dir):
-    import_tree(data_dir / "legacy" / "samples", tmp_path / "r")
-    model = Inspector(tmp_path / "r", tag="legacy").runs[0].model
-    out = tmp_path / "legacy.html"
-    done = shaberi("report", "--tag", "legacy", "--model", model, "--out", str(out), "--results-dir",
-                   str(tmp_path / "r"))
-    assert done.returncode == 0, done.stderr
-    assert "no token usage recorded" in out.read_text()
-    missing = shaberi("report", "--tag", "nope", "--out", str(out), "--results-dir", str(tmp_path / "r"))
-    assert missing.returncode == 2 and missing.stderr.startswith("error: no run tagged 'nope'")
-
-
 BRACKETS = ["[0, 1)", "{\"a\": [1, 2", "[/b] 閉じタグだけ", "[[8]] と [b]太字[/b]", "末尾の ]", "[red]赤[/red"]
 
 
 def test_inspect_shows_any_text_literally(server, tmp_path):
-    """Answers and judge replies with unbalanced brackets and markup-like text: shown as written, no crash."""
+    """Answers, judge replies, question ids and model, tag and judge names with unbalanced brackets and
+    markup-like text: shown as written, no crash."""
     from .conftest import write_rakuda
 
     texts = [f"<<answer: {t}>> <<judge: {t} FINAL SCORE: 5>> 質問{i}" for i, t in enumerate(BRACKETS)]
     data = write_rakuda(tmp_path / "d", texts)
-    asyncio.run(run(RunRequest(model="m", base_url=server.base_url, results_dir=tmp_path / "r", data_dir=data,
-                               benchmarks=["rakuda"], judges=[ModelAt("j", server.base_url)],
+    rakuda = data / "ja" / "rakuda.jsonl"
+    rakuda.write_text(rakuda.read_text(encoding="utf-8").replace('"q0"', '"[/]q0"'), encoding="utf-8")
+    asyncio.run(run(RunRequest(model="m[/]", base_url=server.base_url, results_dir=tmp_path / "r", data_dir=data,
+                               benchmarks=["rakuda"], judges=[ModelAt("j[/b]", server.base_url)], tag="t[/]",
                                client=ClientConfig(timeout=5, max_retries=0))))
     app = InspectApp(tmp_path / "r")
     seen = []

@@ -1,12 +1,26 @@
-"""``shaberi report --tag T [--compare T2] --out report.html``: one self-contained HTML file.
+"""``shaberi report --tag T [--compare T2] --out report.html``: one self-contained HTML file that shows why a
+score moved.
 
-Per run: the score table with 95 % intervals (over questions for one run, Student t; over runs for a
-``{tag}-runN`` family, from ``multi_run_stats``), a bar chart per benchmark with the intervals as
-whiskers (inline SVG, both tags side by side), the biggest per-question movers between the two tags
-with both answers and every judge's reply, and tokens and cost by stage. Everything is inline (CSS,
-SVG, a few lines of script to sort tables): the file opens without a network. Partial runs read fine:
-a benchmark that was not run says so, errored answers and legacy imports without judge replies are
-shown as such. The page is ``templates/report.html.jinja``.
+Per tag (one run, or a ``{tag}-run1 … N`` family):
+
+- the scores table of ``shaberi view`` (the same numbers: ``reports.view.build``), with the Overall row,
+  the score without passes and a 95 % interval (over questions for one run, Student t; over runs for a
+  family, ``multi_run_stats``); with several judges, every judge's own table too;
+- per-category scores (Tengu, MT-Bench and Rakuda carry categories; ELYZA has none upstream): the mean of
+  the questions' scores (each question's mean over judges and runs) with its t-interval over questions;
+- judge agreement when several judges scored the answers (``reports.agreement``);
+- the distribution of the judgements' scores per benchmark (a histogram, 0–10 rounded) and, for a family,
+  each run's score against the family's interval;
+- pass effects: per pass, the answers it checked and changed, by how much, the biggest examples;
+- tokens and cost by stage, with a total.
+
+With ``--compare``: the same for the other tag, a chart of both, and the biggest movers per question,
+ranked within each benchmark on its own scale (ELYZA's 1–5 is not doubled against Tengu's 0–10), for runs
+and families alike (a family's question score is its mean over runs, shown with each run's score), with
+both sides' answers and every judge's reply. Movers use the judges both tags have.
+
+Everything is inline (CSS, SVG, a few lines of script to sort tables): the file opens without a network.
+The page is ``templates/report.html.jinja``; Japanese text uses a CJK font stack.
 """
 
 from __future__ import annotations
@@ -15,137 +29,356 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import jinja2
 
 from ..errors import UsageError
 from ..resources import resource_dir
-from ..status import effective, worst, writer_alive
 from ..tables.selection import left_out, select_runs
+from .agreement import Agreement, agreement, ratings
 from .inspector import Detail, Inspector
+from .output import write_atomic
+from .view import Section, build
 
 __all__ = ["write_report"]
 
-MOVERS = 10
+MOVERS = 5  # per benchmark
+EXAMPLES = 3  # per pass
+TEXT = 1500  # characters of a prompt shown with a mover
+
+
+@dataclass
+class Table:
+    """One judge's scores (or all judges pooled) for a tag, rows as ``shaberi view`` has them."""
+
+    judge: str
+    rows: list[dict]  # benchmark, title, score, baseline, low, high, n, null, errors, not_judged, sd, min, max, note
 
 
 @dataclass
 class Block:
-    """One tag's scores: a single run or a run family."""
+    """One tag: a single run or a run family."""
 
     tag: str
     model: str
     runs: list[str]
-    status: str  # ok, partial, failed, running or interrupted (the worst of a family's)
-    rows: list[dict] = field(default_factory=list)  # benchmark, title, score, low, high, n, null, errors, note
-    tokens: list[dict] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # what the numbers leave out
+    run_tags: list[str]
+    family: bool
+    status: str
+    judges: list[str]
+    tables: list[Table]  # pooled first, then each judge's when there are several
+    notes: list[str] = field(default_factory=list)
+    categories: list[dict] = field(default_factory=list)  # title, category, score, low, high, n
+    histograms: list[dict] = field(default_factory=list)  # title, counts[0..10], null, total, peak
+    spread: list[dict] = field(default_factory=list)  # family: title, mean, low, high, values [(tag, score)]
+    agreement: Agreement | None = None
+    passes: list[dict] = field(default_factory=list)  # pass_name, checked, changed, mean, min, max, examples
+    tokens: list[dict] = field(default_factory=list)  # stage … cost_usd; the last row is the Total
 
 
-def _block(inspector: Inspector, tag: str, model: str | None) -> Block:
-    chosen = select_runs(inspector.results_dir, tag, model)
+def _interval(mean: float | None, values: list[float]) -> tuple[float | None, float | None]:
+    """The 95 % t-interval of a mean over ``values`` (None when it has no width to estimate)."""
+    if mean is None or len(values) < 2:
+        return None, None
+    from scipy import stats
+
+    sem = stats.sem(values)
+    if not sem > 0:
+        return mean, mean
+    low, high = stats.t.interval(0.95, len(values) - 1, loc=mean, scale=sem)
+    return float(low), float(high)
+
+
+def _table(con: duckdb.DuckDBPyConnection, section: Section, family: bool, titles: dict[str, str]) -> Table:
+    rows = []
+    for r in section.rows:
+        if family:  # benchmark, mean, std_dev, ci_low, ci_high, min, max, runs, se_clustered, baseline_mean, note
+            rows.append({"title": r[0], "score": r[1], "sd": r[2], "low": r[3], "high": r[4], "min": r[5],
+                         "max": r[6], "n": r[7], "baseline": r[9], "null": None, "errors": None, "not_judged": None,
+                         "note": r[10]})
+        else:  # benchmark, score, baseline, n, null, errors, not_judged, note
+            rows.append({"title": r[0], "score": r[1], "baseline": r[2], "n": r[3], "null": r[4], "errors": r[5],
+                         "not_judged": r[6], "note": r[7], "low": None, "high": None, "sd": None, "min": None,
+                         "max": None})
+        rows[-1]["benchmark"] = titles.get(r[0], "overall")
+    if not family:  # the interval over questions: each question's mean over this judge's (or every judge's) rows
+        per_question: dict[str, list[float]] = {}
+        for bench, value in con.execute(
+                "SELECT benchmark, avg(score_10) FROM scores WHERE run_id = $run AND strategy = '' "
+                "AND ($judge = '*' OR judge = $judge) AND score_10 IS NOT NULL GROUP BY benchmark, question_id",
+                {"run": section.runs[0], "judge": section.judge}).fetchall():
+            per_question.setdefault(bench, []).append(value)
+        for row in rows:
+            row["low"], row["high"] = _interval(row["score"], per_question.get(row["benchmark"], []))
+    return Table(section.judge, rows)
+
+
+def _block(results_dir: Path, inspector: Inspector, tag: str, model: str | None) -> Block:
+    chosen = select_runs(results_dir, tag, model)
     if len(chosen.models) > 1:  # one report is one model's: say so rather than show the first one alone
         raise UsageError(f"tag {tag!r} holds several models ({', '.join(chosen.models)}); choose one with --model")
-    status = worst([effective(r.status, writer_alive(inspector.results_dir, r.run_id)) for r in chosen.runs])
-    if not chosen.family:
-        run = chosen.runs[0]
-        block = Block(tag, run.model, [run.run_id], status)
-        con = inspector.con(run.run_id)
-        stats = con.execute("""
-            WITH q AS (SELECT benchmark, question_id, avg(score_10) AS s FROM scores
-                       WHERE run_id = $run AND strategy = '' AND sample_index = 0 GROUP BY ALL)
-            SELECT benchmark, avg(s), stddev_samp(s), count(s), count(*) - count(s) FROM q GROUP BY 1""",
-                            {"run": run.run_id}).fetchall()
-        from scipy import stats as st
-
-        by = {}
-        for bench, mean, sd, n, null in stats:
-            low = high = None
-            if n and n > 1 and sd is not None:
-                low, high = (float(x) for x in st.t.interval(0.95, n - 1, loc=mean, scale=sd / n ** 0.5))
-            by[bench] = {"score": mean, "low": low, "high": high, "n": n, "null": null}
-        errors = dict(con.execute("SELECT benchmark, count(error) FROM answers WHERE run_id = $run GROUP BY 1",
-                                  {"run": run.run_id}).fetchall())
-    else:
-        block = Block(tag, chosen.runs[0].model, chosen.run_ids, status)
-        con = inspector.con(*block.runs)
-        by = {b: {"score": m, "low": lo, "high": hi, "n": n, "null": 0} for b, m, lo, hi, n in con.execute(
-            "SELECT benchmark, mean, ci_low, ci_high, runs FROM multi_run_stats WHERE base_tag = $tag AND judge = '*' "
-            "AND model = $model", {"tag": tag, "model": block.model}).fetchall()}
-        errors = {}
-        if excluded := left_out(con, "*", block.model):
-            block.notes.append("left out, not every question answered and judged: "
-                               + ", ".join(f"{t} ({', '.join(b)})" for _, t, b in excluded))
-    lineage = {b: (n, stale, prompts) for b, n, stale, prompts in con.execute(  # what the scores leave out
-        "SELECT benchmark, sum(n_not_judged), sum(n_stale), flatten(list(prompt_hashes)) FROM benchmark_scores "
-        "WHERE list_contains($ids, run_id) AND judge = '*' GROUP BY 1", {"ids": block.runs}).fetchall()}
-    for bench, title in con.execute("SELECT benchmark, title FROM benchmark_info WHERE in_overall OR benchmark IN "
-                                    "(SELECT DISTINCT benchmark FROM answers) ORDER BY position").fetchall():
-        got = by.get(bench)
-        notes = ["not run" if got is None else ("no scores" if got["score"] is None else "")]
-        not_judged, stale, prompts = lineage.get(bench, (0, 0, []))
-        if not_judged:
-            notes.append(f"{not_judged} not judged" + (f" ({stale} stale)" if stale else ""))
-        if prompts:
-            notes.append("judging prompt " + ", ".join(sorted(set(prompts))))
-        note = "; ".join(n for n in notes if n)
-        block.rows.append({"benchmark": bench, "title": title, **(got or {"score": None, "low": None, "high": None,
-                                                                        "n": 0, "null": 0}),
-                           "errors": errors.get(bench, 0), "note": note})
-    cursor = con.execute("SELECT stage, sum(requests), sum(prompt_tokens), sum(completion_tokens), sum(cost_usd), "
-                         "bool_and(priced) FROM cost WHERE list_contains($ids, run_id) GROUP BY 1 ORDER BY 1",
-                         {"ids": block.runs})
-    block.tokens = [dict(zip(["stage", "requests", "prompt", "completion", "cost", "priced"], r, strict=True))
-                    for r in cursor.fetchall()]
+    model = chosen.models[0]
+    report = build(results_dir, tag, model=model, every_judge=True)
+    con = inspector.con(*chosen.run_ids)
+    titles = dict(con.execute("SELECT title, benchmark FROM benchmark_info").fetchall())
+    judges = [j for (j,) in con.execute("SELECT DISTINCT judge FROM benchmark_scores WHERE list_contains($ids, "
+                                        "run_id) AND judge <> '*' ORDER BY 1", {"ids": chosen.run_ids}).fetchall()]
+    section = report.sections[0]
+    tables = [_table(con, s, chosen.family, titles) for s in report.sections]
+    # A family member that did less than the others is left out of the scores (view): of everything else too.
+    excluded = {run_id for run_id, _, _ in left_out(con, "*", model)} if chosen.family else set()
+    counted = [r for r in chosen.runs if r.run_id not in excluded]
+    runs = [r.run_id for r in counted]
+    block = Block(tag, model, runs, [r.tag for r in counted], chosen.family, section.status, judges, tables,
+                  notes=list(section.notes))
+    block.categories = _categories(con, runs)
+    block.histograms = _histograms(con, runs)
+    block.spread = _spread(con, runs, tag, model) if chosen.family else []
+    if len(judges) > 1:
+        block.agreement = agreement(ratings(con, runs))
+        named = {b: t for t, b in titles.items()}  # shown by title, as everywhere in the report
+        block.agreement.alpha_by_benchmark = {named.get(b, b): v for b, v in block.agreement.alpha_by_benchmark.items()}
+    block.passes = _passes(con, runs)
+    names = ["stage", "requests", "cached_requests", "prompt", "completion", "cost", "priced"]
+    block.tokens = [dict(zip(names, r, strict=True)) for r in report.tokens]
     return block
 
 
-def _movers(inspector: Inspector, a: Block, b: Block) -> tuple[list[tuple[dict, Detail, Detail]], str | None]:
-    if len(a.runs) != 1 or len(b.runs) != 1:
-        return [], "per-question movers need two single runs (not run families)"
-    rows = inspector.rows(a.runs[0], sort="difference", compare_run=b.runs[0], limit=10**9)
-    # A question that lost (or gained) its score altogether moved most: it left the average.
-    changed = [r for r in rows if (r["score"] is None) != (r["other_score"] is None)]
-    changed += [r for r in rows if r["difference"]][: max(0, MOVERS - len(changed))]
-    found = [(r, inspector.detail(a.runs[0], r["benchmark"], r["question_id"]),
-              inspector.detail(b.runs[0], r["benchmark"], r["question_id"])) for r in changed[:MOVERS]]
-    return found, None if found else "no question scored differently"
+def _histograms(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[dict]:
+    """Per benchmark: how many judgements scored 0, 1, … 10 (rounded), and how many have no score."""
+    counts: dict[str, list[int]] = {}
+    for title, bin_, n in con.execute(
+            "SELECT b.title, round(s.score_10)::INTEGER, count(*) FROM scores s JOIN benchmark_info b "
+            "USING (benchmark) WHERE list_contains($ids, s.run_id) AND s.strategy = '' GROUP BY ALL "
+            "ORDER BY min(b.position)", {"ids": run_ids}).fetchall():
+        bins = counts.setdefault(title, [0] * 12)  # 0–10, then the null scores
+        bins[11 if bin_ is None else min(max(bin_, 0), 10)] += n
+    return [{"title": t, "counts": c[:11], "null": c[11], "total": sum(c), "peak": max(c[:11])}
+            for t, c in counts.items()]
+
+
+def _spread(con: duckdb.DuckDBPyConnection, run_ids: list[str], tag: str, model: str) -> list[dict]:
+    """A family's run-to-run spread: per benchmark (and Overall) each run's score, with the family's mean and
+    interval over its complete runs."""
+    rows = con.execute("""
+        WITH per_run AS (
+            SELECT title, position, run_index, score FROM benchmark_scores
+            WHERE list_contains($ids, run_id) AND judge = '*' AND score IS NOT NULL
+            UNION ALL
+            SELECT 'Overall', 1000, run_index, overall FROM run_scores
+            WHERE list_contains($ids, run_id) AND judge = '*' AND overall IS NOT NULL
+        )
+        SELECT p.title, m.mean, m.ci_low, m.ci_high, list(p.run_index ORDER BY p.run_index),
+               list(p.score ORDER BY p.run_index)
+        FROM per_run p LEFT JOIN multi_run_stats m
+          ON m.title = p.title AND m.base_tag = $tag AND m.model = $model AND m.judge = '*'
+        GROUP BY ALL ORDER BY min(p.position)""", {"ids": run_ids, "tag": tag, "model": model}).fetchall()
+    return [{"title": t, "mean": m, "low": lo, "high": hi,
+             "values": [(f"run{i}", v) for i, v in zip(idx, values, strict=True)]}
+            for t, m, lo, hi, idx, values in rows]
+
+
+def _categories(con: duckdb.DuckDBPyConnection, run_ids: list[str], judges: list[str] | None = None) -> list[dict]:
+    """Per benchmark and category: the mean of its questions' scores (each a mean over judges and runs), over
+    these judges only when given."""
+    rows = con.execute("""
+        WITH q AS (
+            SELECT s.benchmark, s.question_id, avg(s.score_10) AS score
+            FROM scores s WHERE list_contains($ids, s.run_id) AND s.strategy = '' AND s.score_10 IS NOT NULL
+              AND ($judges IS NULL OR list_contains($judges, s.judge))
+            GROUP BY ALL
+        ), c AS (
+            SELECT DISTINCT benchmark, question_id, category FROM questions
+            WHERE list_contains($ids, run_id) AND category IS NOT NULL
+        )
+        SELECT b.title, c.category, list(q.score ORDER BY q.question_id) FROM q JOIN c USING (benchmark, question_id)
+        JOIN benchmark_info b USING (benchmark) GROUP BY b.title, b.position, c.category
+        ORDER BY b.position, c.category""", {"ids": run_ids, "judges": judges}).fetchall()
+    out = []
+    for title, category, scores in rows:
+        mean = sum(scores) / len(scores)
+        low, high = _interval(mean, scores)
+        out.append({"title": title, "category": category, "score": mean, "low": low, "high": high, "n": len(scores)})
+    return out
+
+
+def _passes(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[dict]:
+    """Per pass: the answers it checked as they are now, those it changed, the change on the 0–10 scale."""
+    query = """
+        WITH d AS (
+            SELECT d.pass_name, d.benchmark, b.title, d.question_id, d.run_id, d.judge, d.delta * b.to_ten AS delta,
+                   d.reason, a.content
+            FROM pass_deltas d JOIN benchmark_info b USING (benchmark)
+            JOIN answers a ON a.run_id = d.run_id AND a.benchmark = d.benchmark AND a.question_id = d.question_id
+                          AND a.sample_index = d.sample_index AND a.strategy = d.strategy
+            WHERE list_contains($ids, d.run_id) AND d.strategy = ''
+              AND coalesce(d.answer_hash = a.answer_hash, true)  -- the text as it is now
+        )"""
+    out = []
+    for name, checked, changed, mean, low, high in con.execute(query + """
+            SELECT pass_name, count(DISTINCT (run_id, benchmark, question_id)),
+                   count(DISTINCT (run_id, benchmark, question_id)) FILTER (WHERE delta <> 0),
+                   avg(delta) FILTER (WHERE delta <> 0), min(delta) FILTER (WHERE delta <> 0),
+                   max(delta) FILTER (WHERE delta <> 0)
+            FROM d GROUP BY 1 ORDER BY 1""", {"ids": run_ids}).fetchall():
+        examples = con.execute(query + """
+            SELECT title, question_id, judge, delta, reason, content FROM d
+            WHERE pass_name = $name AND delta <> 0 ORDER BY abs(delta) DESC, benchmark, question_id, run_id LIMIT $n""",
+                               {"ids": run_ids, "name": name, "n": EXAMPLES}).fetchall()
+        out.append({"pass_name": name, "checked": checked, "changed": changed, "mean": mean, "min": low, "max": high,
+                    "examples": [dict(zip(["title", "question_id", "judge", "delta", "reason", "answer"], e,
+                                          strict=True)) for e in examples]})
+    return out
+
+
+@dataclass
+class Mover:
+    benchmark: str
+    title: str
+    question_id: str
+    a: float | None  # 0–10, the question's mean over runs (and judges)
+    b: float | None
+    to_ten: float
+    a_runs: list[tuple[str, float | None]]  # each run's score
+    b_runs: list[tuple[str, float | None]]
+    prompt: str = ""
+    a_details: list[tuple[str, Detail]] = field(default_factory=list)
+    b_details: list[tuple[str, Detail]] = field(default_factory=list)
+
+    @property
+    def difference(self) -> float | None:
+        return None if self.a is None or self.b is None else self.b - self.a
+
+    @property
+    def native(self) -> float | None:
+        """The difference on the benchmark's own scale."""
+        return None if self.difference is None else self.difference / self.to_ten
+
+
+def _movers(inspector: Inspector, a: Block, b: Block) -> tuple[list[dict], list[str]]:
+    """Per benchmark, the questions whose score moved most between the tags (those that lost or gained a score
+    altogether first), and what the ranking rests on."""
+    con = inspector.con(*a.runs, *b.runs)
+    shared = sorted(set(a.judges) & set(b.judges))
+    notes = [f"judges both tags have: {', '.join(shared)}" if shared else
+             "the tags share no judge: each side's judges are used (not like for like)"]
+    per_run = con.execute("""
+        SELECT s.run_id, s.benchmark, s.question_id, avg(s.score_10) FROM scores s
+        WHERE list_contains($ids, s.run_id) AND s.strategy = '' AND s.sample_index = 0
+          AND (len($judges) = 0 OR list_contains($judges, s.judge)) GROUP BY ALL""",
+                          {"ids": a.runs + b.runs, "judges": shared}).fetchall()
+    info = {bench: (title, to_ten) for bench, title, to_ten in con.execute(
+        "SELECT benchmark, title, to_ten FROM benchmark_info ORDER BY position").fetchall()}
+    asked = [_asked(con, block.runs) for block in (a, b)]
+    keys = asked[0] & asked[1]  # a question one tag never asked did not move: it is out of the other's scope
+    if only := len(asked[0] ^ asked[1]):
+        notes.append(f"{only} question{'s' if only > 1 else ''} asked by one tag only left out")
+    score = {(r, bench, q): s for r, bench, q, s in per_run}
+    tag_of = dict(zip(a.runs + b.runs, a.run_tags + b.run_tags, strict=True))
+    groups: dict[str, list[Mover]] = {}
+    for bench, q in keys:
+        if bench not in info:
+            continue
+        sides = []
+        for block in (a, b):
+            runs = [(tag_of[r], score.get((r, bench, q))) for r in block.runs]
+            present = [s for _, s in runs if s is not None]
+            sides.append((runs, sum(present) / len(present) if present else None))
+        (a_runs, a_mean), (b_runs, b_mean) = sides
+        if a_mean is None and b_mean is None:
+            continue
+        groups.setdefault(bench, []).append(Mover(bench, info[bench][0], q, a_mean, b_mean, info[bench][1],
+                                                  a_runs, b_runs))
+    found = []
+    for bench in (b for b in info if b in groups):
+        ranked = sorted(groups[bench], key=lambda m: (
+            (m.a is None) == (m.b is None), -abs(m.difference or 0), len(m.question_id), m.question_id))
+        top = [m for m in ranked if m.difference is None or m.difference != 0][:MOVERS]
+        for m in top:
+            m.a_details = [(tag_of[r], inspector.detail(r, bench, m.question_id)) for r in a.runs]
+            m.b_details = [(tag_of[r], inspector.detail(r, bench, m.question_id)) for r in b.runs]
+            turns = m.a_details[0][1].turns or m.b_details[0][1].turns
+            m.prompt = "\n\n".join(turns)[:TEXT]
+        if top:
+            found.append({"title": info[bench][0], "movers": top, "questions": len(groups[bench])})
+    return found, notes
+
+
+def _category_rows(blocks: list[Block]) -> list[dict]:
+    """One row per benchmark and category with every tag's score side by side (and the change, comparing)."""
+    rows: dict[tuple[str, str], dict] = {}
+    for k, block in enumerate(blocks):
+        for c in block.categories:
+            row = rows.setdefault((c["title"], c["category"]), {"title": c["title"], "category": c["category"],
+                                                                "tags": [None] * len(blocks)})
+            row["tags"][k] = c
+    for row in rows.values():
+        scores = [c["score"] for c in row["tags"] if c is not None]
+        row["difference"] = scores[1] - scores[0] if len(scores) == 2 else None
+    return list(rows.values())
+
+
+def _asked(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> set[tuple[str, str]]:
+    """The (benchmark, question id) pairs these runs asked."""
+    return set(con.execute("SELECT DISTINCT benchmark, question_id FROM questions WHERE list_contains($ids, run_id)",
+                           {"ids": run_ids}).fetchall())
+
+
+def _unlike(inspector: Inspector, a: Block, b: Block) -> list[str]:
+    """What makes two tags' own scores not like for like: other questions, other judges."""
+    con = inspector.con(*a.runs, *b.runs)
+    asked = [_asked(con, block.runs) for block in (a, b)]
+    both = len(asked[0] & asked[1])
+    notes = []
+    if not len(asked[0]) == len(asked[1]) == both:
+        notes.append(f"{a.tag} asked {len(asked[0])} questions, {b.tag} {len(asked[1])}, {both} of them the same")
+    if a.judges != b.judges:
+        notes.append(f"{a.tag} was judged by {', '.join(a.judges) or 'no judge'}, {b.tag} by "
+                     f"{', '.join(b.judges) or 'no judge'}")
+    return notes
 
 
 def _chart(blocks: list[Block]) -> dict:
-    """Geometry of the SVG bar chart: one group per benchmark, one bar per tag, 0–10 on x."""
-    titles = {r["benchmark"]: r["title"] for b in blocks for r in b.rows}
-    benchmarks = list(titles)
-    by_block = [{r["benchmark"]: r for r in b.rows} for b in blocks]
+    """Geometry of the SVG bar chart: one group per benchmark (and Overall), one bar per tag, 0–10 on x."""
+    titles = list(dict.fromkeys(r["title"] for b in blocks for r in b.tables[0].rows))
+    by_block = [{r["title"]: r for r in b.tables[0].rows} for b in blocks]
     bar, gap, left, width = 14, 10, 150, 420
     groups = []
-    for i, name in enumerate(benchmarks):
-        title = titles[name]
+    for i, title in enumerate(titles):
         top = 10 + i * (len(blocks) * bar + gap)
         bars = []
         for k, block in enumerate(blocks):
-            row = by_block[k].get(name, {})
+            row = by_block[k].get(title, {})
             score = row.get("score")
+            low, high = row.get("low"), row.get("high")  # drawn within the scale (a 2-run t-interval is wide)
             bars.append({"y": top + k * bar, "w": 0 if score is None else width * score / 10, "score": score,
-                         "low": None if row.get("low") is None else left + width * row["low"] / 10,
-                         "high": None if row.get("high") is None else left + width * row["high"] / 10,
+                         "low": None if low is None else left + width * max(low, 0) / 10,
+                         "high": None if high is None else left + width * min(high, 10) / 10,
                          "tag": block.tag, "k": k})
         groups.append({"title": title, "y": top, "bars": bars})
-    height = 20 + len(benchmarks) * (len(blocks) * bar + gap)
+    height = 20 + len(titles) * (len(blocks) * bar + gap)
     return {"groups": groups, "height": height, "left": left, "width": width, "bar": bar,
             "ticks": [{"x": left + width * t / 10, "label": t} for t in range(0, 11, 2)]}
 
 
 def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = None, model: str | None = None) -> Path:
     inspector = Inspector(results_dir, None, model)
-    blocks = [_block(inspector, tag, model)]
+    blocks = [_block(results_dir, inspector, tag, model)]
     if compare:
-        blocks.append(_block(inspector, compare, model or blocks[0].model))
-    movers, movers_note = _movers(inspector, *blocks) if compare else ([], None)
+        blocks.append(_block(results_dir, inspector, compare, model or blocks[0].model))
+    movers, movers_notes = _movers(inspector, *blocks) if compare else ([], [])
+    unlike = _unlike(inspector, *blocks) if compare else []
+    category_judges = None
+    if compare and blocks[0].judges != blocks[1].judges and (shared := sorted(set(blocks[0].judges)
+                                                                              & set(blocks[1].judges))):
+        category_judges = shared  # the change between two tags is over the judges both have
+        for block in blocks:
+            block.categories = _categories(inspector.con(*block.runs), block.runs, shared)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource_dir("templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     html = env.get_template("report.html.jinja").render(
-        blocks=blocks, chart=_chart(blocks), movers=movers, movers_note=movers_note, compare=compare,
+        blocks=blocks, chart=_chart(blocks), categories=_category_rows(blocks), category_judges=category_judges,
+        movers=movers,
+        movers_notes=movers_notes, unlike=unlike, compare=compare,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), results_dir=str(results_dir))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(html, encoding="utf-8")
-    return out
+    return write_atomic(out, lambda tmp: tmp.write_text(html, encoding="utf-8"))

@@ -93,15 +93,34 @@ class Inspector:
 
     def rows(self, run_id: str, benchmark: str | None = None, judge: str = ALL_JUDGES, sort: str = "score ↑",
              compare_run: str | None = None, compare_judge: str | None = None, errors_only: bool = False,
-             limit: int = 500) -> list[dict]:
+             limit: int = 500, search: str | None = None) -> list[dict]:
         """One row per question: score (0–10, the judges' mean for ``*``), score without passes, pass delta,
-        the difference to another run or judge, and the answer's or judge's error."""
+        the difference to another run or judge, the answer's or judge's error, the question's first turn
+        (``question``) and how many questions the filters match before ``limit`` (``total``).
+
+        ``search`` keeps the questions whose prompt (any turn), answer or any current judge reply (or
+        fallback reply, of any judge) holds it, case-insensitively; matched in DuckDB, as a parameter
+        (``contains``, so ``%`` and ``_`` are literal)."""
         if sort not in SORTS:
             raise UsageError(f"sort {sort!r} is not one of {', '.join(SORTS)}")
+        search = search.strip() if search else None
         other_run = compare_run or run_id
         other_judge = compare_judge or judge
         comparing = compare_run is not None or compare_judge is not None
         con = self.con(run_id, other_run)
+        params = {"run": run_id, "judge": judge, "other_run": other_run, "other_judge": other_judge,
+                  "comparing": comparing, "bench": benchmark, "errors_only": errors_only, "limit": limit}
+        matching = ""
+        if search:  # added only when asked: the unfiltered list reads no judge reply
+            params["needle"] = search
+            matching = """
+              AND (coalesce(contains(lower(array_to_string(qq.turns, chr(10))), lower($needle))
+                            OR contains(lower(a.content), lower($needle)), false)
+                   OR EXISTS (SELECT 1 FROM judgements j
+                              WHERE j.run_id = $run AND j.benchmark = k.benchmark AND j.question_id = k.question_id
+                                AND j.strategy = '' AND j.sample_index = 0
+                                AND coalesce(contains(lower(j.judge_output), lower($needle))
+                                             OR contains(lower(j.fallback_output), lower($needle)), false)))"""
         query = f"""
             WITH per AS (
                 SELECT run_id, benchmark, question_id, avg(score_10) AS score,
@@ -119,19 +138,19 @@ class Inspector:
             )
             SELECT k.benchmark, k.question_id, p.score, p.original, p.score - p.original AS pass_delta,
                    CASE WHEN $comparing THEN o.score - p.score END AS difference,
-                   CASE WHEN $comparing THEN o.score END AS other_score, coalesce(a.error, p.jerr) AS error
+                   CASE WHEN $comparing THEN o.score END AS other_score, coalesce(a.error, p.jerr) AS error,
+                   qq.turns[1] AS question, count(*) OVER () AS total
             FROM keys k
             LEFT JOIN answers a ON a.run_id = $run AND a.benchmark = k.benchmark AND a.question_id = k.question_id
                                AND a.strategy = '' AND a.sample_index = 0
+            LEFT JOIN questions qq ON qq.run_id = $run AND qq.benchmark = k.benchmark AND qq.question_id = k.question_id
             LEFT JOIN per p ON p.run_id = $run AND p.benchmark = k.benchmark AND p.question_id = k.question_id
             LEFT JOIN other o ON o.benchmark = k.benchmark AND o.question_id = k.question_id
             WHERE ($bench IS NULL OR k.benchmark = $bench)
-              AND (NOT $errors_only OR coalesce(a.error, p.jerr) IS NOT NULL)
+              AND (NOT $errors_only OR coalesce(a.error, p.jerr) IS NOT NULL){matching}
             ORDER BY {SORTS[sort]}, k.benchmark, length(k.question_id), k.question_id
             LIMIT $limit"""
-        cursor = con.execute(query, {"run": run_id, "judge": judge, "other_run": other_run,
-                                     "other_judge": other_judge, "comparing": comparing, "bench": benchmark,
-                                     "errors_only": errors_only, "limit": limit})
+        cursor = con.execute(query, params)
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
 

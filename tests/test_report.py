@@ -1,0 +1,229 @@
+"""shaberi report, read in a real headless Chromium: every section, the numbers of ``shaberi view``, movers
+of two run families ranked per benchmark on its own scale, judge agreement equal to the package's, and
+Japanese text drawn with a CJK font."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+
+import krippendorff
+import numpy as np
+import pytest
+from scipy import stats
+
+from shaberi.legacy import import_tree
+from shaberi.llm.client import ClientConfig
+from shaberi.llm.endpoints import ModelAt
+from shaberi.passes import build
+from shaberi.pipeline import RunRequest, run
+from shaberi.reports.inspector import Inspector
+
+from .browser import with_page
+from .conftest import query, shaberi
+
+# Judge scores by tag, run, judge: Rakuda (1–10) q0 … q5 and ELYZA (1–5) ids 1 … 3.
+RAKUDA = {
+    ("base", 1): {"ja": [3, 8, 5, 9, 2, 6], "jb": [4, 9, 5, 10, 3, 6]},
+    ("base", 2): {"ja": [4, 8, 5, 9, 2, 7], "jb": [5, 9, 6, 10, 3, 8]},
+    ("new", 1): {"ja": [9, 8, 5, 9, 2, 6], "jb": [10, 9, 5, 10, 3, 6]},
+    ("new", 2): {"ja": [9, 7, 5, 9, 2, 6], "jb": [10, 8, 6, 9, 3, 7]},
+}
+ELYZA = {
+    ("base", 1): {"ja": [1, 3, 4], "jb": [2, 3, 4]},
+    ("base", 2): {"ja": [1, 3, 4], "jb": [1, 3, 5]},
+    ("new", 1): {"ja": [5, 3, 4], "jb": [5, 3, 4]},
+    ("new", 2): {"ja": [5, 3, 4], "jb": [5, 3, 3]},
+}
+LOOP = "同じ一行を何度も書いてしまう回答です。\\n" * 5  # the repetition pass: a line written 4 times or more
+
+
+def _judged(scores: dict[str, list[int]], i: int) -> str:
+    return "".join(f"<<judge@{j}: {j}の理由{i}。\\nFINAL SCORE: {s[i]}>>" for j, s in scores.items())
+
+
+@pytest.fixture(scope="module")
+def families(tmp_path_factory):
+    """Two families of two runs each (tags base, new), Rakuda and ELYZA, judged by ja and jb with the scores
+    above; the repetition pass lowers the new runs' looping answer to Rakuda q5."""
+    from shaberi.testing import LoopbackServer
+
+    base = tmp_path_factory.mktemp("report")
+    with LoopbackServer() as server:
+        for (tag, index), rakuda in RAKUDA.items():
+            data = base / f"d-{tag}{index}" / "ja"
+            data.mkdir(parents=True)
+            with open(data / "rakuda.jsonl", "w", encoding="utf-8") as fh:
+                for i in range(6):
+                    answer = LOOP if tag == "new" and i == 5 else f"{tag}{index}の回答{i}です。"
+                    text = f"<<answer: {answer}>> {_judged(rakuda, i)} 日本の質問{i}"
+                    fh.write(json.dumps({"category": "地理" if i < 3 else "歴史", "question_id": f"q{i}",
+                                         "text": text}, ensure_ascii=False) + "\n")
+            with open(data / "elyza_tasks_100.jsonl", "w", encoding="utf-8") as fh:
+                for i in range(3):
+                    text = f"<<answer: {tag}{index}のエリザ回答{i}>> {_judged(ELYZA[tag, index], i)} 課題{i}"
+                    fh.write(json.dumps({"input": text, "output": "模範解答", "eval_aspect": "正確さ"},
+                                        ensure_ascii=False) + "\n")
+            asyncio.run(run(RunRequest(
+                model="m", base_url=server.base_url, results_dir=base / "r", data_dir=data.parent,
+                benchmarks=["elyza", "rakuda"], tag=f"{tag}-run{index}", passes=build("repetition"),
+                judges=[ModelAt("ja", server.base_url), ModelAt("jb", server.base_url)],
+                client=ClientConfig(timeout=5, max_retries=0))))
+    return base / "r"
+
+
+READ = """(() => {
+const all = sel => Array.from(document.querySelectorAll(sel));
+const text = sel => all(sel).map(e => e.textContent);
+const cells = sel => all(sel).map(r => Array.from(r.cells).map(c => c.textContent));
+return JSON.stringify({
+  rendered: document.body.dataset.rendered,
+  sections: all("h2[id]").map(h => h.id),
+  tables: Object.fromEntries(all("table.scores").map(t => [t.id,
+    Object.fromEntries(cells(`#${t.id} tbody tr`).map(r => [r[0], r]))])),
+  perJudge: all("table.per-judge").map(t => cells(`#${t.id} tbody tr`)),
+  alpha: text(".alpha"),
+  bias: cells("table.bias tbody tr"),
+  movers: text("h3.mover-group"),
+  moverRows: text("tr.mover th"),
+  runs: text(".movers .runs"),
+  replies: text(".movers details summary"),
+  histograms: text("figure.histogram figcaption"),
+  spread: all("svg.spread circle").length,
+  categories: cells("table.categories tbody tr").map(r => r.slice(0, 5)),
+  passes: cells("table.passes tbody tr"),
+  tokens: cells("table.tokens tbody tr"),
+});
+})()"""
+
+
+def test_report_of_two_families_reads_right_in_a_browser(families, tmp_path):
+    out = tmp_path / "report.html"
+    done = shaberi("report", "--tag", "base", "--compare", "new", "--out", str(out), "--results-dir", str(families))
+    assert done.returncode == 0, done.stderr
+    html = out.read_text(encoding="utf-8")
+    assert not re.search(r"""(?:src|href)\s*=\s*["'](?:https?:)?//""", html)  # nothing to fetch: opens offline
+
+    async def steps(page):
+        seen = json.loads(await page.evaluate(READ))
+        seen["fonts"] = await page.fonts("table.categories td.text")  # 地理: which font drew it
+        order = "Array.from(document.querySelectorAll('#scores-0 tbody tr')).map(r => r.cells[0].textContent)"
+        seen["sorted"] = [await page.evaluate(f"document.querySelector('#scores-0 th:nth-child(2)').click(); {order}")
+                          for _ in range(2)]  # by score, ascending then descending
+        await page.screenshot(tmp_path / "report.png")
+        return seen
+
+    seen = with_page(out, steps)
+    assert seen["rendered"] == "yes"  # the inline script ran
+    assert seen["sorted"][0][-1] == seen["sorted"][1][-1] == "Overall"  # a sorted table keeps Overall last ...
+    assert {*seen["sorted"][0][-3:-1]} == {*seen["sorted"][1][-3:-1]} == {"Tengu-Bench", "MT-Bench"}  # "–" after
+    assert seen["sections"] == ["scores", "categories", "judges", "distributions", "movers", "passes", "tokens"]
+
+    # The scores are the view's, to the printed digits: pooled, then each judge, for both families.
+    for k, tag in enumerate(["base", "new"]):
+        for judge, table in [("*", seen["tables"][f"scores-{k}"]), *(
+                (j, {r[0]: [r[0], r[1 + i]] for r in seen["perJudge"][k]}) for i, j in enumerate(["ja", "jb"]))]:
+            view = json.loads(shaberi("view", "--tag", tag, "--judge", judge, "--format", "json", "--results-dir",
+                                      str(families)).stdout)
+            rows = {r["benchmark"]: r for r in view["scores"][0]["rows"]}
+            for title in ["ELYZA-tasks-100", "Rakuda", "Overall"]:
+                assert table[title][1].split(" ")[0] == f"{rows[title]['mean']:.2f}", (tag, judge, title)
+                if judge == "*":
+                    assert table[title][2] == f"{rows[title]['ci_low']:.2f}–{rows[title]['ci_high']:.2f}"
+                    assert table[title][3] == f"{rows[title]['baseline_mean']:.2f}"
+            assert table["Tengu-Bench"][1].startswith("–")
+        assert seen["tables"][f"scores-{k}"]["Tengu-Bench"][-1] == "not run"
+
+    # Judge agreement: Krippendorff's α from the package on the known scores (ELYZA × 2), every answer a unit.
+    for k, tag in enumerate(["base", "new"]):
+        units = [(RAKUDA[tag, i]["ja"][q], RAKUDA[tag, i]["jb"][q]) for i in (1, 2) for q in range(6)]
+        units += [(2 * ELYZA[tag, i]["ja"][q], 2 * ELYZA[tag, i]["jb"][q]) for i in (1, 2) for q in range(3)]
+        alpha = krippendorff.alpha(reliability_data=np.array(units, dtype=float).T, level_of_measurement="interval")
+        assert seen["alpha"][k] == f"{alpha:.3f}"
+        bias = {r[0]: r for r in seen["bias"][2 * k:2 * k + 2]}
+        diffs = [b - a for a, b in units]  # jb against the only other judge, ja
+        low, high = stats.t.interval(0.95, len(diffs) - 1, loc=np.mean(diffs), scale=stats.sem(diffs))
+        assert bias["jb"][2] == f"{np.mean(diffs):+.2f}" and bias["jb"][3] == f"{low:.2f}–{high:.2f}"
+
+    # Movers of two families, ranked within each benchmark on its own scale: ELYZA's question 1 moves by
+    # 3.75 of its 1–5 (7.50 on 0–10), Rakuda's q0 by 5.50; each mean over runs, both runs' scores shown.
+    assert [h.split(" (")[0] for h in seen["movers"]] == ["ELYZA-tasks-100", "Rakuda"]
+    elyza = [r for r in seen["moverRows"] if r.startswith("elyza")]
+    rakuda = [r for r in seen["moverRows"] if r.startswith("rakuda")]
+    assert elyza[0] == "elyza / 1: 2.50 → 10.00 (+7.50 on 0–10; +3.75 on its own scale)"
+    assert rakuda[0] == "rakuda / q0: 4.00 → 9.50 (+5.50 on 0–10; +5.50 on its own scale)"
+    assert "runs (0–10): base-run1 3.00, base-run2 2.00" in seen["runs"]
+    assert "ja: 1 on 1-5 (final_score)" in seen["replies"] and "jb: 2 on 1-5 (final_score)" in seen["replies"]
+    assert "base-run2" in seen["replies"] and "new-run2" in seen["replies"]  # every run's answer and replies
+
+    # Per category (Rakuda's two), each question's mean over judges and runs, then the t-interval over them.
+    per_q = {q: np.mean([RAKUDA["base", i][j][q] for i in (1, 2) for j in ("ja", "jb")]) for q in range(6)}
+    geo = [per_q[q] for q in range(3)]
+    geo_ci = stats.t.interval(0.95, 2, loc=np.mean(geo), scale=stats.sem(geo))
+    assert ["Rakuda", "地理", f"{np.mean(geo):.2f}", f"{geo_ci[0]:.2f}–{geo_ci[1]:.2f}", "3"] in seen["categories"]
+    assert seen["fonts"] and all(re.search(r"IPA|Noto Sans CJK|Source Han", f) for f in seen["fonts"]), (
+        f"Japanese drawn with {seen['fonts']}: install a CJK font (apt-get install fonts-ipafont-gothic)")
+
+    # Distributions: every judgement counted; two runs per family drawn against the interval.
+    assert "Rakuda: 24 judgements" in seen["histograms"] and "ELYZA-tasks-100: 12 judgements" in seen["histograms"]
+    assert seen["spread"] == 2 * 2 * 3  # 2 families × 2 runs × (ELYZA, Rakuda, Overall)
+
+    # Pass effects: the new family's looping answer, lowered in both runs.
+    changed = query(families, "SELECT count(DISTINCT run_id) FROM pass_deltas d JOIN runs r USING (run_id) "
+                              "WHERE r.base_tag = 'new' AND delta <> 0")[0][0]
+    assert changed == 2
+    assert [p[:3] for p in seen["passes"]] == [["repetition", "18", "0"], ["repetition", "18", "2"]]
+    # Tokens: a Total row equal to the stages' sum.
+    tokens = [t for t in seen["tokens"] if t[0] in ("generation", "judging", "passes", "Total")]
+    total = [int(t[1].replace(",", "")) for t in tokens if t[0] == "Total"]
+    assert total[0] == sum(int(t[1].replace(",", "")) for t in tokens[:tokens.index(next(
+        t for t in tokens if t[0] == "Total"))])
+    png = (tmp_path / "report.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
+
+
+def test_report_of_one_run_and_a_legacy_import(families, tmp_path, data_dir, server):
+    out = tmp_path / "one.html"
+    done = shaberi("report", "--tag", "base-run1", "--out", str(out), "--results-dir", str(families))
+    assert done.returncode == 0, done.stderr
+    html = out.read_text(encoding="utf-8")
+    assert 'id="movers"' not in html and "Krippendorff" in html
+    # One run: the interval is over questions (Student t over each question's mean of the two judges).
+    per_q = [np.mean([RAKUDA["base", 1]["ja"][q], RAKUDA["base", 1]["jb"][q]]) for q in range(6)]
+    low, high = stats.t.interval(0.95, 5, loc=np.mean(per_q), scale=stats.sem(per_q))
+    assert f"<td>Rakuda</td><td class=\"score\">{np.mean(per_q):.2f}</td><td>{low:.2f}–{high:.2f}</td>" in html
+
+    # A third judge on one side only: its own scores stay its own, said so; movers use the judges both have.
+    copy = tmp_path / "copy"
+    shutil.copytree(families, copy)
+    assert shaberi("run", "--model", "m", "--tag", "base-run1", "--stages", "judge", "--judge",
+                   f"jc@{server.base_url}", "--results-dir", str(copy)).returncode == 0
+    done = shaberi("report", "--tag", "base-run1", "--compare", "new-run1", "--out", str(out), "--results-dir",
+                   str(copy))
+    assert done.returncode == 0, done.stderr
+    html = out.read_text(encoding="utf-8")
+    assert "Not like for like: base-run1 was judged by ja, jb, jc, new-run1 by ja, jb." in html
+    assert "judges both tags have: ja, jb" in html and "Judges both tags have: ja, jb." in html  # movers, categories
+    assert "rakuda / q0: 3.50 → 9.50 (+6.00 on 0–10; +6.00 on its own scale)" in html
+
+    import_tree(data_dir / "legacy" / "samples", tmp_path / "r")
+    model = Inspector(tmp_path / "r", tag="legacy").runs[0].model
+    legacy = tmp_path / "legacy.html"
+    done = shaberi("report", "--tag", "legacy", "--model", model, "--out", str(legacy), "--results-dir",
+                   str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    assert "no token usage recorded" in legacy.read_text()
+    missing = shaberi("report", "--tag", "nope", "--out", str(legacy), "--results-dir", str(tmp_path / "r"))
+    assert missing.returncode == 2 and missing.stderr.startswith("error: no run tagged 'nope'")
+    # Where it writes: a directory or a path through a file is bad input; a link's target is written.
+    (tmp_path / "afile").write_text("x")
+    for bad, needle in [(tmp_path, "is a directory"), (tmp_path / "afile" / "x.html", "cannot make its folder")]:
+        refused = shaberi("report", "--tag", "legacy", "--model", model, "--out", str(bad), "--results-dir",
+                          str(tmp_path / "r"))
+        assert refused.returncode == 2 and needle in refused.stderr and refused.stderr.count("\n") == 1
+    link = tmp_path / "link.html"
+    link.symlink_to(legacy)
+    assert shaberi("report", "--tag", "base-run1", "--out", str(link), "--results-dir", str(families)).returncode == 0
+    assert link.is_symlink() and "base-run1" in legacy.read_text(encoding="utf-8")
