@@ -190,5 +190,6 @@ def test_search_is_done_in_duckdb_with_the_other_filters(tui_root):
     assert [r["question_id"] for r in inspector.rows(run_id, search="  ")] == ["q2", "q1", "q3", "q0"]
     assert inspector.rows(run_id, search="'; DROP TABLE answers; --") == []  # a parameter, not SQL
     assert [r["question_id"] for r in inspector.rows(run_id, search="Final Score: 2")] == ["q2"]
+    assert [r["question_id"] for r in inspector.rows(run_id, search="Q3")] == ["q3"]  # an id, whole
     assert str(_one_line("一行目\n  二行目\t[b]", QUESTION_CELLS)) == "一行目 二行目 [b]"  # one line, literal
     assert str(_one_line(None, QUESTION_CELLS)) == ""

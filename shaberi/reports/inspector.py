@@ -98,9 +98,9 @@ class Inspector:
         the difference to another run or judge, the answer's or judge's error, the question's first turn
         (``question``) and how many questions the filters match before ``limit`` (``total``).
 
-        ``search`` keeps the questions whose prompt (any turn), answer or any current judge reply (or
-        fallback reply, of any judge) holds it, case-insensitively; matched in DuckDB, as a parameter
-        (``contains``, so ``%`` and ``_`` are literal)."""
+        ``search`` keeps the question whose id it is and the questions whose prompt (any turn), answer or any
+        current judge reply (or fallback reply, of any judge) holds it, case-insensitively; matched in DuckDB,
+        as a parameter (``contains``, so ``%`` and ``_`` are literal)."""
         if sort not in SORTS:
             raise UsageError(f"sort {sort!r} is not one of {', '.join(SORTS)}")
         search = search.strip() if search else None
@@ -114,7 +114,8 @@ class Inspector:
         if search:  # added only when asked: the unfiltered list reads no judge reply
             params["needle"] = search
             matching = """
-              AND (coalesce(contains(lower(array_to_string(qq.turns, chr(10))), lower($needle))
+              AND (lower(k.question_id) = lower($needle)
+                   OR coalesce(contains(lower(array_to_string(qq.turns, chr(10))), lower($needle))
                             OR contains(lower(a.content), lower($needle)), false)
                    OR EXISTS (SELECT 1 FROM judgements j
                               WHERE j.run_id = $run AND j.benchmark = k.benchmark AND j.question_id = k.question_id

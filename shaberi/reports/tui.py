@@ -14,9 +14,9 @@ how many questions the filters match.
 Keys (the question list has the focus at start):
 
 - ``↑`` ``↓`` ``PgUp`` ``PgDn`` ``Home`` ``End``: move through the questions; the detail follows.
-- ``/``: search. Type, then ``Enter``: only the questions whose prompt, answer or any judge reply (or
-  fallback reply) holds the text, case-insensitively, are listed; the box stays above the list holding the
-  search (``/`` again edits it). ``Escape``, or ``Enter`` on an empty search, clears it.
+- ``/``: search. Type, then ``Enter``: only the question with that id and the questions whose prompt, answer
+  or any judge reply (or fallback reply) holds the text, case-insensitively, are listed; the box stays above
+  the list holding the search (``/`` again edits it). ``Escape``, or ``Enter`` on an empty search, clears it.
 - ``e``: errors only (again: every question).
 - ``Tab`` / ``Shift+Tab``: to the selectors and the detail pane and back.
 - ``q``: quit.
