@@ -55,6 +55,13 @@ def test_the_terminal_shows_the_pooled_columns_and_judges_all_the_wide_table(leg
                                      for t in ("Average", "ELYZA 100", "JA-MT", "Rakuda", "Tengu")), *POOLED[7:]]
     table = shaberi("leaderboard", "--results-dir", str(legacy))
     assert table.returncode == 0 and "Average (All)" in table.stdout and "(GPT4" not in table.stdout
+    # shares in per cent, as the workbook shows them: the csv's fraction 0.8612… reads 86.1%
+    lines = shaberi("leaderboard", "--format", "markdown", "--results-dir", str(legacy)).stdout.splitlines()
+    shown = {c[0]: c for c in ([x.strip() for x in line.strip("|").split("|")] for line in lines
+                                if line.startswith("| ") and not line.startswith("| model_name"))}
+    for row in board(legacy)[1]:
+        want = f"{float(row['% JA']):.1%}" if row["% JA"] else ""
+        assert shown[row["model_name"]][POOLED.index("% JA")] == want
 
 
 def test_the_workbook_holds_the_csv_numbers_with_a_colour_scale_per_score_column(legacy, tmp_path):

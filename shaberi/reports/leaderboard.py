@@ -121,8 +121,8 @@ class Board:
                      self.family, self.judges, self.notes)
 
     def text(self) -> tuple[list[str], list[list[str]]]:
-        """Header and cells for a terminal or Markdown table: numbers to two decimals, a family's interval in
-        its score's cell (``6.12 ± 0.31``; its own columns dropped)."""
+        """Header and cells for a terminal or Markdown table: numbers to two decimals, shares (% JA, GPT4
+        delta) in per cent, a family's interval in its score's cell (``6.12 ± 0.31``; its own columns dropped)."""
         at = {c.name: i for i, c in enumerate(self.columns)}
         shown = [i for i, c in enumerate(self.columns) if c.kind not in ("low", "high")]
         cells = []
@@ -135,6 +135,8 @@ class Board:
                     line.append("")
                 elif isinstance(value, int | str):
                     line.append(str(value))
+                elif column.kind == "ratio":  # a share, as the workbook shows it
+                    line.append(f"{value:.1%}")
                 elif high is not None:
                     line.append(f"{value:.2f} ± {high - value:.2f}")
                 else:
