@@ -46,6 +46,8 @@ def test_a_judge_that_fails_every_call_fails_the_command(server, tmp_path):
         "error_count": 3, "started_at": 0, "finished_at": 0}
     view = json.loads(shaberi("view", "--tag", "t", "--format", "json", "--results-dir", str(results)).stdout)
     assert view["scores"][0]["status"] == "failed"
+    rows = {r["benchmark"]: r for r in view["scores"][0]["rows"]}
+    assert rows["Rakuda"]["score"] is None and rows["Rakuda"]["note"] == "all 3 judgements failed"
     # The next run that judges them all makes it whole again.
     again = run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j", "--stages", "judge")
     assert again.returncode == 0 and manifest(results, "m", "t")["stages"]["judge"] == "ok"
@@ -136,7 +138,7 @@ def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
     view = json.loads(shaberi("view", "--tag", "fam", "--judge", "j3", "--format", "json", "--results-dir",
                               str(results)).stdout)
     rows = {r["benchmark"]: r for r in view["scores"][0]["rows"]}
-    assert rows["Rakuda"]["mean"] is None and rows["Rakuda"]["note"] == "no complete run has a score"
+    assert rows["Rakuda"]["score"] is None and rows["Rakuda"]["note"] == "no complete run has a score"
     assert rows["MT-Bench"]["note"] == "not run"
 
 

@@ -6,7 +6,7 @@ mean, sample sd, 95 % t-interval, range and, from statsmodels, the standard erro
 by question across runs (how much of the spread is the same questions scoring differently; asked for
 with ``clustered``, because statsmodels takes a second to import). Then token
 usage and estimated cost by stage. A benchmark without a score says why, never 0: not run, answered and
-not judged, every answer an error (``_state``), or no score from its judges.
+not judged, every answer an error (``_state``), every judgement failed, or no score in its judges' replies.
 """
 
 from __future__ import annotations
@@ -126,7 +126,11 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str)
             section.rows.append([title, None, None, 0, 0, 0, n, state])
             continue
         score, baseline, n, null, errors, not_judged, stale, prompts = got[bench]
-        notes = [state or ("no scores" if score is None else ("with pass deltas" if baseline != score else ""))]
+        if score is None:  # judged, yet no score: the judges' calls failed, or their replies held none
+            why = f"all {n} judgements failed" if errors >= n else f"no scores ({null} unparsed, {errors} failed)"
+        else:
+            why = "with pass deltas" if baseline != score else ""
+        notes = [state or why]
         if not_judged and not (state or "").startswith("all "):  # which judges left them, and stale ones
             who = by_judge.get(bench)
             notes.append(f"{not_judged} not judged" + (f" ({who})" if who else "")
