@@ -138,7 +138,7 @@ def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
     view = json.loads(shaberi("view", "--tag", "fam", "--judge", "j3", "--format", "json", "--results-dir",
                               str(results)).stdout)
     rows = {r["benchmark"]: r for r in view["scores"][0]["rows"]}
-    assert rows["Rakuda"]["score"] is None and rows["Rakuda"]["note"] == "no complete run has a score"
+    assert rows["Rakuda"]["mean"] is None and rows["Rakuda"]["note"] == "no complete run has a score"
     assert rows["MT-Bench"]["note"] == "not run"
 
 
