@@ -49,6 +49,38 @@ def write_rakuda(data_dir: Path, texts: list[str]) -> Path:
     return data_dir
 
 
+def judged_rakuda_runs(base: Path, texts_by_tag: dict[str, list[str]]) -> Path:
+    """One Rakuda run of model m per tag over these question texts, judged by j on a loopback server, with
+    the format_validation pass; returns the results root."""
+    import asyncio
+
+    from shaberi.llm.client import ClientConfig
+    from shaberi.llm.endpoints import ModelAt
+    from shaberi.passes import build
+    from shaberi.pipeline import RunRequest, run
+
+    with LoopbackServer() as server:
+        for tag, texts in texts_by_tag.items():
+            data = write_rakuda(base / f"d-{tag}", texts)
+            asyncio.run(run(RunRequest(model="m", base_url=server.base_url, results_dir=base / "r", data_dir=data,
+                                       benchmarks=["rakuda"], tag=tag, judges=[ModelAt("j", server.base_url)],
+                                       passes=build("format_validation"),
+                                       client=ClientConfig(timeout=5, max_retries=0))))
+    return base / "r"
+
+
+def run_pilot(app, steps) -> None:
+    """Run a textual app headless at 200x60 and drive it with ``await steps(app, pilot)``."""
+    import asyncio
+
+    async def go():
+        async with app.run_test(size=(200, 60)) as pilot:
+            await pilot.pause()
+            await steps(app, pilot)
+
+    asyncio.run(go())
+
+
 def shaberi(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the real command line in a subprocess, as a user would."""
     base = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "SHABERI_RESULTS_DIR")}

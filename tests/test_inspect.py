@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +14,11 @@ import pytest
 from shaberi.legacy import import_tree
 from shaberi.llm.client import ClientConfig
 from shaberi.llm.endpoints import ModelAt
-from shaberi.passes import build
 from shaberi.pipeline import RunRequest, run
 from shaberi.reports.inspector import Inspector
 from shaberi.reports.tui import InspectApp, render_detail
+
+from .conftest import judged_rakuda_runs, run_pilot
 
 SCORES = {"a": [3, 8, 5, 9, 2, 6], "b": [7, 8, 1, 9, 6, 6]}
 
@@ -27,33 +27,10 @@ SCORES = {"a": [3, 8, 5, 9, 2, 6], "b": [7, 8, 1, 9, 6, 6]}
 def root(tmp_path_factory):
     """Two Rakuda runs of one model, tags a and b, judged with known scores; b's last question fails (HTTP
     401, not retried) so it has an error answer; the passes ran on both."""
-    from shaberi.testing import LoopbackServer
-
-    base = tmp_path_factory.mktemp("inspect")
-    with LoopbackServer() as server:
-        for tag, scores in SCORES.items():
-            data = base / f"d-{tag}" / "ja"
-            data.mkdir(parents=True)
-            with open(data / "rakuda.jsonl", "w", encoding="utf-8") as fh:
-                for i, s in enumerate(scores):
-                    fail = " [[fail:401]]" if tag == "b" and i == 5 else ""
-                    text = f"<<answer: 回答{i}です。>> <<judge: 理由{tag}{i}。\\nFINAL SCORE: {s}>> 質問{i}{fail}"
-                    fh.write(json.dumps({"category": "c", "question_id": f"q{i}", "text": text},
-                                        ensure_ascii=False) + "\n")
-            asyncio.run(run(RunRequest(model="m", base_url=server.base_url, results_dir=base / "r",
-                                       data_dir=data.parent, benchmarks=["rakuda"], tag=tag,
-                                       judges=[ModelAt("j", server.base_url)], passes=build("format_validation"),
-                                       client=ClientConfig(timeout=5, max_retries=0))))
-    return base / "r"
-
-
-def run_app(app: InspectApp, steps) -> None:
-    async def go():
-        async with app.run_test(size=(200, 60)) as pilot:
-            await pilot.pause()
-            await steps(app, pilot)
-
-    asyncio.run(go())
+    return judged_rakuda_runs(tmp_path_factory.mktemp("inspect"), {
+        tag: [f"<<answer: 回答{i}です。>> <<judge: 理由{tag}{i}。\\nFINAL SCORE: {s}>> 質問{i}"
+              + (" [[fail:401]]" if tag == "b" and i == 5 else "") for i, s in enumerate(scores)]
+        for tag, scores in SCORES.items()})
 
 
 def table_rows(app: InspectApp) -> list[list[str]]:
@@ -91,7 +68,7 @@ def test_inspect_lists_sorts_compares_and_shows_a_question(root):
         seen["errors"] = table_rows(app)
         seen["error_detail"] = detail_text(app)
 
-    run_app(app, steps)
+    run_pilot(app, steps)
     assert seen["first"][:3] == [("q4", "2.00"), ("q0", "3.00"), ("q2", "5.00")]  # score ascending
     assert seen["desc"][:2] == ["q3", "q1"]
     assert seen["diff"][:3] == [("q0", "+4.00"), ("q2", "-4.00"), ("q4", "+4.00")]  # |Δ| largest first
@@ -176,7 +153,7 @@ def test_inspect_shows_any_text_literally(server, tmp_path):
             await pilot.press("down")
             await pilot.pause()
 
-    run_app(app, steps)
+    run_pilot(app, steps)
     assert not app.return_code
     for text in BRACKETS:
         assert sum(text in s for s in seen) >= 1, text  # the answer, as written
@@ -197,7 +174,7 @@ def test_inspect_exits_non_zero_when_the_browser_fails(root, monkeypatch):
         pass
 
     with pytest.raises(RuntimeError):
-        run_app(app, steps)
+        run_pilot(app, steps)
     assert app.return_code == 1
 
     def headless(self):  # the command's own App.run, without a terminal

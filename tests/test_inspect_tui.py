@@ -4,19 +4,15 @@ and the widths of the list and the detail."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import json
 
 import pytest
 from rich.text import Text
 
-from shaberi.llm.client import ClientConfig
-from shaberi.llm.endpoints import ModelAt
-from shaberi.passes import build
-from shaberi.pipeline import RunRequest, run
 from shaberi.reports.inspector import Inspector
 from shaberi.reports.tui import QUESTION_CELLS, InspectApp, _one_line
+
+from .conftest import judged_rakuda_runs, run_pilot
 
 
 def judge64(reply: str) -> str:
@@ -41,31 +37,7 @@ def texts(tag: str) -> list[str]:
 @pytest.fixture(scope="module")
 def tui_root(tmp_path_factory):
     """Two Rakuda runs of one model (tags a and b) of the four questions above, judged, with the passes."""
-    from shaberi.testing import LoopbackServer
-
-    base = tmp_path_factory.mktemp("inspect-tui")
-    with LoopbackServer() as server:
-        for tag in ("a", "b"):
-            data = base / f"d-{tag}" / "ja"
-            data.mkdir(parents=True)
-            with open(data / "rakuda.jsonl", "w", encoding="utf-8") as fh:
-                for i, text in enumerate(texts(tag)):
-                    fh.write(json.dumps({"category": "c", "question_id": f"q{i}", "text": text},
-                                        ensure_ascii=False) + "\n")
-            asyncio.run(run(RunRequest(model="m", base_url=server.base_url, results_dir=base / "r",
-                                       data_dir=data.parent, benchmarks=["rakuda"], tag=tag,
-                                       judges=[ModelAt("j", server.base_url)], passes=build("format_validation"),
-                                       client=ClientConfig(timeout=5, max_retries=0))))
-    return base / "r"
-
-
-def run_app(app: InspectApp, steps) -> None:
-    async def go():
-        async with app.run_test(size=(200, 60)) as pilot:
-            await pilot.pause()
-            await steps(app, pilot)
-
-    asyncio.run(go())
+    return judged_rakuda_runs(tmp_path_factory.mktemp("inspect-tui"), {tag: texts(tag) for tag in ("a", "b")})
 
 
 def cells(app: InspectApp) -> list[list]:
@@ -102,7 +74,7 @@ def test_the_list_shows_questions_coloured_scores_and_has_the_focus(tui_root):
         await pilot.pause()
         seen["compared"] = cells(app)
 
-    run_app(app, steps)
+    run_pilot(app, steps)
     assert app.inspector.run(app.run_id).tag == "a"
     assert seen["focused"]
     assert seen["headers"] == ["benchmark", "id", "score", "w/o pass", "pass Δ", "diff", "error", "question"]
@@ -163,7 +135,7 @@ def test_slash_searches_prompts_answers_and_judge_replies(tui_root):
         await search(pilot, None, "cleared")  # an empty search clears it
         seen["box_after"] = app.query_one("#search").display
 
-    run_app(app, steps)
+    run_pilot(app, steps)
     everything = ["q2", "q1", "q3", "q0"]
     assert seen["all"] == (everything, "m · a: 4 questions")
     assert all(shown and focused for shown, focused in seen["box"])  # / shows the box and types into it
