@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .tables.location import as_root
 from .tables.selection import find_runs, select_runs
 from .tables.sql import connect
 
@@ -35,7 +36,7 @@ __all__ = ["Results", "open"]
 
 def open(root: str | Path = "results") -> Results:  # shaberi.open, as a user writes it
     """The results root at ``root`` (the folder holding ``tables/``)."""
-    path = Path(root)
+    path = as_root(root)
     if not (path / "tables").is_dir():
         raise FileNotFoundError(f"{path} holds no tables/: not a Shaberi results root (shaberi run --results-dir)")
     return Results(path)

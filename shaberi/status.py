@@ -19,8 +19,10 @@ import fcntl
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .tables.location import Root, as_root, is_remote
+from .tables.objectlock import holder
 
 if TYPE_CHECKING:
     import duckdb
@@ -77,11 +79,18 @@ class StageCalls:
                 "error": common[0][0] if common else None, "error_count": common[0][1] if common else 0}
 
 
-def writer_alive(results_dir: Path, run_id: str) -> bool | None:
+def writer_alive(results_dir: Root, run_id: str) -> bool | None:
     """Whether a process holds the run's lock (``Store.lock``); None when that cannot be told (a read-only
-    or foreign results root). Probes with a shared lock released at once: no file is created."""
+    or foreign results root). Probes with a shared lock released at once: no file is created. On object storage:
+    whether the run's lease was renewed within its ttl (``objectlock.py``)."""
+    root = as_root(results_dir)
+    if is_remote(root):
+        try:
+            return holder(root / "locks" / f"{run_id}.lock") is not None
+        except OSError:
+            return None
     try:
-        fd = os.open(Path(results_dir) / "locks" / f"{run_id}.lock", os.O_RDONLY)
+        fd = os.open(root / "locks" / f"{run_id}.lock", os.O_RDONLY)
     except FileNotFoundError:
         return False
     except OSError:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import UsageError
+from ..tables.location import Root, as_root
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -65,8 +66,9 @@ ensemble_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_
                            "strategies many times, gate on paired regressions.")
 app.add_typer(ensemble_app, name="ensemble")
 
-ResultsDir = Annotated[Path, typer.Option("--results-dir", envvar="SHABERI_RESULTS_DIR",
-                                          help="Results root holding tables/.")]
+ResultsDir = Annotated[Root, typer.Option("--results-dir", envvar="SHABERI_RESULTS_DIR", parser=as_root,
+                                          help="Results root holding tables/: a folder, or s3://bucket/prefix "
+                                          "(gs:// too; the cluster extra).")]
 DataDir = Annotated[Path, typer.Option("--data-dir", envvar="SHABERI_DATA_DIR",
                                        help="Folder with the benchmark files: ja/<name>.jsonl|csv|parquet (the chat "
                                        "benchmarks), gt/<name>/… (the ensemble's ground-truth datasets).")]

@@ -19,7 +19,6 @@ record carries ``answer_id`` = ``<run_id>/<benchmark>/<question_id>/<sample_inde
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from urllib.parse import quote
 
@@ -27,6 +26,7 @@ import duckdb
 import orjson
 
 from ..status import benchmark_statuses, effective, writer_alive
+from ..tables.location import Root, as_root, publish, write_whole
 from ..tables.schema import TABLES
 from ..tables.selection import find_runs
 from ..tables.sql import connect
@@ -49,18 +49,20 @@ def folder_name(name: str) -> str:
 
 
 def run_folder(results_dir: Path, model: str, tag: str) -> Path:
-    return Path(results_dir) / folder_name(model) / folder_name(tag)
+    return as_root(results_dir) / folder_name(model) / folder_name(tag)
 
 
 def family_path(results_dir: Path, model: str, base_tag: str) -> Path:
     return run_folder(results_dir, model, base_tag) / "family.json"
 
 
-def _write_json(path: Path, value: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str))
-    os.replace(tmp, path)
+def _write_json(path: Root, value: object) -> None:
+    with write_whole(path) as target:
+        data = orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str)
+        if isinstance(target, str):
+            Path(target).write_bytes(data)
+        else:
+            target.write(data)
 
 
 def _records(con: duckdb.DuckDBPyConnection, query: str, params: dict | None = None) -> list[dict]:
@@ -230,12 +232,9 @@ def _lit(value: str) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def _copy(con: duckdb.DuckDBPyConnection, query: str, path: Path) -> None:
-    """JSON Lines by DuckDB, to a temp name, then renamed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    con.execute(f"COPY ({query}) TO {_lit(str(tmp))} (FORMAT JSON)")
-    os.replace(tmp, path)
+def _copy(con: duckdb.DuckDBPyConnection, query: str, path: Root) -> None:
+    """JSON Lines by DuckDB, to a local temp file, then renamed or uploaded whole (``location.publish``)."""
+    publish(path, lambda tmp: con.execute(f"COPY ({query}) TO {_lit(str(tmp))} (FORMAT JSON)"))
 
 
 def export_summary(results_dir: Path, base_tag: str, model: str) -> Path | None:

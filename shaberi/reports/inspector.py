@@ -16,6 +16,7 @@ import duckdb
 import orjson
 
 from ..errors import UsageError
+from ..tables.location import as_root
 from ..tables.selection import find_runs
 from ..tables.sql import connect
 
@@ -61,7 +62,7 @@ class Detail:
 
 class Inspector:
     def __init__(self, results_dir: Path, tag: str | None = None, model: str | None = None) -> None:
-        self.results_dir = Path(results_dir)
+        self.results_dir = as_root(results_dir)
         found = find_runs(results_dir, tag, model=model)
         if not found:
             raise UsageError(f"no runs under {results_dir}"

@@ -13,6 +13,7 @@ import duckdb
 
 from ..errors import UsageError
 from ..run import run_id_prefix
+from .location import Root, as_root, attach
 
 __all__ = ["Match", "RunRef", "Selection", "find_runs", "left_out", "select_runs"]
 
@@ -31,18 +32,19 @@ class RunRef(NamedTuple):
 Match = Literal["tag", "tag_or_family", "family", "prefix"]
 
 
-def find_runs(root: str | Path, tag: str | None = None, *, match: Match = "tag_or_family", model: str | None = None,
+def find_runs(root: Root, tag: str | None = None, *, match: Match = "tag_or_family", model: str | None = None,
               con: duckdb.DuckDBPyConnection | None = None) -> list[RunRef]:
     """The runs a reader names, reading six columns of the runs table only, so that a command can then ``connect``
     to just those runs' partitions (pass the same ``con`` to both to save a database). ``tag`` None: every run;
     else by ``match``: ``tag`` the run tagged so, ``family`` the runs ``{tag}-run1 … N``, ``tag_or_family``
     either, ``prefix`` every tag starting so. Only the folders of runs whose tag can match are read."""
     folders = "*" if tag is None else f"run_id={run_id_prefix(tag)}*"
-    pattern = str(Path(root) / "tables" / "runs" / folders / "part-*.parquet").replace("'", "''")
+    root = as_root(root)
+    pattern = str(root / "tables" / "runs" / folders / "part-*.parquet").replace("'", "''")
     where = {"tag": "tag = $tag", "family": "base_tag = $tag AND tag <> $tag",
              "tag_or_family": "(tag = $tag OR base_tag = $tag)", "prefix": "starts_with(tag, $tag)"}[match]
     try:
-        rows = (con or duckdb.connect()).execute(
+        rows = attach(con or duckdb.connect(), root).execute(
             "SELECT run_id, model, tag, base_tag, run_index, status "
             f"FROM read_parquet('{pattern}', union_by_name = true) "
             "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1 "

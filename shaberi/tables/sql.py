@@ -20,18 +20,19 @@ from .. import benchmarks as bm
 from ..errors import UsageError
 from ..resources import resource_dir
 from .layout import live_parts
+from .location import Root, as_root, attach, is_remote
 from .schema import TABLES, Table
 
 __all__ = ["connect", "load_pricing", "materialize", "read_only", "reattach"]
 
 
-def _raw_view(con: duckdb.DuckDBPyConnection, root: Path, spec: Table, run_ids: list[str] | None) -> None:
+def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: list[str] | None) -> None:
     """Every declared column with its declared type, whatever the age of the parts (missing → NULL)."""
     table_dir = root / "tables" / spec.name
     columns = spec.duckdb_columns
     if run_ids is None:
         found = list(table_dir.glob("*/part-*.parquet"))
-        by_run: dict[Path, list[Path]] = {}
+        by_run: dict[Root, list[Root]] = {}
         for p in found:
             by_run.setdefault(p.parent, []).append(p)
         parts = [p for run in by_run.values() for p in live_parts(run)]
@@ -59,10 +60,10 @@ def _raw_view(con: duckdb.DuckDBPyConnection, root: Path, spec: Table, run_ids: 
     con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS SELECT {', '.join(select)} FROM {source}")
 
 
-def reattach(con: duckdb.DuckDBPyConnection, root: str | Path, table: str, run_ids: list[str] | None) -> None:
+def reattach(con: duckdb.DuckDBPyConnection, root: str | Path | Root, table: str, run_ids: list[str] | None) -> None:
     """Point ``raw_<table>`` at the table's parts as they are now (after a write replaced the ones a
     connection was made with); the views over it see the new rows at their next query."""
-    _raw_view(con, Path(root), TABLES[table], run_ids)
+    _raw_view(con, as_root(root), TABLES[table], run_ids)
 
 
 def materialize(con: duckdb.DuckDBPyConnection, *views: str) -> duckdb.DuckDBPyConnection:
@@ -88,7 +89,7 @@ def load_pricing(path: Path | None = None) -> list[tuple[str, float, float, floa
                          "(USD per million tokens)") from None
 
 
-def read_only(con: duckdb.DuckDBPyConnection, root: str | Path, query: str) -> None:
+def read_only(con: duckdb.DuckDBPyConnection, root: str | Path | Root, query: str) -> None:
     """Make ``con`` answer ``query`` as a reader only (``shaberi sql``): every statement a query (SELECT or
     EXPLAIN: no COPY, ATTACH, SET, INSTALL, PRAGMA), and no file outside the results' tables readable, a
     setting the query cannot undo."""
@@ -100,7 +101,8 @@ def read_only(con: duckdb.DuckDBPyConnection, root: str | Path, query: str) -> N
     if refused := [s.type.name for s in statements if s.type not in allowed]:
         raise UsageError(f"shaberi sql runs queries only (SELECT, EXPLAIN), not {', '.join(refused)}; "
                          "use shaberi.open(root).sql(...) or duckdb itself to write")
-    tables = str((Path(root) / "tables").resolve())
+    root = as_root(root)
+    tables = f"{root / 'tables'}/" if is_remote(root) else str((root / "tables").resolve())
     con.execute("SET allowed_directories = [$dir]", {"dir": tables})
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
@@ -132,7 +134,7 @@ def _t_quantile(p: float, df: int) -> float | None:
     return float(stdtrit(df, p)) if df is not None and df >= 1 else None
 
 
-def connect(root: str | Path, pricing: Path | None = None, run_ids: list[str] | None = None,
+def connect(root: str | Path | Root, pricing: Path | None = None, run_ids: list[str] | None = None,
             upto: str | None = None, con: duckdb.DuckDBPyConnection | None = None,
             cache: tuple[str, ...] = ()) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with every view defined; the Parquet files are read at query time. With
@@ -142,9 +144,10 @@ def connect(root: str | Path, pricing: Path | None = None, run_ids: list[str] | 
     (each new in-memory database costs 20 ms; ``find_runs`` can share one). ``cache``: views computed once,
     as soon as they are defined (``materialize``), for a command that asks many questions of a few runs;
     the views defined after them bind to the table, which is cheaper too."""
-    con = con or duckdb.connect()
+    root = as_root(root)
+    con = attach(con or duckdb.connect(), root)
     for spec in TABLES.values():
-        _raw_view(con, Path(root), spec, run_ids)
+        _raw_view(con, root, spec, run_ids)
     # Plain inserts: registering Arrow tables would make DuckDB import pandas (a third of a second).
     con.execute("CREATE TABLE benchmark_info (benchmark VARCHAR, title VARCHAR, position INTEGER, scale_min INTEGER, "
                 "scale_max INTEGER, to_ten DOUBLE, in_overall BOOLEAN)")

@@ -6,6 +6,10 @@ Layout under the root::
     journal/<run_id>/<seq>.jsonl                        rows not yet in a part
     locks/<run_id>.lock                                 held by the one process writing the run
 
+The root may be an object-storage prefix (``location.py``): parts are then PUT whole, the journal stays on
+this machine's disk (``location.local_state``) until its rows are in a part, and the lock is a lease
+(``objectlock.py``).
+
 Why a journal: a completed LLM call is paid for, so its row must survive a SIGKILL that comes before
 the next Parquet part is due. Each finished row is appended to the journal with one ``write`` (kept by
 the kernel even if the process dies); every ``batch_rows`` rows, 32 MiB or ``batch_seconds`` the journal
@@ -33,6 +37,8 @@ from filelock import FileLock, Timeout
 
 from ..errors import DataError, RunLockedError, unreadable_part
 from .layout import live_parts, part_name, part_seq
+from .location import Root, as_root, is_remote, local_state, open_for_read, write_whole
+from .objectlock import ObjectLock
 from .schema import TABLES, Table
 
 __all__ = ["Journal", "Store", "now_us", "recover"]
@@ -45,15 +51,17 @@ def now_us() -> int:
 class Store:
     """One results root."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
+    def __init__(self, root: str | os.PathLike[str] | Root) -> None:
+        self.root = as_root(root)
+        self.state = local_state(self.root)  # the journal's home: the root, or this machine's disk
         self._last_seq = 0
+        self._lease: ObjectLock | None = None
 
     # -- paths -------------------------------------------------------------------------------
-    def run_dir(self, table: str, run_id: str) -> Path:
+    def run_dir(self, table: str, run_id: str) -> Root:
         return self.root / "tables" / table / f"run_id={run_id}"
 
-    def parts(self, table: str, run_id: str) -> list[Path]:
+    def parts(self, table: str, run_id: str) -> list[Root]:
         d = self.run_dir(table, run_id)
         return live_parts(list(d.glob("part-*.parquet"))) if d.is_dir() else []
 
@@ -64,20 +72,18 @@ class Store:
 
     # -- writing -----------------------------------------------------------------------------
     def write_part(self, table: str, run_id: str, data: pa.Table | list[dict], seq: int | None = None,
-                   covers: int | None = None) -> Path:
-        """Write one part atomically (temp name, fsync, rename) and return its path. ``covers``: the newest part
+                   covers: int | None = None) -> Root:
+        """Write one part atomically (``location.write_whole``) and return its path. ``covers``: the newest part
         this one holds the rows of (``live_parts``)."""
         spec = TABLES[table]
         if isinstance(data, list):
             data = pa.Table.from_pylist(data, schema=spec.schema)
         if spec.derive is not None:
             data = spec.derive(data)
-        d = self.run_dir(table, run_id)
-        d.mkdir(parents=True, exist_ok=True)
-        final = d / part_name(seq if seq is not None else self.next_seq(), covers)
-        tmp = d / f".{final.name}.tmp"
-        pq.write_table(data, tmp, compression="zstd")
-        _commit(tmp, final)
+        self._check_lease()
+        final = self.run_dir(table, run_id) / part_name(seq if seq is not None else self.next_seq(), covers)
+        with write_whole(final) as target:
+            pq.write_table(data, target, compression="zstd")
         return final
 
     def replace(self, table: str, run_id: str, data: pa.Table | list[dict]) -> None:
@@ -121,38 +127,54 @@ class Store:
         for part, row in zip(winners["__part"], winners["__row"], strict=True):
             keep[part].append(row)
         # Pass 2: copy the winners, one part in memory at a time.
-        d = self.run_dir(table, run_id)
-        final = d / part_name(self.next_seq(), max(map(part_seq, parts)))
-        tmp = d / f".{final.name}.tmp"
-        with pq.ParquetWriter(tmp, spec.schema, compression="zstd") as writer:
+        self._check_lease()
+        final = self.run_dir(table, run_id) / part_name(self.next_seq(), max(map(part_seq, parts)))
+        with write_whole(final) as target, pq.ParquetWriter(target, spec.schema, compression="zstd") as writer:
             for i, p in enumerate(parts):
                 if keep.get(i):
                     writer.write_table(_conform(_read_part(p, None), spec, None).take(sorted(keep[i])))
-        _commit(tmp, final)
         for p in parts:
             p.unlink(missing_ok=True)
 
     # -- concurrency and durability -----------------------------------------------------------
     @contextlib.contextmanager
-    def lock(self, run_id: str, what: str) -> Iterator[None]:
-        """Hold the run's lock; a second writer fails at once with a clear message."""
-        path = self.root / "locks" / f"{run_id}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(path, timeout=0.5)  # a reader's probe (``status.writer_alive``) holds it for microseconds
-        try:
-            lock.acquire()
-        except Timeout:
-            raise RunLockedError(
-                f"{what} is being written by another shaberi process; wait for it to finish "
-                "or use a different --tag"
-            ) from None
+    def lock(self, run_id: str, what: str, owner: str | None = None) -> Iterator[None]:
+        """Hold the run's lock; a second writer fails at once with a clear message. On object storage the lock
+        is a lease (``objectlock.py``); ``owner`` names the work, so that a retry of it (a Ray task whose worker
+        died) takes over its own lease at once instead of waiting for it to expire."""
+        busy = RunLockedError(f"{what} is being written by another shaberi process; wait for it to finish "
+                              "or use a different --tag")
+        if is_remote(self.root):
+            lease = ObjectLock(self.root / "locks" / f"{run_id}.lock", owner)
+            if not lease.acquire():
+                by = lease.held_by
+                raise RunLockedError(f"{busy} (its lease on {self.root} is held by {by.get('host')} pid {by.get('pid')}"
+                                     f"; it expires {lease.ttl:.0f} s after its last renewal)")
+            release = lease.release
+            self._lease = lease
+        else:
+            path = self.root / "locks" / f"{run_id}.lock"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(path, timeout=0.5)  # a reader's probe (``status.writer_alive``) holds it for µs
+            try:
+                lock.acquire()
+            except Timeout:
+                raise busy from None
+            release = lock.release
         try:
             recover(self, run_id)  # before anyone reads the run: what a killed writer journaled counts
             # New parts must sort after every part there, whatever this machine's clock did since they were written.
             self._last_seq = max([self._last_seq, *(part_seq(p) for t in TABLES for p in self.parts(t, run_id))])
             yield
         finally:
-            lock.release()
+            self._lease = None
+            release()
+
+    def _check_lease(self) -> None:
+        """Refuse to write once another writer took over this process's lease (it stopped renewing in time)."""
+        if self._lease is not None and self._lease.lost:
+            raise RunLockedError(f"the lock of run {self._lease.path.name.removesuffix('.lock')} was taken over "
+                                 "by another writer (this one stopped renewing it); nothing more is written")
 
     def journal(self, run_id: str, batch_rows: int = 4000, batch_seconds: float = 10.0) -> Journal:
         return Journal(self, run_id, batch_rows, batch_seconds)
@@ -166,7 +188,7 @@ class Journal:
     ) -> None:
         self.store, self.run_id = store, run_id
         self.batch_rows, self.batch_seconds, self.batch_bytes = batch_rows, batch_seconds, batch_bytes
-        self.dir = store.root / "journal" / run_id
+        self.dir = store.state / "journal" / run_id
         self.dir.mkdir(parents=True, exist_ok=True)
         self._open()
 
@@ -215,7 +237,7 @@ class Journal:
 
 def recover(store: Store, run_id: str) -> int:
     """Turn journals left by a killed writer of this run into parts; return the rows recovered."""
-    d = store.root / "journal" / run_id
+    d = store.state / "journal" / run_id
     paths = sorted(d.glob("*.jsonl"), key=lambda p: int(p.stem)) if d.is_dir() else []
     return sum(_convert(store, run_id, p) for p in paths)
 
@@ -276,26 +298,21 @@ def _quarantine(store: Store, run_id: str, seq: int, bad: list[tuple[bytes, str]
 
 
 # -- helpers -----------------------------------------------------------------------------------
-def _commit(tmp: Path, final: Path) -> None:
-    """Make a fully written temp file visible under its final name (fsync first: no torn part after a crash)."""
-    with open(tmp, "rb+") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, final)
-
-
-def _read_part(path: Path, columns: list[str] | None) -> pa.Table:
+def _read_part(path: Root, columns: list[str] | None) -> pa.Table:
     """One part (the columns of ``columns`` it has); a corrupt or truncated file is one line naming it."""
+    where, fs = open_for_read(path)
     try:
-        return pq.read_table(path, columns=_present(path, columns))
+        return pq.read_table(where, columns=_present(path, columns), filesystem=fs)
     except pa.ArrowException as exc:
         raise DataError(unreadable_part(path, str(exc).splitlines()[0])) from None
 
 
-def _present(path: Path, columns: list[str] | None) -> list[str] | None:
+def _present(path: Root, columns: list[str] | None) -> list[str] | None:
     """Columns of ``columns`` that this part has (older parts may predate a column)."""
     if columns is None:
         return None
-    names = set(pq.read_schema(path).names)
+    where, fs = open_for_read(path)
+    names = set(pq.read_schema(where, filesystem=fs).names)
     return [c for c in columns if c in names]
 
 

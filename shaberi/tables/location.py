@@ -1,0 +1,130 @@
+"""Where a results root lives: a local folder (a ``Path``) or an object-storage prefix (``s3://bucket/prefix``,
+``gs://…``: a ``UPath`` over fsspec, from the ``cluster`` extra).
+
+Both have the same layout and are read the same way; what differs is how a file becomes visible whole. On a
+disk: a temp name, fsync, then rename. On object storage there is no rename, and none is needed: a PUT is
+atomic, readers see the old object or the new one, never half of it. Credentials and endpoint come from the
+environment as boto3/s3fs read them (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL`` …); nothing here stores them.
+
+DuckDB reads a remote root through the same fsspec filesystem (``attach``): DuckDB's own httpfs extension is
+downloaded from extensions.duckdb.org at run time, which many clusters (and CI) cannot reach.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any, TypeAlias
+
+import duckdb
+
+from ..errors import UsageError
+
+__all__ = ["REMOTE_SCHEMES", "Root", "as_root", "attach", "is_remote", "local_state", "open_for_read", "publish",
+           "put_new", "write_whole"]
+
+REMOTE_SCHEMES = ("s3://", "gs://", "gcs://")
+Root: TypeAlias = Any  # a pathlib.Path, or a upath.UPath (same methods: /, glob, exists, open, unlink)
+
+
+def as_root(value: str | os.PathLike[str] | Root) -> Root:
+    """A results root from what a user typed: ``s3://…`` / ``gs://…`` become a UPath, anything else a Path."""
+    if not isinstance(value, str | os.PathLike) or isinstance(value, Path):
+        return value
+    text = os.fspath(value)
+    if not text.startswith(REMOTE_SCHEMES):
+        return Path(text)
+    try:
+        from upath import UPath
+        # No listings cache: another process (a sweep's worker) adds parts while this one reads.
+        path = UPath(text.rstrip("/"), use_listings_cache=False)
+        path.fs  # noqa: B018  # imports the filesystem's package (s3fs, gcsfs): missing -> ImportError now
+    except ImportError as exc:
+        raise UsageError(f"--results-dir {text}: object storage needs the cluster extra "
+                         f"(pip install 'shaberi[cluster]'): {exc}") from None
+    return path
+
+
+def is_remote(root: Root) -> bool:
+    return not isinstance(root, Path)
+
+
+def attach(con: duckdb.DuckDBPyConnection, root: Root) -> duckdb.DuckDBPyConnection:
+    """Let ``con`` read the files under ``root`` (a remote root's filesystem registered once per connection)."""
+    if is_remote(root):
+        fs = root.fs
+        protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+        if not protocols & set(con.list_filesystems()):
+            con.register_filesystem(fs)
+    return con
+
+
+def local_state(root: Root) -> Path:
+    """Where this machine keeps what must never leave it before it is stored whole: the root itself on a disk,
+    ``$SHABERI_STATE_DIR`` (default ``~/.cache/shaberi``) ``/roots/<hash of the root>`` for a remote one, so
+    a worker restarted on the same machine finds its journal."""
+    if not is_remote(root):
+        return Path(root)
+    base = Path(os.environ.get("SHABERI_STATE_DIR") or Path.home() / ".cache" / "shaberi")
+    return base / "roots" / hashlib.sha256(str(root).encode()).hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def write_whole(final: Root) -> Iterator[str | IO[bytes]]:
+    """A target to write ``final`` through, visible only once whole: a temp path (fsync, rename on exit) on a
+    disk, an open object (one PUT on exit) on object storage. Nothing is left under ``final`` on an error."""
+    if is_remote(final):
+        with final.open("wb") as fh:
+            yield fh
+        return
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}.tmp")
+    try:
+        yield str(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def publish(final: Root, write: Callable[[Path], object]) -> None:
+    """Write ``final`` whole through a local file: ``write(path)`` fills a temp file (DuckDB's COPY needs a path),
+    which is renamed (disk) or uploaded in one PUT (object storage)."""
+    if not is_remote(final):
+        with write_whole(final) as tmp:
+            write(Path(str(tmp)))
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="shaberi-") as folder:
+        tmp = Path(folder) / final.name
+        write(tmp)
+        final.fs.put_file(str(tmp), final.path)
+
+
+def put_new(path: Root, data: bytes) -> bool:
+    """Create ``path`` holding ``data`` only if nothing is there; False if something is. On object storage a
+    conditional PUT (If-None-Match: *), on a disk O_EXCL: either way one of two racing writers wins."""
+    if is_remote(path):
+        try:
+            path.fs.pipe_file(path.path, data, mode="create")
+        except FileExistsError:
+            return False
+        return True
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return True
+
+
+def open_for_read(path: Root) -> tuple[str, Any]:
+    """(path, filesystem) for pyarrow: a local path and None, or the object's key and its fsspec filesystem."""
+    return (path.path, path.fs) if is_remote(path) else (str(path), None)

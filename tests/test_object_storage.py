@@ -1,0 +1,150 @@
+"""A results root on object storage (``s3://bucket/prefix``), against a real S3 server the tests start (moto in
+server mode, over HTTP): the same rows as on a disk, read by view, sql, report and the Python API; a killed run
+resumed from the journal kept on local disk; the run's lock as a lease taken by a conditional create."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import shaberi
+from shaberi.errors import RunLockedError
+from shaberi.tables.location import as_root
+from shaberi.tables.schema import TABLES
+from shaberi.tables.store import Store
+from shaberi.testing import LoopbackServer
+from shaberi.testing.s3 import S3Server
+
+from .conftest import kill_when, query, write_rakuda
+from .conftest import shaberi as cli
+
+VOLATILE = {"created_at", "updated_at", "latency_ms", "concurrency_history", "stages"}  # time, not content
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with S3Server() as server, pytest.MonkeyPatch.context() as env:
+        for name, value in server.env.items():
+            env.setenv(name, value)
+        yield server
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    """This machine's disk for the journals of remote roots."""
+    monkeypatch.setenv("SHABERI_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+def rows(root, table: str) -> list[tuple]:
+    columns = ", ".join(f'"{c}"' for c in TABLES[table].columns if c not in VOLATILE)
+    return query(root, f"SELECT {columns} FROM {table} ORDER BY ALL")
+
+
+def texts(n: int) -> list[str]:
+    return [f"質問{i} <<answer: 回答{i}です。>> <<judge: 理由{i}。\\nFINAL SCORE: {1 + i % 10}>>" for i in range(n)]
+
+
+def test_a_run_on_s3_holds_the_rows_a_run_on_disk_holds_and_every_reader_reads_them(s3, state, tmp_path):
+    root = s3.bucket("same-rows") + "/team/results"
+    local = tmp_path / "local"
+    data = write_rakuda(tmp_path / "d", texts(8))
+    with LoopbackServer() as server:
+        args = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j",
+                "--passes", "format_validation", "--tag", "t", "--data-dir", str(data)]
+        for results in (root, str(local)):
+            done = cli(*args, "--results-dir", results)
+            assert done.returncode == 0, done.stderr
+        assert server.stats()["calls"] == 2 * 16  # 8 answers and 8 judgements, for each root
+
+    for table in TABLES:
+        assert rows(root, table) == rows(local, table), table
+    assert query(root, "SELECT count(*), sum(score) FROM judgements") == [(8, sum(1 + i % 10 for i in range(8)))]
+
+    view = [cli("view", "--tag", "t", "--format", "csv", "--results-dir", r) for r in (root, str(local))]
+    assert view[0].returncode == 0, view[0].stderr
+    assert view[0].stdout == view[1].stdout, (view[0].stdout, view[1].stdout)
+    assert "m,j,ok,Rakuda,4.5" in view[0].stdout
+    sql = cli("sql", "SELECT count(*) AS n FROM answers", "--format", "csv", "--results-dir", root)
+    assert sql.returncode == 0 and sql.stdout.split() == ["n", "8"]
+    outside = cli("sql", f"SELECT * FROM read_parquet('{root.rsplit('/', 1)[0]}/*')", "--results-dir", root)
+    assert outside.returncode == 2 and "Traceback" not in outside.stderr
+    report = cli("report", "--tag", "t", "--out", str(tmp_path / "r.html"), "--results-dir", root)
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "r.html").stat().st_size > 10_000
+
+    scores = [shaberi.open(r).scores(tag="t") for r in (root, local)]
+    assert scores[0].sort(scores[0].columns).rows() == scores[1].sort(scores[1].columns).rows()
+
+    store = Store(root)
+    assert not list((store.root / "locks").rglob("*")), "the lease is deleted on release"
+    assert not [p for p in store.root.rglob("*") if p.name.endswith(".tmp")]
+    assert not list(state.rglob("*.jsonl")), "the journal left this machine only as parts"
+    manifest = (store.root / "m" / "t" / "manifest.json").read_text()
+    assert "testing" not in manifest  # the (dummy) key read from the environment is written nowhere
+
+
+def test_a_killed_run_on_s3_resumes_from_the_local_journal_without_paying_twice(s3, state, tmp_path):
+    root = s3.bucket("killed") + "/r"
+    data = write_rakuda(tmp_path / "d", [f"質問{i}" for i in range(12)])
+    with LoopbackServer(latency_ms=150) as slow:
+        args = ["run", "--model", "m", "--base-url", slow.base_url, "--benchmark", "rakuda", "--concurrency", "2",
+                "--results-dir", root, "--data-dir", str(data), "--tag", "k"]
+        seen = kill_when(slow, args, 5)
+        assert 5 <= seen < 12
+        journaled = list(state.rglob("*.jsonl"))
+        assert journaled, "the answers of the killed run wait on this machine's disk, not in the bucket"
+        again = cli(*args)
+        assert again.returncode == 0, again.stderr
+        total = slow.stats()["calls"]
+    assert 12 <= total <= 12 + 2  # at most the two calls in flight at the kill are paid twice
+    assert query(root, "SELECT count(*), count(DISTINCT question_id) FROM answers") == [(12, 12)]
+    assert not list(state.rglob("*.jsonl"))
+
+
+def test_the_lock_on_s3_is_a_lease_one_writer_holds(s3, state, monkeypatch):
+    root = as_root(s3.bucket("leases") + "/r")
+    first, second = Store(root), Store(root)
+    with first.lock("run-a", "run a"):
+        with pytest.raises(RunLockedError), second.lock("run-a", "run a"):
+            pass
+        with second.lock("run-b", "run b"):  # another run: its own lock
+            pass
+        alive = cli("sql", "SELECT 1", "--results-dir", str(root))
+        assert alive.returncode == 0
+    with second.lock("run-a", "run a"):  # released: free again
+        pass
+
+
+def test_a_stale_lease_is_taken_over_and_its_holder_stops_writing(s3, state, monkeypatch):
+    monkeypatch.setenv("SHABERI_LOCK_TTL", "0.8")
+    root = as_root(s3.bucket("stale") + "/r")
+    stalled, fresh = Store(root), Store(root)
+    with stalled.lock("run-a", "run a"):
+        lease = stalled._lease
+        assert lease is not None
+
+        def unreachable() -> bytes:
+            raise OSError("the bucket cannot be reached")
+
+        monkeypatch.setattr(lease, "_payload", unreachable)  # its renewals fail from now on
+        time.sleep(1.0)
+        with fresh.lock("run-a", "run a"):  # expired: taken over by a conditional create of the next generation
+            time.sleep(0.5)  # the stalled holder's next renewal sees the newer generation
+            assert lease.lost
+            with pytest.raises(RunLockedError, match="taken over"):
+                stalled.write_part("answers", "run-a", [])
+            fresh.write_part("answers", "run-a", [])
+
+
+def test_a_retry_of_the_same_work_takes_over_its_own_lease_at_once(s3, state):
+    root = as_root(s3.bucket("retry") + "/r")
+    dead = Store(root)
+    lock = dead.lock("run-a", "run a", owner="sweep-1/m/t")
+    lock.__enter__()  # a worker that dies holding it: never released, still fresh
+    dead._lease._stop.set()
+    with pytest.raises(RunLockedError), Store(root).lock("run-a", "run a", owner="someone-else"):
+        pass
+    with Store(root).lock("run-a", "run a", owner="sweep-1/m/t"):  # Ray's retry of the same task
+        pass
