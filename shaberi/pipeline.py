@@ -20,7 +20,7 @@ from .generate import GenerationConfig, Progress, generate, write_questions
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, rejudge_since, reprocess
 from .llm.client import ChatClient, ClientConfig, Transport, endpoint_limits
 from .llm.endpoints import ModelAt, check_base_url, resolve_api_key, shared_llm
-from .llm.lease import EndpointLease
+from .llm.lease import EndpointLease, Lease
 from .passes import Pass
 from .passes.runner import PassProgress, run_passes
 from .prompts import generation_template, judging_hash, template_hash
@@ -64,6 +64,8 @@ class RunRequest:
     model_base_url: str | None = None  # a pass option's model given without @URL [default: base_url]
     export: bool = True  # manifest and JSONL artifacts at the end (the benchmarks time the stages without)
     transport: Transport | None = None  # every client of the run sends through it [default: aiohttp, one each]
+    judge_lease: Callable[[str, int], Lease] | None = None  # slots of a judge endpoint [default: EndpointLease]
+    owner: str | None = None  # the work this run is part of (a sweep's task): its retry takes the lock over
 
     def __post_init__(self) -> None:
         if (isinstance(self.benchmarks, str) or any(not isinstance(j, ModelAt) for j in self.judges)
@@ -161,7 +163,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
         )
         outcome = Outcome(info, clients=clients)
         store = Store(req.results_dir)
-        with store.lock(info.run_id, f"run {req.model!r} tag {req.tag!r}"):
+        with store.lock(info.run_id, f"run {req.model!r} tag {req.tag!r}", owner=req.owner):
             previous, limits_before = _merge_previous(store, info)
             if on_start:
                 on_start(outcome)
@@ -207,7 +209,7 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
             clients[(url, key)] = client = ChatClient(url, key, replace(req.client, control=control),
                                                       transport=req.transport, option=f"--judge {name}@{url}",
                                                       key_option="--judge-api-key-env")
-            client.lease = EndpointLease(url, top)
+            client.lease = (req.judge_lease or EndpointLease)(url, top)
         clients[(url, key)].models.add(name)
         judges.append(Judge(name, clients[(url, key)]))
     return judges
@@ -284,7 +286,7 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
                        pass_config={p.name: p.config for p in pass_list})
         _merge_passes(info, row)
         outcome = Outcome(info, clients=list(clients.values()))
-        with store.lock(run_id, f"run {req.model!r} tag {req.tag!r}"):
+        with store.lock(run_id, f"run {req.model!r} tag {req.tag!r}", owner=req.owner):
             row = store.read("runs", run_id).to_pylist()[0]  # as it is now, under the lock
             if on_start:
                 on_start(outcome)

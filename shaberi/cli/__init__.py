@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - typer before 0.28 runs on click itself
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
 from ..errors import ShaberiError, storage_error
-from . import ensemble, local, results, run  # noqa: F401  (each registers its commands on the application)
+from . import ensemble, local, results, run, sweep  # noqa: F401  (each registers its commands on the application)
 from .common import HELP, app
 
 __all__ = ["app", "inspect_output_main", "main", "run_evals_main", "view_scores_main"]

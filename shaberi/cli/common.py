@@ -67,6 +67,7 @@ ensemble_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_
 app.add_typer(ensemble_app, name="ensemble")
 
 ResultsDir = Annotated[Root, typer.Option("--results-dir", envvar="SHABERI_RESULTS_DIR", parser=as_root,
+                                          metavar="DIR|URL",
                                           help="Results root holding tables/: a folder, or s3://bucket/prefix "
                                           "(gs:// too; the cluster extra).")]
 DataDir = Annotated[Path, typer.Option("--data-dir", envvar="SHABERI_DATA_DIR",

@@ -29,7 +29,7 @@ import orjson
 from .. import errors
 from ..redact import redact
 from .control import ControlConfig, Controller, Pacing
-from .lease import EndpointLease
+from .lease import Lease
 
 __all__ = [
     "LLM",
@@ -168,7 +168,7 @@ class ChatClient:
         self.rate_limited = 0  # of which answered 429
         self.retries = 0  # requests sent again after a 5xx, a timeout, a connection error or a bad body
         self.notes: list[str] = []  # what the user should know about this endpoint (shown, stored)
-        self.lease: EndpointLease | None = None  # set to share the endpoint's slots with other processes
+        self.lease: Lease | None = None  # set to share the endpoint's slots with other processes
         self.models: set[str] = set()  # the model names asked of this endpoint: check() looks for them
 
     async def check(self) -> None:
@@ -223,6 +223,8 @@ class ChatClient:
                 content, reasoning, finish, usage = _parse(resp)
             except errors.RateLimitError as exc:
                 self.control.rate_limited(ticket)
+                if self.lease:
+                    self.lease.signal(refused=True)
                 exc.args = (redact(str(exc), self._secrets),)  # a server may echo the key; rows store this text
                 self.rate_limited += 1
                 refusals += 1
@@ -249,6 +251,8 @@ class ChatClient:
                 prompt, completion = _tokens(usage.get("prompt_tokens")), _tokens(usage.get("completion_tokens"))
                 took = time.perf_counter() - sent
                 self.control.success(ticket, took, completion)
+                if self.lease:
+                    self.lease.signal(refused=False)
                 self.pacing.used(prompt + completion)
                 return Completion(content, reasoning, finish, prompt, completion, attempts, took * 1000,
                                   min(_detail(usage, "completion_tokens_details", "reasoning_tokens"), completion),

@@ -7,6 +7,10 @@ that dies, so a crash never leaks a slot. The lease directory is ``$SHABERI_LEAS
 ``<tmp>/shaberi-leases-<uid>``: per machine and user, whatever results root each process writes to.
 Every process uses slots ``0..max-1`` of its own configured maximum, so together they never exceed the
 largest maximum any of them configured.
+
+``Lease`` is the seam: a sweep on Ray gives its judges a lease held by a cluster-wide actor instead
+(``sweep/budget.py``), which also hears every 429 and success (``signal``) so that all workers share one
+view of what the endpoint allows.
 """
 
 from __future__ import annotations
@@ -17,8 +21,19 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+from typing import Protocol
 
-__all__ = ["EndpointLease", "lease_dir"]
+__all__ = ["EndpointLease", "Lease", "lease_dir"]
+
+
+class Lease(Protocol):
+    """Request slots of one endpoint shared beyond this client: one is held while a request is in flight."""
+
+    async def acquire(self) -> int: ...
+    def release(self, slot: int) -> None: ...
+    def signal(self, refused: bool) -> None:
+        """The endpoint answered: refused (429) or not."""
+    def close(self) -> None: ...
 
 
 def lease_dir() -> Path:
@@ -46,6 +61,9 @@ class EndpointLease:
                     return slot
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
+
+    def signal(self, refused: bool) -> None:
+        """Each process's own controller learns the endpoint's limits; nothing is shared on one machine."""
 
     def release(self, slot: int) -> None:
         self._held.discard(slot)

@@ -26,7 +26,7 @@ import duckdb
 import orjson
 
 from ..status import benchmark_statuses, effective, writer_alive
-from ..tables.location import Root, as_root, publish, write_whole
+from ..tables.location import Root, as_root, publish, write_bytes
 from ..tables.schema import TABLES
 from ..tables.selection import find_runs
 from ..tables.sql import connect
@@ -57,12 +57,7 @@ def family_path(results_dir: Path, model: str, base_tag: str) -> Path:
 
 
 def _write_json(path: Root, value: object) -> None:
-    with write_whole(path) as target:
-        data = orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str)
-        if isinstance(target, str):
-            Path(target).write_bytes(data)
-        else:
-            target.write(data)
+    write_bytes(path, orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str))
 
 
 def _records(con: duckdb.DuckDBPyConnection, query: str, params: dict | None = None) -> list[dict]:

@@ -24,7 +24,7 @@ import duckdb
 from ..errors import UsageError
 
 __all__ = ["REMOTE_SCHEMES", "Root", "as_root", "attach", "is_remote", "local_state", "open_for_read", "publish",
-           "put_new", "write_whole"]
+           "put_new", "write_bytes", "write_whole"]
 
 REMOTE_SCHEMES = ("s3://", "gs://", "gcs://")
 Root: TypeAlias = Any  # a pathlib.Path, or a upath.UPath (same methods: /, glob, exists, open, unlink)
@@ -89,6 +89,15 @@ def write_whole(final: Root) -> Iterator[str | IO[bytes]]:
         os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_bytes(final: Root, data: bytes) -> None:
+    """``final`` holding ``data``, visible only once whole (``write_whole``)."""
+    with write_whole(final) as target:
+        if isinstance(target, str):
+            Path(target).write_bytes(data)
+        else:
+            target.write(data)
 
 
 def publish(final: Root, write: Callable[[Path], object]) -> None:
