@@ -64,6 +64,7 @@ def _port(model: str) -> int:
     first = 20000 + int(hashlib.sha256(model.encode()).hexdigest(), 16) % 20000
     for port in range(first, first + 64):
         with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: past TIME_WAIT
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:

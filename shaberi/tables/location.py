@@ -39,8 +39,12 @@ def as_root(value: str | os.PathLike[str] | Root) -> Root:
         return Path(text)
     try:
         from upath import UPath
-        # No listings cache: another process (a sweep's worker) adds parts while this one reads.
-        path = UPath(text.rstrip("/"), use_listings_cache=False)
+        # No listings cache: another process (a sweep's worker) adds parts while this one reads. The endpoint
+        # named, so that a filesystem cached for another endpoint is not reused (boto reads it once).
+        options: dict[str, Any] = {"use_listings_cache": False}
+        if text.startswith("s3://") and os.environ.get("AWS_ENDPOINT_URL"):
+            options["endpoint_url"] = os.environ["AWS_ENDPOINT_URL"]
+        path = UPath(text.rstrip("/"), **options)
         path.fs  # noqa: B018  # imports the filesystem's package (s3fs, gcsfs): missing -> ImportError now
     except ImportError as exc:
         raise UsageError(f"--results-dir {text}: object storage needs the cluster extra "

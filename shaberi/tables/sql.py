@@ -57,7 +57,9 @@ def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: 
     else:
         source = "(SELECT 1 WHERE false)"
         select = [f'CAST(NULL AS {t}) AS "{n}"' for n, t in columns] + ["CAST(NULL AS VARCHAR) AS _file"]
-    con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS SELECT {', '.join(select)} FROM {source}")
+    # On object storage every read is a request or several: the few runs asked about are copied in once.
+    kind = "TEMP TABLE" if is_remote(root) and run_ids is not None else "VIEW"
+    con.execute(f"CREATE OR REPLACE {kind} raw_{spec.name} AS SELECT {', '.join(select)} FROM {source}")
 
 
 def reattach(con: duckdb.DuckDBPyConnection, root: str | Path | Root, table: str, run_ids: list[str] | None) -> None:
