@@ -52,6 +52,10 @@ def unreadable_part(path: object, reason: str) -> str:
             "or restore it from a backup")
 
 
+_OBJECT_STORE = ("Unable to locate credentials", "Could not connect to the endpoint URL", "NoSuchBucket",
+                 "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "The specified bucket does not exist")
+
+
 def storage_error(exc: BaseException) -> tuple[str, int] | None:
     """One line and an exit code for what the disk did, not the code: a results part that cannot be read (a
     corrupt or truncated file: 2), a results directory that cannot be written (2), a full disk (1: the work ran,
@@ -63,6 +67,10 @@ def storage_error(exc: BaseException) -> tuple[str, int] | None:
         return f"cannot write {exc.filename or 'the results'} ({exc.strerror}): make the results directory " \
                "writable or choose another --results-dir", 2
     text = str(exc)
+    if type(exc).__module__.startswith(("botocore", "aiobotocore", "s3fs", "gcsfs", "google")) or any(
+            s in text for s in _OBJECT_STORE):  # DuckDB and pyarrow pass these on inside their own errors
+        line = next((ln for ln in text.splitlines() if any(s in ln for s in _OBJECT_STORE)), text.splitlines()[0])
+        return f"object storage: {line.strip()[:300]}; check the bucket, the AWS_* credentials and AWS_ENDPOINT_URL", 2
     if type(exc).__module__.lstrip("_").startswith(("duckdb", "pyarrow")) and (part := _PART.search(text)):
         return unreadable_part(part.group(1), text.splitlines()[0].replace(part.group(0), "it")), 2
     return None
