@@ -153,7 +153,8 @@ def test_a_retry_of_the_same_work_takes_over_its_own_lease_at_once(s3, state):
 def test_a_missing_bucket_or_unreachable_endpoint_is_one_line_and_exit_2(s3):
     missing = cli("view", "--tag", "t", "--results-dir", "s3://no-such-bucket/r")
     assert missing.returncode == 2 and "bucket does not exist" in missing.stderr, missing.stderr
-    unreachable = cli("view", "--tag", "t", "--results-dir", "s3://b/r", env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_MAX_ATTEMPTS": "1"})
+    unreachable = cli("view", "--tag", "t", "--results-dir", "s3://b/r",
+                      env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_MAX_ATTEMPTS": "1"})
     assert unreachable.returncode == 2 and "Could not connect" in unreachable.stderr, unreachable.stderr
     for done in (missing, unreachable):
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
