@@ -43,16 +43,24 @@ def find_runs(root: Root, tag: str | None = None, *, match: Match = "tag_or_fami
     pattern = str(root / "tables" / "runs" / folders / "part-*.parquet").replace("'", "''")
     where = {"tag": "tag = $tag", "family": "base_tag = $tag AND tag <> $tag",
              "tag_or_family": "(tag = $tag OR base_tag = $tag)", "prefix": "starts_with(tag, $tag)"}[match]
-    try:
-        rows = attach(con or duckdb.connect(), root).execute(
-            "SELECT run_id, model, tag, base_tag, run_index, status "
-            f"FROM read_parquet('{pattern}', union_by_name = true) "
-            "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1 "
-            f"AND ($tag IS NULL OR {where}) AND ($model IS NULL OR model = $model) "
-            "ORDER BY model, run_index, tag", {"tag": tag, "model": model}).fetchall()
-    except duckdb.IOException:  # no runs at all yet
-        return []
-    return [RunRef(*r) for r in rows]
+    con = attach(con or duckdb.connect(), root)
+    for attempt in range(5):
+        try:
+            rows = con.execute(
+                "SELECT run_id, model, tag, base_tag, run_index, status "
+                f"FROM read_parquet('{pattern}', union_by_name = true) "
+                "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1 "
+                f"AND ($tag IS NULL OR {where}) AND ($model IS NULL OR model = $model) "
+                "ORDER BY model, run_index, tag", {"tag": tag, "model": model}).fetchall()
+            return [RunRef(*r) for r in rows]
+        except duckdb.IOException:  # no runs at all yet
+            return []
+        except duckdb.Error as exc:
+            # Another writer replaced a run's part between the listing and the read (a sweep's workers each
+            # rewrite their own runs' rows): list again.
+            if "FileNotFoundError" not in str(exc) or attempt == 4:
+                raise
+    return []
 
 
 @dataclass
