@@ -50,9 +50,9 @@ def cluster(tmp_path_factory, s3):
         subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True)
 
 
-def write_plan(path: Path, judge_url: str, models: dict[str, str], **extra: object) -> Path:
+def write_plan(path: Path, judge_url: str, models: dict[str, str], data: Path, **extra: object) -> Path:
     lines = [f"{k} = {json.dumps(v)}" for k, v in {"tag": "wk", "benchmarks": ["elyza", "tengu", "mt_bench", "rakuda"],
-                                                  "limit": 2, "data_dir": os.environ["SHABERI_DATA_DIR"],
+                                                  "limit": 2, "data_dir": str(data),
                                                   "judge_concurrency": 2, **extra}.items()]
     lines += ["[[judges]]", 'model = "j"', f'base_url = "{judge_url}"']
     for model, source in models.items():
@@ -72,13 +72,13 @@ def summary(root: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def test_a_sweep_on_ray_writes_the_rows_of_the_same_runs_made_one_by_one(cluster, s3, tmp_path):
+def test_a_sweep_on_ray_writes_the_rows_of_the_same_runs_made_one_by_one(cluster, s3, tmp_path, data_dir):
     """4 models × 4 benchmarks, one of them served by its task, judged by one judge whose limit (2 in flight)
     holds across both workers; the Ray sweep writes to S3, the one-by-one sweep to a folder."""
     serve = f"{sys.executable} -m shaberi.testing.server --port {{port}}"
     with LoopbackServer(latency_ms=50) as candidates, LoopbackServer(latency_ms=100) as judge:
         models = {m: candidates.base_url for m in MODELS[:3]} | {MODELS[3]: serve}
-        plan = write_plan(tmp_path / "plan.toml", judge.base_url, models, runs=2, passes=["format_validation"], limit=1)
+        plan = write_plan(tmp_path / "plan.toml", judge.base_url, models, data_dir, runs=2, passes=["format_validation"], limit=1)
         remote = s3.bucket("sweep") + "/evals"
         env = {**cluster["env"], "SHABERI_STATE_DIR": str(tmp_path / "state")}
         on_ray = shaberi("sweep", str(plan), "--results-dir", remote, env=env, timeout=600)
@@ -100,10 +100,10 @@ def test_a_sweep_on_ray_writes_the_rows_of_the_same_runs_made_one_by_one(cluster
     assert view.returncode == 0 and "Overall" in view.stdout
 
 
-def test_a_worker_killed_mid_task_is_retried_by_ray_and_resumes_without_duplicates(cluster, tmp_path):
+def test_a_worker_killed_mid_task_is_retried_by_ray_and_resumes_without_duplicates(cluster, tmp_path, data_dir):
     results = tmp_path / "r"
     with LoopbackServer(latency_ms=200) as slow, LoopbackServer() as judge:
-        plan = write_plan(tmp_path / "plan.toml", judge.base_url, {"k1": slow.base_url}, limit=5, concurrency=2,
+        plan = write_plan(tmp_path / "plan.toml", judge.base_url, {"k1": slow.base_url}, data_dir, limit=5, concurrency=2,
                           benchmarks=["rakuda", "elyza"])
         proc = subprocess.Popen([sys.executable, "-m", "shaberi", "sweep", str(plan), "--results-dir", str(results)],
                                 env={**os.environ, **cluster["env"]}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
