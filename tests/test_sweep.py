@@ -78,7 +78,8 @@ def test_a_sweep_on_ray_writes_the_rows_of_the_same_runs_made_one_by_one(cluster
     serve = f"{sys.executable} -m shaberi.testing.server --port {{port}}"
     with LoopbackServer(latency_ms=50) as candidates, LoopbackServer(latency_ms=100) as judge:
         models = {m: candidates.base_url for m in MODELS[:3]} | {MODELS[3]: serve}
-        plan = write_plan(tmp_path / "plan.toml", judge.base_url, models, data_dir, runs=2, passes=["format_validation"], limit=1)
+        plan = write_plan(tmp_path / "plan.toml", judge.base_url, models, data_dir, runs=2,
+                          passes=["format_validation"], limit=1)
         remote = s3.bucket("sweep") + "/evals"
         env = {**cluster["env"], "SHABERI_STATE_DIR": str(tmp_path / "state")}
         on_ray = shaberi("sweep", str(plan), "--results-dir", remote, env=env, timeout=600)
@@ -103,8 +104,8 @@ def test_a_sweep_on_ray_writes_the_rows_of_the_same_runs_made_one_by_one(cluster
 def test_a_worker_killed_mid_task_is_retried_by_ray_and_resumes_without_duplicates(cluster, tmp_path, data_dir):
     results = tmp_path / "r"
     with LoopbackServer(latency_ms=200) as slow, LoopbackServer() as judge:
-        plan = write_plan(tmp_path / "plan.toml", judge.base_url, {"k1": slow.base_url}, data_dir, limit=5, concurrency=2,
-                          benchmarks=["rakuda", "elyza"])
+        plan = write_plan(tmp_path / "plan.toml", judge.base_url, {"k1": slow.base_url}, data_dir, limit=5,
+                          concurrency=2, benchmarks=["rakuda", "elyza"])
         proc = subprocess.Popen([sys.executable, "-m", "shaberi", "sweep", str(plan), "--results-dir", str(results)],
                                 env={**os.environ, **cluster["env"]}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
