@@ -126,3 +126,45 @@ def test_a_crash_after_a_part_replaced_others_counts_nothing_twice(tmp_path, mon
     with fresh.lock("r", "test"):
         fresh.write_part("token_usage", "r", [usage(1, 5)])
     assert query(tmp_path, "SELECT requests, prompt_tokens FROM token_usage") == [(7, 65)]
+
+
+def test_readers_racing_a_writer_that_replaces_parts_see_every_run_or_are_told_to_read_again(tmp_path):
+    """Every stage of a run rewrites its runs row (``Store.replace``: a new part, then the old one goes). A reader
+    listing meanwhile must neither report "no runs" nor blame a corrupt part for one that was replaced."""
+    import threading
+
+    import duckdb
+
+    from shaberi.errors import storage_error
+    from shaberi.tables.selection import find_runs
+    from shaberi.tables.sql import connect
+
+    store = Store(tmp_path)
+    row = {"run_id": "t__m", "tag": "t", "base_tag": "t", "run_index": 1, "model": "m", "status": "running",
+           "created_at": now_us(), "updated_at": now_us()}
+    store.write_part("runs", "t__m", [row])
+    stop, replaced = threading.Event(), [0]
+
+    def writer() -> None:  # 20 stage changes a second: far more often than any run
+        while not stop.wait(0.05):
+            store.replace("runs", "t__m", [row | {"updated_at": now_us()}])
+            replaced[0] += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    told = 0
+    try:
+        for _ in range(100):
+            assert [r.run_id for r in find_runs(tmp_path, "t")] == ["t__m"]
+            con = connect(tmp_path, run_ids=["t__m"], upto="tables")
+            try:
+                assert con.execute("SELECT count(*) FROM runs").fetchall() == [(1,)]
+            except duckdb.Error as exc:  # replaced between connect's listing and this query
+                message, code = storage_error(exc) or ("", 0)
+                assert "was replaced by a run being written" in message and code == 1, exc
+                told += 1
+    finally:
+        stop.set()
+        thread.join()
+    assert replaced[0] > 20  # the race was run: the writer replaced the part throughout
+    print(f"{replaced[0]} replacements, {told} reads told to run again")

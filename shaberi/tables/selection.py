@@ -53,12 +53,12 @@ def find_runs(root: Root, tag: str | None = None, *, match: Match = "tag_or_fami
                 f"AND ($tag IS NULL OR {where}) AND ($model IS NULL OR model = $model) "
                 "ORDER BY model, run_index, tag", {"tag": tag, "model": model}).fetchall()
             return [RunRef(*r) for r in rows]
-        except duckdb.IOException:  # no runs at all yet
-            return []
-        except duckdb.Error as exc:
-            # Another writer replaced a run's part between the listing and the read (a sweep's workers each
-            # rewrite their own runs' rows): list again.
-            if "FileNotFoundError" not in str(exc) or attempt == 4:
+        except duckdb.Error:
+            # No runs at all yet; or a writer replaced a run's part between DuckDB's listing and its read (every
+            # stage of a run rewrites its row): list again, while there are parts to list.
+            if not any((root / "tables" / "runs").glob(f"{folders}/part-*.parquet")):
+                return []
+            if attempt == 4:
                 raise
     return []
 

@@ -10,9 +10,12 @@ scipy's Student t quantile, so confidence intervals come from scipy, not from a 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
@@ -24,6 +27,22 @@ from .location import Root, as_root, attach, is_remote
 from .schema import TABLES, Table
 
 __all__ = ["connect", "load_pricing", "materialize", "read_only", "reattach"]
+
+T = TypeVar("T")
+
+
+def _relisting(define: Callable[[], T]) -> T:
+    """``define()``, again while it fails because a part it listed is gone: a writer replaced it (a new part,
+    then the old one goes) between the listing and the read. Binding a view reads the parts' footers."""
+    for attempt in range(5):
+        try:
+            return define()
+        except duckdb.Error as exc:
+            text = str(exc)
+            if attempt == 4 or not any(s in text for s in ("FileNotFoundError", "No such file", "Cannot open file",
+                                                             "No files found")):
+                raise
+    raise AssertionError("unreachable")
 
 
 def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: list[str] | None) -> None:
@@ -65,7 +84,7 @@ def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: 
 def reattach(con: duckdb.DuckDBPyConnection, root: str | Path | Root, table: str, run_ids: list[str] | None) -> None:
     """Point ``raw_<table>`` at the table's parts as they are now (after a write replaced the ones a
     connection was made with); the views over it see the new rows at their next query."""
-    _raw_view(con, as_root(root), TABLES[table], run_ids)
+    _relisting(lambda: _raw_view(con, as_root(root), TABLES[table], run_ids))
 
 
 def materialize(con: duckdb.DuckDBPyConnection, *views: str) -> duckdb.DuckDBPyConnection:
@@ -148,17 +167,22 @@ def connect(root: str | Path | Root, pricing: Path | None = None, run_ids: list[
     the views defined after them bind to the table, which is cheaper too."""
     root = as_root(root)
     con = attach(con or duckdb.connect(), root)
+    return _relisting(lambda: _define(con, root, pricing, run_ids, upto, cache))
+
+
+def _define(con: duckdb.DuckDBPyConnection, root: Root, pricing: Path | None, run_ids: list[str] | None,
+            upto: str | None, cache: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
     for spec in TABLES.values():
         _raw_view(con, root, spec, run_ids)
     # Plain inserts: registering Arrow tables would make DuckDB import pandas (a third of a second).
-    con.execute("CREATE TABLE benchmark_info (benchmark VARCHAR, title VARCHAR, position INTEGER, scale_min INTEGER, "
-                "scale_max INTEGER, to_ten DOUBLE, in_overall BOOLEAN)")
+    con.execute("CREATE OR REPLACE TABLE benchmark_info (benchmark VARCHAR, title VARCHAR, position INTEGER, "
+                "scale_min INTEGER, scale_max INTEGER, to_ten DOUBLE, in_overall BOOLEAN)")
     con.executemany("INSERT INTO benchmark_info VALUES (?, ?, ?, ?, ?, ?, ?)", _benchmark_info())
-    con.execute("CREATE TABLE excluded_questions (benchmark VARCHAR, question_id VARCHAR)")
+    con.execute("CREATE OR REPLACE TABLE excluded_questions (benchmark VARCHAR, question_id VARCHAR)")
     excluded = [(name, q) for name, spec in bm.BENCHMARKS.items() for q in sorted(spec.excluded)]
     if excluded:
         con.executemany("INSERT INTO excluded_questions VALUES (?, ?)", excluded)
-    con.execute("CREATE TABLE pricing (model VARCHAR, input DOUBLE, output DOUBLE, cached_input DOUBLE)")
+    con.execute("CREATE OR REPLACE TABLE pricing (model VARCHAR, input DOUBLE, output DOUBLE, cached_input DOUBLE)")
     con.executemany("INSERT INTO pricing VALUES (?, ?, ?, ?)", load_pricing(pricing))
     scripts = []
     for path in sorted(resource_dir("sql").glob("*.sql")):
@@ -167,6 +191,8 @@ def connect(root: str | Path | Root, pricing: Path | None = None, run_ids: list[
             break
     if upto is None or any("t_quantile" in s for s in scripts):  # registering a Python UDF imports numpy
         # null_handling as a string: the enum's module moved between DuckDB versions (functional, func)
+        with contextlib.suppress(duckdb.Error):  # defined by an attempt that met a replaced part
+            con.remove_function("t_quantile")
         con.create_function("t_quantile", _t_quantile, ["DOUBLE", "BIGINT"], "DOUBLE",
                             null_handling="special")  # type: ignore[call-overload]
     pending = list(cache)
