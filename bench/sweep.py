@@ -105,16 +105,17 @@ def empty_task_ms(address: str) -> tuple[float, float]:
 
 
 def budget_rate(address: str) -> float:
-    """Judge calls a second one ``JudgeBudget`` actor admits (acquire, signal, release each), 64 at a time."""
+    """Judge calls a second one ``JudgeBudget`` actor admits (an acquire and a release each), 64 at a time."""
     code = (
         "import asyncio, json, logging, time, ray\n"
+        "from shaberi.llm.lease import Answer\n"
         "from shaberi.sweep.budget import ClusterLease, JudgeBudget\n"
         f"ray.init(address={address!r}, log_to_driver=False, logging_level=logging.ERROR)\n"
         "actor = ray.remote(JudgeBudget).options(num_cpus=0, max_concurrency=1000).remote()\n"
         "lease = ClusterLease(actor, 'judge', 64)\n"
         "async def one():\n"
         "    for _ in range(40):\n"
-        "        slot = await lease.acquire(); lease.signal(False); lease.release(slot)\n"
+        "        slot = await lease.acquire(); lease.release(slot, Answer(False, 0.2, 300))\n"
         "async def main():\n"
         "    await asyncio.gather(*(one() for _ in range(64)))\n"
         "asyncio.run(main())\n"

@@ -5,6 +5,7 @@ root on S3 (moto); bad plans."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -143,3 +144,53 @@ def test_a_bad_plan_is_one_line_and_exit_2_with_nothing_written(tmp_path, body, 
     done = shaberi("sweep", str(plan), "--local", "--results-dir", str(tmp_path / "r"))
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (tmp_path / "r").exists()
+
+
+class _InLoop:
+    """``ClusterLease``'s calls made on a ``JudgeBudget`` in this event loop instead of through Ray."""
+
+    def __init__(self, budget, key: str, slots: int) -> None:
+        self.budget, self.key, self.slots, self.pending = budget, key, slots, set()
+
+    async def acquire(self) -> int:
+        return await self.budget.acquire(self.key, self.slots)
+
+    def release(self, slot: int, answer) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self.budget.release(self.key, slot, tuple(answer) if answer else None))
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    def close(self) -> None:
+        pass
+
+
+def test_workers_sharing_a_judge_budget_learn_a_cap_the_plan_does_not_state():
+    """Two workers' clients (each allowed 8, as judge_concurrency says) share one budget against a judge that
+    refuses beyond 3 in flight: the budget's controller finds the cap from everyone's 429s and holds below it,
+    so that few requests are refused, and every call is answered."""
+    from shaberi.llm.client import ChatClient, ClientConfig
+    from shaberi.llm.control import ControlConfig
+    from shaberi.sweep.budget import JudgeBudget
+
+    with LoopbackServer(latency_ms=50, capacity=3) as judge:
+        async def main() -> dict:
+            budget = JudgeBudget()
+            config = ClientConfig(control=ControlConfig(start=8, max=8))
+            workers = [ChatClient(judge.base_url, config=config) for _ in range(2)]
+            for w in workers:
+                w.lease = _InLoop(budget, judge.base_url, 8)
+            body = [json.dumps({"model": "j", "messages": [{"role": "user", "content": f"q{w}-{i}"}]}).encode()
+                    for w in range(2) for i in range(200)]
+            done = await asyncio.gather(*(workers[i // 200].chat(b) for i, b in enumerate(body)))
+            assert all(c.content for c in done)
+            await asyncio.sleep(0.05)  # the last releases
+            return budget.stats()[judge.base_url]
+
+        stats = asyncio.run(main())
+        server = judge.stats()
+    refused = server["by_status"].get("429", 0)
+    assert server["by_status"]["200"] == 400
+    assert stats["requests"] == server["calls"] and stats["rate_limited"] == refused  # every answer heard
+    assert stats["limit"] <= 3  # learned: the cap, not the plan's 8
+    assert refused / server["calls"] < 0.03, server  # a handful of probes, not a 429 every round

@@ -29,7 +29,7 @@ import orjson
 from .. import errors
 from ..redact import redact
 from .control import ControlConfig, Controller, Pacing
-from .lease import Lease
+from .lease import Answer, Lease
 
 __all__ = [
     "LLM",
@@ -207,7 +207,7 @@ class ChatClient:
                 raise refused
             attempts += 1
             ticket = await self.control.acquire()
-            slot = None
+            slot, answer = None, None
             try:
                 # after the slot: a budget a response has just stated applies to every later send
                 if not self.pacing.idle:
@@ -223,8 +223,7 @@ class ChatClient:
                 content, reasoning, finish, usage = _parse(resp)
             except errors.RateLimitError as exc:
                 self.control.rate_limited(ticket)
-                if self.lease:
-                    self.lease.signal(refused=True)
+                answer = Answer(refused=True)
                 exc.args = (redact(str(exc), self._secrets),)  # a server may echo the key; rows store this text
                 self.rate_limited += 1
                 refusals += 1
@@ -251,15 +250,14 @@ class ChatClient:
                 prompt, completion = _tokens(usage.get("prompt_tokens")), _tokens(usage.get("completion_tokens"))
                 took = time.perf_counter() - sent
                 self.control.success(ticket, took, completion)
-                if self.lease:
-                    self.lease.signal(refused=False)
+                answer = Answer(False, took, completion)
                 self.pacing.used(prompt + completion)
                 return Completion(content, reasoning, finish, prompt, completion, attempts, took * 1000,
                                   min(_detail(usage, "completion_tokens_details", "reasoning_tokens"), completion),
                                   min(_detail(usage, "prompt_tokens_details", "cached_tokens"), prompt))
             finally:
                 if slot is not None:
-                    self.lease.release(slot)  # type: ignore[union-attr]
+                    self.lease.release(slot, answer)  # type: ignore[union-attr]
             await asyncio.sleep(delay)
 
     def _after_429(self, refusals: int, retry_after: float | None) -> float:

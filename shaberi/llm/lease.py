@@ -9,8 +9,8 @@ Every process uses slots ``0..max-1`` of its own configured maximum, so together
 largest maximum any of them configured.
 
 ``Lease`` is the seam: a sweep on Ray gives its judges a lease held by a cluster-wide actor instead
-(``sweep/budget.py``), which also hears every 429 and success (``signal``) so that all workers share one
-view of what the endpoint allows.
+(``sweep/budget.py``), which also hears what the endpoint answered to each slot's request (``Answer``) so
+that all workers share one view of what the endpoint allows.
 """
 
 from __future__ import annotations
@@ -21,18 +21,25 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-__all__ = ["EndpointLease", "Lease", "lease_dir"]
+__all__ = ["Answer", "EndpointLease", "Lease", "lease_dir"]
+
+
+class Answer(NamedTuple):
+    """What the endpoint said to a slot's request: refused (429), or answered after ``seconds``."""
+
+    refused: bool
+    seconds: float = 0.0
+    completion_tokens: int = 0
 
 
 class Lease(Protocol):
     """Request slots of one endpoint shared beyond this client: one is held while a request is in flight."""
 
     async def acquire(self) -> int: ...
-    def release(self, slot: int) -> None: ...
-    def signal(self, refused: bool) -> None:
-        """The endpoint answered: refused (429) or not."""
+    def release(self, slot: int, answer: Answer | None) -> None:
+        """The request is over; ``answer`` None: nothing learned about the endpoint's limits (5xx, timeout)."""
     def close(self) -> None: ...
 
 
@@ -62,10 +69,8 @@ class EndpointLease:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
 
-    def signal(self, refused: bool) -> None:
-        """Each process's own controller learns the endpoint's limits; nothing is shared on one machine."""
-
-    def release(self, slot: int) -> None:
+    def release(self, slot: int, answer: Answer | None = None) -> None:
+        """``answer`` is not needed: each process's own controller learns the endpoint's limits on one machine."""
         self._held.discard(slot)
         fcntl.flock(self._fds[slot], fcntl.LOCK_UN)
 

@@ -2,20 +2,24 @@
 
 On one machine the file leases (``llm/lease.py``) keep all processes together within a judge's maximum; across
 machines a ``JudgeBudget`` actor plays that role. A request in flight holds a slot (``ClusterLease.acquire``
-awaits the actor, which answers when one is free), and every answer is a signal: a 429 from any worker
-lowers the endpoint's shared limit to three quarters of what was in flight (at most once a second), and
-each round of successes (as many as the limit) raises it by one again, up to the maximum. Each worker's own
-controller still adapts within that. A slot held longer than ``max_hold`` seconds (a worker that died
-mid-request never releases it) is reclaimed.
+awaits the actor, which answers when one is free), and its release carries what the endpoint answered. The
+number of slots is decided by one ``llm.control.Controller`` per endpoint, the controller a single process
+uses (issue 16's: slow start, a cut to just below the in-flight count a 429 was sent with, a hold below that
+ceiling before probing it again, latency as a sign of a queue), fed by every worker's requests: the cluster
+learns a cap its plan does not state as one process would, instead of each worker hitting it in turn. Each
+worker's own controller still adapts within that. A slot held longer than ``max_hold`` seconds (a worker that
+died mid-request never releases it) is reclaimed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..llm.control import ControlConfig, Controller, Ticket
+from ..llm.lease import Answer
 
 __all__ = ["ClusterLease", "JudgeBudget"]
 
@@ -23,71 +27,65 @@ __all__ = ["ClusterLease", "JudgeBudget"]
 @dataclass
 class _Endpoint:
     slots: int
-    limit: int
-    held: dict[int, float] = field(default_factory=dict)  # slot -> since
+    control: Controller
+    held: dict[int, tuple[Ticket, float]] = field(default_factory=dict)  # slot -> (ticket, since)
     peak: int = 0
     acquired: int = 0
     refused: int = 0
-    successes: int = 0
-    last_cut: float = 0.0
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
 
 class JudgeBudget:
-    """The actor's class (``ray.remote(JudgeBudget)``); plain, so that it is testable without Ray."""
+    """The actor's class (``ray.remote(JudgeBudget)``, async); plain, so that it is testable without Ray."""
 
     def __init__(self, max_hold: float = 900.0) -> None:
         self.max_hold = max_hold
         self.endpoints: dict[str, _Endpoint] = {}
+        self._reaper: asyncio.Task[None] | None = None
 
     def _endpoint(self, key: str, slots: int) -> _Endpoint:
         if key not in self.endpoints:
-            self.endpoints[key] = _Endpoint(slots, slots)
+            config = ControlConfig(start=min(ControlConfig.start, slots), max=slots)
+            self.endpoints[key] = _Endpoint(slots, Controller(config))
+        if self._reaper is None:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap())
         return self.endpoints[key]
 
     async def acquire(self, key: str, slots: int) -> int:
         e = self._endpoint(key, slots)
-        async with e.changed:
-            while True:
-                now = time.monotonic()
-                for slot, since in list(e.held.items()):
+        ticket = await e.control.acquire()
+        e.held[ticket.seq] = (ticket, time.monotonic())
+        e.acquired += 1
+        e.peak = max(e.peak, len(e.held))
+        return ticket.seq
+
+    async def release(self, key: str, slot: int, answer: tuple[Any, ...] | None) -> None:
+        e = self.endpoints[key]
+        held = e.held.pop(slot, None)
+        if held is None:  # reclaimed already
+            return
+        ticket, _ = held
+        if answer is None:
+            e.control.other(ticket)
+        elif (a := Answer(*answer)).refused:
+            e.refused += 1
+            e.control.rate_limited(ticket)
+        else:
+            e.control.success(ticket, a.seconds, a.completion_tokens)
+
+    async def _reap(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            now = time.monotonic()
+            for e in self.endpoints.values():
+                for slot, (ticket, since) in list(e.held.items()):
                     if now - since > self.max_hold:
                         del e.held[slot]
-                if len(e.held) < e.limit:
-                    slot = next(i for i in range(e.slots) if i not in e.held)
-                    e.held[slot] = now
-                    e.acquired += 1
-                    e.peak = max(e.peak, len(e.held))
-                    return slot
-                with contextlib.suppress(TimeoutError):  # look again for slots of a dead worker
-                    await asyncio.wait_for(e.changed.wait(), timeout=1.0)
-
-    async def release(self, key: str, slot: int) -> None:
-        e = self.endpoints[key]
-        async with e.changed:
-            e.held.pop(slot, None)
-            e.changed.notify()
-
-    async def signal(self, key: str, refused: bool) -> None:
-        e = self.endpoints.get(key)
-        if e is None:
-            return
-        async with e.changed:
-            if refused:
-                e.refused += 1
-                if time.monotonic() - e.last_cut > 1.0:
-                    e.limit = max(1, int(min(e.limit, len(e.held) + 1) * 0.75))
-                    e.last_cut, e.successes = time.monotonic(), 0
-            else:
-                e.successes += 1
-                if e.successes >= e.limit and e.limit < e.slots:
-                    e.limit, e.successes = e.limit + 1, 0
-                    e.changed.notify()
+                        e.control.other(ticket)
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per endpoint: the maximum, the shared limit now, the peak in flight, requests and 429s."""
-        return {key: {"slots": e.slots, "limit": e.limit, "peak_in_flight": e.peak, "requests": e.acquired,
-                      "rate_limited": e.refused} for key, e in self.endpoints.items()}
+        return {key: {"slots": e.slots, "limit": int(e.control.limit), "peak_in_flight": e.peak,
+                      "requests": e.acquired, "rate_limited": e.refused} for key, e in self.endpoints.items()}
 
 
 class ClusterLease:
@@ -99,11 +97,9 @@ class ClusterLease:
     async def acquire(self) -> int:
         return int(await self.actor.acquire.remote(self.key, self.slots))
 
-    def release(self, slot: int) -> None:
-        self.actor.release.remote(self.key, slot)  # not awaited: the actor applies its calls in order
-
-    def signal(self, refused: bool) -> None:
-        self.actor.signal.remote(self.key, refused)
+    def release(self, slot: int, answer: Answer | None) -> None:
+        # not awaited: the request is over either way; a plain tuple crosses to the actor
+        self.actor.release.remote(self.key, slot, tuple(answer) if answer is not None else None)
 
     def close(self) -> None:
         pass

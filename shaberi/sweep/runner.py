@@ -3,15 +3,16 @@
 A model's work (``evaluate_model``): start its server if the plan gives a ``serve`` command (on a port derived
 from the model's name, so that a retry on the same machine asks the same URL and its stored answers are
 reused; the server dies with the worker, ``PR_SET_PDEATHSIG``), wait until ``/v1/models`` answers, generate
-every run, stop the server, then judge and run the passes (no GPU held meanwhile). A model with a
+every run, stop the server, then judge and run the passes (no GPU held meanwhile). Here, a model with a
 ``base_url`` runs all stages in one go. Each run is ``pipeline.run``, exactly what ``shaberi run`` does, so the
 rows are the same whoever runs it; its lock names the sweep's work (``owner``) so that Ray's retry of a task
 whose worker died takes the run over at once and resumes it from what was stored.
 
 ``run_local``: each model in turn in this process, the judges sharing slots through the machine's file
-leases. ``run_on_ray``: one task per model with the resources the plan asks (``num_gpus``, ``num_cpus``), retried
-by Ray if its worker dies, the judges sharing slots through a ``JudgeBudget`` actor, progress through a
-``SweepProgress`` actor.
+leases. ``run_on_ray``: per model, a generation task with the resources the plan asks (``num_gpus``,
+``num_cpus``), then a judging task that reserves none, so that judging one model overlaps generating the next;
+both retried by Ray if their worker dies, the judges sharing slots through a ``JudgeBudget`` actor, progress
+through a ``SweepProgress`` actor.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import EndpointError
 from ..llm.client import ClientConfig
@@ -137,31 +138,53 @@ async def _run(req: RunRequest, report: Report) -> Outcome:
     return outcome
 
 
+Half = Literal["all", "generate", "judge"]
+
+
 def evaluate_model(plan: Plan, spec: ModelSpec, report: Report, judge_lease: Callable[[str, int], Any] | None = None,
-                   sweep: str = "") -> dict[str, Any]:
-    """One model's runs (module docstring); returns each run's status and stages, as the summary shows them."""
-    report("start", spec.model, os.getpid())
+                   sweep: str = "", half: Half = "all") -> dict[str, Any]:
+    """One model's runs (module docstring); returns each run's status and stages, as the summary shows them.
+    ``half``: ``generate`` serves the model and generates only (when judges or passes follow), ``judge`` runs
+    what follows generation, ``all`` both in turn."""
+    later = ["judge"] * bool(plan.judges) + ["passes"] * bool(plan.passes)
+    if half != "judge":
+        report("start", spec.model, os.getpid())
     outcomes: dict[str, Outcome] = {}
-    status = "failed"
     try:
-        later = ["judge"] * bool(plan.judges) + ["passes"] * bool(plan.passes)
-        first = ["generate"] if spec.serve and later else None
-        with serving(spec) as url:
-            for req in requests(plan, spec, url, first, judge_lease, sweep):
-                outcomes[req.tag] = asyncio.run(_run(req, report))
-        if first:
+        if half != "judge":
+            first = ["generate"] if later and (spec.serve or half == "generate") else None
+            with serving(spec) as url:
+                for req in requests(plan, spec, url, first, judge_lease, sweep):
+                    outcomes[req.tag] = asyncio.run(_run(req, report))
+        if half != "generate" and later and (spec.serve or half == "judge"):
             for req in requests(plan, spec, "", later, judge_lease, sweep):
                 outcomes[req.tag] = asyncio.run(_run(req, report))
-        statuses = {o.status for o in outcomes.values()}
-        status = "ok" if statuses == {"ok"} else "failed" if statuses == {"failed"} else "partial"
     except Exception as exc:  # one model's failure is that model's, not the sweep's: said in the summary
         report("finish", spec.model, "failed")
         return {"model": spec.model, "status": "failed", "error": f"{type(exc).__name__}: {exc}", "runs": {}}
-    report("finish", spec.model, status)
-    return {"model": spec.model, "status": status, "error": None,
-            "runs": {tag: {"run_id": o.info.run_id, "status": o.status,
-                           "stages": {k: v.get("status") for k, v in o.stages.items()}}
-                     for tag, o in outcomes.items()}}
+    result = {"model": spec.model, "status": _status(outcomes), "error": None,
+              "runs": {tag: {"run_id": o.info.run_id, "status": o.status,
+                             "stages": {k: v.get("status") for k, v in o.stages.items()}}
+                       for tag, o in outcomes.items()}}
+    if half != "generate" or not later or result["status"] == "failed":
+        report("finish", spec.model, result["status"])
+    return result
+
+
+def _status(outcomes: dict[str, Outcome]) -> str:
+    statuses = {o.status for o in outcomes.values()}
+    return "ok" if statuses == {"ok"} else "failed" if statuses == {"failed"} else "partial"
+
+
+def _merge(generated: dict[str, Any], judged: dict[str, Any]) -> dict[str, Any]:
+    """A model's summary entry from its two halves: the judging half's run statuses, both halves' stages."""
+    runs = {}
+    for tag, first in generated["runs"].items():
+        later = judged["runs"].get(tag, {})
+        runs[tag] = first | later | {"stages": first["stages"] | later.get("stages", {})}
+    status = judged["status"] if generated["status"] != "failed" else "failed"
+    return {"model": generated["model"], "status": status, "error": judged["error"] or generated["error"],
+            "runs": runs}
 
 
 def run_local(plan: Plan, progress: Any) -> list[dict[str, Any]]:
@@ -173,32 +196,44 @@ def run_local(plan: Plan, progress: Any) -> list[dict[str, Any]]:
 
 
 def run_on_ray(plan: Plan, progress: Any, budget: Any, sweep: str, poll: Callable[[], None]) -> list[dict[str, Any]]:
-    """One Ray task per model (module docstring); ``progress`` and ``budget`` are actor handles, ``poll`` is
-    called while the tasks run (the live table)."""
+    """Each model's generation as a Ray task with the resources the plan asks (its server started in it); when
+    it is done, what follows (judging, passes) as a second task that reserves no CPU: it waits on the judges,
+    and the worker slot (the GPU) goes to the next model's generation meanwhile. Both retried by Ray if their
+    worker dies. ``progress`` and ``budget`` are actor handles, ``poll`` is called while the tasks run (the
+    live table)."""
     import ray
 
     from .budget import ClusterLease
 
-    def task(plan: Plan, spec: ModelSpec, progress: Any, budget: Any) -> dict[str, Any]:
+    def task(plan: Plan, spec: ModelSpec, progress: Any, budget: Any, half: Half) -> dict[str, Any]:
         def report(method: str, *args: Any) -> None:
             getattr(progress, method).remote(*args)
 
-        return evaluate_model(plan, spec, report, lambda url, slots: ClusterLease(budget, url, slots), sweep)
+        return evaluate_model(plan, spec, report, lambda url, slots: ClusterLease(budget, url, slots), sweep, half)
 
     remote = ray.remote(max_retries=3, retry_exceptions=False)(task)
-    pending = {remote.options(num_cpus=spec.num_cpus, num_gpus=spec.num_gpus,
-                              name=f"shaberi {spec.model}").remote(plan, spec, progress, budget): spec
-               for spec in plan.models}
+    follows = bool(plan.judges or plan.passes)
+    pending = {remote.options(num_cpus=spec.num_cpus, num_gpus=spec.num_gpus, name=f"shaberi {spec.model}").remote(
+        plan, spec, progress, budget, "generate"): (spec, "generate") for spec in plan.models}
+    generated: dict[str, dict[str, Any]] = {}
     done: dict[str, dict[str, Any]] = {}
     while pending:
         ready, _ = ray.wait(list(pending), timeout=1.0)
         for ref in ready:
-            spec = pending.pop(ref)
+            spec, half = pending.pop(ref)
             try:
-                done[spec.model] = ray.get(ref)
+                result = ray.get(ref)
             except ray.exceptions.RayError as exc:  # retries exhausted, or the task cannot run at all
                 done[spec.model] = {"model": spec.model, "status": "failed", "runs": {},
                                     "error": str(exc).strip().splitlines()[0][:300]}
                 progress.finish.remote(spec.model, "failed")
+                continue
+            if half == "generate" and follows and result["status"] != "failed":
+                generated[spec.model] = result
+                ref = remote.options(num_cpus=0, name=f"shaberi {spec.model} (judge)").remote(
+                    plan, spec, progress, budget, "judge")
+                pending[ref] = (spec, "judge")
+            else:
+                done[spec.model] = _merge(generated[spec.model], result) if half == "judge" else result
         poll()
     return [done[spec.model] for spec in plan.models]

@@ -87,11 +87,16 @@ class Store:
         return final
 
     def replace(self, table: str, run_id: str, data: pa.Table | list[dict]) -> None:
-        """Make ``data`` the whole content of the run's partition (new part first, then old ones go)."""
-        old = self.parts(table, run_id)
-        new = self.write_part(table, run_id, data, covers=max(map(part_seq, old), default=None))
-        for p in old:
-            if p != new:
+        """Make ``data`` the whole content of the run's partition (new part first, then old ones go). The newest
+        part it replaces stays until the next replacement: a reader that listed it a moment ago (``find_runs``
+        while a sweep's runs change stage) still finds it; every reader skips it as covered (``live_parts``)."""
+        d = self.run_dir(table, run_id)
+        every = list(d.glob("part-*.parquet")) if d.is_dir() else []
+        live = live_parts(every)
+        new = self.write_part(table, run_id, data, covers=max(map(part_seq, every), default=None))
+        keep = max(live, key=part_seq) if live else None
+        for p in every:
+            if p not in (new, keep):
                 p.unlink(missing_ok=True)
 
     # -- reading -----------------------------------------------------------------------------
