@@ -12,8 +12,9 @@ Printed:
 - the floor, measured in the same run: ``shaberi --help`` (start-up), and Ray's own cost per task: an empty
   task's round trip, and a one-model sweep on Ray less the same sweep without Ray (connect, actors, task);
   and how many judge calls a second one budget actor admits (its ceiling as a cluster grows);
-- the ideal: the calls the server counted, at the plan's limits, with no overhead:
-  max(Σ (generation calls ÷ 4 + judge calls ÷ 8) × latency ÷ 2 workers, all judge calls × latency ÷ 8);
+- the ideal: the calls the servers answered, at the plan's limits, with no overhead: generation on two
+  workers, judging (which needs no worker slot) overlapped with it, held by the judge's limit only:
+  max(generation calls × latency ÷ 4 ÷ 2 workers, judge calls × latency ÷ 8);
 - wall time of ``shaberi sweep --local`` (sequential) and of ``shaberi sweep`` on Ray, with ratios;
 - the judge's peak in flight as the judge's server saw it (must not exceed 8), and its 429s;
 - the hard regime: the judge's server refuses (429) beyond 3 in flight, which the plan does not say
@@ -135,12 +136,10 @@ def help_floor() -> float:
     return min(times)
 
 
-def figures(wall: float, judge: LoopbackServer, candidates_calls: int, latency: float, judge_limit: int,
-            models: int) -> dict:
+def figures(wall: float, judge: LoopbackServer, candidates_calls: int, latency: float, judge_limit: int) -> dict:
     stats = judge.stats()
     judged = stats["by_status"].get("200", 0)
-    per_model = (candidates_calls / CONCURRENCY + judged / judge_limit) * latency / models
-    ideal = max(per_model * models / WORKERS, judged * latency / judge_limit)
+    ideal = max(candidates_calls * latency / CONCURRENCY / WORKERS, judged * latency / judge_limit)
     return {"wall": wall, "ideal": ideal, "judge_calls": stats["calls"], "judge_ok": judged,
             "judge_429": stats["by_status"].get("429", 0), "judge_peak": stats["peak_in_flight"]}
 
@@ -178,13 +177,13 @@ def main() -> None:
             for name, e, local in (("sequential (--local)", env, True), ("Ray", ray_env, False)):
                 judge.reset()
                 wall, summary = sweep(full, e, local)
-                rows.append((name, figures(wall, judge, summary["generation_calls"], latency, JUDGE_LIMIT, args.models),
+                rows.append((name, figures(wall, judge, summary["generation_calls"], latency, JUDGE_LIMIT),
                              summary))
         with LoopbackServer(latency_ms=args.latency_ms, capacity=3) as judge:
             capped = plan(work / "capped.toml", args.models, args.limit, args.latency_ms, judge.base_url)
             wall, summary = sweep(capped, ray_env, local=False)
-            rows.append(("Ray, judge refuses beyond 3", figures(wall, judge, summary["generation_calls"], latency, 3,
-                                                                args.models), summary))
+            capped_figures = figures(wall, judge, summary["generation_calls"], latency, 3)
+            rows.append(("Ray, judge refuses beyond 3", capped_figures, summary))
     finally:
         subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], env=env, capture_output=True)
 
