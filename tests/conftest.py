@@ -107,3 +107,14 @@ def kill_when(server, args: list[str], calls: int) -> int:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     return server.stats()["calls"]
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A real S3 endpoint (moto's server) for a test module, its AWS_* variables set meanwhile."""
+    from shaberi.testing.s3 import S3Server
+
+    with S3Server() as server, pytest.MonkeyPatch.context() as env:
+        for name, value in server.env.items():
+            env.setenv(name, value)
+        yield server

@@ -14,20 +14,11 @@ from shaberi.tables.location import as_root
 from shaberi.tables.schema import TABLES
 from shaberi.tables.store import Store
 from shaberi.testing import LoopbackServer
-from shaberi.testing.s3 import S3Server
 
 from .conftest import kill_when, query, write_rakuda
 from .conftest import shaberi as cli
 
 VOLATILE = {"created_at", "updated_at", "latency_ms", "concurrency_history", "stages"}  # time, not content
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with S3Server() as server, pytest.MonkeyPatch.context() as env:
-        for name, value in server.env.items():
-            env.setenv(name, value)
-        yield server
 
 
 @pytest.fixture

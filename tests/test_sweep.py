@@ -19,20 +19,11 @@ import pytest
 
 from shaberi.tables.schema import TABLES
 from shaberi.testing import LoopbackServer
-from shaberi.testing.s3 import S3Server
 
 from .conftest import query, shaberi
 
 VOLATILE = {"created_at", "updated_at", "latency_ms", "concurrency_history", "stages"}  # time, not content
 MODELS = ["m1", "m2", "m3", "m4"]
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with S3Server() as server, pytest.MonkeyPatch.context() as env:
-        for name, value in server.env.items():
-            env.setenv(name, value)
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +173,11 @@ def test_workers_sharing_a_judge_budget_learn_a_cap_the_plan_does_not_state():
                 w.lease = _InLoop(budget, judge.base_url, 8)
             body = [json.dumps({"model": "j", "messages": [{"role": "user", "content": f"q{w}-{i}"}]}).encode()
                     for w in range(2) for i in range(200)]
-            done = await asyncio.gather(*(workers[i // 200].chat(b) for i, b in enumerate(body)))
+            try:
+                done = await asyncio.gather(*(workers[i // 200].chat(b) for i, b in enumerate(body)))
+            finally:
+                for w in workers:
+                    await w.aclose()
             assert all(c.content for c in done)
             await asyncio.sleep(0.05)  # the last releases
             return budget.stats()[judge.base_url]
