@@ -26,7 +26,7 @@ from .layout import live_parts
 from .location import Root, as_root, attach, is_remote
 from .schema import TABLES, Table
 
-__all__ = ["connect", "load_pricing", "materialize", "read_only", "reattach"]
+__all__ = ["connect", "load_pricing", "materialize", "read_only", "reattach", "vanished"]
 
 T = TypeVar("T")
 
@@ -38,11 +38,15 @@ def _relisting(define: Callable[[], T]) -> T:
         try:
             return define()
         except duckdb.Error as exc:
-            text = str(exc)
-            if attempt == 4 or not any(s in text for s in ("FileNotFoundError", "No such file", "Cannot open file",
-                                                             "No files found")):
+            if attempt == 4 or not vanished(exc):
                 raise
     raise AssertionError("unreachable")
+
+
+def vanished(exc: duckdb.Error) -> bool:
+    """Whether DuckDB failed because a file it was given or had listed is gone."""
+    text = str(exc)
+    return any(s in text for s in ("FileNotFoundError", "No such file", "Cannot open file", "No files found"))
 
 
 def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: list[str] | None) -> None:
