@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["live_parts", "part_name", "part_seq"]
+__all__ = ["live_parts", "live_parts_under", "part_name", "part_seq"]
 
 
 def part_name(seq: int, covers: int | None = None) -> str:
@@ -31,3 +31,14 @@ def live_parts(paths: list[Path]) -> list[Path]:
     top = max(covering, key=part_seq)
     covered = int(top.stem.partition("~")[2])
     return [p for p in paths if p == top or part_seq(p) > covered]
+
+
+def live_parts_under(table_dir: Path, folders: str = "*") -> tuple[list[Path], int]:
+    """The live parts of every partition of a table whose folder matches ``folders``, and how many parts were
+    listed in all (more than live ones: replaced parts a crash, or a recent ``Store.replace``, left behind)."""
+    by_run: dict[Path, list[Path]] = {}
+    listed = 0
+    for part in table_dir.glob(f"{folders}/part-*.parquet"):
+        by_run.setdefault(part.parent, []).append(part)
+        listed += 1
+    return [p for parts in by_run.values() for p in live_parts(parts)], listed

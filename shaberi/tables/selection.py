@@ -5,7 +5,6 @@ family statistics leave out."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -14,9 +13,9 @@ import duckdb
 
 from ..errors import UsageError
 from ..run import run_id_prefix
-from .layout import live_parts
+from .layout import live_parts_under
 from .location import Root, as_root, attach
-from .sql import vanished
+from .sql import relisting
 
 __all__ = ["Match", "RunRef", "Selection", "find_runs", "left_out", "select_runs"]
 
@@ -46,28 +45,22 @@ def find_runs(root: Root, tag: str | None = None, *, match: Match = "tag_or_fami
     where = {"tag": "tag = $tag", "family": "base_tag = $tag AND tag <> $tag",
              "tag_or_family": "(tag = $tag OR base_tag = $tag)", "prefix": "starts_with(tag, $tag)"}[match]
     con = attach(con or duckdb.connect(), root)
-    for attempt in range(8):
-        # Listed here, each attempt afresh: every stage of a run rewrites its row (a new part, then the old one
-        # goes), so a part listed a moment ago can be gone when it is read; then list again.
-        by_run: dict[Root, list[Root]] = {}
-        for part in (root / "tables" / "runs").glob(f"{folders}/part-*.parquet"):
-            by_run.setdefault(part.parent, []).append(part)
-        files = ["'{}'".format(str(p).replace("'", "''")) for parts in by_run.values() for p in live_parts(parts)]
-        if not files:
+
+    def read() -> list[RunRef]:
+        # Listed afresh on each attempt (``relisting``): every stage of a run rewrites its row.
+        parts, _ = live_parts_under(root / "tables" / "runs", folders)
+        if not parts:
             return []
-        try:
-            rows = con.execute(
-                "SELECT run_id, model, tag, base_tag, run_index, status "
-                f"FROM read_parquet([{', '.join(files)}], union_by_name = true) "
-                "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1 "
-                f"AND ($tag IS NULL OR {where}) AND ($model IS NULL OR model = $model) "
-                "ORDER BY model, run_index, tag", {"tag": tag, "model": model}).fetchall()
-            return [RunRef(*r) for r in rows]
-        except duckdb.Error as exc:
-            if attempt == 7 or not vanished(exc):
-                raise
-            time.sleep(0.05 * 2 ** attempt)
-    return []
+        files = ", ".join("'{}'".format(str(p).replace("'", "''")) for p in parts)
+        rows = con.execute(
+            "SELECT run_id, model, tag, base_tag, run_index, status "
+            f"FROM read_parquet([{files}], union_by_name = true) "
+            "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1 "
+            f"AND ($tag IS NULL OR {where}) AND ($model IS NULL OR model = $model) "
+            "ORDER BY model, run_index, tag", {"tag": tag, "model": model}).fetchall()
+        return [RunRef(*r) for r in rows]
+
+    return relisting(read)
 
 
 @dataclass

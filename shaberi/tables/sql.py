@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -22,31 +23,29 @@ import duckdb
 from .. import benchmarks as bm
 from ..errors import UsageError
 from ..resources import resource_dir
-from .layout import live_parts
+from .layout import live_parts, live_parts_under
 from .location import Root, as_root, attach, is_remote
 from .schema import TABLES, Table
 
-__all__ = ["connect", "load_pricing", "materialize", "read_only", "reattach", "vanished"]
+__all__ = ["connect", "load_pricing", "materialize", "read_only", "reattach", "relisting"]
 
 T = TypeVar("T")
 
 
-def _relisting(define: Callable[[], T]) -> T:
-    """``define()``, again while it fails because a part it listed is gone: a writer replaced it (a new part,
-    then the old one goes) between the listing and the read. Binding a view reads the parts' footers."""
-    for attempt in range(5):
+def relisting(define: Callable[[], T], attempts: int = 8) -> T:
+    """``define()`` (which lists parts and reads them), again after a pause while it fails because a part it
+    listed is gone: a writer replaced it (a new part, then the old one goes) between the listing and the read.
+    Binding a view reads the parts' footers too."""
+    for attempt in range(attempts):
         try:
             return define()
         except duckdb.Error as exc:
-            if attempt == 4 or not vanished(exc):
+            text = str(exc)
+            if attempt == attempts - 1 or not any(
+                    s in text for s in ("FileNotFoundError", "No such file", "Cannot open file", "No files found")):
                 raise
+            time.sleep(0.05 * 2 ** attempt)
     raise AssertionError("unreachable")
-
-
-def vanished(exc: duckdb.Error) -> bool:
-    """Whether DuckDB failed because a file it was given or had listed is gone."""
-    text = str(exc)
-    return any(s in text for s in ("FileNotFoundError", "No such file", "Cannot open file", "No files found"))
 
 
 def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: list[str] | None) -> None:
@@ -54,13 +53,9 @@ def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: 
     table_dir = root / "tables" / spec.name
     columns = spec.duckdb_columns
     if run_ids is None:
-        found = list(table_dir.glob("*/part-*.parquet"))
-        by_run: dict[Root, list[Root]] = {}
-        for p in found:
-            by_run.setdefault(p.parent, []).append(p)
-        parts = [p for run in by_run.values() for p in live_parts(run)]
-        # One pattern while every part holds rows (the usual case); a list when a crash left replaced parts.
-        files = ([str(table_dir / "*" / "part-*.parquet")] if len(parts) == len(found) else [str(p) for p in parts]
+        parts, listed = live_parts_under(table_dir)
+        # One pattern while every part holds rows; a list when replaced parts are still there.
+        files = ([str(table_dir / "*" / "part-*.parquet")] if len(parts) == listed else [str(p) for p in parts]
                  ) if parts else []
     else:  # only the partitions of these runs: the cost follows the runs asked about, not the whole lake
         parts = [p for r in run_ids for p in live_parts(list((table_dir / f"run_id={r}").glob("part-*.parquet")))]
@@ -88,7 +83,7 @@ def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: 
 def reattach(con: duckdb.DuckDBPyConnection, root: str | Path | Root, table: str, run_ids: list[str] | None) -> None:
     """Point ``raw_<table>`` at the table's parts as they are now (after a write replaced the ones a
     connection was made with); the views over it see the new rows at their next query."""
-    _relisting(lambda: _raw_view(con, as_root(root), TABLES[table], run_ids))
+    relisting(lambda: _raw_view(con, as_root(root), TABLES[table], run_ids))
 
 
 def materialize(con: duckdb.DuckDBPyConnection, *views: str) -> duckdb.DuckDBPyConnection:
@@ -171,7 +166,7 @@ def connect(root: str | Path | Root, pricing: Path | None = None, run_ids: list[
     the views defined after them bind to the table, which is cheaper too."""
     root = as_root(root)
     con = attach(con or duckdb.connect(), root)
-    return _relisting(lambda: _define(con, root, pricing, run_ids, upto, cache))
+    return relisting(lambda: _define(con, root, pricing, run_ids, upto, cache))
 
 
 def _define(con: duckdb.DuckDBPyConnection, root: Root, pricing: Path | None, run_ids: list[str] | None,
