@@ -77,11 +77,11 @@ def view(
     if tokens and format != "csv":
         raise UsageError("--tokens selects the table --format csv writes; the other formats show both tables")
     report = build(results_dir, tag, runs, model, judge, pricing, clustered_se)
-    _render_report(report, format, tokens)
+    _render_report(report, format, tokens, clustered_se)
 
 
 
-def _render_report(report: Report, fmt: str, tokens_only: bool = False) -> None:
+def _render_report(report: Report, fmt: str, tokens_only: bool = False, clustered: bool = False) -> None:
     if fmt == "json":
         body = {"tag": report.tag, "multi_run": report.multi,
                 "scores": [{"model": s.model, "judge": s.judge, "runs": s.runs, "status": s.status, "notes": s.notes,
@@ -106,10 +106,10 @@ def _render_report(report: Report, fmt: str, tokens_only: bool = False) -> None:
         title = (f"{s.model} · {report.tag}{f' ({len(s.runs)} runs)' if report.multi else ''} · judge: {judge} · "
                  f"status: {s.status}")
         if report.multi:
-            header = ["Benchmark", "Mean", "Std Dev", "95% CI", "Range", "Runs", "SE (by question)",
-                      "Mean without passes", "Note"]
+            se = ["SE (by question)"] if clustered else []  # a column of dashes otherwise
+            header = ["Benchmark", "Mean", "Std Dev", "95% CI", "Range", "Runs", *se, "Mean without passes", "Note"]
             rows = [[r[0], _num(r[1]), _num(r[2]), _ci(r[3], r[4], r[1]), _range(r[5], r[6]), str(r[7] or "-"),
-                     _num(r[8]), _num(r[9]), r[10]] for r in s.rows]
+                     *([_num(r[8])] if clustered else []), _num(r[9]), r[10]] for r in s.rows]
         else:
             header = ["Benchmark", "Score", "Without passes", "n", "Null", "Errors", "Not judged", "Note"]
             rows = [[r[0], _num(r[1]), _num(r[2]), *(str(v) if v is not None else "" for v in r[3:7]), r[7]]
@@ -312,11 +312,14 @@ def inspect_command(
 def report_command(
     tag: Annotated[str, typer.Option("--tag", help="The run (or run family) to report.")],
     out: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
-    compare: Annotated[str | None, typer.Option("--compare", help="A second tag: per-question movers.")] = None,
+    compare: Annotated[str | None, typer.Option("--compare", help=(
+        "A second tag, compared with --tag as the baseline (as in compare A B): per-question movers from --tag "
+        "to it."))] = None,
     model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
-    """One self-contained HTML file: scores with intervals, a chart, the biggest movers, tokens and cost."""
+    """One self-contained HTML file that explains the scores: intervals, per judge and category, judge agreement,
+    distributions, movers (with --compare), pass effects, tokens and cost."""
     from ..reports.html import write_report
 
     path = write_report(results_dir, tag, out, compare, model)

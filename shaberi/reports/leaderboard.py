@@ -49,7 +49,7 @@ import duckdb
 
 from .. import benchmarks as bm
 from ..errors import UsageError
-from ..tables.selection import find_runs
+from ..tables.selection import find_runs, tags_there
 from ..tables.sql import connect
 from .output import write_atomic
 
@@ -187,8 +187,10 @@ def board(results_dir: Path, tag: str = "legacy", as_published: bool = False) ->
     if family:
         runs = find_runs(results_dir, tag, match="family", con=con)
         if not runs:
-            raise UsageError(f"no runs tagged {tag!r} (nor {tag}-run1 … N) under {results_dir}; import a tree with: "
-                             "shaberi import-legacy PATH")
+            hint = "; rank your runs with --tag TAG, or import a tree with: shaberi import-legacy PATH" \
+                if tag == "legacy" else ""
+            raise UsageError(f"no runs tagged {tag!r} (nor {tag}-run1 … N) under {results_dir}; "
+                             f"{tags_there(results_dir, con)}{hint}")
         if as_published:
             raise UsageError(f"--as-published counts the rows of imported legacy files; {tag!r} is a run family, "
                              "ranked from multi_run_stats")
@@ -251,7 +253,7 @@ def board(results_dir: Path, tag: str = "legacy", as_published: bool = False) ->
                 cells = [v for s in [average, *stats] for v in ((s.mean, s.low, s.high) if s else (None,) * 3)]
                 return cells, average.mean if average else None, runs
             present = [s.mean for s in stats if s]
-            mean = sum(present) / len(present) if present else None
+            mean = round(sum(present) / len(present), 9) if present else None  # as run_scores rounds it
             return [mean, *(s.mean if s else None for s in stats)], mean, 1
 
         pooled, mean_all, runs_all = block("*")

@@ -3,10 +3,10 @@ and pass deltas, to see why a score moved.
 
 Top row: the run (model · tag), the benchmark, the judge (or all judges, averaged), the sort order, and
 what to compare with (another run of the same results root, or another judge). Left (45 %): the questions
-of the run, sorted, searched and filtered in DuckDB (``shaberi.reports.inspector``), with the question's
-first turn on one line, score, score without passes (both coloured on the 0–10 scale: red below 4, yellow
-below 7, green from 7), pass delta and difference (the other's score minus this one's; both green above 0,
-red below), and error. Right (55 %): the
+of the run, sorted, searched and filtered in DuckDB (``shaberi.reports.inspector``), with the id (cut to 10
+cells), the question's first turn on one line, score, score without passes (both coloured on the 0–10 scale:
+red below 4, yellow below 7, green from 7), pass delta and difference (the other's score minus this one's;
+both green above 0, red below), and error. Right (55 %): the
 highlighted question: the prompt, the reference and criteria, the answer (reasoning apart), every judge's
 reply with the parsed score and how it was parsed, and every pass delta with its reason. The subtitle says
 how many questions the filters match.
@@ -39,6 +39,7 @@ __all__ = ["InspectApp", "render_detail"]
 
 NONE = "—"
 QUESTION_CELLS = 40  # the question column, in terminal cells (a Japanese character takes two)
+ID_CELLS = 10  # Rakuda's ids are 22 characters: cut, they would leave the question no room (the detail has it whole)
 ERROR_CELLS = 30
 
 
@@ -206,7 +207,7 @@ class InspectApp(App):
         table.clear()
         self.keys = []
         for r in rows:
-            table.add_row(Text(r["benchmark"]), Text(r["question_id"]), _score_cell(r["score"]),
+            table.add_row(Text(r["benchmark"]), _one_line(r["question_id"], ID_CELLS), _score_cell(r["score"]),
                           _score_cell(r["original"]),
                           _signed_cell(r["pass_delta"]) if r["pass_delta"] else "",
                           _signed_cell(r["difference"]), _one_line(r["error"], ERROR_CELLS),

@@ -107,7 +107,12 @@ def select_runs(root: str | Path, tag: str, model: str | None = None, runs: int 
                              f"{tag!r} exist")
         return Selection(tag, family, True)
     if not exact:
-        tags = sorted({r.tag for r in find_runs(root)})
         raise UsageError(f"no run tagged {tag!r}{f' for model {model!r}' if model else ''} under {root}"
-                         f"; tags there: {', '.join(tags[:20]) or 'none'}{' …' if len(tags) > 20 else ''}")
+                         f"; {tags_there(root)}")
     return Selection(tag, exact, False)
+
+
+def tags_there(root: Root, con: duckdb.DuckDBPyConnection | None = None) -> str:
+    """The tags of a results root, for a message saying that the one asked for is not there."""
+    tags = sorted({r.tag for r in find_runs(root, con=con)})
+    return f"tags there: {', '.join(tags[:20]) or 'none'}{' …' if len(tags) > 20 else ''}"
