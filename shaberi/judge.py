@@ -166,11 +166,14 @@ def _hashes(answer: dict, questions: dict, texts: dict) -> tuple[list[dict], str
 
 def _decide(answer: dict, judge_name: str, prompt_hash: str, a_hash: str, existing: dict, rejudge: bool) -> str:
     """What the stage does with one answer and judge: ``reused`` (a finished judgement of this text with this
-    prompt is stored), ``answer_error`` (recorded, never sent) or ``call``."""
+    prompt is stored), ``answer_error`` (an errored answer: never sent; ``answer_error_recorded`` when a resume
+    finds it recorded already: not a reused judgement) or ``call``."""
     old = existing.get((AnswerKey.of(answer), judge_name, prompt_hash, a_hash))
+    if answer["error"] is not None:
+        return "answer_error" if old is None else "answer_error_recorded"
     if old is not None and (not rejudge or old[1]) and not old[0]:
         return "reused"
-    return "answer_error" if answer["error"] is not None else "call"
+    return "call"
 
 
 def pending(store: Store, run_id: str, judges: list[str], *, rejudge: bool = False,
@@ -204,8 +207,9 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
                 progress.reused += 1
                 progress.reused_by[(name, j.name)] += 1
                 continue
-            if decided == "answer_error":  # never sent to a judge; counted, not averaged as zero
-                journal.append("judgements", _row(run_id, answer, j.name, prompt_hash, a_hash, error=ANSWER_ERROR))
+            if decided.startswith("answer_error"):  # never sent to a judge; counted, not averaged as zero
+                if decided == "answer_error":
+                    journal.append("judgements", _row(run_id, answer, j.name, prompt_hash, a_hash, error=ANSWER_ERROR))
                 progress.done += 1
                 progress.answer_errors += 1
                 continue

@@ -27,7 +27,7 @@ from .prompts import generation_template, judging_hash, template_hash
 from .redact import strip_credentials
 from .reports.export import export_connection, export_run, export_summary, write_manifest, write_progress_manifest
 from .run import RunInfo, run_id_for, validate_name
-from .status import StageCalls, benchmark_statuses, describe, run_status, stage_status, top_error, worst
+from .status import StageCalls, benchmark_statuses, combined, describe, run_status, stage_status, top_error, worst
 from .tables.sql import connect, reattach
 from .tables.store import Store, now_us
 
@@ -392,11 +392,14 @@ class _Stages:
         for name in self.stages:
             in_scope = [b for n, b in benchmarks.items() if scoped is None or n in scoped]
             record = self.state[name]
-            record["status"] = worst([record["status"], *(stage_status(b, name) for b in in_scope)])
+            record["status"] = worst([record["status"], combined([stage_status(b, name) for b in in_scope])])
             if record["status"] == "failed" and not record.get("error"):  # nothing usable, though no call failed now
                 record["error"], record["error_count"] = top_error(in_scope, name)
         failed = [name for name in self.stages if self.state[name]["status"] == "failed"]
-        status = "failed" if failed else run_status([b["status"] for b in benchmarks.values()])
+        # The run's status is what its tables hold; a stage whose every call failed now (a resume retrying errors
+        # in vain) fails this command, and keeps a run that holds usable work from reading ok.
+        status = run_status([b["status"] for b in benchmarks.values()])
+        status = "partial" if failed and status == "ok" else status
         error = "; ".join(describe(name, self.state[name]) for name in failed) or None
         if export:  # the stages are done; the run still says running until its export is written
             write_progress_manifest(self.results_dir, self._row("running"), self.counts())

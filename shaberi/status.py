@@ -8,6 +8,9 @@ Per benchmark and stage, from the tables (so they hold after any sequence of res
     not run      the stage never ran on it
     interrupted  the run says it is running, but no process holds its lock (killed, or the machine died)
 
+A stage over its benchmarks, and a run over its benchmarks, is ``combined``: failed only when every benchmark
+that ran failed (one failed beside usable ones is partial), a benchmark with nothing to do not counted.
+
 For one invocation, ``StageCalls`` counts the calls a stage made and how many failed. A stage that ends
 ``failed`` — every call of it failed, or the tables hold nothing usable of it — makes ``shaberi run`` exit
 with code 1 and one line naming the most common error (``describe``).
@@ -27,8 +30,8 @@ from .tables.objectlock import holder
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["ORDER", "StageCalls", "benchmark_statuses", "describe", "effective", "generation_status", "judging_status",
-           "run_status", "stage_status", "top_error", "worst", "writer_alive"]
+__all__ = ["ORDER", "StageCalls", "benchmark_statuses", "combined", "describe", "effective", "generation_status",
+           "judging_status", "run_status", "stage_status", "top_error", "worst", "writer_alive"]
 
 ORDER = ("ok", "not run", "partial", "running", "interrupted", "failed")  # better to worse
 _LEGACY = {"complete": "ok", "error": "failed"}  # statuses written before these words
@@ -38,6 +41,18 @@ def worst(statuses: list[str]) -> str:
     """The worst of several statuses (a run is as good as its worst benchmark); ``ok`` for none."""
     known = [_LEGACY.get(s, s) for s in statuses if s]
     return max(known, key=lambda s: ORDER.index(s) if s in ORDER else 0, default="ok")
+
+
+def combined(statuses: list[str]) -> str:
+    """A whole over parts done side by side (a stage over benchmarks, a run over its benchmarks): a part that
+    never ran (nothing to do there) does not count against those that did, and a failed part beside usable
+    ones makes the whole partial: failed only when every part that ran failed."""
+    ran = [_LEGACY.get(s, s) for s in statuses if s and _LEGACY.get(s, s) != "not run"]
+    if not ran:
+        return "not run" if statuses else "ok"
+    if all(s == "failed" for s in ran):
+        return "failed"
+    return worst([s for s in ran if s != "failed"] + (["partial"] if "failed" in ran else []))
 
 
 def generation_status(questions: int, answers: int, errors: int, missing: int) -> str:
@@ -116,9 +131,10 @@ def effective(status: str | None, alive: bool | None) -> str:
 
 
 def run_status(benchmarks: list[str]) -> str:
-    """A finished run's status from its benchmarks': something never done makes it partial, not 'not run'."""
-    status = worst(benchmarks)
-    return "partial" if status == "not run" else status
+    """A finished run's status from its benchmarks' (``combined``): something never done makes it partial, not
+    'not run', and so does a benchmark that failed beside usable ones."""
+    status = combined(benchmarks)
+    return "partial" if status == "not run" or (status == "ok" and "not run" in benchmarks) else status
 
 
 _STATUS_QUERY = """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -121,8 +122,8 @@ def test_like_for_like_judges_passes_and_dropped_questions_over_real_runs(server
     assert pooled["b"] > pooled["a"] + 2
 
     # An answer error on one side, a question judged on neither: dropped, counted, named.
-    broken = write_rakuda(tmp_path / "broken", [*texts[:5], texts[5] + " [[fail:401]]"])
-    run("c", broken, "--judge", "j1")
+    server.fail_next(401)  # one answer of the same questions fails (a marker would make it another question)
+    run("c", same, "--judge", "j1")
     partly = write_rakuda(tmp_path / "partly", texts)
     run("d", partly)
     run("d", partly, "--stages", "judge", "--judge", "j1", "--limit", "4")
@@ -134,6 +135,24 @@ def test_like_for_like_judges_passes_and_dropped_questions_over_real_runs(server
     run("e", same, "--judge", "j2")
     refused = shaberi("compare", "a", "e", "--results-dir", str(results))
     assert refused.returncode == 2 and "share no judge" in refused.stderr
+
+    # Another data file under the same ids (ELYZA's ids are row numbers): q0–q2 are other questions now. They
+    # are never paired, in compare or in the report's movers, and both say so.
+    run("f", write_rakuda(tmp_path / "other", [f"別の質問{i}" for i in range(3)] + texts[3:]), "--judge", "j1")
+    body = json.loads(shaberi("compare", "a", "f", "--format", "json", "--results-dir", str(results)).stdout)
+    assert body["benchmarks"][0]["n"] == 3
+    assert body["benchmarks"][0]["dropped_a"] == body["benchmarks"][0]["dropped_b"] == {"other question text": 3}
+    out = tmp_path / "f.html"
+    assert shaberi("report", "--tag", "a", "--compare", "f", "--out", str(out), "--results-dir",
+                   str(results)).returncode == 0
+    html = out.read_text(encoding="utf-8")
+    assert "a asked 6 questions, f 6, 3 of them the same" in html
+    assert "3 questions asked by both under one id with other texts (other data files?) left out" in html
+    assert not re.search(r"rakuda / q[012]:", html)  # never a mover
+    run("g", write_rakuda(tmp_path / "all-other", [f"別の質問{i}" for i in range(6)]), "--judge", "j1")
+    refused = shaberi("compare", "a", "g", "--results-dir", str(results))
+    assert refused.returncode == 2 and "rakuda: no question scored on both sides (6 share an id but not the " \
+        "text: other data files?)" in refused.stderr
 
 
 def query_answers_identical(results) -> bool:

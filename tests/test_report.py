@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from shaberi.generate import GenerationConfig
 from shaberi.legacy import import_tree
 from shaberi.llm.client import ClientConfig
 from shaberi.llm.endpoints import ModelAt
@@ -38,37 +39,44 @@ ELYZA = {
     ("new", 2): {"ja": [5, 3, 4], "jb": [5, 3, 3]},
 }
 LOOP = "同じ一行を何度も書いてしまう回答です。\\n" * 5  # the repetition pass: a line written 4 times or more
+SEEDS = {("base", 1): 11, ("base", 2): 12, ("new", 1): 21, ("new", 2): 22}  # a reply per run: its seed's
 
 
-def _judged(scores: dict[str, list[int]], i: int) -> str:
-    return "".join(f"<<judge@{j}: {j}の理由{i}。\\nFINAL SCORE: {s[i]}>>" for j, s in scores.items())
+def _asked(answers: dict[tuple[str, int], str], scores: dict[tuple[str, int], dict[str, list[int]]], i: int) -> str:
+    """One question text for every run: each run's answer (by its seed), and each judge's verdict on it."""
+    newline = "\\n"  # as the server reads it
+    return "".join(f"<<answer#{SEEDS[run]}: {text}>>" + "".join(
+        f"<<judge@{j}?{text.rsplit(newline, 1)[-1]}: {j}の理由{i}。{newline}FINAL SCORE: {s[i]}>>"
+        for j, s in scores[run].items()) for run, text in answers.items())
 
 
 @pytest.fixture(scope="module")
 def families(tmp_path_factory):
     """Two families of two runs each (tags base, new), Rakuda and ELYZA, judged by ja and jb with the scores
-    above; the repetition pass lowers the new runs' looping answer to Rakuda q5."""
+    above; the repetition pass lowers the new runs' looping answer to Rakuda q5. Every run asks the same
+    questions (one data file): the loopback server answers each run by its seed."""
     from shaberi.testing import LoopbackServer
 
     base = tmp_path_factory.mktemp("report")
+    data = base / "d" / "ja"
+    data.mkdir(parents=True)
+    with open(data / "rakuda.jsonl", "w", encoding="utf-8") as fh:
+        for i in range(6):
+            answers = {run: (LOOP if run[0] == "new" and i == 5 else "") + f"{run[0]}{run[1]}の回答{i}です。"
+                       for run in RAKUDA}
+            fh.write(json.dumps({"category": "地理" if i < 3 else "歴史", "question_id": f"q{i}",
+                                 "text": f"{_asked(answers, RAKUDA, i)} 日本の質問{i}"}, ensure_ascii=False) + "\n")
+    with open(data / "elyza_tasks_100.jsonl", "w", encoding="utf-8") as fh:
+        for i in range(3):
+            answers = {run: f"{run[0]}{run[1]}のエリザ回答{i}" for run in ELYZA}
+            fh.write(json.dumps({"input": f"{_asked(answers, ELYZA, i)} 課題{i}", "output": "模範解答",
+                                 "eval_aspect": "正確さ"}, ensure_ascii=False) + "\n")
     with LoopbackServer() as server:
-        for (tag, index), rakuda in RAKUDA.items():
-            data = base / f"d-{tag}{index}" / "ja"
-            data.mkdir(parents=True)
-            with open(data / "rakuda.jsonl", "w", encoding="utf-8") as fh:
-                for i in range(6):
-                    answer = LOOP if tag == "new" and i == 5 else f"{tag}{index}の回答{i}です。"
-                    text = f"<<answer: {answer}>> {_judged(rakuda, i)} 日本の質問{i}"
-                    fh.write(json.dumps({"category": "地理" if i < 3 else "歴史", "question_id": f"q{i}",
-                                         "text": text}, ensure_ascii=False) + "\n")
-            with open(data / "elyza_tasks_100.jsonl", "w", encoding="utf-8") as fh:
-                for i in range(3):
-                    text = f"<<answer: {tag}{index}のエリザ回答{i}>> {_judged(ELYZA[tag, index], i)} 課題{i}"
-                    fh.write(json.dumps({"input": text, "output": "模範解答", "eval_aspect": "正確さ"},
-                                        ensure_ascii=False) + "\n")
+        for (tag, index), seed in SEEDS.items():
             asyncio.run(run(RunRequest(
                 model="m", base_url=server.base_url, results_dir=base / "r", data_dir=data.parent,
                 benchmarks=["elyza", "rakuda"], tag=f"{tag}-run{index}", passes=build("repetition"),
+                generation=GenerationConfig(seed=seed),
                 judges=[ModelAt("ja", server.base_url), ModelAt("jb", server.base_url)],
                 client=ClientConfig(timeout=5, max_retries=0))))
     return base / "r"
@@ -217,6 +225,12 @@ def test_report_of_one_run_and_a_legacy_import(families, tmp_path, data_dir, ser
     assert "no token usage recorded" in legacy.read_text()
     missing = shaberi("report", "--tag", "nope", "--out", str(legacy), "--results-dir", str(tmp_path / "r"))
     assert missing.returncode == 2 and missing.stderr.startswith("error: no run tagged 'nope'")
+    missing = shaberi("report", "--tag", "nope", "--out", str(legacy), "--results-dir", str(families))
+    assert "tags there: base (2 runs), new (2 runs)\n" in missing.stderr  # the families --tag takes
+    itself = shaberi("report", "--tag", "base", "--compare", "base", "--out", str(tmp_path / "same.html"),
+                     "--results-dir", str(families))
+    assert itself.returncode == 2 and itself.stderr == ("error: --compare 'base' is --tag itself: name another tag "
+                                                         "to compare with\n") and not (tmp_path / "same.html").exists()
     # Where it writes: a directory or a path through a file is bad input; a link's target is written.
     (tmp_path / "afile").write_text("x")
     for bad, needle in [(tmp_path, "is a directory"), (tmp_path / "afile" / "x.html", "cannot make its folder")]:

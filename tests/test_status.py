@@ -70,6 +70,40 @@ def test_a_candidate_that_fails_every_call_and_a_base_url_without_v1(server, tmp
     assert proc.returncode == 2 and "probably lacks /v1" in proc.stderr and not (tmp_path / "r2").exists()
 
 
+def test_one_benchmark_failing_beside_a_usable_one_is_partial_and_its_errors_are_never_reused(server, tmp_path):
+    """Rakuda's every answer fails (401), ELYZA is answered and judged: the run holds usable work, so it is
+    partial and exits 0, and the judge stage that judged ELYZA is ok (Rakuda had nothing to judge). A resume
+    whose retries all fail again fails the command (exit 1) and still reads partial; the errored answers it
+    did not send to the judge are not counted as reused judgements."""
+    data = write_rakuda(tmp_path / "d", ["[[fail:401]] 質問1", "[[fail:401]] 質問2"])
+    with open(data / "ja" / "elyza_tasks_100.jsonl", "w", encoding="utf-8") as fh:
+        for i in range(3):
+            fh.write(json.dumps({"input": f"課題{i}", "output": "模範解答", "eval_aspect": "正確さ"},
+                                ensure_ascii=False) + "\n")
+    results = tmp_path / "r"
+    args = ["--benchmark", "rakuda,elyza", "--judge", "j"]
+    first = run(server.base_url, results, data, *args)
+    assert first.returncode == 0, first.stderr
+    m = manifest(results, "m", "t")
+    assert (m["status"], m["stages"]) == ("partial", {"generate": "partial", "judge": "ok"})
+    again = run(server.base_url, results, data, *args)
+    assert again.returncode == 1 and "error: generate stage: all 2 calls failed" in again.stderr
+    assert manifest(results, "m", "t")["status"] == "partial"
+    assert "judged 3 (3 reused, 0 called" in again.stdout and "2 errored answers not sent" in again.stdout
+    tokens = shaberi("view", "--tag", "t", "--format", "csv", "--tokens", "--results-dir", str(results)).stdout
+    judging = next(line for line in tokens.splitlines() if line.startswith("judging,"))
+    assert judging.split(",")[1:3] == ["3", "3"]  # 3 judge calls made, 3 judgements reused: not 5
+    assert shaberi("report", "--tag", "t", "--out", str(tmp_path / "t.html"), "--results-dir",
+                   str(results)).returncode == 0
+    html = (tmp_path / "t.html").read_text(encoding="utf-8")
+    assert "Rakuda: 2 judgements, 2 without a score (2 errored answers, never judged)" in html
+    assert "one judge (j): nothing to compare" in html
+    assert run(server.base_url, results, data, "--benchmark", "elyza", tag="unjudged").returncode == 0
+    assert shaberi("report", "--tag", "unjudged", "--out", str(tmp_path / "u.html"), "--results-dir",
+                   str(results)).returncode == 0
+    assert "no judge scored these answers" in (tmp_path / "u.html").read_text(encoding="utf-8")
+
+
 def test_a_run_killed_during_its_export_reads_as_interrupted(server, tmp_path):
     data = write_rakuda(tmp_path / "d", ["質問1", "質問2"])
     results = tmp_path / "r"
@@ -105,9 +139,11 @@ def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
     assert run(server.base_url, results, data_dir, "--benchmark", "rakuda", *common, tag="fam-run3").returncode == 0
     view = json.loads(shaberi("view", "--tag", "fam", "--format", "json", "--results-dir", str(results)).stdout)
     (section,) = view["scores"]
-    assert "left out, not every question answered and judged by j: fam-run3 (elyza)" in section["notes"]
+    assert "left out, not every question the family has answered and judged by j: fam-run3 (elyza)" in section["notes"]
     as_csv = shaberi("view", "--tag", "fam", "--format", "csv", "--results-dir", str(results)).stdout.splitlines()
     assert all("fam-run3 (elyza)" in line for line in as_csv[1:]) and len(as_csv) == 1 + 5  # on each row
+    assert "m · fam (3 runs, 2 counted) · judge: j" in shaberi("view", "--tag", "fam", "--format", "markdown",
+                                                               "--results-dir", str(results)).stdout
     rows = {r["benchmark"]: r for r in section["rows"]}
     overall = [v for (v,) in query(results, "SELECT overall FROM run_scores JOIN runs USING (run_id, model, tag) "
                                             "WHERE judge = 'j' AND tag IN ('fam-run1', 'fam-run2') ORDER BY tag")]
@@ -121,7 +157,9 @@ def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
     # The report and the leaderboard name the member they leave out too.
     report = shaberi("report", "--tag", "fam", "--out", str(tmp_path / "r.html"), "--results-dir", str(results))
     html = (tmp_path / "r.html").read_text(encoding="utf-8")
-    assert report.returncode == 0 and "left out, not every question answered and judged by j: fam-run3 (elyza)" in html
+    assert report.returncode == 0
+    assert "left out, not every question the family has answered and judged by j: fam-run3 (elyza)" in html
+    assert "fam (3 runs, 2 counted)" in html
     assert html.count("<circle") == 2 * 3  # the run-to-run dots: the two complete runs × ELYZA, Rakuda, Overall
     import csv
     import io
@@ -131,7 +169,8 @@ def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
     assert board.returncode == 0 and (ranked["Runs"], ranked["Runs (j)"]) == ("2", "2")
     assert float(ranked["Average (All)"]) == pytest.approx(rows["Overall"]["mean"], abs=1e-12)
     board = shaberi("leaderboard", "--tag", "fam", "--format", "markdown", "--results-dir", str(results))
-    assert "note: m: fam-run3 left out (not every question answered and judged by every judge)" in board.stdout
+    assert "note: m: fam-run3 left out (not every question the family has answered and judged by every judge)" \
+        in board.stdout
     # A judge that judged only part of every member: no run is complete for it, and the view says so.
     assert run(server.base_url, results, data_dir, "--runs", "2", "--benchmark", "rakuda", "--stages", "judge",
                "--judge", "j3", "--limit", "2", tag="fam").returncode == 0

@@ -103,8 +103,9 @@ def _render_report(report: Report, fmt: str, tokens_only: bool = False, clustere
     tables = []
     for s in report.sections:
         judge = "all judges pooled" if s.judge == "*" else s.judge
-        title = (f"{s.model} · {report.tag}{f' ({len(s.runs)} runs)' if report.multi else ''} · judge: {judge} · "
-                 f"status: {s.status}")
+        counted = f", {len(s.runs) - len(s.excluded)} counted" if s.excluded else ""
+        title = (f"{s.model} · {report.tag}{f' ({len(s.runs)} runs{counted})' if report.multi else ''} · "
+                 f"judge: {judge} · status: {s.status}")
         if report.multi:
             se = ["SE (by question)"] if clustered else []  # a column of dashes otherwise
             header = ["Benchmark", "Mean", "Std Dev", "95% CI", "Range", "Runs", *se, "Mean without passes", "Note"]
@@ -128,11 +129,14 @@ def _num(value: float | None) -> str:
 
 
 def _ci(low: float | None, high: float | None, mean: float | None) -> str:
-    return "-" if low is None or mean is None else f"{low:.2f}–{high:.2f}"
+    return "-" if mean is None else _range(low, high)
 
 
 def _range(low: float | None, high: float | None) -> str:
-    return "-" if low is None else f"{low:.2f}–{high:.2f}"
+    """``1.20–3.40``; ``-1.53 to 2.00`` when it starts below 0 (``-1.53–-0.70`` reads badly)."""
+    if low is None or high is None:
+        return "-"
+    return f"{low:.2f} to {high:.2f}" if low < 0 else f"{low:.2f}–{high:.2f}"
 
 
 
@@ -165,7 +169,7 @@ def compare(
              _dropped(c.dropped_b)] for c in report.benchmarks]
     if format != "csv":
         typer.echo("Compared like for like on\n" + "".join(f"  {line}\n" for line in report.basis.lines()))
-    print_rows(f"{tag_b} vs {tag_a} (0–10 scale; positive: B scores higher)", header, rows, format)
+    print_rows(f"A = {tag_a}, B = {tag_b} (0–10 scale; positive: B scores higher)", header, rows, format)
 
 
 def _dropped(reasons: dict[str, int]) -> str:

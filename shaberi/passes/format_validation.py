@@ -149,5 +149,5 @@ class FormatValidation(Pass):
         if not ignored:
             return Finding(0.0, "", detail)
         reason = "; ".join(f"asked {v['request']}{'' if v['asked'] is None else ' ' + str(v['asked'])}, "
-                           f"got {v['observed']}" for v in ignored)
+                           f"got {'none' if v['observed'] is False else v['observed']}" for v in ignored)
         return Finding(self.penalty(item, 0.2), reason, detail)

@@ -8,7 +8,8 @@ and what was left out is reported (``Basis``); sides with nothing in common are 
 
 Each question's score (0–10 scale, averaged over those judges and over the runs of a tag) is paired
 across the two tags; a question without a score on either side is dropped and counted, per side, with
-its reason (no answer, answer error, not judged, null score). Per benchmark: the mean difference B − A,
+its reason (no answer, answer error, not judged, null score, other question text: both sides asked a
+question by that id, with other texts, as other data files do). Per benchmark: the mean difference B − A,
 a paired bootstrap interval (scipy.stats.bootstrap, BCa) at the Bonferroni-adjusted level 1 − 0.05/k
 over the k benchmarks compared, the Wilcoxon signed-rank and paired t tests (scipy), Holm-corrected
 across benchmarks (statsmodels ``multipletests``), and the smallest difference a paired t test would
@@ -29,12 +30,24 @@ from ..errors import UsageError
 from ..tables.selection import Selection, left_out, select_runs
 from ..tables.sql import connect
 
-__all__ = ["Basis", "Comparison", "ComparisonReport", "compare"]
+__all__ = ["Basis", "Comparison", "ComparisonReport", "compare", "other_texts"]
 
 ALPHA = 0.05
 _SEP = "\x1f"  # joins judge, benchmark and prompt hash into one key
 # Each side's runs: a run on both sides (a tag and its own family, or a tag with itself) is counted on both.
 _SIDES = "SELECT unnest($a) AS run_id, true AS is_a UNION ALL SELECT unnest($b), false"
+# The (benchmark, question_id) pairs both sides asked with other texts (other data files give ELYZA's row
+# numbers to other tasks): never paired. A side without the question's text (no questions row) is not held
+# against it.
+_OTHER_TEXT = """
+    SELECT x.benchmark, x.question_id FROM (
+        SELECT benchmark, question_id, is_a, list(DISTINCT md5(turns::VARCHAR)) AS texts
+        FROM questions JOIN side_runs USING (run_id) GROUP BY ALL) x
+    JOIN (
+        SELECT benchmark, question_id, is_a, list(DISTINCT md5(turns::VARCHAR)) AS texts
+        FROM questions JOIN side_runs USING (run_id) GROUP BY ALL) y
+      ON y.benchmark = x.benchmark AND y.question_id = x.question_id AND x.is_a AND NOT y.is_a
+    WHERE NOT list_has_any(x.texts, y.texts)"""
 
 
 @dataclass
@@ -102,6 +115,11 @@ class ComparisonReport:
                 "benchmarks": [asdict(c) for c in self.benchmarks]}
 
 
+def other_texts(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: list[str]) -> set[tuple[str, str]]:
+    """The (benchmark, question id) pairs both sides asked with other texts: not the same question."""
+    return set(con.execute(f"WITH side_runs AS ({_SIDES}) {_OTHER_TEXT}", {"a": runs_a, "b": runs_b}).fetchall())
+
+
 def _side(results_dir: Path, tag: str, model: str | None) -> Selection:
     chosen = select_runs(results_dir, tag, model)
     if len(chosen.models) > 1:
@@ -131,6 +149,11 @@ def compare(results_dir: Path, tag_a: str, tag_b: str, model: str | None = None,
     basis, keys = _basis(con, tag_a, tag_b, runs_a, runs_b, judge)
     basis.excluded_runs = excluded_a + excluded_b
     rows = _per_question(con, runs_a, runs_b, basis, keys)
+    for bench, _, paired, _, dropped, _ in rows:  # a benchmark both judged, with no question to pair: say why
+        if not paired:
+            other = (dropped or {}).get("other question text")
+            basis.not_compared[bench] = "no question scored on both sides" + (
+                f" ({other} share an id but not the text: other data files?)" if other else "")
     results = _statistics(rows, seed)
     if not results:
         why = "; ".join(f"{b}: {w}" for b, w in basis.not_compared.items())
@@ -202,6 +225,7 @@ def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: lis
             UNION SELECT DISTINCT benchmark, question_id FROM judgement_rows JOIN side_runs USING (run_id)
             WHERE strategy = '' AND sample_index = 0
         ), sides AS (SELECT unnest([true, false]) AS is_a),
+        other AS ({_OTHER_TEXT}),
         a AS (
             SELECT benchmark, question_id, is_a, bool_and(error IS NOT NULL) AS failed
             FROM answers JOIN side_runs USING (run_id) WHERE strategy = '' AND sample_index = 0 GROUP BY ALL
@@ -212,8 +236,9 @@ def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: lis
               AND list_contains($keys, judge || '{_SEP}' || benchmark || '{_SEP}' || coalesce(prompt_hash, ''))
             GROUP BY ALL
         ), per AS (
-            SELECT q.benchmark, q.question_id, sides.is_a, s.score,
-                   CASE WHEN s.score IS NOT NULL THEN NULL
+            SELECT q.benchmark, q.question_id, sides.is_a, CASE WHEN o.question_id IS NULL THEN s.score END AS score,
+                   CASE WHEN o.question_id IS NOT NULL THEN 'other question text'
+                        WHEN s.score IS NOT NULL THEN NULL
                         WHEN a.question_id IS NULL AND s.judged IS NULL THEN 'no answer'
                         WHEN a.failed THEN 'answer error'
                         WHEN s.judged IS NULL THEN 'not judged'
@@ -221,6 +246,7 @@ def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: lis
             FROM q CROSS JOIN sides
             LEFT JOIN a ON a.benchmark = q.benchmark AND a.question_id = q.question_id AND a.is_a = sides.is_a
             LEFT JOIN s ON s.benchmark = q.benchmark AND s.question_id = q.question_id AND s.is_a = sides.is_a
+            LEFT JOIN other o ON o.benchmark = q.benchmark AND o.question_id = q.question_id
             ANTI JOIN excluded_questions x ON x.benchmark = q.benchmark AND x.question_id = q.question_id
         ), paired AS (
             SELECT x.benchmark, x.question_id, x.score AS score_a, y.score AS score_b

@@ -36,6 +36,7 @@ from ..errors import UsageError
 from ..resources import resource_dir
 from ..tables.selection import left_out, select_runs
 from .agreement import Agreement, agreement, ratings
+from .compare import other_texts
 from .inspector import Detail, Inspector
 from .output import write_atomic
 from .view import Section, build
@@ -74,6 +75,7 @@ class Block:
     agreement: Agreement | None = None
     passes: list[dict] = field(default_factory=list)  # pass_name, checked, changed, mean, min, max, examples
     tokens: list[dict] = field(default_factory=list)  # stage … cost_usd; the last row is the Total
+    all_runs: int = 0  # a family's members, those left out of ``runs`` included
 
 
 def _interval(mean: float | None, values: list[float]) -> tuple[float | None, float | None]:
@@ -130,7 +132,7 @@ def _block(results_dir: Path, inspector: Inspector, tag: str, model: str | None)
     counted = [r for r in chosen.runs if r.run_id not in excluded]
     runs = [r.run_id for r in counted]
     block = Block(tag, model, runs, [r.tag for r in counted], chosen.family, section.status, judges, tables,
-                  notes=list(section.notes))
+                  notes=list(section.notes), all_runs=len(chosen.runs))
     block.categories = _categories(con, runs)
     block.histograms = _histograms(con, runs)
     block.spread = _spread(con, runs, tag, model) if chosen.family else []
@@ -145,16 +147,18 @@ def _block(results_dir: Path, inspector: Inspector, tag: str, model: str | None)
 
 
 def _histograms(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[dict]:
-    """Per benchmark: how many judgements scored 0, 1, … 10 (rounded), and how many have no score."""
+    """Per benchmark: how many judgements scored 0, 1, … 10 (rounded), how many have no score, and how many of
+    those stand for answers that errored (never sent to a judge)."""
     counts: dict[str, list[int]] = {}
-    for title, bin_, n in con.execute(
-            "SELECT b.title, round(s.score_10)::INTEGER, count(*) FROM scores s JOIN benchmark_info b "
-            "USING (benchmark) WHERE list_contains($ids, s.run_id) AND s.strategy = '' GROUP BY ALL "
-            "ORDER BY min(b.position)", {"ids": run_ids}).fetchall():
-        bins = counts.setdefault(title, [0] * 12)  # 0–10, then the null scores
+    for title, bin_, answer_error, n in con.execute(
+            "SELECT b.title, round(s.score_10)::INTEGER, s.error = 'answer_error', count(*) FROM scores s "
+            "JOIN benchmark_info b USING (benchmark) WHERE list_contains($ids, s.run_id) AND s.strategy = '' "
+            "GROUP BY ALL ORDER BY min(b.position)", {"ids": run_ids}).fetchall():
+        bins = counts.setdefault(title, [0] * 13)  # 0–10, then the null scores, then the answer errors among them
         bins[11 if bin_ is None else min(max(bin_, 0), 10)] += n
-    return [{"title": t, "counts": c[:11], "null": c[11], "total": sum(c), "peak": max(c[:11])}
-            for t, c in counts.items()]
+        bins[12] += n if bin_ is None and answer_error else 0
+    return [{"title": t, "counts": c[:11], "null": c[11], "answer_errors": c[12], "total": sum(c[:12]),
+             "peak": max(c[:11])} for t, c in counts.items()]
 
 
 def _spread(con: duckdb.DuckDBPyConnection, run_ids: list[str], tag: str, model: str) -> list[dict]:
@@ -270,9 +274,13 @@ def _movers(inspector: Inspector, a: Block, b: Block) -> tuple[list[dict], list[
     info = {bench: (title, to_ten) for bench, title, to_ten in con.execute(
         "SELECT benchmark, title, to_ten FROM benchmark_info ORDER BY position").fetchall()}
     asked = [_asked(con, block.runs) for block in (a, b)]
-    keys = asked[0] & asked[1]  # a question one tag never asked did not move: it is out of the other's scope
+    other = other_texts(con, a.runs, b.runs)  # the same id, another question: it did not move
+    keys = (asked[0] & asked[1]) - other  # a question one tag never asked did not move: out of the other's scope
     if only := len(asked[0] ^ asked[1]):
         notes.append(f"{only} question{'s' if only > 1 else ''} asked by one tag only left out")
+    if other:
+        notes.append(f"{len(other)} question{'s' if len(other) > 1 else ''} asked by both under one id with other "
+                     "texts (other data files?) left out")
     score = {(r, bench, q): s for r, bench, q, s in per_run}
     tag_of = dict(zip(a.runs + b.runs, a.run_tags + b.run_tags, strict=True))
     groups: dict[str, list[Mover]] = {}
@@ -328,7 +336,7 @@ def _unlike(inspector: Inspector, a: Block, b: Block) -> list[str]:
     """What makes two tags' own scores not like for like: other questions, other judges."""
     con = inspector.con(*a.runs, *b.runs)
     asked = [_asked(con, block.runs) for block in (a, b)]
-    both = len(asked[0] & asked[1])
+    both = len((asked[0] & asked[1]) - other_texts(con, a.runs, b.runs))
     notes = []
     if not len(asked[0]) == len(asked[1]) == both:
         notes.append(f"{a.tag} asked {len(asked[0])} questions, {b.tag} {len(asked[1])}, {both} of them the same")
@@ -362,6 +370,8 @@ def _chart(blocks: list[Block]) -> dict:
 
 
 def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = None, model: str | None = None) -> Path:
+    if compare == tag:
+        raise UsageError(f"--compare {compare!r} is --tag itself: name another tag to compare with")
     inspector = Inspector(results_dir, None, model)
     blocks = [_block(results_dir, inspector, tag, model)]
     if compare:

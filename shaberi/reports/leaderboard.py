@@ -203,7 +203,8 @@ def board(results_dir: Path, tag: str = "legacy", as_published: bool = False) ->
             "WHERE mean IS NOT NULL").fetchall()}
         judged = con.execute("SELECT DISTINCT model, judge FROM benchmark_scores "
                              "WHERE judge <> '*' AND score IS NOT NULL").fetchall()
-        notes = [f"{model}: {', '.join(tags)} left out (not every question answered and judged by every judge)"
+        notes = [f"{model}: {', '.join(tags)} left out (not every question the family has answered and judged by "
+                 "every judge)"
                  for model, tags in con.execute(
                      "SELECT r.model, list(r.tag ORDER BY r.run_index) FROM run_completeness c JOIN runs r "
                      "USING (run_id) WHERE NOT c.complete AND c.judge = '*' AND r.tag <> r.base_tag "

@@ -36,6 +36,7 @@ class Section:
     status: str = "ok"  # the run's (a family: the worst member's), interrupted when its writer died
     notes: list[str] = field(default_factory=list)  # what the numbers leave out: excluded runs, stale judgements
     prompt_hashes: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> judging prompts scored
+    excluded: list[str] = field(default_factory=list)  # a family's runs left out of its numbers
 
 
 @dataclass
@@ -185,10 +186,11 @@ def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list
                       ["benchmark", "mean", "std_dev", "ci_low", "ci_high", "min", "max", "runs", "se_clustered",
                        "baseline_mean", "note"])
     excluded = left_out(con, judge, model)  # members that did less: their numbers would mix another average in
-    counted = [r for r in run_ids if r not in {e[0] for e in excluded}]
+    section.excluded = [e[0] for e in excluded]
+    counted = [r for r in run_ids if r not in section.excluded]
     if excluded:
         by = "" if judge == ALL_JUDGES else f" by {judge}"
-        section.notes.append(f"left out, not every question answered and judged{by}: " + ", ".join(
+        section.notes.append(f"left out, not every question the family has answered and judged{by}: " + ", ".join(
             f"{t} ({', '.join(b)})" for _, t, b in excluded))
     for bench, prompts in con.execute(
             "SELECT benchmark, list_sort(list_distinct(flatten(list(prompt_hashes)))) FROM benchmark_scores "

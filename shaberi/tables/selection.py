@@ -113,6 +113,10 @@ def select_runs(root: str | Path, tag: str, model: str | None = None, runs: int 
 
 
 def tags_there(root: Root, con: duckdb.DuckDBPyConnection | None = None) -> str:
-    """The tags of a results root, for a message saying that the one asked for is not there."""
-    tags = sorted({r.tag for r in find_runs(root, con=con)})
+    """The tags of a results root, for a message saying that the one asked for is not there: a family as the
+    base tag that names it (``v1 (3 runs)``), other runs by their tag."""
+    runs: dict[str, set[str]] = {}
+    for r in find_runs(root, con=con):
+        runs.setdefault(r.base_tag if r.tag != r.base_tag else r.tag, set()).add(r.tag)
+    tags = [f"{t} ({len(members)} runs)" if members != {t} else t for t, members in sorted(runs.items())]
     return f"tags there: {', '.join(tags[:20]) or 'none'}{' …' if len(tags) > 20 else ''}"

@@ -31,10 +31,14 @@ body so that a retry of the same request sees the next outcome::
                         ``usage_string``, ``tokens_bad`` (non-numeric and negative counts), ``tokens_huge``,
                         ``finish_number`` (a finish_reason that is a number)
     <<answer: TEXT>>    a candidate's reply is TEXT (``\n`` for newlines)
+    <<answer#N: TEXT>>  the reply to a request with seed N (before ``<<answer:``): one question text, a reply
+                        per run of a family, as the same question gets from a sampling model
 
 A request whose system message contains ``FINAL SCORE`` is a judge call. Its reply is
 ``<<judge: PRIMARY || FALLBACK>>`` from the prompt when present (FALLBACK once the conversation already
 holds the judge's first reply; ``<<judge@MODEL: …>>`` applies to that judge model only and comes first;
+``<<judge@MODEL?TEXT: …>>`` before it, and only when TEXT is in the prompt outside every ``<<…>>``: in the
+judged answer, so that each run's answer of one question gets its own verdict;
 ``<<judge64: …>>`` holds PRIMARY and FALLBACK base64-encoded, so that the reply is not a copy of the answer;
 a reply ending in ``[[length]]`` comes without that suffix and with ``finish_reason: length``),
 else a short reasoning line and ``FINAL SCORE: n`` with n in 1..5 from a hash of the prompt, valid on
@@ -67,6 +71,7 @@ __all__ = ["FakeLLM", "main", "request_key"]
 _FAULT = re.compile(r"\[\[fail:(\w+)(?:\*(\d+))?\]\]")
 _SHAPE = re.compile(r"\[\[shape:(\w+)\]\]")
 _ANSWER = re.compile(r"<<answer:(.*?)>>", re.S)
+_SEEDED_ANSWER = re.compile(r"<<answer#(\d+):(.*?)>>", re.S)
 _JUDGE = re.compile(r"<<judge(64)?:(.*?)>>", re.S)
 _DIRECTIVE = re.compile(r"<<.*?>>", re.S)
 _REASONING_MODEL = re.compile(r"^(o[134]|gpt-5)", re.I)
@@ -241,15 +246,22 @@ class FakeLLM:
     @staticmethod
     def _reply(messages: list[dict], text: str, key: str, seed: int | None = None, model: str = "") -> str:
         if any(m.get("role") == "system" and "FINAL SCORE" in str(m.get("content")) for m in messages):
-            if m := (re.search(rf"<<judge(@){re.escape(model)}:(.*?)>>", text, re.S) or _JUDGE.search(text)):
-                primary, _, fallback = m.group(2).partition("||")
-                reply = fallback if any(msg.get("role") == "assistant" for msg in messages) else primary
-                if m.group(1) == "64":
-                    return base64.b64decode(reply.strip()).decode()
-                return reply.strip().replace("\\n", "\n")
-            return f"テスト用の採点です。\nFINAL SCORE: {1 + int(key, 16) % 5}"
-        if m := _ANSWER.search(text):
-            return m.group(1).strip().replace("\\n", "\n")
+            outside = _DIRECTIVE.sub("", text)  # the prompt without markers: the judged answer is in it
+            when = re.finditer(rf"<<judge@{re.escape(model)}\?([^:>]*):(.*?)>>", text, re.S)
+            if found := next((c for c in when if c.group(1) and c.group(1) in outside), None):
+                kind, body = "@", found.group(2)
+            elif c := re.search(rf"<<judge(@){re.escape(model)}:(.*?)>>", text, re.S) or _JUDGE.search(text):
+                kind, body = c.group(1), c.group(2)
+            else:
+                return f"テスト用の採点です。\nFINAL SCORE: {1 + int(key, 16) % 5}"
+            primary, _, fallback = body.partition("||")
+            reply = fallback if any(msg.get("role") == "assistant" for msg in messages) else primary
+            if kind == "64":
+                return base64.b64decode(reply.strip()).decode()
+            return reply.strip().replace("\\n", "\n")
+        seeded = (a for a in _SEEDED_ANSWER.finditer(text) if seed is not None and int(a.group(1)) == seed)
+        if m := next(seeded, None) or _ANSWER.search(text):
+            return m.group(m.lastindex or 1).strip().replace("\\n", "\n")  # TEXT: the last group
         question = _DIRECTIVE.sub("", str(messages[-1].get("content") or "")).strip()  # not the test's markup
         content = f"「{question[:24]}」についてお答えします。これはテスト用サーバーの応答です。"
         if seed is not None:  # a different sample per seed, as a sampling model gives
