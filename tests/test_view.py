@@ -101,9 +101,9 @@ def test_view_scores_is_view(three_runs):
 
 
 def test_view_says_answered_not_judged_and_all_errored_never_not_run(server, tmp_path):
-    """Rakuda's every answer fails (HTTP 401), ELYZA's are answered; generated without judging (the family
-    stops at its failed first run), then the family and its run are viewed, then judged and viewed again:
-    each state named as it is."""
+    """Rakuda's every answer fails (HTTP 401), ELYZA's are answered; generated without judging (a partial run:
+    ELYZA is usable), then the family and one run are viewed, then judged and viewed again: each state named
+    as it is."""
     data = tmp_path / "d" / "ja"
     data.mkdir(parents=True)
     with open(data / "rakuda.jsonl", "w", encoding="utf-8") as fh:
@@ -117,17 +117,17 @@ def test_view_says_answered_not_judged_and_all_errored_never_not_run(server, tmp
     results = str(tmp_path / "r")
     common = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "elyza,rakuda", "--runs", "2",
               "--judge", "j", "--max-retries", "0", "--results-dir", results, "--data-dir", str(data.parent)]
-    assert shaberi(*common, "--stages", "generate").returncode == 1  # Rakuda's answers failed: the work failed
+    assert shaberi(*common, "--stages", "generate").returncode == 0  # Rakuda failed beside a usable ELYZA
 
     def notes(*args: str) -> dict[str, str]:
         proc = shaberi("view", *args, "--format", "json", "--results-dir", results)
         assert proc.returncode == 0, proc.stderr
         return {r["benchmark"]: r["note"] for r in json.loads(proc.stdout)["scores"][0]["rows"]}
 
-    for tag in ("default", "default-run1"):  # the family, and one run of it
+    for tag, runs in (("default", 2), ("default-run1", 1)):  # the family, and one run of it
         got = notes("--tag", tag)
-        assert got["ELYZA-tasks-100"] == "answered, not judged (4 answers)", tag
-        assert got["Rakuda"] == "all 3 answers errored" and got["Tengu-Bench"] == "not run", tag
+        assert got["ELYZA-tasks-100"] == f"answered, not judged ({4 * runs} answers)", tag
+        assert got["Rakuda"] == f"all {3 * runs} answers errored" and got["Tengu-Bench"] == "not run", tag
     assert shaberi("run", "--model", "m", "--tag", "default-run1", "--judge", f"j@{server.base_url}", "--stages",
                    "judge", "--results-dir", results, "--data-dir", str(data.parent)).returncode == 0
     got = notes("--tag", "default-run1")
