@@ -12,7 +12,7 @@ from scipy import optimize, stats
 from shaberi.reports.compare import compare
 from shaberi.tables.store import Store
 
-from .conftest import shaberi
+from .conftest import query, shaberi
 
 T = 1_700_000_000_000_000
 
@@ -51,7 +51,7 @@ def test_planted_difference_is_detected_and_null_differences_are_not(planted):
     assert rakuda.verdict == "n.s." and rakuda.diff == 0 and rakuda.p_wilcoxon == 1.0
 
     d = (b["elyza"] - a["elyza"]) * 2.0  # ELYZA on the 0-10 scale
-    assert elyza.n == 60 and elyza.diff == pytest.approx(d.mean(), abs=1e-12)
+    assert elyza.n == 60 and elyza.diff == pytest.approx(d.mean(), abs=1e-9)
     assert elyza.p_wilcoxon == pytest.approx(stats.wilcoxon(d).pvalue, abs=1e-12)
     assert elyza.p_t == pytest.approx(stats.ttest_rel(b["elyza"] * 2.0, a["elyza"] * 2.0).pvalue, abs=1e-12)
     # The interval is adjusted for the three benchmarks (Bonferroni), as the verdict read off it is.
@@ -147,7 +147,7 @@ def test_like_for_like_judges_passes_and_dropped_questions_over_real_runs(server
                    str(results)).returncode == 0
     html = out.read_text(encoding="utf-8")
     assert "a asked 6 questions, f 6, 3 of them the same" in html
-    assert "3 questions asked by both under one id with other texts (other data files?) left out" in html
+    assert "3 questions asked under one id with other texts (other data files?) left out" in html
     assert not re.search(r"rakuda / q[012]:", html)  # never a mover
     run("g", write_rakuda(tmp_path / "all-other", [f"別の質問{i}" for i in range(6)]), "--judge", "j1")
     refused = shaberi("compare", "a", "g", "--results-dir", str(results))
@@ -171,19 +171,47 @@ def query_scores(results) -> dict[str, float]:
 
 
 def test_a_run_on_both_sides_counts_on_both(server, tmp_path):
-    """A family against one of its own members, or a tag against itself: the shared run is on both sides."""
+    """A family against one of its own members: the shared run is on both sides. A tag against itself is
+    refused. One data file: each run answers by its seed, the judge scores each answer."""
     from .conftest import write_rakuda
 
     results = tmp_path / "r"
-    data = write_rakuda(tmp_path / "d", [f"<<judge@j1: FINAL SCORE: {s}>> 質問{i}" for i, s in enumerate([5, 3, 4])])
-    other = write_rakuda(tmp_path / "o", [f"<<judge@j1: FINAL SCORE: {s}>> 質問{i}" for i, s in enumerate([4, 2, 2])])
-    for tag, d in (("fam-run1", data), ("fam-run2", other)):
-        assert shaberi("run", "--model", "m", "--tag", tag, "--base-url", server.base_url, "--benchmark", "rakuda",
-                       "--judge", "j1", "--results-dir", str(results), "--data-dir", str(d)).returncode == 0
+    scores = {1: [5, 3, 4], 2: [4, 2, 2]}  # by seed
+    data = write_rakuda(tmp_path / "d", ["".join(f"<<answer#{seed}: 回答{seed}-{i}>><<judge@j1?回答{seed}-{i}: "
+                                                 f"FINAL SCORE: {s[i]}>>" for seed, s in scores.items()) + f" 質問{i}"
+                                         for i in range(3)])
+    for seed in scores:
+        assert shaberi("run", "--model", "m", "--tag", f"fam-run{seed}", "--base-url", server.base_url, "--benchmark",
+                       "rakuda", "--judge", "j1", "--seed", str(seed), "--results-dir", str(results), "--data-dir",
+                       str(data)).returncode == 0
     body = json.loads(shaberi("compare", "fam-run1", "fam", "--format", "json", "--results-dir",
                               str(results)).stdout)
     (rakuda,) = body["benchmarks"]
     assert (rakuda["mean_a"], rakuda["mean_b"]) == pytest.approx((4.0, 10 / 3))  # B: both runs, per question
-    same = json.loads(shaberi("compare", "fam-run1", "fam-run1", "--format", "json", "--results-dir",
+    same = shaberi("compare", "fam-run1", "fam-run1", "--results-dir", str(results))
+    assert same.returncode == 2 and same.stderr == "error: both tags are 'fam-run1': name another tag to compare with\n"
+    # A member asked another text under one id (q2 of another data file): within the family that id is not one
+    # question, and it is never paired.
+    lines = (data / "ja" / "rakuda.jsonl").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "o" / "ja").mkdir(parents=True)
+    (tmp_path / "o" / "ja" / "rakuda.jsonl").write_text("\n".join([*lines[:2], lines[2].replace("質問2", "別の質問2")]),
+                                                        encoding="utf-8")
+    assert shaberi("run", "--model", "m", "--tag", "fam-run3", "--base-url", server.base_url, "--benchmark",
+                   "rakuda", "--judge", "j1", "--seed", "3", "--results-dir", str(results), "--data-dir",
+                   str(tmp_path / "o")).returncode == 0
+    body = json.loads(shaberi("compare", "fam-run1", "fam", "--format", "json", "--results-dir",
                               str(results)).stdout)
-    assert same["benchmarks"][0]["diff"] == 0.0 and same["benchmarks"][0]["n"] == 3
+    (rakuda,) = body["benchmarks"]
+    assert rakuda["n"] == 2 and rakuda["dropped_a"] == rakuda["dropped_b"] == {"other question text": 1}
+    # The same questions from a file with CRLF line ends and trailing blanks: still one question each.
+    (tmp_path / "crlf" / "ja").mkdir(parents=True)
+    (tmp_path / "crlf" / "ja" / "rakuda.jsonl").write_text("\n".join(
+        line.replace(" 質問", "\\r\\n質問").replace('"}', ' "}') for line in lines), encoding="utf-8")
+    assert shaberi("run", "--model", "m", "--tag", "crlf", "--base-url", server.base_url, "--benchmark", "rakuda",
+                   "--judge", "j1", "--seed", "1", "--results-dir", str(results), "--data-dir",
+                   str(tmp_path / "crlf")).returncode == 0
+    assert "\r\n" in query(results, "SELECT turns[1] FROM questions JOIN runs USING (run_id) WHERE tag = 'crlf' "
+                                    "AND question_id = 'q0'")[0][0]
+    body = json.loads(shaberi("compare", "fam-run1", "crlf", "--format", "json", "--results-dir",
+                              str(results)).stdout)
+    assert body["benchmarks"][0]["n"] == 3 and body["benchmarks"][0]["diff"] == 0

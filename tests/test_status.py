@@ -65,6 +65,8 @@ def test_a_candidate_that_fails_every_call_and_a_base_url_without_v1(server, tmp
     assert judged.returncode == 1 and "judged 0 (0 reused, 0 called" in judged.stdout
     assert "2 errored answers not sent" in judged.stdout
     assert manifest(results, "m", "t")["stages"] == {"generate": "failed", "judge": "not run"}
+    judge_only = run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j", "--stages", "judge")
+    assert judge_only.returncode == 1 and "error: the run holds nothing usable" in judge_only.stderr
     bare = server.base_url.removesuffix("/v1")
     proc = run(bare, tmp_path / "r2", data, "--benchmark", "rakuda")
     assert proc.returncode == 2 and "probably lacks /v1" in proc.stderr and not (tmp_path / "r2").exists()
@@ -102,6 +104,12 @@ def test_one_benchmark_failing_beside_a_usable_one_is_partial_and_its_errors_are
     assert shaberi("report", "--tag", "unjudged", "--out", str(tmp_path / "u.html"), "--results-dir",
                    str(results)).returncode == 0
     assert "no judge scored these answers" in (tmp_path / "u.html").read_text(encoding="utf-8")
+    # A family: a member whose retries all fail again still holds ELYZA, so the next member is resumed too.
+    assert run(server.base_url, results, data, *args, "--runs", "2", tag="fam").returncode == 0
+    server.reset()
+    again = run(server.base_url, results, data, *args, "--runs", "2", tag="fam")
+    assert again.returncode == 1 and again.stdout.count("status: partial") == 2
+    assert server.stats()["calls"] == 4  # each member's two Rakuda questions asked once more
 
 
 def test_a_run_killed_during_its_export_reads_as_interrupted(server, tmp_path):

@@ -99,11 +99,13 @@ def demo(
         note = f"{model} on llama.cpp, {threads} thread(s) (a 0.5B model: the scores are not meaningful)"
     with server as endpoint:
         typer.echo(f"serving {note} at {endpoint.base_url}", err=True)
-        run_request(RunRequest(model=model, base_url=endpoint.base_url, results_dir=results_dir,
+        outcome = run_request(RunRequest(model=model, base_url=endpoint.base_url, results_dir=results_dir,
                         data_dir=data_dir or resource_dir("data") / "samples", tag="demo", limit=limit,
                         judges=[ModelAt(judge_model, endpoint.base_url)],
                         passes=build("lang_mixing,repetition,format_validation"), client=client,
                         generation=GenerationConfig(max_tokens=384), judging=JudgeConfig(max_tokens=384)))
+    if outcome.failed_stages or outcome.status == "failed":  # run_request said why
+        raise typer.Exit(1)
     view(tag="demo", runs=None, model=model, judge=None, format=Format.table, pricing=None, clustered_se=False,
          results_dir=results_dir)
     from ..reports.export import run_folder

@@ -104,7 +104,8 @@ def _render_report(report: Report, fmt: str, tokens_only: bool = False, clustere
     for s in report.sections:
         judge = "all judges pooled" if s.judge == "*" else s.judge
         counted = f", {len(s.runs) - len(s.excluded)} counted" if s.excluded else ""
-        title = (f"{s.model} · {report.tag}{f' ({len(s.runs)} runs{counted})' if report.multi else ''} · "
+        runs = f"{len(s.runs)} run{'s' if len(s.runs) > 1 else ''}"
+        title = (f"{s.model} · {report.tag}{f' ({runs}{counted})' if report.multi else ''} · "
                  f"judge: {judge} · status: {s.status}")
         if report.multi:
             se = ["SE (by question)"] if clustered else []  # a column of dashes otherwise

@@ -194,8 +194,17 @@ def run(
     if "generate" not in stages_run:  # every run of the family must have answers before any is judged
         for each in family:
             check_stored(each, stages_run)
+    failed = []
     for each in family:
-        run_request(each)
+        outcome = run_request(each)
+        if outcome.failed_stages or outcome.status == "failed":
+            failed.append(each.tag)
+            if outcome.status == "failed" and each is not family[-1]:  # nothing usable: the rest would fail alike
+                typer.echo(f"error: {each.tag} holds nothing usable; the family's later runs were not started",
+                           err=True)
+                break
+    if failed:
+        raise typer.Exit(1)
 
 
 def _family_notes(request: RunRequest) -> None:
@@ -295,7 +304,8 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
                "as $0; nothing was called)", header, table, "table")
 
 
-def run_request(request: RunRequest) -> None:
+def run_request(request: RunRequest) -> Outcome:
+    """Run one request, print what it did and why a stage failed; the caller sets the exit code."""
     import asyncio
 
     from rich.console import Console
@@ -332,9 +342,12 @@ def run_request(request: RunRequest) -> None:
         typer.echo(f"{lead}passes over {p.answers} answers, changing the "
                    f"score of: {', '.join(f'{name} {n}' for name, n in p.flagged.items())}{noted_text}{calls}")
     if failed:
-        typer.echo("  errored answers are retried by running the same command again (see answers.error_type)")
+        typer.echo(f"  errored answers are retried by running the same command again, up to --retry-errors "
+                   f"({request.retry_errors}) times each; --rerun asks them all again (see answers.error_type)")
     typer.echo(f"  status: {outcome.status}")
     if broken := outcome.failed_stages:
         typer.echo("error: " + "; ".join(describe(name, r) for name, r in broken.items()), err=True)
-        raise typer.Exit(1)
+    elif outcome.status == "failed":
+        typer.echo("error: the run holds nothing usable: every answer errored (see answers.error_type)", err=True)
+    return outcome
 

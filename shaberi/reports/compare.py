@@ -8,8 +8,8 @@ and what was left out is reported (``Basis``); sides with nothing in common are 
 
 Each question's score (0–10 scale, averaged over those judges and over the runs of a tag) is paired
 across the two tags; a question without a score on either side is dropped and counted, per side, with
-its reason (no answer, answer error, not judged, null score, other question text: both sides asked a
-question by that id, with other texts, as other data files do). Per benchmark: the mean difference B − A,
+its reason (no answer, answer error, not judged, null score, other question text: a question id asked
+with more than one text, as other data files do). Per benchmark: the mean difference B − A,
 a paired bootstrap interval (scipy.stats.bootstrap, BCa) at the Bonferroni-adjusted level 1 − 0.05/k
 over the k benchmarks compared, the Wilcoxon signed-rank and paired t tests (scipy), Holm-corrected
 across benchmarks (statsmodels ``multipletests``), and the smallest difference a paired t test would
@@ -36,18 +36,14 @@ ALPHA = 0.05
 _SEP = "\x1f"  # joins judge, benchmark and prompt hash into one key
 # Each side's runs: a run on both sides (a tag and its own family, or a tag with itself) is counted on both.
 _SIDES = "SELECT unnest($a) AS run_id, true AS is_a UNION ALL SELECT unnest($b), false"
-# The (benchmark, question_id) pairs both sides asked with other texts (other data files give ELYZA's row
-# numbers to other tasks): never paired. A side without the question's text (no questions row) is not held
-# against it.
+# The (benchmark, question_id) pairs asked with more than one text, on one side or across both (another data
+# file gives ELYZA's row numbers to other tasks): not one question, never paired. Texts are compared with
+# their whitespace runs as one space (CRLF files, trailing blanks); a run without the question's text (no
+# questions row) is not held against it.
 _OTHER_TEXT = """
-    SELECT x.benchmark, x.question_id FROM (
-        SELECT benchmark, question_id, is_a, list(DISTINCT md5(turns::VARCHAR)) AS texts
-        FROM questions JOIN side_runs USING (run_id) GROUP BY ALL) x
-    JOIN (
-        SELECT benchmark, question_id, is_a, list(DISTINCT md5(turns::VARCHAR)) AS texts
-        FROM questions JOIN side_runs USING (run_id) GROUP BY ALL) y
-      ON y.benchmark = x.benchmark AND y.question_id = x.question_id AND x.is_a AND NOT y.is_a
-    WHERE NOT list_has_any(x.texts, y.texts)"""
+    SELECT benchmark, question_id FROM questions JOIN side_runs USING (run_id)
+    GROUP BY benchmark, question_id
+    HAVING count(DISTINCT md5(trim(regexp_replace(array_to_string(turns, chr(10)), '\\s+', ' ', 'g')))) > 1"""
 
 
 @dataclass
@@ -116,7 +112,7 @@ class ComparisonReport:
 
 
 def other_texts(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: list[str]) -> set[tuple[str, str]]:
-    """The (benchmark, question id) pairs both sides asked with other texts: not the same question."""
+    """The (benchmark, question id) pairs asked with other texts, on a side or across both: not one question."""
     return set(con.execute(f"WITH side_runs AS ({_SIDES}) {_OTHER_TEXT}", {"a": runs_a, "b": runs_b}).fetchall())
 
 
@@ -141,6 +137,8 @@ def _complete(con: duckdb.DuckDBPyConnection, side: Selection, judge: str | None
 
 def compare(results_dir: Path, tag_a: str, tag_b: str, model: str | None = None, judge: str | None = None,
             seed: int = 0) -> ComparisonReport:
+    if tag_a == tag_b:
+        raise UsageError(f"both tags are {tag_a!r}: name another tag to compare with")
     side_a = _side(results_dir, tag_a, model)
     side_b = _side(results_dir, tag_b, model or side_a.models[0])
     con = connect(results_dir, None, list(dict.fromkeys(side_a.run_ids + side_b.run_ids)))
@@ -280,7 +278,9 @@ def _statistics(rows: list[tuple], seed: int) -> list[Comparison]:
     for bench, title, scores_a, scores_b, dropped_a, dropped_b in compared:
         a, b = np.asarray(scores_a), np.asarray(scores_b)
         d = b - a
-        c = Comparison(bench, title, len(d), float(a.mean()), float(b.mean()), float(d.mean()), ci_level=level,
+        # Means rounded as the SQL views round theirs: one mean prints the same here and in view.
+        c = Comparison(bench, title, len(d), round(float(a.mean()), 9), round(float(b.mean()), 9),
+                       round(float(d.mean()), 9), ci_level=level,
                        dropped_a=dict(dropped_a or {}), dropped_b=dict(dropped_b or {}))
         if len(d) >= 2 and np.ptp(d) > 0:
             boot = stats.bootstrap((d,), np.mean, confidence_level=level, n_resamples=9999, method="BCa",

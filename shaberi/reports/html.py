@@ -274,13 +274,13 @@ def _movers(inspector: Inspector, a: Block, b: Block) -> tuple[list[dict], list[
     info = {bench: (title, to_ten) for bench, title, to_ten in con.execute(
         "SELECT benchmark, title, to_ten FROM benchmark_info ORDER BY position").fetchall()}
     asked = [_asked(con, block.runs) for block in (a, b)]
-    other = other_texts(con, a.runs, b.runs)  # the same id, another question: it did not move
+    other = other_texts(con, a.runs, b.runs)  # one id, other questions: it did not move
     keys = (asked[0] & asked[1]) - other  # a question one tag never asked did not move: out of the other's scope
     if only := len(asked[0] ^ asked[1]):
         notes.append(f"{only} question{'s' if only > 1 else ''} asked by one tag only left out")
     if other:
-        notes.append(f"{len(other)} question{'s' if len(other) > 1 else ''} asked by both under one id with other "
-                     "texts (other data files?) left out")
+        notes.append(f"{len(other)} question{'s' if len(other) > 1 else ''} asked under one id with other texts "
+                     "(other data files?) left out")
     score = {(r, bench, q): s for r, bench, q, s in per_run}
     tag_of = dict(zip(a.runs + b.runs, a.run_tags + b.run_tags, strict=True))
     groups: dict[str, list[Mover]] = {}
@@ -309,6 +309,9 @@ def _movers(inspector: Inspector, a: Block, b: Block) -> tuple[list[dict], list[
             m.prompt = "\n\n".join(turns)[:TEXT]
         if top:
             found.append({"title": info[bench][0], "movers": top, "questions": len(groups[bench])})
+    unscored = sorted({bench for bench, _ in keys if bench in info and bench not in groups},
+                      key=list(info).index)  # asked by both, scored on neither side
+    notes += [f"{info[bench][0]}: no question scored on either side" for bench in unscored]
     return found, notes
 
 

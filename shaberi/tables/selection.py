@@ -118,5 +118,6 @@ def tags_there(root: Root, con: duckdb.DuckDBPyConnection | None = None) -> str:
     runs: dict[str, set[str]] = {}
     for r in find_runs(root, con=con):
         runs.setdefault(r.base_tag if r.tag != r.base_tag else r.tag, set()).add(r.tag)
-    tags = [f"{t} ({len(members)} runs)" if members != {t} else t for t, members in sorted(runs.items())]
+    tags = [t if members == {t} else f"{t} ({len(members)} run{'s' if len(members) > 1 else ''})"
+            for t, members in sorted(runs.items())]
     return f"tags there: {', '.join(tags[:20]) or 'none'}{' …' if len(tags) > 20 else ''}"
