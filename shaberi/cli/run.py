@@ -348,6 +348,7 @@ def run_request(request: RunRequest) -> Outcome:
     if broken := outcome.failed_stages:
         typer.echo("error: " + "; ".join(describe(name, r) for name, r in broken.items()), err=True)
     elif outcome.status == "failed":
-        typer.echo("error: the run holds nothing usable: every answer errored (see answers.error_type)", err=True)
+        typer.echo(f"error: the run holds nothing usable: every benchmark failed (shaberi view --tag {request.tag} "
+                   "says how)", err=True)
     return outcome
 

@@ -34,7 +34,7 @@ __all__ = ["Basis", "Comparison", "ComparisonReport", "compare", "other_texts"]
 
 ALPHA = 0.05
 _SEP = "\x1f"  # joins judge, benchmark and prompt hash into one key
-# Each side's runs: a run on both sides (a tag and its own family, or a tag with itself) is counted on both.
+# Each side's runs: a run on both sides (a tag and its own family) is counted on both.
 _SIDES = "SELECT unnest($a) AS run_id, true AS is_a UNION ALL SELECT unnest($b), false"
 # The (benchmark, question_id) pairs asked with more than one text, on one side or across both (another data
 # file gives ELYZA's row numbers to other tasks): not one question, never paired. Texts are compared with
