@@ -86,6 +86,7 @@ def test_one_benchmark_failing_beside_a_usable_one_is_partial_and_its_errors_are
     args = ["--benchmark", "rakuda,elyza", "--judge", "j"]
     first = run(server.base_url, results, data, *args)
     assert first.returncode == 0, first.stderr
+    assert f"next: shaberi view --tag t --results-dir {results} (scores)" in first.stdout  # what to run next
     m = manifest(results, "m", "t")
     assert (m["status"], m["stages"]) == ("partial", {"generate": "partial", "judge": "ok"})
     again = run(server.base_url, results, data, *args)

@@ -203,6 +203,9 @@ def run(
                 typer.echo(f"error: {each.tag} holds nothing usable; the family's later runs were not started",
                            err=True)
                 break
+    where = "" if str(request.results_dir) == str(DEFAULT_RESULTS) else f" --results-dir {request.results_dir}"
+    typer.echo(f"next: shaberi view --tag {request.tag}{where} (scores), shaberi report --tag {request.tag}{where} "
+               "--out report.html (why)")
     if failed:
         raise typer.Exit(1)
 
