@@ -97,6 +97,11 @@ class Outcome:
         """Stages of this invocation that failed (every call failed, or nothing usable): exit code 1."""
         return {name: r for name, r in self.stages.items() if r.get("status") == "failed"}
 
+    @property
+    def failed(self) -> bool:
+        """The command fails (exit 1): a stage failed now, or the run holds nothing usable."""
+        return bool(self.failed_stages) or self.status == "failed"
+
 
 def parse_stages(spec: str | list[str] | None, have_judges: bool, have_passes: bool = False, rejudge: bool = False
                  ) -> list[str]:

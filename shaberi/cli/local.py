@@ -104,7 +104,7 @@ def demo(
                         judges=[ModelAt(judge_model, endpoint.base_url)],
                         passes=build("lang_mixing,repetition,format_validation"), client=client,
                         generation=GenerationConfig(max_tokens=384), judging=JudgeConfig(max_tokens=384)))
-    if outcome.failed_stages or outcome.status == "failed":  # run_request said why
+    if outcome.failed:  # run_request said why
         raise typer.Exit(1)
     view(tag="demo", runs=None, model=model, judge=None, format=Format.table, pricing=None, clustered_se=False,
          results_dir=results_dir)

@@ -197,7 +197,7 @@ def run(
     failed = []
     for each in family:
         outcome = run_request(each)
-        if outcome.failed_stages or outcome.status == "failed":
+        if outcome.failed:
             failed.append(each.tag)
             if outcome.status == "failed" and each is not family[-1]:  # nothing usable: the rest would fail alike
                 typer.echo(f"error: {each.tag} holds nothing usable; the family's later runs were not started",
