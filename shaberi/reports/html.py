@@ -259,7 +259,7 @@ class Mover:
         return None if self.difference is None else self.difference / self.to_ten
 
 
-def _movers(inspector: Inspector, a: Block, b: Block) -> tuple[list[dict], list[str]]:
+def _movers(inspector: Inspector, a: Block, b: Block, overlap: Overlap) -> tuple[list[dict], list[str]]:
     """Per benchmark, the questions whose score moved most between the tags (those that lost or gained a score
     altogether first), and what the ranking rests on."""
     con = inspector.con(*a.runs, *b.runs)
@@ -273,13 +273,11 @@ def _movers(inspector: Inspector, a: Block, b: Block) -> tuple[list[dict], list[
                           {"ids": a.runs + b.runs, "judges": shared}).fetchall()
     info = {bench: (title, to_ten) for bench, title, to_ten in con.execute(
         "SELECT benchmark, title, to_ten FROM benchmark_info ORDER BY position").fetchall()}
-    asked = [_asked(con, block.runs) for block in (a, b)]
-    other = other_texts(con, a.runs, b.runs)  # one id, other questions: it did not move
-    keys = (asked[0] & asked[1]) - other  # a question one tag never asked did not move: out of the other's scope
-    if only := len(asked[0] ^ asked[1]):
+    keys = overlap.same  # a question one tag never asked, or asked as another text, did not move
+    if only := len(overlap.a ^ overlap.b):
         notes.append(f"{only} question{'s' if only > 1 else ''} asked by one tag only left out")
-    if other:
-        notes.append(f"{len(other)} question{'s' if len(other) > 1 else ''} asked under one id with other texts "
+    if n := len(overlap.other):
+        notes.append(f"{n} question{'s' if n > 1 else ''} asked under one id with other texts "
                      "(other data files?) left out")
     score = {(r, bench, q): s for r, bench, q, s in per_run}
     tag_of = dict(zip(a.runs + b.runs, a.run_tags + b.run_tags, strict=True))
@@ -329,20 +327,35 @@ def _category_rows(blocks: list[Block]) -> list[dict]:
     return list(rows.values())
 
 
-def _asked(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> set[tuple[str, str]]:
-    """The (benchmark, question id) pairs these runs asked."""
-    return set(con.execute("SELECT DISTINCT benchmark, question_id FROM questions WHERE list_contains($ids, run_id)",
-                           {"ids": run_ids}).fetchall())
+@dataclass
+class Overlap:
+    """The (benchmark, question id) pairs each tag asked, and those asked with other texts (not one question)."""
+
+    a: set[tuple[str, str]]
+    b: set[tuple[str, str]]
+    other: set[tuple[str, str]]
+
+    @property
+    def same(self) -> set[tuple[str, str]]:
+        return (self.a & self.b) - self.other
 
 
-def _unlike(inspector: Inspector, a: Block, b: Block) -> list[str]:
-    """What makes two tags' own scores not like for like: other questions, other judges."""
+def _overlap(inspector: Inspector, a: Block, b: Block) -> Overlap:
     con = inspector.con(*a.runs, *b.runs)
-    asked = [_asked(con, block.runs) for block in (a, b)]
-    both = len((asked[0] & asked[1]) - other_texts(con, a.runs, b.runs))
+
+    def asked(run_ids: list[str]) -> set[tuple[str, str]]:
+        return set(con.execute("SELECT DISTINCT benchmark, question_id FROM questions "
+                               "WHERE list_contains($ids, run_id)", {"ids": run_ids}).fetchall())
+
+    return Overlap(asked(a.runs), asked(b.runs), other_texts(con, a.runs, b.runs))
+
+
+def _unlike(a: Block, b: Block, overlap: Overlap) -> list[str]:
+    """What makes two tags' own scores not like for like: other questions, other judges."""
+    both = len(overlap.same)
     notes = []
-    if not len(asked[0]) == len(asked[1]) == both:
-        notes.append(f"{a.tag} asked {len(asked[0])} questions, {b.tag} {len(asked[1])}, {both} of them the same")
+    if not len(overlap.a) == len(overlap.b) == both:
+        notes.append(f"{a.tag} asked {len(overlap.a)} questions, {b.tag} {len(overlap.b)}, {both} of them the same")
     if a.judges != b.judges:
         notes.append(f"{a.tag} was judged by {', '.join(a.judges) or 'no judge'}, {b.tag} by "
                      f"{', '.join(b.judges) or 'no judge'}")
@@ -379,8 +392,13 @@ def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = N
     blocks = [_block(results_dir, inspector, tag, model)]
     if compare:
         blocks.append(_block(results_dir, inspector, compare, model or blocks[0].model))
-    movers, movers_notes = _movers(inspector, *blocks) if compare else ([], [])
-    unlike = _unlike(inspector, *blocks) if compare else []
+    movers: list[dict] = []
+    movers_notes: list[str] = []
+    unlike: list[str] = []
+    if compare:
+        overlap = _overlap(inspector, blocks[0], blocks[1])
+        movers, movers_notes = _movers(inspector, blocks[0], blocks[1], overlap)
+        unlike = _unlike(blocks[0], blocks[1], overlap)
     category_judges = None
     if compare and blocks[0].judges != blocks[1].judges and (shared := sorted(set(blocks[0].judges)
                                                                               & set(blocks[1].judges))):
