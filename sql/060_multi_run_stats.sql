@@ -4,7 +4,7 @@
 -- the mean without pass deltas. Only complete runs count (run_completeness; a run with no
 -- question to do is complete: a member that ran fewer
 -- benchmarks or questions, or was not judged by this judge, would mix a different average in);
--- excluded_runs lists the others by tag. Rounded to 9 decimals, as score_means is.
+-- excluded_runs lists the others by tag. Rounded by score_round, as score_means is.
 CREATE OR REPLACE VIEW multi_run_stats AS
 WITH counted AS (
     SELECT s.* FROM benchmark_scores s LEFT JOIN run_completeness c USING (run_id, judge)
@@ -18,10 +18,10 @@ WITH counted AS (
     WHERE coalesce(c.complete, true) AND r.tag <> r.base_tag AND r.overall IS NOT NULL
 ), summary AS (
     SELECT base_tag, model, judge, benchmark, title, position,
-           count(*) AS runs, round(avg(score), 9) AS mean, round(stddev_samp(score), 9) AS sd,
+           count(*) AS runs, score_round(avg(score)) AS mean, score_round(stddev_samp(score)) AS sd,
            t_quantile(0.975, count(*) - 1) * stddev_samp(score) / sqrt(count(*)) AS margin,
            min(score) AS min, max(score) AS max, list(score ORDER BY run_index) AS "values",
-           round(avg(baseline_score), 9) AS baseline_mean
+           score_round(avg(baseline_score)) AS baseline_mean
     FROM per_run GROUP BY ALL
 ), excluded AS (
     SELECT r.model, r.base_tag, c.judge, list(r.tag ORDER BY r.run_index) AS excluded_runs
@@ -29,5 +29,6 @@ WITH counted AS (
     WHERE NOT c.complete AND r.tag <> r.base_tag
     GROUP BY ALL
 )
-SELECT s.*, round(s.mean - s.margin, 9) AS ci_low, round(s.mean + s.margin, 9) AS ci_high, coalesce(e.excluded_runs, []) AS excluded_runs
+SELECT s.*, score_round(s.mean - s.margin) AS ci_low, score_round(s.mean + s.margin) AS ci_high,
+       coalesce(e.excluded_runs, []) AS excluded_runs
 FROM summary s LEFT JOIN excluded e USING (model, base_tag, judge);

@@ -159,7 +159,7 @@ def test_a_family_ranks_by_its_mean_with_the_t_interval_of_multi_run_stats(serve
     header, rows = board(results, "--tag", "fam-run2")
     assert "Runs" not in header and "Average (All) CI low" not in header and len(rows) == 2
     assert sorted(float(r["Average (All)"]) for r in rows) == pytest.approx(
-        sorted(v[1] for k, v in per_run.items() if k[1:] == ("*", "overall")), abs=1e-15)  # one rounding
+        sorted(v[1] for k, v in per_run.items() if k[1:] == ("*", "overall")), abs=1e-12)
 
 
 def test_the_gpt4_columns_follow_a_gpt4_judge(server, tmp_path, data_dir, legacy):

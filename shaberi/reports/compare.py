@@ -28,7 +28,7 @@ import duckdb
 
 from ..errors import UsageError
 from ..tables.selection import Selection, left_out, select_runs
-from ..tables.sql import connect
+from ..tables.sql import SCORE_DIGITS, connect
 
 __all__ = ["Basis", "Comparison", "ComparisonReport", "compare", "other_texts"]
 
@@ -279,8 +279,8 @@ def _statistics(rows: list[tuple], seed: int) -> list[Comparison]:
         a, b = np.asarray(scores_a), np.asarray(scores_b)
         d = b - a
         # Means rounded as the SQL views round theirs: one mean prints the same here and in view.
-        c = Comparison(bench, title, len(d), round(float(a.mean()), 9), round(float(b.mean()), 9),
-                       round(float(d.mean()), 9), ci_level=level,
+        c = Comparison(bench, title, len(d), round(float(a.mean()), SCORE_DIGITS), round(float(b.mean()), SCORE_DIGITS),
+                       round(float(d.mean()), SCORE_DIGITS), ci_level=level,
                        dropped_a=dict(dropped_a or {}), dropped_b=dict(dropped_b or {}))
         if len(d) >= 2 and np.ptp(d) > 0:
             boot = stats.bootstrap((d,), np.mean, confidence_level=level, n_resamples=9999, method="BCa",

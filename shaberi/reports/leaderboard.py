@@ -50,7 +50,7 @@ import duckdb
 from .. import benchmarks as bm
 from ..errors import UsageError
 from ..tables.selection import find_runs, tags_there
-from ..tables.sql import connect
+from ..tables.sql import SCORE_DIGITS, connect
 from .output import write_atomic
 
 __all__ = ["FORMATS", "JUDGE_TITLES", "Board", "Column", "board", "columns", "leaderboard", "output_format",
@@ -254,7 +254,7 @@ def board(results_dir: Path, tag: str = "legacy", as_published: bool = False) ->
                 cells = [v for s in [average, *stats] for v in ((s.mean, s.low, s.high) if s else (None,) * 3)]
                 return cells, average.mean if average else None, runs
             present = [s.mean for s in stats if s]
-            mean = round(sum(present) / len(present), 9) if present else None  # as run_scores rounds it
+            mean = round(sum(present) / len(present), SCORE_DIGITS) if present else None  # as run_scores
             return [mean, *(s.mean if s else None for s in stats)], mean, 1
 
         pooled, mean_all, runs_all = block("*")

@@ -27,9 +27,12 @@ from .layout import live_parts, live_parts_under
 from .location import Root, as_root, attach, is_remote
 from .schema import TABLES, Table
 
-__all__ = ["connect", "load_pricing", "materialize", "read_only", "reattach", "relisting"]
+__all__ = ["SCORE_DIGITS", "connect", "load_pricing", "materialize", "read_only", "reattach", "relisting"]
 
 T = TypeVar("T")
+# Decimals every score mean is rounded to (the SQL macro score_round, compare, the leaderboard): DuckDB sums in
+# the order each plan gives, and the last bits it leaves would print one mean as 3.67 in one view, 3.68 in another.
+SCORE_DIGITS = 9
 
 
 def relisting(define: Callable[[], T], attempts: int = 8) -> T:
@@ -183,6 +186,7 @@ def _define(con: duckdb.DuckDBPyConnection, root: Root, pricing: Path | None, ru
         con.executemany("INSERT INTO excluded_questions VALUES (?, ?)", excluded)
     con.execute("CREATE OR REPLACE TABLE pricing (model VARCHAR, input DOUBLE, output DOUBLE, cached_input DOUBLE)")
     con.executemany("INSERT INTO pricing VALUES (?, ?, ?, ?)", load_pricing(pricing))
+    con.execute(f"CREATE OR REPLACE MACRO score_round(x) AS round(x, {SCORE_DIGITS})")
     scripts = []
     for path in sorted(resource_dir("sql").glob("*.sql")):
         scripts.append(_keys_filled(path.read_text(encoding="utf-8")))
