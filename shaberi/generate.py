@@ -186,9 +186,6 @@ async def generate(
         finally:
             stop.set()
             await ticker
-        cached = {name: b.cached for name, b in progress.benchmarks.items() if b.cached}
-        for name, n in cached.items():
-            journal.append("token_usage", rows.token_usage(run_id, "generation", name, model, cached_requests=n))
     finally:
         journal.close()
     if existing or len(store.parts("answers", run_id)) > 16:

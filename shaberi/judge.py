@@ -67,7 +67,6 @@ class JudgeProgress:
     failed: int = 0  # of which the judge call itself failed (after retries)
     failures: Counter[str] = field(default_factory=Counter)  # why, by error
     answer_errors: int = 0  # error answers: recorded for each judge, never sent
-    reused_by: Counter[tuple[str, str]] = field(default_factory=Counter)  # (benchmark, judge) -> reused
     fallbacks: int = 0
     null_scores: int = 0
     by_judge: dict[str, int] = field(default_factory=dict)
@@ -120,8 +119,6 @@ async def judge(
             Dispatcher(plan([j for j in judges if j.client is c]), call, record, c.max_in_flight).run()
             for c in clients
         ))
-        for (bench, name), n in progress.reused_by.items():  # the token table's "reused" column
-            journal.append("token_usage", token_usage(run_id, "judging", bench, name, cached_requests=n))
     finally:
         journal.close()
     store.compact("judgements", run_id)
@@ -205,7 +202,6 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
             if decided == "reused":
                 progress.done += 1
                 progress.reused += 1
-                progress.reused_by[(name, j.name)] += 1
                 continue
             if decided.startswith("answer_error"):  # never sent to a judge; counted, not averaged as zero
                 if decided == "answer_error":

@@ -27,7 +27,7 @@ from .prompts import generation_template, judging_hash, template_hash
 from .redact import strip_credentials
 from .reports.export import export_connection, export_run, export_summary, write_manifest, write_progress_manifest
 from .run import RunInfo, run_id_for, validate_name
-from .status import StageCalls, benchmark_statuses, combined, describe, run_status, stage_status, top_error, worst
+from .status import StageCalls, benchmark_statuses, combined, describe, run_status, stage_status, top_error
 from .tables.sql import connect, reattach
 from .tables.store import Store, now_us
 
@@ -94,12 +94,19 @@ class Outcome:
 
     @property
     def failed_stages(self) -> dict[str, dict]:
-        """Stages of this invocation that failed (every call failed, or nothing usable): exit code 1."""
+        """Stages of this invocation that the tables say failed (nothing usable of them): exit code 1."""
         return {name: r for name, r in self.stages.items() if r.get("status") == "failed"}
 
     @property
+    def vain_stages(self) -> dict[str, dict]:
+        """Stages of this invocation whose every call failed, though the tables hold usable work of them (a resume
+        retrying errors in vain): said, and the state, the status and the exit code stay as they were."""
+        return {name: r for name, r in self.stages.items()
+                if r.get("status") != "failed" and name in self.calls and self.calls[name].all_failed}
+
+    @property
     def failed(self) -> bool:
-        """The command fails (exit 1): a stage failed now, or the run holds nothing usable."""
+        """The command fails (exit 1): a stage it ran holds nothing usable, or the whole run does."""
         return bool(self.failed_stages) or self.status == "failed"
 
 
@@ -172,7 +179,8 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             previous, limits_before = _merge_previous(store, info)
             if on_start:
                 on_start(outcome)
-            tracker = _Stages(req.results_dir, store, info.run_id, stages, previous)
+            tracker = _Stages(req.results_dir, store, info.run_id, stages, previous, benchmarks=names,
+                              judges=[j.name for j in judges])
             row = lambda status: info.row(status, limits=endpoint_limits(clients, limits_before))  # noqa: E731
             async def do(stage: str) -> None:
                 if stage == "generate":
@@ -296,7 +304,8 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
             if on_start:
                 on_start(outcome)
             previous = orjson.loads(row.get("stages") or "{}")
-            tracker = _Stages(req.results_dir, store, run_id, stages, previous, rejudge=req.rejudge)
+            tracker = _Stages(req.results_dir, store, run_id, stages, previous, rejudge=req.rejudge, benchmarks=names,
+                              judges=[j.name for j in judges])
             since = rejudge_since(row)
 
             def updated(status: str) -> dict:
@@ -342,9 +351,12 @@ class _Stages:
     exception ends it. Earlier invocations' stage records are kept (``runs.stages``)."""
 
     def __init__(self, results_dir: Path, store: Store, run_id: str, stages: list[str], previous: dict,
-                 rejudge: bool = False) -> None:
+                 rejudge: bool = False, benchmarks: list[str] | None = None, judges: list[str] | None = None) -> None:
         self.results_dir, self.store, self.run_id, self.stages = results_dir, store, run_id, stages
         self.rejudge = rejudge
+        # What each stage works on, kept in its record with its start: the rows in scope made before it started
+        # are the ones it reused (the ``reused`` view). None: every benchmark.
+        self.scope = {"benchmarks": benchmarks, "judges": judges or []}
         self.state: dict[str, dict] = dict(previous) | {s: {"status": "pending"} for s in stages}
         self.counts: Callable[[], dict[str, dict]] = dict
         self.make_row: Callable[[str], dict] = lambda status: {}
@@ -376,14 +388,16 @@ class _Stages:
         """Each stage in turn, recorded in the run's row (and manifest) when it starts and when it ends: what a
         reader finds if this process dies meanwhile."""
         for name in self.stages:
-            self.state[name] = {"status": "running", "started_at": now_us(),
-                                **({"rejudge": True} if name == "judge" and self.rejudge else {})}
+            begun = {"started_at": now_us(), "benchmarks": self.scope["benchmarks"],
+                     **({"judges": self.scope["judges"]} if name == "judge" else {}),
+                     **({"rejudge": True} if name == "judge" and self.rejudge else {})}
+            self.state[name] = {"status": "running", **begun}
             row = self._row("running")
             self.store.replace("runs", self.run_id, [row])
             write_progress_manifest(self.results_dir, row, self.counts())
             await do(name)
             outcome.calls[name] = _calls(name, outcome)
-            self.state[name] = outcome.calls[name].record() | {"finished_at": now_us()}
+            self.state[name] = begun | outcome.calls[name].record() | {"finished_at": now_us()}
             self.store.replace("runs", self.run_id, [self._row("running")])
 
     def finish(self, scoped: list[str] | None, export: bool, family: bool, model: str, base_tag: str
@@ -393,18 +407,17 @@ class _Stages:
         # The statuses need only the coverage views; the export needs them all (one connection either way).
         con = export_connection(self.results_dir, self.run_id) if export else connect(
             self.results_dir, None, [self.run_id], upto="coverage")
-        benchmarks = benchmark_statuses(con)
+        benchmarks = benchmark_statuses(con, self.run_id)
         for name in self.stages:
             in_scope = [b for n, b in benchmarks.items() if scoped is None or n in scoped]
             record = self.state[name]
-            record["status"] = worst([record["status"], combined([stage_status(b, name) for b in in_scope])])
+            # What the tables hold, not how this invocation's calls went (they are in the record beside it): a
+            # resume whose retries all fail again leaves the stage, and the exit code, as they were.
+            record["status"] = combined([stage_status(b, name) for b in in_scope])
             if record["status"] == "failed" and not record.get("error"):  # nothing usable, though no call failed now
                 record["error"], record["error_count"] = top_error(in_scope, name)
         failed = [name for name in self.stages if self.state[name]["status"] == "failed"]
-        # The run's status is what its tables hold; a stage whose every call failed now (a resume retrying errors
-        # in vain) fails this command, and keeps a run that holds usable work from reading ok.
         status = run_status([b["status"] for b in benchmarks.values()])
-        status = "partial" if failed and status == "ok" else status
         error = "; ".join(describe(name, self.state[name]) for name in failed) or None
         if export:  # the stages are done; the run still says running until its export is written
             write_progress_manifest(self.results_dir, self._row("running"), self.counts())

@@ -1,37 +1,36 @@
-"""Honest statuses: what a run, a stage and a benchmark came to, and whether the process writing it is alive.
+"""Honest statuses: what a run, a stage and a benchmark came to.
 
 Per benchmark and stage, from the tables (so they hold after any sequence of resumes):
 
     ok           everything asked for is there
     partial      some of it (the counts say what is missing)
-    failed       nothing usable: every answer errored, or every judge call failed
+    failed       nothing usable: every answer errored, or no judgement holds a score (every judge call failed,
+                 or no reply could be read), or no answer was checked by a pass
     not run      the stage never ran on it
-    interrupted  the run says it is running, but no process holds its lock (killed, or the machine died)
 
-A stage over its benchmarks, and a run over its benchmarks, is ``combined``: failed only when every benchmark
-that ran failed (one failed beside usable ones is partial), a benchmark with nothing to do not counted.
+Several parts done side by side are ``combined``: failed only when every part that ran failed (one failed beside
+usable ones is partial), a part with nothing to do not counted. So a stage over its benchmarks, a run over its
+benchmarks, and a benchmark's judging over its judges: one judge failing every call beside one that scored
+everything is a failed judge in a partial benchmark, not a failed benchmark. How a reader shows a run whose
+writer died (``interrupted``) is ``sql/005_status.sql``'s rule.
 
-For one invocation, ``StageCalls`` counts the calls a stage made and how many failed. A stage that ends
-``failed`` — every call of it failed, or the tables hold nothing usable of it — makes ``shaberi run`` exit
-with code 1 and one line naming the most common error (``describe``).
+For one invocation, ``StageCalls`` counts the calls a stage made and how many failed: what the run says it did.
+Its exit code is the tables' verdict alone (the same state gives the same code however often it is read): 1
+when the run holds nothing usable or a stage it ran is failed by the tables, with one line naming the most
+common error (``describe``).
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .tables.location import Root, as_root, is_remote
-from .tables.objectlock import holder
-
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["ORDER", "StageCalls", "benchmark_statuses", "combined", "describe", "effective", "generation_status",
-           "judging_status", "run_status", "stage_status", "top_error", "worst", "writer_alive"]
+__all__ = ["ORDER", "StageCalls", "benchmark_statuses", "combined", "describe", "generation_status", "judging_status",
+           "pass_status", "run_status", "stage_status", "top_error", "worst"]
 
 ORDER = ("ok", "not run", "partial", "running", "interrupted", "failed")  # better to worse
 _LEGACY = {"complete": "ok", "error": "failed"}  # statuses written before these words
@@ -63,12 +62,22 @@ def generation_status(questions: int, answers: int, errors: int, missing: int) -
     return "failed" if answers - errors <= 0 else "partial"
 
 
-def judging_status(answers: int, judged: int, failed: int, not_judged: int, answer_errors: int = 0) -> str:
+def judging_status(answers: int, judged: int, failed: int, not_judged: int, answer_errors: int = 0,
+                   scored: int | None = None) -> str:
+    """One judge on one benchmark: ``scored`` (None: as many as judged) of the ``judged`` hold a score."""
     if answers == answer_errors or (judged == 0 and failed == 0):  # nothing to judge, or never judged
         return "not run"
-    if failed == 0 and not_judged == 0:
-        return "ok"
-    return "failed" if judged == 0 else "partial"
+    if (judged if scored is None else scored) == 0:  # every call failed, or no reply could be read
+        return "failed"
+    return "ok" if failed == 0 and not_judged == 0 else "partial"
+
+
+def pass_status(answers: int, checked: int) -> str:
+    """One pass on one benchmark: a row whose model could not be asked, or gave no readable verdict, is not
+    a check."""
+    if answers == 0:
+        return "not run"
+    return "ok" if checked == answers else ("failed" if checked == 0 else "partial")
 
 
 @dataclass
@@ -94,42 +103,6 @@ class StageCalls:
                 "error": common[0][0] if common else None, "error_count": common[0][1] if common else 0}
 
 
-def writer_alive(results_dir: Root, run_id: str) -> bool | None:
-    """Whether a process holds the run's lock (``Store.lock``); None when that cannot be told (a read-only
-    or foreign results root). Probes with a shared lock released at once: no file is created. On object storage:
-    whether the run's lease was renewed within its ttl (``objectlock.py``)."""
-    root = as_root(results_dir)
-    if is_remote(root):
-        try:
-            return holder(root / "locks" / f"{run_id}.lock") is not None
-        except OSError:
-            return None
-    try:
-        fd = os.open(root / "locks" / f"{run_id}.lock", os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return None
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-def effective(status: str | None, alive: bool | None) -> str:
-    """A stored status as a reader should show it: ``running`` with no live writer (``writer_alive``) is
-    ``interrupted``."""
-    status = _LEGACY.get(status or "", status or "ok")
-    return "interrupted" if status == "running" and alive is False else status
-
-
 def run_status(benchmarks: list[str]) -> str:
     """A finished run's status from its benchmarks' (``combined``): something never done makes it partial, not
     'not run', and so does a benchmark that failed beside usable ones."""
@@ -138,59 +111,65 @@ def run_status(benchmarks: list[str]) -> str:
 
 
 _STATUS_QUERY = """
-    SELECT 'answers' AS kind, benchmark, NULL AS name, questions AS a, answers AS b, answer_errors AS c,
-           missing AS d, NULL::BIGINT AS e, NULL::BIGINT AS f, NULL AS error FROM answer_coverage
+    SELECT 'answers' AS kind, run_id, benchmark, NULL AS name, questions AS a, answers AS b, answer_errors AS c,
+           missing AS d, NULL::BIGINT AS e, NULL::BIGINT AS f, NULL::BIGINT AS g, NULL AS error FROM answer_coverage
     UNION ALL
-    SELECT 'judge', benchmark, judge, answers, judged, judge_failed, not_judged, stale, answer_errors, NULL
+    SELECT 'judge', run_id, benchmark, judge, answers, judged, judge_failed, not_judged, stale, answer_errors, scored,
+           NULL
     FROM judge_coverage
     UNION ALL
-    SELECT 'pass', benchmark, pass_name, answers, checked, stale, NULL, NULL, NULL, NULL FROM pass_coverage
-    UNION ALL (  -- the most common error of each benchmark's answers, and of each judge's calls
-        SELECT 'answer_error', benchmark, NULL, count(*), NULL, NULL, NULL, NULL, NULL,
+    SELECT 'pass', run_id, benchmark, pass_name, answers, checked, stale, NULL, NULL, NULL, NULL, NULL
+    FROM pass_coverage
+    UNION ALL (  -- the most common error of each benchmark's answers, and of each judge's judgements
+        SELECT 'answer_error', run_id, benchmark, NULL, count(*), NULL, NULL, NULL, NULL, NULL, NULL,
                error_type || ': ' || left(min(error), 120)
-        FROM answers WHERE error IS NOT NULL AND strategy = '' GROUP BY benchmark, error_type
-        QUALIFY row_number() OVER (PARTITION BY benchmark ORDER BY count(*) DESC, error_type) = 1)
-    UNION ALL (
-        SELECT 'judge_error', benchmark, judge, count(*), NULL, NULL, NULL, NULL, NULL, left(error, 160)
+        FROM answers WHERE error IS NOT NULL AND strategy = '' GROUP BY run_id, benchmark, error_type
+        QUALIFY row_number() OVER (PARTITION BY run_id, benchmark ORDER BY count(*) DESC, error_type) = 1)
+    UNION ALL (  -- a failed call, or a reply with no score in it (after the fallback)
+        SELECT 'judge_error', run_id, benchmark, judge, count(*), NULL, NULL, NULL, NULL, NULL, NULL, left(error, 160)
         FROM judgements
-        WHERE error LIKE 'judge_error%' AND strategy = '' GROUP BY benchmark, judge, error
-        QUALIFY row_number() OVER (PARTITION BY benchmark, judge ORDER BY count(*) DESC, error) = 1)"""
+        WHERE error <> 'answer_error' AND strategy = '' GROUP BY run_id, benchmark, judge, error
+        QUALIFY row_number() OVER (PARTITION BY run_id, benchmark, judge ORDER BY count(*) DESC, error) = 1)"""
 
 
-def benchmark_statuses(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
-    """Per benchmark of the run a connection holds (``sql.connect(run_ids=[…])``): its status and, per stage,
-    the status and counts the coverage views give, with the most common error (one query: a run pays for
-    it when it ends)."""
-    rows = con.execute(_STATUS_QUERY).fetchall()
+def benchmark_statuses(con: duckdb.DuckDBPyConnection, run_id: str | None = None) -> dict[str, dict]:
+    """Per benchmark of a run (``run_id``, or the one run a connection holds: ``sql.connect(run_ids=[…])``): its
+    status and, per stage, the status and counts the coverage views give, with the most common error (one
+    query: a run pays for it when it ends)."""
+    rows = [r[:1] + r[2:] for r in con.execute(f"SELECT * FROM ({_STATUS_QUERY}) WHERE $run IS NULL OR run_id = $run",
+                                               {"run": run_id}).fetchall()]
     errors = {(kind, bench, name): (error, n) for kind, bench, name, n, *_, error in rows if kind.endswith("_error")}
     out: dict[str, dict] = {}
-    for _, bench, _, questions, answers, answer_errors, missing, _, _, _ in sorted(
+    for _, bench, _, questions, answers, answer_errors, missing, *_ in sorted(
             (r for r in rows if r[0] == "answers"), key=lambda r: r[1]):
         out[bench] = {"generate": {"status": generation_status(questions, answers, answer_errors, missing),
                                    "questions": questions, "answers": answers, "answer_errors": answer_errors,
                                    "missing": missing, "error": errors.get(("answer_error", bench, None))},
                       "judge": {}, "passes": {}}
-    for kind, bench, name, answers, done, failed, not_done, stale, answer_errors, _ in sorted(
+    for kind, bench, name, answers, done, failed, not_done, stale, answer_errors, scored, _ in sorted(
             (r for r in rows if r[0] in ("judge", "pass") and r[1] in out), key=lambda r: (r[0], r[2], r[1])):
         if kind == "judge":
-            out[bench]["judge"][name] = {"status": judging_status(answers, done, failed, not_done, answer_errors),
-                                         "judged": done, "judge_failed": failed, "not_judged": not_done,
-                                         "stale": stale, "error": errors.get(("judge_error", bench, name))}
+            out[bench]["judge"][name] = {
+                "status": judging_status(answers, done, failed, not_done, answer_errors, scored), "judged": done,
+                "scored": scored, "judge_failed": failed, "not_judged": not_done, "stale": stale,
+                "error": errors.get(("judge_error", bench, name))}
         else:  # a pass: done = checked, failed = stale
-            out[bench]["passes"][name] = {"status": "ok" if done == answers else "partial", "checked": done,
+            out[bench]["passes"][name] = {"status": pass_status(answers, done), "checked": done,
                                           "not_checked": answers - done, "stale": failed}
-    for b in out.values():
-        b["status"] = worst([b["generate"]["status"], *(e["status"] for stage in ("judge", "passes")
-                                                          for e in b[stage].values())])
+    for b in out.values():  # scores without a pass's deltas are still scores: a failed pass makes it partial
+        passes = stage_status(b, "passes")
+        b["status"] = worst([b["generate"]["status"], *([stage_status(b, "judge")] if b["judge"] else []),
+                             *(["partial" if passes == "failed" else passes] if b["passes"] else [])])
     return out
 
 
 def stage_status(benchmark: dict, stage: str) -> str:
-    """One stage's status on a benchmark (an entry of ``benchmark_statuses``): over its judges or passes."""
+    """One stage's status on a benchmark (an entry of ``benchmark_statuses``): over its judges or passes, side by
+    side (``combined``: one judge that failed beside one that scored makes it partial)."""
     if stage == "generate":
         return str(benchmark["generate"]["status"])
     parts = benchmark["judge" if stage == "judge" else "passes"].values()
-    return worst([p["status"] for p in parts]) if parts else "not run"
+    return combined([p["status"] for p in parts]) if parts else "not run"
 
 
 def top_error(benchmarks: list[dict], stage: str) -> tuple[str | None, int]:

@@ -1,11 +1,15 @@
 -- Thin views over the Parquet lake, one per table in shaberi/tables/schema.py (judgements: judgement_rows).
 -- {key:TABLE} is that table's key as schema.py declares it (shaberi/tables/sql.py fills it in).
 -- raw_<table> (created by shaberi/tables/sql.py) holds every stored row plus _file; a key written twice
--- keeps its latest row, as the store's compaction does. token_usage rows are increments: summed.
+-- keeps its latest row, as the store's compaction does. token_usage (increments, summed) is defined with the
+-- rows it reused, after the lineage rule (040_token_rollup.sql).
 
+-- runs: status as readers show it (shown_status: a run whose writer died is interrupted), stored_status as its
+-- row holds it.
 CREATE OR REPLACE VIEW runs AS
-SELECT * EXCLUDE (_file) FROM raw_runs
-QUALIFY row_number() OVER (PARTITION BY {key:runs} ORDER BY updated_at DESC, _file DESC) = 1;
+SELECT r.* EXCLUDE (_file) REPLACE (shown_status(r.status, w.alive) AS status), r.status AS stored_status
+FROM raw_runs r LEFT JOIN run_writers w USING (run_id)
+QUALIFY row_number() OVER (PARTITION BY r.run_id ORDER BY r.updated_at DESC, r._file DESC) = 1;
 
 CREATE OR REPLACE VIEW questions AS
 SELECT * EXCLUDE (_file) FROM raw_questions
@@ -29,15 +33,3 @@ SELECT * EXCLUDE (_file) FROM raw_pass_deltas
 QUALIFY row_number() OVER (
     PARTITION BY {key:pass_deltas}
     ORDER BY created_at DESC, _file DESC) = 1;
-
-CREATE OR REPLACE VIEW token_usage AS
-SELECT {key:token_usage},
-       sum(requests)::BIGINT AS requests,
-       sum(prompt_tokens)::BIGINT AS prompt_tokens,
-       sum(completion_tokens)::BIGINT AS completion_tokens,
-       sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
-       sum(cached_prompt_tokens)::BIGINT AS cached_prompt_tokens,
-       sum(cached_requests)::BIGINT AS cached_requests,
-       max(created_at) AS created_at
-FROM raw_token_usage
-GROUP BY {key:token_usage};

@@ -21,8 +21,9 @@ FROM q LEFT JOIN a USING (run_id, benchmark, question_id)
 GROUP BY ALL;
 
 -- judge_coverage: run × judge × benchmark: of the run's answers (answer_errors of them failed), how many
--- this judge's current judgements cover (judged: answer errors included, each with its row), how many only
--- have a failed judge call, and how many are not judged at all — stale: judged only as an earlier text.
+-- this judge's current judgements cover (judged: answer errors included, each with its row), how many of
+-- those hold a score (scored: a reply read, after the fallback), how many only have a failed judge call, and
+-- how many are not judged at all — stale: judged only as an earlier text.
 CREATE OR REPLACE VIEW judge_coverage AS
 WITH a AS (
     SELECT a.run_id, a.benchmark, a.question_id, a.sample_index, a.error FROM answers a JOIN benchmark_info USING (benchmark)
@@ -32,11 +33,13 @@ WITH a AS (
     SELECT run_id, benchmark, question_id, sample_index, judge,
            bool_or(lineage = 'current' AND coalesce(error NOT LIKE 'judge_error%', true)) AS judged,
            bool_or(lineage = 'current' AND error LIKE 'judge_error%') AS failed,
+           bool_or(lineage = 'current' AND score IS NOT NULL) AS scored,
            bool_or(lineage = 'stale') AS stale
     FROM judgement_history WHERE strategy = '' GROUP BY ALL
 )
 SELECT a.run_id, j.judge, a.benchmark, count(*) AS answers, count(a.error) AS answer_errors,
        count(*) FILTER (WHERE h.judged) AS judged,
+       count(*) FILTER (WHERE h.scored) AS scored,
        count(*) FILTER (WHERE h.failed AND NOT h.judged) AS judge_failed,
        count(*) FILTER (WHERE NOT coalesce(h.judged OR h.failed, false)) AS not_judged,
        count(*) FILTER (WHERE NOT coalesce(h.judged OR h.failed, false) AND h.stale) AS stale
@@ -46,10 +49,13 @@ LEFT JOIN h ON h.run_id = a.run_id AND h.benchmark = a.benchmark AND h.question_
 GROUP BY ALL;
 
 -- pass_coverage: run × pass × benchmark: of the run's answers, how many the pass checked as they are now
--- (its row's answer_hash is the answer's), and how many only as an earlier text (stale).
+-- (its row's answer_hash is the answer's), and how many only as an earlier text (stale). A row whose model
+-- (detail.detector) could not be asked, or gave no readable verdict, is no check: the next run asks again.
 CREATE OR REPLACE VIEW pass_coverage AS
 WITH p AS (
-    SELECT run_id, benchmark, question_id, sample_index, pass_name, answer_hash FROM pass_deltas WHERE strategy = ''
+    SELECT run_id, benchmark, question_id, sample_index, pass_name, answer_hash FROM pass_deltas
+    WHERE strategy = '' AND (json_extract(detail, '$.detector') IS NULL
+                             OR json_extract_string(detail, '$.detector.verdict') IS NOT NULL)
 )
 SELECT a.run_id, n.pass_name, a.benchmark, count(DISTINCT a.question_id || '/' || a.sample_index) AS answers,
        count(DISTINCT a.question_id || '/' || a.sample_index) FILTER (

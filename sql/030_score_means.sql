@@ -4,10 +4,10 @@
 -- answers that failed, n_judge_error judge calls that failed. prompt_hashes: the judging prompts the scores
 -- came from. judge = '*' pools the rows of every judge (as the original leaderboard's "All" columns do; not
 -- a mean of judge means). Raw answers only (strategy = ''); ensemble strategies have their own views.
--- Means go through score_round (shaberi/tables/sql.py: why they are rounded).
+-- Means are score_mean (shaberi/tables/sql.py: summed exactly and rounded, one number wherever it prints).
 CREATE OR REPLACE VIEW score_means AS
 SELECT run_id, coalesce(judge, '*') AS judge, benchmark,
-       score_round(avg(score_10)) AS score, score_round(avg(original_score_10)) AS baseline_score,
+       score_mean(score_10) AS score, score_mean(original_score_10) AS baseline_score,
        count(*) AS n, count(score_10) AS n_scored, count(*) - count(score_10) AS n_null,
        count(*) FILTER (WHERE error = 'answer_error') AS n_error,
        count(*) FILTER (WHERE error LIKE 'judge_error%') AS n_judge_error,

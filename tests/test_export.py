@@ -40,8 +40,9 @@ def test_layout_manifest_and_normalized_records(server, tmp_path):
     assert (rakuda["questions"], rakuda["answers"], rakuda["answer_errors"]) == (3, 3, 1)
     assert rakuda["error"].startswith("HTTP 401") and rakuda["dataset"]["rows"] == 3
     assert (rakuda["status"], rakuda["generate"]) == ("partial", "partial")
-    assert rakuda["judge"]["judge-a"] | {"error": None} == {"status": "ok", "judged": 3, "judge_failed": 0,
-                                                            "not_judged": 0, "stale": 0, "error": None}
+    assert rakuda["judge"]["judge-a"] | {"error": None} == {"status": "ok", "judged": 3, "scored": 2,
+                                                            "judge_failed": 0, "not_judged": 0, "stale": 0,
+                                                            "error": None}  # the errored answer has no score
     assert {t["stage"] for t in manifest["tokens"]} == {"generation", "judging"}
     totals = manifest["token_totals"]
     assert set(totals["by_stage"]) == {"generation", "judging"} and set(totals["by_benchmark"]) == {"rakuda"}

@@ -12,6 +12,7 @@ import textwrap
 import pytest
 from scipy import stats
 
+import shaberi as shaberi_api
 from shaberi.testing import LoopbackServer
 
 from .conftest import query, shaberi, write_rakuda
@@ -43,7 +44,7 @@ def test_a_judge_that_fails_every_call_fails_the_command(server, tmp_path):
     assert m["benchmarks"]["rakuda"]["judge"]["j"]["status"] == "failed" and m["error"].startswith("judge stage")
     assert m["stage_detail"]["judge"] | {"started_at": 0, "finished_at": 0} == {
         "status": "failed", "calls": 3, "failed": 3, "error": "server_error: HTTP 500: forced by /_fail",
-        "error_count": 3, "started_at": 0, "finished_at": 0}
+        "error_count": 3, "started_at": 0, "finished_at": 0, "benchmarks": ["rakuda"], "judges": ["j"]}
     view = json.loads(shaberi("view", "--tag", "t", "--format", "json", "--results-dir", str(results)).stdout)
     assert view["scores"][0]["status"] == "failed"
     rows = {r["benchmark"]: r for r in view["scores"][0]["rows"]}
@@ -75,8 +76,9 @@ def test_a_candidate_that_fails_every_call_and_a_base_url_without_v1(server, tmp
 def test_one_benchmark_failing_beside_a_usable_one_is_partial_and_its_errors_are_never_reused(server, tmp_path):
     """Rakuda's every answer fails (401), ELYZA is answered and judged: the run holds usable work, so it is
     partial and exits 0, and the judge stage that judged ELYZA is ok (Rakuda had nothing to judge). A resume
-    whose retries all fail again fails the command (exit 1) and still reads partial; the errored answers it
-    did not send to the judge are not counted as reused judgements."""
+    whose retries all fail again changes nothing: it says so, still reads partial and exits 0, as the first did
+    (the same state, the same exit code); the errored answers it did not send to the judge are not counted as
+    reused judgements."""
     data = write_rakuda(tmp_path / "d", ["[[fail:401]] 質問1", "[[fail:401]] 質問2"])
     with open(data / "ja" / "elyza_tasks_100.jsonl", "w", encoding="utf-8") as fh:
         for i in range(3):
@@ -90,8 +92,12 @@ def test_one_benchmark_failing_beside_a_usable_one_is_partial_and_its_errors_are
     m = manifest(results, "m", "t")
     assert (m["status"], m["stages"]) == ("partial", {"generate": "partial", "judge": "ok"})
     again = run(server.base_url, results, data, *args)
-    assert again.returncode == 1 and "error: generate stage: all 2 calls failed" in again.stderr
+    assert again.returncode == 0 and "error:" not in again.stderr
+    assert "note: generate stage: all 2 calls failed; most common: http_401: HTTP 401: injected fault (2); the run " \
+           "stays partial" in again.stderr
     assert manifest(results, "m", "t")["status"] == "partial"
+    assert manifest(results, "m", "t")["stages"] == {"generate": "partial", "judge": "ok"}
+    assert run(server.base_url, results, data, *args).returncode == 0  # and again: the same state, the same code
     assert "judged 3 (3 reused, 0 called" in again.stdout and "2 errored answers not sent" in again.stdout
     tokens = shaberi("view", "--tag", "t", "--format", "csv", "--tokens", "--results-dir", str(results)).stdout
     judging = next(line for line in tokens.splitlines() if line.startswith("judging,"))
@@ -109,8 +115,64 @@ def test_one_benchmark_failing_beside_a_usable_one_is_partial_and_its_errors_are
     assert run(server.base_url, results, data, *args, "--runs", "2", tag="fam").returncode == 0
     server.reset()
     again = run(server.base_url, results, data, *args, "--runs", "2", tag="fam")
-    assert again.returncode == 1 and again.stdout.count("status: partial") == 2
+    assert again.returncode == 0 and again.stdout.count("status: partial") == 2
     assert server.stats()["calls"] == 4  # each member's two Rakuda questions asked once more
+
+
+def test_a_judge_failing_every_call_beside_one_that_scores_is_a_failed_judge_in_a_partial_run(server, tmp_path):
+    data = write_rakuda(tmp_path / "d", ["質問1", "質問2", "質問3"])
+    results = tmp_path / "r"
+    with LoopbackServer() as broken:
+        broken.fail_next(*[500] * 50)
+        proc = run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "good", "--judge",
+                   f"bad@{broken.base_url}")
+    assert proc.returncode == 0, proc.stderr
+    m = manifest(results, "m", "t")
+    assert (m["status"], m["stages"]) == ("partial", {"generate": "ok", "judge": "partial"})
+    judges = m["benchmarks"]["rakuda"]["judge"]
+    assert (judges["good"]["status"], judges["bad"]["status"]) == ("ok", "failed")
+    (section,) = json.loads(shaberi("view", "--tag", "t", "--format", "json", "--results-dir", str(results)).stdout
+                            )["scores"]
+    assert section["status"] == "partial"
+    assert "judge bad failed (no score) on Rakuda: judge_error: server_error: HTTP 500: forced by /_fail" \
+        in section["notes"]
+    good = [s for (s,) in query(results, "SELECT score FROM judgements WHERE judge = 'good'")]
+    rakuda = next(r for r in section["rows"] if r["benchmark"] == "Rakuda")
+    assert len(good) == 3 and rakuda["score"] == pytest.approx(sum(good) / 3, abs=1e-9)  # the good judge's alone
+
+
+def test_a_benchmark_whose_every_reply_is_unreadable_fails_and_the_run_is_partial(server, tmp_path):
+    data = write_rakuda(tmp_path / "d", ["<<judge: 判断できません || 判断できません>> 質問1",
+                                         "<<judge: 判断できません || 判断できません>> 質問2"])
+    with open(data / "ja" / "elyza_tasks_100.jsonl", "w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"input": "課題", "output": "模範解答", "eval_aspect": "正確さ"}, ensure_ascii=False))
+    results = tmp_path / "r"
+    proc = run(server.base_url, results, data, "--benchmark", "rakuda,elyza", "--judge", "j")
+    assert proc.returncode == 0, proc.stderr
+    m = manifest(results, "m", "t")
+    assert (m["status"], m["stages"]["judge"]) == ("partial", "partial")
+    assert (m["benchmarks"]["rakuda"]["status"], m["benchmarks"]["elyza"]["status"]) == ("failed", "ok")
+    (section,) = json.loads(shaberi("view", "--tag", "t", "--format", "json", "--results-dir", str(results)).stdout
+                            )["scores"]
+    rows = {r["benchmark"]: r for r in section["rows"]}
+    assert section["status"] == "partial" and rows["Rakuda"]["score"] is None
+    assert rows["Rakuda"]["note"] == "no scores (2 unparsed, 0 failed)"
+    assert any(n.startswith("judge j failed (no score) on Rakuda: unparseable:") for n in section["notes"])
+
+
+def test_reuse_is_counted_from_the_tables_once_however_often_a_run_is_resumed(server, tmp_path):
+    data = write_rakuda(tmp_path / "d", ["質問1", "質問2", "質問3"])
+    results = tmp_path / "r"
+    for _ in range(4):  # the run, then three resumes with nothing to do
+        assert run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j").returncode == 0
+    tokens = shaberi("view", "--tag", "t", "--format", "csv", "--tokens", "--results-dir", str(results)).stdout
+    rows = {line.split(",")[0]: line.split(",")[1:3] for line in tokens.splitlines()[1:]}
+    assert rows == {"generation": ["3", "3"], "judging": ["3", "3"], "Total": ["6", "6"]}  # requests, reused
+    # A resume of one benchmark reuses that benchmark's rows only; a new judge's are no reuse of the stage.
+    assert run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j2", "--stages",
+               "judge").returncode == 0
+    assert query(results, "SELECT model, requests, cached_requests FROM token_usage WHERE stage = 'judging' "
+                          "ORDER BY model") == [("j", 3, 0), ("j2", 3, 0)]
 
 
 def test_a_run_killed_during_its_export_reads_as_interrupted(server, tmp_path):
@@ -129,7 +191,11 @@ def test_a_run_killed_during_its_export_reads_as_interrupted(server, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     proc = subprocess.run([sys.executable, "-c", kill_in_export], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == -9
-    assert query(results, "SELECT status FROM runs") == [("running",)]
+    # One status everywhere: the row holds running, every reader shows interrupted (sql, the API, view).
+    assert query(results, "SELECT status, stored_status FROM runs") == [("interrupted", "running")]
+    assert shaberi("sql", "SELECT status FROM runs", "--format", "csv", "--results-dir",
+                   str(results)).stdout.split() == ["status", "interrupted"]
+    assert shaberi_api.open(results).runs()["status"].to_list() == ["interrupted"]
     view = json.loads(shaberi("view", "--format", "json", "--results-dir", str(results)).stdout)
     assert view["scores"][0]["status"] == "interrupted"
     assert manifest(results, "m", "default")["status"] != "ok"
@@ -148,9 +214,10 @@ def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
     assert run(server.base_url, results, data_dir, "--benchmark", "rakuda", *common, tag="fam-run3").returncode == 0
     view = json.loads(shaberi("view", "--tag", "fam", "--format", "json", "--results-dir", str(results)).stdout)
     (section,) = view["scores"]
-    assert "left out, not every question the family has answered and judged by j: fam-run3 (elyza)" in section["notes"]
+    why = "fam-run3 (elyza: 3 of 3 questions not answered and judged by j)"
+    assert f"left out (family statistics count complete runs only): {why}" in section["notes"]
     as_csv = shaberi("view", "--tag", "fam", "--format", "csv", "--results-dir", str(results)).stdout.splitlines()
-    assert all("fam-run3 (elyza)" in line for line in as_csv[1:]) and len(as_csv) == 1 + 5  # on each row
+    assert all(why in line for line in as_csv[1:]) and len(as_csv) == 1 + 5  # on each row
     assert "m · fam (3 runs, 2 counted) · judge: j" in shaberi("view", "--tag", "fam", "--format", "markdown",
                                                                "--results-dir", str(results)).stdout
     rows = {r["benchmark"]: r for r in section["rows"]}
@@ -167,7 +234,7 @@ def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
     report = shaberi("report", "--tag", "fam", "--out", str(tmp_path / "r.html"), "--results-dir", str(results))
     html = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert report.returncode == 0
-    assert "left out, not every question the family has answered and judged by j: fam-run3 (elyza)" in html
+    assert f"left out (family statistics count complete runs only): {why}" in html
     assert "fam (3 runs, 2 counted)" in html
     assert html.count("<circle") == 2 * 3  # the run-to-run dots: the two complete runs × ELYZA, Rakuda, Overall
     import csv
@@ -178,8 +245,7 @@ def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
     assert board.returncode == 0 and (ranked["Runs"], ranked["Runs (j)"]) == ("2", "2")
     assert float(ranked["Average (All)"]) == pytest.approx(rows["Overall"]["mean"], abs=1e-12)
     board = shaberi("leaderboard", "--tag", "fam", "--format", "markdown", "--results-dir", str(results))
-    assert "note: m: fam-run3 left out (not every question the family has answered and judged by every judge)" \
-        in board.stdout
+    assert f"note: m: {why.replace(' (', ' left out (')}" in board.stdout
     # A judge that judged only part of every member: no run is complete for it, and the view says so.
     assert run(server.base_url, results, data_dir, "--runs", "2", "--benchmark", "rakuda", "--stages", "judge",
                "--judge", "j3", "--limit", "2", tag="fam").returncode == 0
@@ -188,6 +254,36 @@ def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
     rows = {r["benchmark"]: r for r in view["scores"][0]["rows"]}
     assert rows["Rakuda"]["mean"] is None and rows["Rakuda"]["note"] == "no complete run has a score"
     assert rows["MT-Bench"]["note"] == "not run"
+
+
+def test_a_member_whose_benchmark_has_no_score_is_left_out_of_the_family_with_its_reason(server, tmp_path):
+    """Run 2's Rakuda replies are all unreadable (its answers carry 'サンプル2': the seed of run 2): it answered
+    and was judged, yet holds no Rakuda score, so its Overall is a one-benchmark mean. It is left out of every
+    family statistic and named with the reason; the family's numbers are those of runs 1 and 3 (scipy)."""
+    unread = "<<judge@j?サンプル2: 判断できません || 判断できません>>"
+    data = write_rakuda(tmp_path / "d", [f"{unread} 質問{i}" for i in range(3)])
+    with open(data / "ja" / "elyza_tasks_100.jsonl", "w", encoding="utf-8") as fh:
+        for i in range(3):
+            fh.write(json.dumps({"input": f"課題{i}", "output": "模範解答", "eval_aspect": "正確さ"},
+                                ensure_ascii=False) + "\n")
+    results = tmp_path / "r"
+    assert run(server.base_url, results, data, "--runs", "3", "--benchmark", "rakuda,elyza", "--judge", "j",
+               tag="fam").returncode == 0
+    assert query(results, "SELECT tag, count(score) FROM judgements JOIN runs USING (run_id) "
+                          "WHERE benchmark = 'rakuda' GROUP BY 1 ORDER BY 1") == [
+        ("fam-run1", 3), ("fam-run2", 0), ("fam-run3", 3)]
+    (section,) = json.loads(shaberi("view", "--tag", "fam", "--format", "json", "--results-dir", str(results)
+                                    ).stdout)["scores"]
+    assert "left out (family statistics count complete runs only): fam-run2 (rakuda: no score by j)" \
+        in section["notes"]
+    overall = [v for (v,) in query(results, "SELECT overall FROM run_scores JOIN runs USING (run_id, model, tag) "
+                                            "WHERE judge = '*' AND tag IN ('fam-run1', 'fam-run3') ORDER BY tag")]
+    row = next(r for r in section["rows"] if r["benchmark"] == "Overall")
+    low, high = stats.t.interval(0.95, 1, loc=sum(overall) / 2, scale=stats.sem(overall))
+    assert row["runs"] == 2 and row["mean"] == pytest.approx(sum(overall) / 2, abs=1e-9)
+    # Clipped to the overall's scale: Rakuda 1–10 and ELYZA 2–10 (1–5 × 2) average to 1.5–10.
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((max(low, 1.5), min(high, 10.0)), abs=1e-9)
+    assert low < 1.5 or high > 10
 
 
 def test_leaderboard_ranks_complete_rows_first_and_names_no_mt_bench(server, tmp_path, data_dir):

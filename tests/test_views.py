@@ -89,20 +89,27 @@ def test_multi_run_stats_equal_scipy(tmp_path):
         store.write_part("judgements", rid, [j(rid, b, "1", "A", v[i]) for b, v in values.items()])
     con = connect(tmp_path)
     got = {r[0]: r[1:] for r in con.execute(
-        "SELECT benchmark, runs, mean, sd, margin, ci_low, ci_high, min, max, \"values\" FROM multi_run_stats "
-        "WHERE judge = 'A'").fetchall()}
+        "SELECT benchmark, runs, mean, sd, margin, ci_low, ci_high, min, max, \"values\", ci_clipped "
+        "FROM multi_run_stats WHERE judge = 'A'").fetchall()}
     to_ten = {"elyza": 2.0, "tengu": 1.0, "mt_bench": 1.0, "rakuda": 1.0}
+    scale = {"elyza": (2, 10), "tengu": (0, 10), "mt_bench": (1, 10), "rakuda": (1, 10), "overall": (1, 10)}
     scaled = {b: np.array(v) * to_ten[b] for b, v in values.items()}
     scaled["overall"] = np.mean([scaled[b] for b in values], axis=0)
+    clipped = set()
     for bench, arr in scaled.items():
-        runs, mean, sd, margin, low, high, lo, hi, vals = got[bench]
+        runs, mean, sd, margin, low, high, lo, hi, vals, was_clipped = got[bench]
         sem = stats.sem(arr)
         ci = stats.t.interval(0.95, len(arr) - 1, loc=arr.mean(), scale=sem)
         assert runs == 3 and vals == pytest.approx(list(arr), abs=1e-12)
         assert math.isclose(mean, arr.mean(), abs_tol=1e-9) and math.isclose(sd, arr.std(ddof=1), abs_tol=1e-9)
-        assert math.isclose(low, ci[0], abs_tol=1e-9) and math.isclose(high, ci[1], abs_tol=1e-9)
+        # The t-interval over runs, clipped to the benchmark's scale (the overall's: the mean of the four's).
+        bottom, top = scale[bench]
+        assert math.isclose(low, max(ci[0], bottom), abs_tol=1e-9) and math.isclose(high, min(ci[1], top), abs_tol=1e-9)
+        assert was_clipped == (ci[0] < bottom or ci[1] > top)
+        clipped |= {bench} if was_clipped else set()
         assert math.isclose(margin, ci[1] - arr.mean(), abs_tol=1e-9)
         assert (lo, hi) == (arr.min(), arr.max())
+    assert clipped == {"elyza", "tengu", "rakuda", "overall"}  # MT-Bench is not: both sides of the rule tested
 
 
 def test_cost_prices_by_longest_prefix_and_flags_unpriced_models(tmp_path):

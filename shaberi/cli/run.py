@@ -348,6 +348,9 @@ def run_request(request: RunRequest) -> Outcome:
         typer.echo(f"  errored answers are retried by running the same command again, up to --retry-errors "
                    f"({request.retry_errors}) times each; --rerun asks them all again (see answers.error_type)")
     typer.echo(f"  status: {outcome.status}")
+    for name, r in outcome.vain_stages.items():
+        typer.echo(f"note: {describe(name, r)}; the run stays {outcome.status} (run the same command again to retry)",
+                   err=True)
     if broken := outcome.failed_stages:
         typer.echo("error: " + "; ".join(describe(name, r) for name, r in broken.items()), err=True)
     elif outcome.status == "failed":

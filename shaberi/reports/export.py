@@ -25,11 +25,11 @@ from urllib.parse import quote
 import duckdb
 import orjson
 
-from ..status import benchmark_statuses, effective, writer_alive
+from ..status import benchmark_statuses
 from ..tables.location import Root, as_root, publish, write_bytes
 from ..tables.schema import TABLES
 from ..tables.selection import find_runs
-from ..tables.sql import connect
+from ..tables.sql import connect, shown_status
 
 __all__ = ["export_connection", "export_run", "export_summary", "family_path", "run_folder", "write_manifest",
            "write_progress_manifest"]
@@ -103,8 +103,12 @@ def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnectio
                            if bn == name},
             "dataset": datasets.get(name),
         }
-    alive = False if holding_lock else writer_alive(results_dir, run_id)
-    return _write_manifest(results_dir, run, benchmarks, judged, tokens, _totals(con), alive)
+    # The run's writer: this process when it holds the lock (shaberi export), else as the connection found it.
+    alive = False if holding_lock else (con.execute("SELECT any_value(alive) FROM run_writers").fetchone() or [None])[0]
+    records = orjson.loads(run.get("stages") or "{}")
+    stages = {name: shown_status(con, r.get("status", "pending"), alive) for name, r in records.items()}
+    return _write_manifest(results_dir, run | {"status": shown_status(con, run["stored_status"], alive)}, benchmarks,
+                           judged, tokens, _totals(con), stages)
 
 
 def write_progress_manifest(results_dir: Path, run: dict, counts: dict[str, dict]) -> Path:
@@ -112,7 +116,8 @@ def write_progress_manifest(results_dir: Path, run: dict, counts: dict[str, dict
     nothing before the first call (``counts``: benchmark -> questions, answers, answer_errors)."""
     benchmarks = {name: {"status": "running", "questions": 0, "answers": 0, "answer_errors": 0} | counts.get(name, {})
                   for name in run["benchmarks"] or []}
-    return _write_manifest(results_dir, run, benchmarks, {}, [], {}, True)
+    stages = {name: r.get("status", "pending") for name, r in orjson.loads(run.get("stages") or "{}").items()}
+    return _write_manifest(results_dir, run, benchmarks, {}, [], {}, stages)  # its writer is alive: this process
 
 
 def _totals(con: duckdb.DuckDBPyConnection) -> dict:
@@ -139,7 +144,7 @@ def _totals(con: duckdb.DuckDBPyConnection) -> dict:
 
 
 def _write_manifest(results_dir: Path, run: dict, benchmarks: dict, judged: dict, tokens: list[dict], totals: dict,
-                    alive: bool | None) -> Path:
+                    stages: dict[str, str]) -> Path:
     judges = []
     for spec in run["judges"] or []:
         name, _, url = spec.partition("@")
@@ -147,12 +152,10 @@ def _write_manifest(results_dir: Path, run: dict, benchmarks: dict, judged: dict
         judges.append({"name": name, "base_url": url or None,
                        "first_judged_at": min((v["first_at"] for v in rows), default=None),
                        "last_judged_at": max((v["last_at"] for v in rows), default=None)})
-    records = orjson.loads(run.get("stages") or "{}")
-    stages = {name: effective(r.get("status", "pending"), alive) for name, r in records.items()}
     manifest = {
         "run_id": run["run_id"], "tag": run["tag"], "base_tag": run["base_tag"], "run_index": run["run_index"],
-        "status": effective(run["status"], alive), "error": run.get("error"), "stages": stages,
-        "stage_detail": records,
+        "status": run["status"], "error": run.get("error"), "stages": stages,
+        "stage_detail": orjson.loads(run.get("stages") or "{}"),
         "model": {"name": run["model"], "base_url": run["base_url"], "api_key_sha256": run["api_key_sha256"]},
         "generation_config": orjson.loads(run["generation_config"] or "{}"),
         "judges": judges, "passes": run["passes"] or [],
@@ -242,12 +245,10 @@ def export_summary(results_dir: Path, base_tag: str, model: str) -> Path | None:
     con = connect(results_dir, None, [r.run_id for r in family])
     complete = {(r, j): (c, b) for r, j, c, b in con.execute(
         "SELECT run_id, judge, complete, incomplete_benchmarks FROM run_completeness").fetchall()}
-    status = dict(con.execute("SELECT run_id, status FROM runs").fetchall())
     members = []
     for r in family:
         done, missing = complete.get((r.run_id, "*"), (True, []))
-        members.append({"tag": r.tag, "run_id": r.run_id, "run_index": r.run_index,
-                        "status": effective(status.get(r.run_id), writer_alive(results_dir, r.run_id)),
+        members.append({"tag": r.tag, "run_id": r.run_id, "run_index": r.run_index, "status": r.status,
                         "complete": done, "incomplete_benchmarks": missing or [],
                         "complete_for": sorted(j for (run, j), (c, _) in complete.items()  # judge by judge
                                                if run == r.run_id and j != "*" and c)})

@@ -50,7 +50,7 @@ import duckdb
 from .. import benchmarks as bm
 from ..errors import UsageError
 from ..tables.selection import find_runs, tags_there
-from ..tables.sql import SCORE_DIGITS, connect
+from ..tables.sql import connect, score_mean
 from .output import write_atomic
 
 __all__ = ["FORMATS", "JUDGE_TITLES", "Board", "Column", "board", "columns", "leaderboard", "output_format",
@@ -122,7 +122,8 @@ class Board:
 
     def text(self) -> tuple[list[str], list[list[str]]]:
         """Header and cells for a terminal or Markdown table: numbers to two decimals, shares (% JA, GPT4
-        delta) in per cent, a family's interval in its score's cell (``6.12 ± 0.31``; its own columns dropped)."""
+        delta) in per cent, a family's interval in its score's cell (``6.12 ± 0.31``, or ``9.80 (9.10–10.00)``
+        when clipped at the scale's end; its own columns dropped)."""
         at = {c.name: i for i, c in enumerate(self.columns)}
         shown = [i for i, c in enumerate(self.columns) if c.kind not in ("low", "high")]
         cells = []
@@ -137,8 +138,10 @@ class Board:
                     line.append(str(value))
                 elif column.kind == "ratio":  # a share, as the workbook shows it
                     line.append(f"{value:.1%}")
-                elif high is not None:
-                    line.append(f"{value:.2f} ± {high - value:.2f}")
+                elif high is not None:  # an interval clipped at the scale's end is not symmetric
+                    low = row[at[f"{column.name} CI low"]]
+                    line.append(f"{value:.2f} ± {high - value:.2f}" if abs(high + low - 2 * value) < 1e-9
+                                else f"{value:.2f} ({low:.2f}–{high:.2f})")
                 else:
                     line.append(f"{value:.2f}")
             cells.append(line)
@@ -203,12 +206,9 @@ def board(results_dir: Path, tag: str = "legacy", as_published: bool = False) ->
             "WHERE mean IS NOT NULL").fetchall()}
         judged = con.execute("SELECT DISTINCT model, judge FROM benchmark_scores "
                              "WHERE judge <> '*' AND score IS NOT NULL").fetchall()
-        notes = [f"{model}: {', '.join(tags)} left out (not every question the family has answered and judged by "
-                 "every judge)"
-                 for model, tags in con.execute(
-                     "SELECT r.model, list(r.tag ORDER BY r.run_index) FROM run_completeness c JOIN runs r "
-                     "USING (run_id) WHERE NOT c.complete AND c.judge = '*' AND r.tag <> r.base_tag "
-                     "GROUP BY r.model ORDER BY r.model").fetchall()]
+        notes = [f"{model}: {tag} left out ({'; '.join(why)})" for model, tag, why in con.execute(
+            "SELECT r.model, r.tag, c.reasons FROM run_completeness c JOIN runs r USING (run_id) "
+            "WHERE NOT c.complete AND c.judge = '*' AND r.tag <> r.base_tag ORDER BY r.model, r.run_index").fetchall()]
     else:
         connect(results_dir, None, run_ids, upto="score_means", con=con)
         query = _AS_PUBLISHED if as_published else (
@@ -253,8 +253,7 @@ def board(results_dir: Path, tag: str = "legacy", as_published: bool = False) ->
                 runs = average.runs if average else max((s.runs for s in stats if s), default=0)
                 cells = [v for s in [average, *stats] for v in ((s.mean, s.low, s.high) if s else (None,) * 3)]
                 return cells, average.mean if average else None, runs
-            present = [s.mean for s in stats if s]
-            mean = round(sum(present) / len(present), SCORE_DIGITS) if present else None  # as run_scores
+            mean = score_mean(s.mean for s in stats if s)  # as run_scores computes it: the same number
             return [mean, *(s.mean if s else None for s in stats)], mean, 1
 
         pooled, mean_all, runs_all = block("*")
@@ -270,7 +269,7 @@ def board(results_dir: Path, tag: str = "legacy", as_published: bool = False) ->
             # As the original computed them: the mean of every Average column whose name lacks "GPT4" (so
             # GPT4.1 is left out too), "All" included; and its difference from GPT4's, relative to it.
             others = [v for title, v in averages.items() if GPT4 not in title and v is not None]
-            ex_gpt4 = sum(others) / len(others) if len(others) > 1 else None  # "All" alone is no judge
+            ex_gpt4 = score_mean(others) if len(others) > 1 else None  # "All" alone is no judge
             row[head.index(Column("Average (ex-GPT4)", "score", GPT4))] = ex_gpt4
             base = averages.get(GPT4)
             row += [(ex_gpt4 - base) / base if base and ex_gpt4 is not None else None]

@@ -17,8 +17,8 @@ from pathlib import Path
 import duckdb
 
 from ..errors import UsageError
-from ..status import effective, worst, writer_alive
-from ..tables.selection import left_out, select_runs
+from ..status import benchmark_statuses, worst
+from ..tables.selection import RunRef, left_out, select_runs
 from ..tables.sql import connect
 
 __all__ = ["Report", "build", "clustered_se"]
@@ -68,13 +68,15 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
     chosen = select_runs(results_dir, tag, model, runs)
     con = connect(results_dir, pricing, chosen.run_ids, upto="multi_run_stats",  # the chosen runs, the views needed
                   cache=("benchmark_scores", *(["run_completeness"] if chosen.family else [])))
-    statuses = {r.run_id: effective(r.status, writer_alive(results_dir, r.run_id)) for r in chosen.runs}
+    statuses = {r.run_id: r.status or 'ok' for r in chosen.runs}
     sections = []
     for m in chosen.models:
         run_ids = [r.run_id for r in chosen.runs if r.model == m]
+        failed_judges = _failed_judges(con, [r for r in chosen.runs if r.model == m], chosen.family)
         for j in _judges(con, run_ids, judge, every_judge):
             section = _multi(con, m, j, run_ids, tag, clustered) if chosen.family else _single(con, m, j, run_ids[0])
             section.status = worst([statuses[r] for r in run_ids])
+            section.notes += [note for name, note in failed_judges.items() if j in (ALL_JUDGES, name)]
             if section.status == "interrupted":
                 section.notes.append("interrupted: no process is writing it; the rows its last calls journaled "
                                      "count once it is resumed (run the same command again)")
@@ -86,6 +88,23 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
         "GROUP BY ROLLUP (stage) HAVING count(*) > 0 ORDER BY stage IS NULL, stage", {"ids": chosen.run_ids}
     ).fetchall()]
     return Report(tag, chosen.family, sections, token_cols, tokens)
+
+
+def _failed_judges(con: duckdb.DuckDBPyConnection, runs: list[RunRef], family: bool) -> dict[str, str]:
+    """judge -> one line naming the benchmarks where it holds no score at all (every call failed, or no reply
+    could be read), with its most common error: beside judges that scored, the run is partial, not failed,
+    and the failed judge is named (``status.benchmark_statuses``)."""
+    titles = dict(con.execute("SELECT benchmark, title FROM benchmark_info").fetchall())
+    found: dict[str, dict[str, list[str]]] = {}
+    for r in runs:
+        for bench, b in benchmark_statuses(con, r.run_id).items():
+            for name, j in b["judge"].items():
+                if j["status"] == "failed":
+                    where = f"{titles.get(bench, bench)}{f' ({r.tag})' if family else ''}"
+                    found.setdefault(name, {}).setdefault(j["error"][0] if j["error"] else "", []).append(where)
+    return {name: f"judge {name} failed (no score) on " + "; ".join(
+        ", ".join(where) + (f": {error}" if error else "") for error, where in by_error.items())
+        for name, by_error in found.items()}
 
 
 def _judges(con: duckdb.DuckDBPyConnection, run_ids: list[str], judge: str | None, every: bool = False
@@ -189,9 +208,8 @@ def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list
     section.excluded = [e[0] for e in excluded]
     counted = [r for r in run_ids if r not in section.excluded]
     if excluded:
-        by = "" if judge == ALL_JUDGES else f" by {judge}"
-        section.notes.append(f"left out, not every question the family has answered and judged{by}: " + ", ".join(
-            f"{t} ({', '.join(b)})" for _, t, b in excluded))
+        section.notes.append("left out (family statistics count complete runs only): " + ", ".join(
+            f"{t} ({'; '.join(b)})" for _, t, b in excluded))
     for bench, prompts in con.execute(
             "SELECT benchmark, list_sort(list_distinct(flatten(list(prompt_hashes)))) FROM benchmark_scores "
             "WHERE list_contains($ids, run_id) AND judge = $judge GROUP BY 1", {"ids": counted, "judge": judge}

@@ -73,12 +73,13 @@ def pass_delta(run_id: str, key: AnswerKey, pass_name: str, pass_version: str, d
 
 
 def token_usage(run_id: str, stage: Stage, benchmark: str, model: str, *, requests: int = 0, prompt_tokens: int = 0,
-                completion_tokens: int = 0, cached_requests: int = 0, reasoning_tokens: int = 0,
-                cached_prompt_tokens: int = 0) -> dict[str, object]:
+                completion_tokens: int = 0, reasoning_tokens: int = 0, cached_prompt_tokens: int = 0
+                ) -> dict[str, object]:
     """A ``token_usage`` increment (rows are summed): HTTP requests sent, retries included, and their tokens
-    (of which reasoning, and prompt tokens the provider's cache served); ``cached_requests``: rows reused
-    instead of called."""
+    (of which reasoning, and prompt tokens the provider's cache served). The rows a stage reused instead of
+    calling are counted from the tables (the ``token_usage`` view), never written: a resume would add them
+    again."""
     return _row("token_usage", {"run_id": run_id, "stage": stage, "benchmark": benchmark, "model": model,
                                 "requests": requests, "prompt_tokens": prompt_tokens,
                                 "completion_tokens": completion_tokens, "reasoning_tokens": reasoning_tokens,
-                                "cached_prompt_tokens": cached_prompt_tokens, "cached_requests": cached_requests})
+                                "cached_prompt_tokens": cached_prompt_tokens, "cached_requests": 0})

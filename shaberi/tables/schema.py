@@ -209,7 +209,7 @@ TABLES: dict[str, Table] = {
                 ("completion_tokens", I64),
                 ("reasoning_tokens", I64),  # of completion_tokens (null in parts older than it)
                 ("cached_prompt_tokens", I64),  # of prompt_tokens: priced at the cached input rate
-                ("cached_requests", I64),  # rows reused from an earlier session instead of called
+                ("cached_requests", I64),  # no longer written (0): the token_usage view counts reuse from the tables
                 ("created_at", TS),
             ],
             additive=True,

@@ -15,13 +15,14 @@ from ..errors import UsageError
 from ..run import run_id_prefix
 from .layout import live_parts_under
 from .location import Root, as_root, attach
-from .sql import relisting
+from .sql import LATEST_RUN_ROW, define_status, relisting
+from .writers import probe_writers
 
 __all__ = ["Match", "RunRef", "Selection", "find_runs", "left_out", "select_runs"]
 
 
 class RunRef(NamedTuple):
-    """A run as ``find_runs`` lists it; ``status`` as stored (``status.effective`` says how to show it)."""
+    """A run as ``find_runs`` lists it; ``status`` as readers show it (``sql/005_status.sql``)."""
 
     run_id: str
     model: str
@@ -45,6 +46,7 @@ def find_runs(root: Root, tag: str | None = None, *, match: Match = "tag_or_fami
     where = {"tag": "tag = $tag", "family": "base_tag = $tag AND tag <> $tag",
              "tag_or_family": "(tag = $tag OR base_tag = $tag)", "prefix": "starts_with(tag, $tag)"}[match]
     con = attach(con or duckdb.connect(), root)
+    define_status(con)
 
     def read() -> list[RunRef]:
         # Listed afresh on each attempt (``relisting``): every stage of a run rewrites its row.
@@ -52,12 +54,14 @@ def find_runs(root: Root, tag: str | None = None, *, match: Match = "tag_or_fami
         if not parts:
             return []
         files = ", ".join("'{}'".format(str(p).replace("'", "''")) for p in parts)
-        rows = con.execute(
-            "SELECT run_id, model, tag, base_tag, run_index, status "
-            f"FROM read_parquet([{files}], union_by_name = true) "
-            "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1 "
-            f"AND ($tag IS NULL OR {where}) AND ($model IS NULL OR model = $model) "
-            "ORDER BY model, run_index, tag", {"tag": tag, "model": model}).fetchall()
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE listed_runs AS SELECT run_id, model, tag, base_tag, run_index, status "
+            f"FROM read_parquet([{files}], union_by_name = true) QUALIFY {LATEST_RUN_ROW} "
+            f"AND ($tag IS NULL OR {where}) AND ($model IS NULL OR model = $model)", {"tag": tag, "model": model})
+        probe_writers(con, root, "SELECT run_id, status FROM listed_runs")
+        rows = con.execute("SELECT run_id, model, tag, base_tag, run_index, shown_status(status, w.alive) "
+                           "FROM listed_runs LEFT JOIN run_writers w USING (run_id) "
+                           "ORDER BY model, run_index, tag").fetchall()
         return [RunRef(*r) for r in rows]
 
     return relisting(read)
@@ -82,10 +86,10 @@ class Selection:
 
 def left_out(con: duckdb.DuckDBPyConnection, judge: str = "*", model: str | None = None
              ) -> list[tuple[str, str, list[str]]]:
-    """(run_id, tag, benchmarks) of the family members not complete for ``judge`` ('*': every judge): the runs
-    family statistics leave out (``run_completeness``), in run order."""
+    """(run_id, tag, reasons) of the family members not complete for ``judge`` ('*': every judge): the runs
+    family statistics leave out (``run_completeness``), in run order, each with why (``elyza: no score by j``)."""
     return [(r, t, b or []) for r, t, b in con.execute(
-        "SELECT r.run_id, r.tag, c.incomplete_benchmarks FROM run_completeness c JOIN runs r USING (run_id) "
+        "SELECT r.run_id, r.tag, c.reasons FROM run_completeness c JOIN runs r USING (run_id) "
         "WHERE NOT c.complete AND c.judge = $judge AND ($model IS NULL OR r.model = $model) AND r.tag <> r.base_tag "
         "ORDER BY r.run_index", {"judge": judge, "model": model}).fetchall()]
 

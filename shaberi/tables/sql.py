@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -26,13 +27,54 @@ from ..resources import resource_dir
 from .layout import live_parts, live_parts_under
 from .location import Root, as_root, attach, is_remote
 from .schema import TABLES, Table
+from .writers import probe_writers
 
-__all__ = ["SCORE_DIGITS", "connect", "load_pricing", "materialize", "read_only", "reattach", "relisting"]
+__all__ = ["LATEST_RUN_ROW", "SCORE_DIGITS", "connect", "define_status", "load_pricing", "materialize", "read_only",
+           "reattach", "relisting", "score_mean", "shown_status"]
 
 T = TypeVar("T")
-# Decimals every score mean is rounded to (the SQL macro score_round, compare, the leaderboard): DuckDB sums in
-# the order each plan gives, and the last bits it leaves would print one mean as 3.67 in one view, 3.68 in another.
+# The one rule for a mean of scores, wherever it is printed (the views, the leaderboard, compare, the report):
+# score_mean sums the values exactly (as decimals of SCORE_DIGITS places), divides once and rounds to SCORE_DIGITS.
+# A sum of doubles depends on the order each plan gives, and the last bits it leaves would print one mean as
+# 3.416666666 in one place and 3.416666667 in another (a mean of four 9-decimal means often ends in a 5).
 SCORE_DIGITS = 9
+_SCORE_MEAN = f"round(sum(x::DECIMAL(38, {SCORE_DIGITS})) / count(x), {SCORE_DIGITS})"
+_means_lock = threading.Lock()
+_means: duckdb.DuckDBPyConnection | None = None
+
+
+def score_mean(values: Iterable[float | None]) -> float | None:
+    """The mean of ``values`` (None skipped; None for none) by the views' own rule (the SQL macro score_mean), for
+    a mean computed outside a view: the same values give the same number, to the last digit."""
+    global _means
+    present = [float(v) for v in values if v is not None]
+    if not present:
+        return None
+    with _means_lock:
+        if _means is None:
+            _means = duckdb.connect()
+            _means.execute(f"CREATE MACRO score_mean(x) AS {_SCORE_MEAN}")
+        row = _means.execute("SELECT score_mean(x) FROM unnest($v) t(x)", {"v": present}).fetchone()
+    assert row is not None
+    return float(row[0])
+
+
+# A run's row is rewritten by every stage: its latest version is the run (as the runs view reads it).
+LATEST_RUN_ROW = "row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1"
+_STATUS_SQL = "005_status.sql"
+
+
+def define_status(con: duckdb.DuckDBPyConnection) -> None:
+    """The status rule (``shown_status``) alone, for a connection that needs no other view (``find_runs``)."""
+    con.execute((resource_dir("sql") / _STATUS_SQL).read_text(encoding="utf-8"))
+
+
+def shown_status(con: duckdb.DuckDBPyConnection, stored: str | None, alive: bool | None) -> str:
+    """A status as readers show it, by the one rule (``sql/005_status.sql``), for a status held outside the runs
+    view (a stage's record in ``runs.stages``)."""
+    row = con.execute("SELECT shown_status($stored, $alive)", {"stored": stored, "alive": alive}).fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def relisting(define: Callable[[], T], attempts: int = 8) -> T:
@@ -187,6 +229,8 @@ def _define(con: duckdb.DuckDBPyConnection, root: Root, pricing: Path | None, ru
     con.execute("CREATE OR REPLACE TABLE pricing (model VARCHAR, input DOUBLE, output DOUBLE, cached_input DOUBLE)")
     con.executemany("INSERT INTO pricing VALUES (?, ?, ?, ?)", load_pricing(pricing))
     con.execute(f"CREATE OR REPLACE MACRO score_round(x) AS round(x, {SCORE_DIGITS})")
+    con.execute(f"CREATE OR REPLACE MACRO score_mean(x) AS {_SCORE_MEAN}")
+    probe_writers(con, root, f"SELECT run_id, status FROM raw_runs QUALIFY {LATEST_RUN_ROW}")
     scripts = []
     for path in sorted(resource_dir("sql").glob("*.sql")):
         scripts.append(_keys_filled(path.read_text(encoding="utf-8")))
