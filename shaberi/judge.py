@@ -2,9 +2,10 @@
 
 A judgement's identity is (answer key, judge, ``prompt_hash`` of the benchmark's judging templates,
 ``answer_hash`` of the judged text; see ``lineage``). A normal run skips judgements whose identity is
-already stored, except rows whose judge call failed; ``rejudge`` calls again. A new identity adds a row and
-leaves the older ones as history. ``reprocess`` re-parses the stored replies with the current extraction
-rules and makes no call at all. The stage only reads answers: it never calls the candidate.
+already stored, except rows whose judge call failed; ``rejudge`` calls again. Every call adds a row (a row's
+key holds its time): the older ones stay as history, the newest counts. ``reprocess`` re-parses the stored
+replies with the current extraction rules and makes no call at all. The stage only reads answers: it never
+calls the candidate.
 
 Per answer and judge: one call with ``primary.jinja``; when the reply holds no single valid verdict in the
 judge's own words (``shaberi.extract``: none, quoted, ambiguous, out of scale, several that disagree), one

@@ -110,7 +110,12 @@ def test_rerun_skips_stored_judgements_rejudge_calls_again_and_leaves_answers_al
     rejudged = evaluate(server, results, data, rejudge=True)
     assert server.stats()["calls"] == 3 and rejudged.judging.judged == 3  # judge calls only
     assert query(results, "SELECT * FROM raw_answers ORDER BY question_id") == answers_before
-    assert query(results, "SELECT count(*) FROM raw_judgements") == [(3,)]  # superseded rows compacted away
+    # The same judge, prompt and answer judged again: both kept as history, the newer counts.
+    history = query(results, "SELECT question_id, lineage, created_at FROM judgement_history ORDER BY 1, 3")
+    assert [(q, lineage) for q, lineage, _ in history] == [
+        (q, lineage) for q in ("q0", "q1", "q2") for lineage in ("superseded", "current")]
+    assert query(results, "SELECT count(*) FROM raw_judgements") == [(6,)]  # compaction keeps them too
+    assert query(results, "SELECT count(*), count(DISTINCT question_id) FROM judgements") == [(3, 3)]
     assert query(results, "SELECT sum(requests) FROM token_usage WHERE stage = 'judging'") == [(6,)]
 
 

@@ -154,10 +154,11 @@ TABLES: dict[str, Table] = {
         ),
         _t(
             "judgements",
-            # One row per answer, judge, judging prompt (or rule grader version) and judged text: a new prompt,
-            # new rules or a regenerated answer add a row, the older ones stay as history
-            # (``sql/015_lineage.sql`` says which one counts).
-            (*_ANSWER_KEY, "judge", "prompt_hash", "grader_version", "answer_hash"),
+            # One row per answer, judge, judging prompt (or rule grader version), judged text and time: a new
+            # prompt, new rules, a regenerated answer or the same judgement asked again (--rejudge, a retried
+            # failure) add a row, the older ones stay as history (``sql/015_lineage.sql`` says which one counts).
+            # Rows are read oldest first, so a dict built from them keeps each identity's newest.
+            (*_ANSWER_KEY, "judge", "prompt_hash", "grader_version", "answer_hash", "created_at"),
             [
                 *_ANSWER_FIELDS,
                 ("judge", STR),

@@ -122,7 +122,7 @@ class Store:
             self.replace(table, run_id, self.read(table, run_id))
             return
         # Pass 1: which (part, row) holds the latest version of each key.
-        keys, cols = [], [*spec.key, "created_at"]
+        keys, cols = [], list(dict.fromkeys([*spec.key, "created_at"]))  # a versioned key holds it already
         for i, p in enumerate(parts):
             k = _conform(_read_part(p, cols), spec, cols)
             k = k.append_column("__part", pa.array([i] * k.num_rows, pa.int32()))
@@ -340,7 +340,8 @@ def _latest(data: pa.Table, spec: Table) -> pa.Table:
         return data
     # ordered and grouped on the key and time columns alone; the wide columns (answer texts) are copied once
     n = data.num_rows
-    small = data.select([*spec.key, "created_at"]).append_column("__order", pa.array(range(n), pa.int64()))
+    small = data.select(list(dict.fromkeys([*spec.key, "created_at"]))).append_column("__order",
+                                                                                    pa.array(range(n), pa.int64()))
     order = pc.sort_indices(small, sort_keys=[("created_at", "ascending"), ("__order", "ascending")])
     small = small.take(order).append_column("__pos", pa.array(range(n), pa.int64()))
     last = small.group_by(list(spec.key), use_threads=False).aggregate([("__pos", "max")])
