@@ -321,3 +321,38 @@ def test_simpleqa_is_graded_by_a_judge_model_with_accuracy_given_attempted(serve
         ("CORRECT", 6), ("INCORRECT", 3), ("NOT_ATTEMPTED", 3)]
     assert query(tmp_path / "r", "SELECT requests FROM token_usage WHERE stage = 'judging'") == [(4,)]
 
+
+
+def test_each_member_carries_its_own_seed_and_identical_members_are_warned_about(server, tmp_path):
+    """The loopback server is deterministic: ``<<answer#N: …>>`` is its reply to a request with seed N, and
+    ``<<answer: …>>`` its reply whatever the seed. Questions 0 and 1 get a reply per seed, 2 and 3 one reply."""
+    (tmp_path / "d" / "gt" / "gsm8k").mkdir(parents=True)
+    with open(tmp_path / "d" / "gt" / "gsm8k" / "test.jsonl", "w") as fh:
+        for i in range(4):
+            replies = " ".join(f"<<answer#{s}: #### {i + s}>>" for s in range(3)) if i < 2 else f"<<answer: #### {i}>>"
+            fh.write(json.dumps({"question": f"Question {i}? {replies}", "answer": f"#### {i}"}) + "\n")
+    args = ["ensemble", "generate-cache", "--model", "m", "--base-url", server.base_url, "--datasets", "gsm8k", "--n",
+            "3", "--data-dir", str(tmp_path / "d"), "--results-dir", str(tmp_path / "r")]
+    done = shaberi(*args)
+    assert done.returncode == 0, done.stderr
+    assert server.stats()["calls"] == 12
+    assert sorted(b["seed"] for b in server.bodies()) == [0] * 4 + [1] * 4 + [2] * 4  # member i: seed i
+    assert query(tmp_path / "r", "SELECT question_id, list(content ORDER BY sample_index) FROM answers GROUP BY 1 "
+                                 "ORDER BY 1") == [("1", ["#### 0", "#### 1", "#### 2"]),
+                                                   ("2", ["#### 1", "#### 2", "#### 3"]),
+                                                   ("3", ["#### 2"] * 3), ("4", ["#### 3"] * 3)]
+    # the seed is part of each request's identity: 12 requests, 12 hashes
+    assert query(tmp_path / "r", "SELECT count(DISTINCT request_hash) FROM answers") == [(12,)]
+    warning = (f"warning: gsm8k: all 3 members are byte-identical on 2 of 4 questions: majority or any consensus "
+               f"over identical members measures nothing there (does {server.base_url} honour seed and temperature "
+               "0.7?)\n")
+    assert done.stderr == warning
+    server.reset()
+    again = shaberi(*args)  # resumed: nothing paid again, and the entry still says what it holds
+    assert (again.returncode, again.stderr, server.stats()["calls"]) == (0, warning, 0)
+
+    (tmp_path / "d2" / "gt" / "gsm8k").mkdir(parents=True)  # every question sampled per seed: no warning
+    (tmp_path / "d2" / "gt" / "gsm8k" / "test.jsonl").write_text(json.dumps(
+        {"question": "Question? " + " ".join(f"<<answer#{s}: #### {s}>>" for s in range(3)), "answer": "#### 0"}))
+    apart = shaberi(*args[:-4], "--data-dir", str(tmp_path / "d2"), "--results-dir", str(tmp_path / "r2"))
+    assert (apart.returncode, apart.stderr, server.stats()["calls"]) == (0, "", 3)

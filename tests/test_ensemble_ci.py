@@ -444,3 +444,92 @@ def test_the_detectable_regression_when_nothing_differs():
     assert 0.04 < always.mde < 0.1 and power(100, always.mde, always.mde, 0.05) == pytest.approx(0.8, abs=1e-4)
     lost = compare("d", "s", [1] * 100, [0] * 100, [1.0] * 100, 0.05)  # a constant loss: certain, not p = 1
     assert lost.p_ttest == 0.0
+
+
+def job_file(path: Path, model: str, family: str, tests: int, planted: dict[str, tuple[int, int]],
+             samples_mean: float) -> Path:
+    """One CI job's result file over 100 gsm8k questions: a baseline right on the first 80; each strategy loses
+    ``b`` of those and gains ``c`` of the other 20 (``planted``: strategy -> (b, c)); every question's mean of N
+    is ``samples_mean``."""
+    from shaberi.ensemble.evaluate import DatasetOutcome, Result, StrategyOutcome
+
+    baseline = [1] * 80 + [0] * 20
+    strategies = {}
+    for name, (b, c) in planted.items():
+        correct = [0 if i < b else 1 if 80 <= i < 80 + c else x for i, x in enumerate(baseline)]
+        strategies[name] = StrategyOutcome(correct, [1] * 100)
+    outcome = DatasetOutcome("run", 5, [str(i) for i in range(1, 101)], baseline, [1] * 100, [samples_mean] * 100,
+                             strategies)
+    path.write_bytes(Result(model, 0, 100, list(planted), {"gsm8k": outcome}, 0.1, tests, family).to_json())
+    return path
+
+
+def recomputed(planted: dict[str, tuple[int, int]], samples_mean: float) -> dict[str, tuple[float, float]]:
+    """Each strategy's (McNemar p, paired-t p), recomputed with scipy from the vectors ``job_file`` writes."""
+    found = {}
+    for name, (b, c) in planted.items():
+        baseline = [1] * 80 + [0] * 20
+        correct = [0 if i < b else 1 if 80 <= i < 80 + c else x for i, x in enumerate(baseline)]
+        found[name] = (float(stats.binomtest(b, b + c, 0.5, alternative="greater").pvalue),
+                       float(stats.ttest_rel(correct, [samples_mean] * 100, alternative="less").pvalue))
+    return found
+
+
+@pytest.mark.parametrize(("jobs", "samples_mean"), [
+    # plain Holm over the configuration finds majority's regression, which its job's half of α misses
+    ([{"majority": (11, 3)}, {"standard": (30, 0)}], 0.6),
+    # the split finds standard's, which plain Holm over the configuration misses
+    ([{"majority": (10, 0), "standard": (6, 0)}, {"elo": (1, 1), "council": (1, 1)}], 0.3),
+])
+def test_the_report_shows_holm_over_the_configuration_beside_the_jobs_verdicts_which_decide(tmp_path, jobs,
+                                                                                           samples_mean):
+    alpha = 0.1
+    strategies = [s for job in jobs for s in job]
+    tests = 2 * len(strategies)
+    family = f"m: {', '.join(strategies)} × gsm8k, sample 100, seed 0"
+    files = [job_file(tmp_path / f"job{i}.json", "m", family, tests, job, samples_mean) for i, job in enumerate(jobs)]
+    # each job: Holm within its own tests at its share of α, on the family's scale
+    split = {}
+    for job in jobs:
+        p = recomputed(job, samples_mean)
+        adjusted = multipletests([p[s][0] for s in job] + [p[s][1] for s in job], method="holm")[1]
+        adjusted = np.minimum(1.0, adjusted * tests / (2 * len(job)))
+        split |= {s: min(adjusted[i], adjusted[len(job) + i]) for i, s in enumerate(job)}
+    p = recomputed({s: b for job in jobs for s, b in job.items()}, samples_mean)
+    pooled_p = multipletests([p[s][0] for s in strategies] + [p[s][1] for s in strategies], alpha=alpha,
+                             method="holm")[1]
+    pooled = {s: min(pooled_p[i], pooled_p[len(strategies) + i]) for i, s in enumerate(strategies)}
+    differ = [s for s in strategies if (split[s] <= alpha) != (pooled[s] <= alpha)]
+    assert len(differ) == 1  # the planted disagreement, as scipy and statsmodels see it
+    (name,) = differ
+
+    done = shaberi("ensemble", "report", *map(str, files))
+    assert done.returncode == 1, done.stderr  # a job's own regression
+    # the exit code follows the jobs' verdicts, as the CI jobs gave them, not Holm over the configuration
+    flagged = [s for s in strategies if split[s] <= alpha]
+    planted = {s: b_c for job in jobs for s, b_c in job.items()}
+    assert done.stderr == "REGRESSION: " + ", ".join(
+        f"{s} on gsm8k ({planted[s][1] - planted[s][0]:+.1f} points, adjusted p {split[s]:.3f})" for s in flagged
+    ) + "\n"
+    word = {True: "regression", False: "no regression"}
+
+    def shown(x: float) -> str:  # as the report prints a p-value
+        return "<0.001" if x < 0.001 else f"{x:.3f}"
+
+    for s in strategies:
+        row = next(line for line in done.stdout.splitlines() if line.startswith(f"| m | {s} | 100 |"))
+        assert row.endswith(f"| {word[pooled[s] <= alpha]} ({shown(pooled[s])}) |"), row
+        assert ("**regression**" in row) == (split[s] <= alpha)
+    assert (f"**Holm over the whole configuration differs from the jobs' verdicts** on {name} on gsm8k "
+            f"({word[pooled[name] <= alpha]} there, {word[split[name] <= alpha]} in its job): the exit code follows "
+            "the jobs' verdicts") in done.stdout
+    assert (f"  - Holm over the whole configuration (its {tests} p-values pooled, at α = 0.1): ") in done.stdout
+    assert (f"it differs from the jobs' verdicts on {name} on gsm8k (configuration-wide: "
+            f"{word[pooled[name] <= alpha]}, adjusted p {shown(pooled[name])}; its job: "
+            f"{word[split[name] <= alpha]}, adjusted p {shown(split[name])})") in done.stdout
+    assert "the family-wise error, is at most α however the configuration is split into jobs" in done.stdout
+    assert "**The exit code follows these verdicts**" in done.stdout
+
+    alone = shaberi("ensemble", "report", str(files[0]))  # one job's file: no configuration-wide verdict to show
+    assert "  - Holm over the whole configuration: not computed without every job's file exactly once" in alone.stdout
+    assert "differs from the jobs' verdicts" not in alone.stdout and alone.returncode == 1

@@ -329,3 +329,42 @@ def test_a_failed_grading_call_is_no_grade_and_is_asked_again(server, tmp_path):
     calls = server.stats()["calls"]
     second = asyncio.run(evaluate()).datasets["simpleqa"]  # asked again (member and vote), still no grade
     assert server.stats()["calls"] - calls == 4 and second.baseline == [1, None]
+
+
+def test_a_judge_whose_every_reply_is_unreadable_fails_the_gate_instead_of_passing_it(server, tmp_path):
+    """10 questions, 3 members with their own texts and the majority's answer: 40 grades, and the loopback judge
+    answers each with its stock Japanese line (no marker anywhere), which no rule reads. Nothing can be compared:
+    quick-eval, check and report exit 1 with one line saying what and why, never a green "not compared"."""
+    data = write_simpleqa(tmp_path / "d", [f"Who won in {2001 + i}?" for i in range(10)])
+    members = []
+    for m in range(3):
+        members.append(tmp_path / f"member{m}.jsonl")
+        members[-1].write_text("\n".join(json.dumps({"question_id": str(i), "response": f"Person {i} ({m})"})
+                                         for i in range(1, 11)))
+    args = ["--results-dir", str(tmp_path / "r")]
+    assert shaberi("ensemble", "import-responses", "--dataset", "simpleqa", "--model", "m", *map(str, members),
+                   "--data-dir", str(data), *args).returncode == 0
+    judge = ["--judge", f"grader@{server.base_url}"]
+    done = shaberi("ensemble", "quick-eval", "--model", "m", "--sample", "10", *judge, "--out",
+                   str(tmp_path / "q.json"), *args)
+    assert server.stats()["calls"] == 30  # one per distinct text: the vote's answer is a member's
+    assert query(tmp_path / "r", "SELECT parse_method, count(*), count(score) FROM judgements GROUP BY 1") == [
+        ("unparsed", 40, 0)]
+    why = ("FAILED: majority on simpleqa: not compared, no question has a readable grade on every side (readable: "
+           "baseline 0 of 10, majority 0 of 10, samples 0 of 10); grader llm:grader: 40 of 40 grades unreadable, 40 "
+           "without a grade\n")
+    assert (done.returncode, done.stderr) == (1, why)
+    assert "simpleqa: grader llm:grader: 40 graded, 40 unreadable (100.0%)" in done.stdout
+    assert json.loads((tmp_path / "q.json").read_text())["datasets"]["simpleqa"]["graders"] == {
+        "llm:grader": {"graded": 40, "unreadable": 40, "no_grade": 40}}
+
+    report = shaberi("ensemble", "report", str(tmp_path / "q.json"))
+    assert (report.returncode, report.stderr) == (1, why.replace("FAILED: ", "FAILED: m: "))
+    assert "**Not checked**: m: majority on simpleqa: not compared, no question has a readable grade" in report.stdout
+    assert "0 comparisons from 1 file(s)" in report.stdout
+
+    baselines = tmp_path / "quick-eval.json"
+    baselines.write_text(json.dumps({"models": {"m": {"datasets": ["simpleqa"], "strategies": ["majority"],
+                                                      "sample": 10, "seed": 0}}}))
+    check = shaberi("ensemble", "check", "--model", "m", "--baseline-file", str(baselines), *judge, *args)
+    assert (check.returncode, check.stderr) == (1, why) and "gate passed" not in check.stdout

@@ -2,7 +2,7 @@
 and passes, and a line per endpoint (limit, in flight, 429s, retries); refreshed from the stages' plain
 counters a few times a second. When stderr is not a terminal (nohup, Slurm, CI) the same figures are
 printed as one plain line every ``$SHABERI_PROGRESS_EVERY`` seconds (default 10) instead, and once at the
-end."""
+end. Last, a warning per pass whose model's verdicts could not be read (``unreadable_lines``)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.text import Text
 
 from ..llm.client import ChatClient
+from ..passes.runner import PassProgress
 from ..pipeline import Outcome
 
-__all__ = ["live_progress"]
+__all__ = ["live_progress", "unreadable_lines"]
 
 def _plain_every() -> float:
     with contextlib.suppress(ValueError):
@@ -66,9 +67,16 @@ def _rows(outcome: Outcome) -> list[_Row]:
         judge_limit = max(int(c.control.limit) for c in clients[1:]) if len(clients) > 1 else limit
         rows.append(_Row("judging", j.total, j.done, j.judged, j.tokens, j.null_scores, judge_limit))
     p = outcome.passes
-    if p.total:
-        rows.append(_Row("passes", p.total, p.done, p.consulted, 0, p.failed, limit if p.consulted else 0))
+    if p.total:  # errors: failed calls and unreadable verdicts, as judging's are its null scores
+        rows.append(_Row("passes", p.total, p.done, p.consulted, 0, p.failed + p.unreadable.total(),
+                         limit if p.consulted else 0))
     return rows
+
+
+def unreadable_lines(p: PassProgress) -> list[str]:
+    """One line per pass whose model gave verdicts nobody could read: the run's end says so, never "0 flagged"."""
+    return [f"{name}: {p.asked[name]:,} checked, {n:,} verdicts unreadable (no verdict read; asked again next run)"
+            for name, n in p.unreadable.items() if n]
 
 
 def _endpoint(client: ChatClient) -> str:
@@ -103,6 +111,8 @@ async def live_progress(console: Console) -> AsyncIterator[list]:
         stop.set()
         await task
         show.close()
+        for line in unreadable_lines(slot[0].passes) if slot else []:
+            console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 class _Live:

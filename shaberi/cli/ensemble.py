@@ -90,14 +90,17 @@ def ensemble_generate_cache(
     config = client_config(concurrency, timeout, max_retries, rpm, tpm, rate_limit_timeout, retry_after_max,
                            concurrency_start, concurrency_min)
     failed = []
-    for run_id, done, path in asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature,
-                                                   max_tokens, api_key_env, config, limit, cache_dir=cache_dir)):
+    for made in asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature, max_tokens,
+                                     api_key_env, config, limit, cache_dir=cache_dir)):
+        done = made.done
         called = done.done - done.cached
         errors = f", {done.errors:,} errors: run again to retry them" if done.errors else ""
-        typer.echo(f"cache {run_id}: {done.done - done.errors:,} of {done.total:,} answers ({called:,} called now, "
-                   f"{done.cached:,} already there){errors}" + (f"; written to {path}" if path else ""))
+        typer.echo(f"cache {made.run_id}: {done.done - done.errors:,} of {done.total:,} answers ({called:,} called "
+                   f"now, {done.cached:,} already there){errors}" + (f"; written to {made.path}" if made.path else ""))
+        _warn_identical(made.dataset, n, made.identical, made.complete,
+                        f"does {base_url} honour seed and temperature {temperature:g}?")
         if done.errors and done.errors == done.total:
-            failed.append(run_id)
+            failed.append(made.run_id)
     if failed:
         typer.echo(f"FAILED: every answer is an error in {', '.join(failed)} (see: shaberi view, or the answers "
                    "table's error column)", err=True)
@@ -120,8 +123,17 @@ def ensemble_import_responses(
     arrow_without_pandas()
     from ..ensemble.commands import import_responses
 
-    run_id, counts = import_responses(results_dir, data_dir, model, dataset, files, cache_dir)
+    run_id, counts, (identical, complete) = import_responses(results_dir, data_dir, model, dataset, files, cache_dir)
     typer.echo(f"cache {run_id}: {len(files)} members, {', '.join(f'{c:,}' for c in counts)} responses")
+    _warn_identical(dataset, len(files), identical, complete, "are the files copies of one another?")
+
+
+def _warn_identical(dataset: str, n: int, identical: int, complete: int, ask: str) -> None:
+    """One warning line when some question's N members are byte-identical: a vote over copies measures nothing."""
+    if n > 1 and identical:
+        typer.echo(f"warning: {dataset}: all {n} members are byte-identical on {identical:,} of {complete:,} "
+                   f"questions: majority or any consensus over identical members measures nothing there ({ask})",
+                   err=True)
 
 
 def _holm(c: Comparison) -> float:
@@ -199,8 +211,9 @@ def ensemble_quick_eval(
 ) -> None:
     """Strategies over a seeded sample of cached questions (zero generation calls), graded and gated.
 
-    Exit codes: 0 no significant regression against the single-model baseline; 1 a significant regression (one
-    line names it; the result file is written either way); 2 bad input."""
+    Exit codes: 0 no significant regression against the single-model baseline; 1 a significant regression, or a
+    strategy × dataset that could not be compared at all (every consensus call failed, or no question with a
+    readable grade on every side): one line names each, the result file is written either way; 2 bad input."""
     arrow_without_pandas()
     import asyncio
 
@@ -222,11 +235,14 @@ def ensemble_report(
     significance: Significance = None,
 ) -> None:
     """One Markdown report over result files: per dataset, baseline and each strategy with the paired tests, and
-    each job's verdict as the job gave it (its own family; see docs in ``shaberi.ensemble.gate``).
+    each job's verdict as the job gave it: Holm within the job at its share of α, which bounds the family-wise
+    error over the whole configuration at α (``shaberi.ensemble.gate``). With every job's file it also shows Holm
+    over the whole configuration pooled, and where the two differ (information only: the exit code follows the
+    jobs' verdicts).
 
-    Exit codes: 0 no significant regression in a complete set of files; 1 a significant regression, a strategy
-    whose every consensus call failed, or a family whose job files are not all given (one line names each; the
-    report is written first); 2 bad input."""
+    Exit codes: 0 no significant regression in a complete set of files; 1 a significant regression (a job's
+    verdict), a strategy × dataset that could not be compared at all, or a family whose job files are not all
+    given (one line names each; the report is written first); 2 bad input."""
     from ..ensemble.report import load_results, markdown
 
     if significance is not None and not 0 < significance < 1:
@@ -262,10 +278,12 @@ def ensemble_check(
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
     """The CI gate: quick-eval as the baseline file configures it (or one job's slice: --strategy, --datasets).
-    The multiple-comparison family is the model's whole configuration however it is sliced into jobs, so the
-    jobs' verdicts and the report's agree.
+    The multiple-comparison family is the model's whole configuration however it is sliced into jobs: a job
+    gets α × its tests ÷ the family's and runs Holm within them, so the family-wise error over the whole
+    configuration is at most α (Bonferroni across the jobs), and the jobs' verdicts and the report's agree.
 
-    Exit codes: 0 no significant regression; 1 a significant regression (one line names it); 2 bad input."""
+    Exit codes: 0 no significant regression; 1 a significant regression, or a strategy × dataset that could not
+    be compared at all (one line names each); 2 bad input."""
     arrow_without_pandas()
     import asyncio
 
@@ -343,8 +361,9 @@ def _accepted(accepted: dict, result: Result) -> None:
 
 
 def _fail_on(regressions: list[Comparison], failed: list[str] | None = None) -> None:
-    """Exit 1 with one line naming each significant regression, and one naming each strategy that could not be
-    compared because all its calls failed (a CI job's red either way), else return."""
+    """Exit 1 with one line naming each significant regression, and one naming what could not be compared and
+    why (``failures``: a broken judge or consensus model is a CI job's red, never a green "not compared"), else
+    return."""
     if regressions:
         typer.echo("REGRESSION: " + ", ".join(f"{c.strategy} on {c.dataset} ({100 * c.difference:+.1f} points, "
                                               f"adjusted p {_holm(c):.3f})" for c in regressions), err=True)

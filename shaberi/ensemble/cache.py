@@ -5,7 +5,9 @@ A cache entry is a run whose identity is (model, dataset, N, temperature) and no
 or seed of a later evaluation reads the same rows. Members are ``answers`` rows with ``sample_index``
 0…N−1 and ``strategy = ''``; sample 0 is the single-model baseline. Generation goes through the same
 resumable stage as the chat benchmarks (``shaberi.generate``): a killed run resumes, nothing is paid
-twice.
+twice. Member i is asked with seed i, so an endpoint that honours seeds (a deterministic one included)
+gives N samples rather than one answer N times; ``identical_members`` counts the questions where the N
+answers are the same bytes anyway, which the CLI warns about.
 
 The cache lives in the tables of a results root (``--results-dir``, git-ignored). To **commit** it, give
 ``--cache-dir`` (e.g. ``.cache/ensemble``): ``export`` writes one compact Parquet file per entry there,
@@ -46,7 +48,7 @@ from ..tables.selection import find_runs
 from ..tables.store import Store, now_us
 
 __all__ = ["CacheEntry", "cache_files", "check_writable", "entries", "export", "find", "generate_cache",
-           "import_responses", "materialize", "tag_for"]
+           "identical_members", "import_responses", "materialize", "tag_for"]
 
 # the member columns a cache file keeps, in this order: nothing that depends on where or when they were made
 _COLUMNS = ("question_id", "sample_index", "model", "content", "error", "error_type", "finish_reason")
@@ -111,15 +113,19 @@ def _info(model: str, dataset: Dataset, n: int, temperature: float | None, base_
 async def generate_cache(results_dir: Path, model: str, dataset: Dataset, client: ChatClient, n: int,
                          temperature: float, max_tokens: int = 2048, progress: Progress | None = None
                          ) -> tuple[str, BenchmarkProgress]:
-    """N answers to every question of ``dataset``; resumable: a stored answer to a (question, sample) is
-    kept whatever endpoint or request options made it (the entry's identity is its model, dataset, N and
-    temperature). Returns the cache entry's run id and what this call did (done, reused, errors)."""
+    """N answers to every question of ``dataset``, member i asked with ``seed`` i, so that an endpoint that
+    honours a seed samples each member afresh instead of repeating one answer N times (the seed is in the
+    request body, hence in its ``request_hash``). Resumable: a stored answer to a (question, sample) is kept
+    whatever endpoint or request options made it (the entry's identity is its model, dataset, N and
+    temperature), so the seed never makes a cache made without it be paid for again. Returns the cache
+    entry's run id and what this call did (done, reused, errors)."""
     validate_name("model", model)
     if n < 1:
         raise UsageError("--n must be at least 1")
-    config = GenerationConfig(temperature=temperature, max_tokens=max_tokens, samples=n)
+    config = GenerationConfig(temperature=temperature, max_tokens=max_tokens, samples=n, seed=0)
     info = _info(model, dataset, n, temperature, client.base_url, None, {"temperature": temperature,
-                                                                        "max_tokens": max_tokens})
+                                                                        "max_tokens": max_tokens,
+                                                                        "seed": "sample_index"})
     store = Store(results_dir)
     with store.lock(info.run_id, f"ensemble cache {model!r} {dataset.benchmark!r}"):
         store.replace("runs", info.run_id, [info.row("running")])
@@ -127,6 +133,20 @@ async def generate_cache(results_dir: Path, model: str, dataset: Dataset, client
         done = await generate(store, info.run_id, model, [dataset], client, config, progress=progress, by_key=True)
         store.replace("runs", info.run_id, [info.row("ok", None, endpoint_limits([client]))])
     return info.run_id, done.benchmarks[dataset.benchmark]
+
+
+def identical_members(results_dir: Path, run_id: str, n: int) -> tuple[int, int]:
+    """(questions whose N members are all answered and byte-identical, questions whose N members are all
+    answered) in a cache entry: where they are identical, a vote or any consensus over them measures nothing
+    (an endpoint that ignores seed and temperature, or one file imported N times)."""
+    answers = Store(results_dir).read("answers", run_id, ["question_id", "strategy", "content", "error"])
+    members = answers.filter(pc.and_(pc.equal(answers["strategy"], ""), pc.is_null(answers["error"])))
+    if n < 2 or members.num_rows == 0:
+        return 0, 0
+    per = members.group_by("question_id").aggregate([("content", "count"), ("content", "count_distinct")])
+    whole = pc.equal(per["content_count"], n)
+    return (int(pc.sum(pc.and_(whole, pc.equal(per["content_count_distinct"], 1))).as_py() or 0),
+            int(pc.sum(whole).as_py() or 0))
 
 
 def import_responses(results_dir: Path, model: str, dataset: Dataset, files: list[Path]) -> tuple[str, list[int]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 
@@ -18,14 +19,26 @@ from .evaluate import Result, accuracy, quick_eval, refuse_bad_request
 from .gate import ALPHA
 from .strategies import resolve as resolve_strategies
 
-__all__ = ["Baselines", "check", "evaluate", "family_name", "generate", "import_responses", "load_baselines",
+__all__ = ["Baselines", "Made", "check", "evaluate", "family_name", "generate", "import_responses", "load_baselines",
            "regenerate_baseline"]
+
+
+class Made(NamedTuple):
+    """One cache entry generated: what this call did, where it was written, and how many questions have all N
+    members byte-identical (``identical`` of the ``complete`` ones with all N answered)."""
+
+    run_id: str
+    dataset: str
+    done: BenchmarkProgress
+    path: Path | None
+    identical: int
+    complete: int
 
 
 async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str, datasets: str, n: int,
                    temperature: float, max_tokens: int, api_key_env: str | None, client_config: ClientConfig,
                    limit: int | None = None, progress: Progress | None = None, cache_dir: Path | None = None
-                   ) -> list[tuple[str, BenchmarkProgress, Path | None]]:
+                   ) -> list[Made]:
     """Every dataset at once through one client, so its limit is shared: a fast dataset's free slots go to a
     slow one. With ``cache_dir``: its files are read first (what they hold is not asked again) and written
     after."""
@@ -49,20 +62,21 @@ async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str,
                                                            max_tokens, progress) for d in loaded))
     finally:
         await client.aclose()
-    return [(run_id, done, None if cache_dir is None else cache.export(
-        results_dir, cache.CacheEntry(run_id, model, d.benchmark, n, temperature), cache_dir))
-        for d, (run_id, done) in zip(loaded, made, strict=True)]
+    return [Made(run_id, d.benchmark, done, None if cache_dir is None else cache.export(
+        results_dir, cache.CacheEntry(run_id, model, d.benchmark, n, temperature), cache_dir),
+        *cache.identical_members(results_dir, run_id, n)) for d, (run_id, done) in zip(loaded, made, strict=True)]
 
 
 def import_responses(results_dir: Path, data_dir: Path, model: str, dataset: str, files: list[Path],
-                     cache_dir: Path | None = None) -> tuple[str, list[int]]:
+                     cache_dir: Path | None = None) -> tuple[str, list[int], tuple[int, int]]:
+    """The entry's run id, the responses per member, and ``cache.identical_members`` of it."""
     (name,) = gt.resolve(dataset)
     if cache_dir is not None:
         cache.check_writable(cache_dir, model)
     run_id, counts = cache.import_responses(results_dir, model, gt.load(name, data_dir), files)
     if cache_dir is not None:
         cache.export(results_dir, cache.CacheEntry(run_id, model, name, len(files), None), cache_dir)
-    return run_id, counts
+    return run_id, counts, cache.identical_members(results_dir, run_id, len(files))
 
 
 async def evaluate(results_dir: Path, model: str, strategy: str, sample: int, seed: int, datasets: str | None,

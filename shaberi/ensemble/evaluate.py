@@ -156,8 +156,8 @@ def grader_rows(result: Result) -> list[tuple[str, str, int, int, int]]:
 
 
 def excluded_lines(result: Result) -> list[str]:
-    """The comparisons that left questions out for want of a readable grade, and the strategies left
-    uncompared for want of any."""
+    """The comparisons that left questions out for want of a readable grade, and the consensus calls that
+    failed (a strategy left uncompared altogether is a failure: ``failures``)."""
     lines = [f"{c.dataset}: {c.strategy}: {c.excluded} question(s) without a readable grade on some side left out "
              f"of the comparison (n = {c.n})" for c in comparisons(result) if c.excluded]
     for name, d in result.datasets.items():
@@ -165,16 +165,34 @@ def excluded_lines(result: Result) -> list[str]:
             if o.failed:
                 lines.append(f"{name}: {s}: {o.failed:,} of {len(o.correct):,} consensus calls failed (left out, not "
                              f"counted wrong; run again to retry them): {o.error}")
-            if not _paired(d, o):
-                lines.append(f"{name}: {s}: no question with a readable grade on both sides: not compared")
     return lines
 
 
 def failures(result: Result) -> list[str]:
-    """The strategies the evaluation could not compare at all because every consensus call failed: the work
-    ran but failed (a CI job's red, like a regression)."""
-    return [f"{s} on {name}: every consensus call failed ({o.error})" for name, d in result.datasets.items()
-            for s, o in d.strategies.items() if o.failed and o.failed == len(o.correct)]
+    """The strategies × datasets asked for that could not be compared at all (n = 0 paired questions), and why:
+    every consensus call failed, or no question has a readable grade on every side (a judge whose every reply
+    is unreadable). The work ran but failed: a CI job's red like a regression, never a green "not compared"."""
+    found = []
+    for name, d in result.datasets.items():
+        for s, o in d.strategies.items():
+            if o.failed and o.failed == len(o.correct):
+                found.append(f"{s} on {name}: every consensus call failed ({o.error})")
+            elif not _paired(d, o):
+                found.append(f"{s} on {name}: not compared, {_why_unpaired(d, s, o)}")
+    return found
+
+
+def _why_unpaired(d: DatasetOutcome, strategy: str, o: StrategyOutcome) -> str:
+    """Why no question of a dataset pairs a readable grade of the baseline, the strategy and the samples."""
+    n = len(d.question_ids)
+    if not n:
+        return "no question was sampled (the cache holds no answer to any)"
+    readable: dict[str, list] = {"baseline": d.baseline, strategy: o.correct, "samples": d.samples_mean}
+    grades = "; ".join(f"grader {g}: {c.get('unreadable', 0):,} of {c.get('graded', 0):,} grades unreadable, "
+                       f"{c.get('no_grade', 0):,} without a grade" for g, c in d.graders.items())
+    return ("no question has a readable grade on every side (readable: "
+            + ", ".join(f"{k} {sum(v is not None for v in vs)} of {n}" for k, vs in readable.items()) + ")"
+            + (f"; {grades}" if grades else ""))
 
 
 def unreadable_lines(result: Result) -> list[str]:
@@ -198,7 +216,7 @@ def _paired(d: DatasetOutcome, o: StrategyOutcome) -> list[tuple[int, int, float
 
 def comparisons(result: Result, alpha: float | None = None) -> list[Comparison]:
     """Each strategy against the baseline, over the questions with a readable grade on every side (the others
-    counted in ``excluded``); a strategy with no such question is not compared (``unreadable_lines`` says so).
+    counted in ``excluded``); a strategy with no such question is not compared (``failures`` says why).
     The detectable regression is at the family's per-test level, α ÷ its tests."""
     level = (result.alpha if alpha is None else alpha) / result.tests()
     found = []

@@ -15,10 +15,13 @@ of every configured strategy × dataset, m = 2 × strategies × datasets tests, 
 ``--significance``). A CI job checks a slice of it (``check --strategy S``) and cannot see the other
 jobs' p-values, so α is split among the jobs in proportion to their tests (Bonferroni across jobs) and
 Holm's step-down (``statsmodels`` ``multipletests(method="holm")``) runs within each job at its share.
-The family-wise error over the whole configuration stays at most α however it is sliced, each job's
-verdict needs nothing but its own p-values, and ``report`` re-derives the same verdicts from the result
-files (each records its α and its family's size) instead of re-adjusting across files. Checked whole,
-in one job, this is plain Holm over the configuration. A family-adjusted p-value is the Holm-adjusted p
+The family-wise error over the whole configuration (the chance that any regression declared in any job is
+false) stays at most α however it is sliced, each job's verdict needs nothing but its own p-values, and
+``report`` re-derives the same verdicts from the result files (each records its α and its family's size)
+instead of re-adjusting across files. Only when the configuration is checked whole, in one job, is this
+plain Holm over the configuration; split into jobs it is Bonferroni-then-Holm, which rejects some
+regressions plain Holm does not and misses others it finds (``report`` shows both when it has every job's
+file; the verdicts, and the exit codes, are the jobs'). A family-adjusted p-value is the Holm-adjusted p
 within the job scaled by m ÷ the job's tests, so every verdict reads "adjusted p ≤ α".
 
 **Power that matches the test.** A lone regression is caught when its McNemar p-value is the smallest of

@@ -6,7 +6,9 @@ that same text, so a regenerated answer never inherits the old answer's penalty.
 
 A pass's rows replace all of its earlier rows for the run (and nothing else) when it finishes. Model
 verdicts are journaled as each call returns, so a killed pass keeps what it paid for; the next run reuses
-any stored verdict whose answer text, model and prompt are unchanged, and calls only for the rest.
+any stored verdict whose answer text, model and prompt are unchanged, and calls only for the rest. A reply
+whose verdict the pass could not read (``verdict`` null in the detail) is never reused and is counted apart
+(``PassProgress.unreadable``), so that a detector nobody can read is never summed up as "0 flagged".
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class PassProgress:
     reused: int = 0  # stored verdicts reused
     failed: int = 0  # model calls that failed: the rules' finding stands, the row says so
     failures: Counter[str] = field(default_factory=Counter)  # why, by error
+    asked: Counter[str] = field(default_factory=Counter)  # pass -> answers its model judged (called, reused, failed)
+    # pass -> replies with no verdict the pass could read (``verdict`` null): the rules' finding stands, the row
+    # says why, and the next run asks again; never counted as fine
+    unreadable: Counter[str] = field(default_factory=Counter)
 
 
 async def run_passes(store: Store, run_id: str, passes: list[Pass], progress: PassProgress | None = None,
@@ -77,6 +83,7 @@ async def run_passes(store: Store, run_id: str, passes: list[Pass], progress: Pa
                         asks.append((item, finding, a_hash))
                         continue
                     progress.reused += 1
+                    progress.asked[p.name] += 1
                     finding = asker.decide(item, finding, stored[0])
                     finding.prompt_tokens, finding.completion_tokens = stored[1], stored[2]
                 rows.append(_row(run_id, p, item, finding, a_hash))
@@ -152,6 +159,7 @@ async def _consult(journal: Journal, run_id: str, p: Consulting, asks: list[tupl
                error: LLMError | None) -> None:
         item, finding, a_hash = ask
         progress.done += 1
+        progress.asked[p.name] += 1
         if outcome is None:  # the rules' finding stands; the row says the model could not be asked
             progress.failed += 1
             progress.failures[f"{error.error_type}: {str(error)[:120]}" if error else "unknown"] += 1
@@ -162,6 +170,7 @@ async def _consult(journal: Journal, run_id: str, p: Consulting, asks: list[tupl
             return
         progress.consulted += 1
         verdict, reply = outcome
+        progress.unreadable[p.name] += verdict.get("verdict") is None  # what _stored_verdicts will not reuse
         found = p.decide(item, finding, verdict)
         found.prompt_tokens, found.completion_tokens = reply.prompt_tokens, reply.completion_tokens
         row = _row(run_id, p, item, found, a_hash)
