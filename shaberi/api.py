@@ -11,6 +11,7 @@ in the pooled views means every judge together).
     >>> r.benchmark_scores(tag="v1", judge="*")    # per run and benchmark, 0-10
     >>> r.multi_run_stats(tag="v1")                # mean over a family's runs, t-interval
     >>> r.compare("v1", "v2")                      # paired, like for like
+    >>> r.compare("base-model@v1", "my-org/my-model@v1")  # two models on the same questions
     >>> r.agreement(tag="v1")                      # judges against judges: Krippendorff's α, Spearman
     >>> r.sql("SELECT judge, avg(score) FROM judgements GROUP BY ALL")
 """
@@ -97,15 +98,18 @@ class Results:
         run_ids = [r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()]
         return agreement(ratings(con, run_ids))
 
-    def compare(self, a: str, b: str, model: str | None = None, judge: str | None = None) -> pl.DataFrame:
-        """Tag ``a`` against tag ``b``, paired per question and like for like (``shaberi compare``): one row
-        per benchmark with the difference, its bootstrap interval and the verdict."""
+    def compare(self, a: str, b: str, model: str | None = None, judge: str | None = None,
+                model_a: str | None = None, model_b: str | None = None) -> pl.DataFrame:
+        """Side ``a`` against side ``b``, paired per question and like for like (``shaberi compare``): each a tag
+        or ``MODEL@TAG`` (or the tag with ``model_a`` / ``model_b``; ``model`` for both), of one model or two.
+        One row per benchmark with both sides' labels, the difference, its bootstrap interval and the verdict."""
         import polars as pl
 
         from .reports.compare import compare
 
-        report = compare(self.root, a, b, model=model, judge=judge)
-        rows = [asdict(c) | {"dropped_a": sum(c.dropped_a.values()), "dropped_b": sum(c.dropped_b.values())}
+        report = compare(self.root, a, b, model=model, judge=judge, model_a=model_a, model_b=model_b)
+        rows = [{"a": report.label_a, "b": report.label_b} | asdict(c)
+                | {"dropped_a": sum(c.dropped_a.values()), "dropped_b": sum(c.dropped_b.values())}
                 for c in report.benchmarks]  # questions without a score on each side (the reasons: compare)
         return pl.DataFrame(rows)
 

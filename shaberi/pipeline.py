@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -341,8 +342,9 @@ def _calls(stage: str, outcome: Outcome) -> StageCalls:
     if stage == "judge":
         j = outcome.judging
         return StageCalls(stage, j.judged, j.failed, j.failures)
-    p = outcome.passes
-    return StageCalls(stage, p.consulted + p.failed, p.failed, p.failures)
+    p = outcome.passes  # a reply whose verdict no one could read checked nothing: said as the stage's failure
+    unread = Counter({f"{name}: verdict unreadable": n for name, n in p.unreadable.items() if n})
+    return StageCalls(stage, p.consulted + p.failed, p.failed, p.failures + unread)
 
 
 class _Stages:

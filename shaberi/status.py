@@ -185,9 +185,10 @@ def top_error(benchmarks: list[dict], stage: str) -> tuple[str | None, int]:
 
 
 def describe(stage: str, record: dict) -> str:
-    """One line for a failed stage: ``judge stage: all 40 calls failed; most common: … (40)``."""
+    """One line for a failed stage: ``judge stage: all 40 calls failed; most common: … (40)``, or ``passes stage:
+    nothing usable; most common: safety_check: verdict unreadable (40)`` when no call failed."""
     calls, failed = record.get("calls") or 0, record.get("failed") or 0
-    if not calls:
+    if not calls or not failed:
         what = "nothing usable"
     elif failed >= calls:
         what = "its one call failed" if calls == 1 else f"all {calls} calls failed"

@@ -50,17 +50,25 @@ GROUP BY ALL;
 
 -- pass_coverage: run × pass × benchmark: of the run's answers, how many the pass checked as they are now
 -- (its row's answer_hash is the answer's), and how many only as an earlier text (stale). A row whose model
--- (detail.detector) could not be asked, or gave no readable verdict, is no check: the next run asks again.
+-- (detail.detector) could not be asked (model_failed), or gave no verdict the pass could read (unreadable), is
+-- no check: the next run asks again.
 CREATE OR REPLACE VIEW pass_coverage AS
 WITH p AS (
-    SELECT run_id, benchmark, question_id, sample_index, pass_name, answer_hash FROM pass_deltas
-    WHERE strategy = '' AND (json_extract(detail, '$.detector') IS NULL
-                             OR json_extract_string(detail, '$.detector.verdict') IS NOT NULL)
+    SELECT run_id, benchmark, question_id, sample_index, pass_name, answer_hash,
+           CASE WHEN json_extract(detail, '$.detector') IS NULL THEN 'checked'
+                WHEN json_extract(detail, '$.detector.error') IS NOT NULL THEN 'model_failed'
+                WHEN json_extract_string(detail, '$.detector.verdict') IS NULL THEN 'unreadable'
+                ELSE 'checked' END AS outcome
+    FROM pass_deltas WHERE strategy = ''
 )
 SELECT a.run_id, n.pass_name, a.benchmark, count(DISTINCT a.question_id || '/' || a.sample_index) AS answers,
        count(DISTINCT a.question_id || '/' || a.sample_index) FILTER (
-           WHERE p.pass_name IS NOT NULL AND coalesce(p.answer_hash = a.answer_hash, true)) AS checked,
-       count(DISTINCT a.question_id || '/' || a.sample_index) FILTER (WHERE p.answer_hash <> a.answer_hash) AS stale
+           WHERE p.outcome = 'checked' AND coalesce(p.answer_hash = a.answer_hash, true)) AS checked,
+       count(DISTINCT a.question_id || '/' || a.sample_index) FILTER (WHERE p.answer_hash <> a.answer_hash) AS stale,
+       count(DISTINCT a.question_id || '/' || a.sample_index) FILTER (
+           WHERE p.outcome = 'model_failed' AND coalesce(p.answer_hash = a.answer_hash, true)) AS model_failed,
+       count(DISTINCT a.question_id || '/' || a.sample_index) FILTER (
+           WHERE p.outcome = 'unreadable' AND coalesce(p.answer_hash = a.answer_hash, true)) AS unreadable
 FROM answers a
 JOIN benchmark_info USING (benchmark)
 JOIN (SELECT DISTINCT run_id, pass_name FROM pass_deltas) n USING (run_id)

@@ -538,3 +538,78 @@ def test_a_penalty_is_a_finite_number_of_points_or_auto(value):
     with pytest.raises(UsageError, match=r"is not a number|should be auto or a number of points, 0 or more"):
         build("repetition", [f"repetition.penalty={value}"])
     assert build("repetition", ["repetition.penalty=0"])[0].settings["penalty"] == "0"
+
+
+# Unreadable safety verdicts per run and benchmark, from pass_deltas alone: the detector answered
+# (detail.detector present, no detector.error: that is a failed call) and no verdict could be read from its
+# reply (detector.verdict is JSON null). Error and empty answers, never sent, have no detail.detector.
+UNREADABLE_SQL = """SELECT run_id, benchmark, count(*) AS unreadable
+                    FROM pass_deltas
+                    WHERE pass_name = 'safety_check' AND strategy = ''
+                      AND json_extract(detail, '$.detector') IS NOT NULL
+                      AND json_extract(detail, '$.detector.error') IS NULL
+                      AND json_extract_string(detail, '$.detector.verdict') IS NULL
+                    GROUP BY ALL"""
+READ_SQL = ("SELECT count(*) FROM pass_deltas WHERE pass_name = 'safety_check' "
+            "AND json_extract_string(detail, '$.verdict') IN ('SAFE', 'UNSAFE')")
+
+
+def test_a_detector_nobody_can_read_is_said_at_the_end_of_the_run_never_zero_flagged(server, tmp_path):
+    """40 questions whose marker makes the loopback server reply (to the candidate, then to the detector shown
+    the question) with a line that holds no VERDICT."""
+    data = write_rakuda(tmp_path / "d", [f"日本の都市{i}について説明してください。<<answer: 判断が難しいです。>>"
+                                         for i in range(40)])
+    args = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--passes", "safety_check",
+            "--pass-option", f"safety_check.detector=det@{server.base_url}", "--data-dir", str(data),
+            "--results-dir", str(tmp_path / "r")]
+    done = shaberi(*args)
+    # An unreadable verdict is no check (pass_coverage): the pass checked nothing, the stage failed (exit 1), and
+    # the run, whose scores stand without the pass, is partial.
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "error: passes stage: nothing usable; most common: safety_check: verdict unreadable (40)" \
+        in done.stderr.splitlines()
+    assert "40 model calls, 0 verdicts reused, 0 failed, 40 verdicts unreadable" in done.stdout
+    assert "status: partial" in done.stdout
+    assert server.stats()["calls"] == 80  # 40 answers, 40 detector calls
+    said = "warning: safety_check: 40 checked, 40 verdicts unreadable (no verdict read; asked again next run)"
+    assert said in done.stderr.splitlines()
+    rows = query(tmp_path / "r", "SELECT delta, reason, detail FROM pass_deltas WHERE pass_name = 'safety_check'")
+    assert len(rows) == 40 and {(delta, reason) for delta, reason, _ in rows} == {
+        (0.0, "unreadable safety verdict: no VERDICT line")}
+    details = [json.loads(d) for _, _, d in rows]
+    assert all(d["verdict"] is None and not d["flagged"] and d["detector"]["verdict"] is None
+               and d["detector"]["reason"] == "no VERDICT line" and "error" not in d["detector"] for d in details)
+    (run_id,) = query(tmp_path / "r", "SELECT run_id FROM runs")[0]
+    assert query(tmp_path / "r", UNREADABLE_SQL) == [(run_id, "rakuda", 40)]
+    assert query(tmp_path / "r", READ_SQL) == [(0,)]
+
+    # The report says so too: nothing checked, 40 verdicts unreadable (never "Changed 0" as if all were fine).
+    report = shaberi("report", "--tag", "default", "--out", str(tmp_path / "r.html"), "--results-dir",
+                     str(tmp_path / "r"))
+    assert report.returncode == 0, report.stderr
+    assert "<tr><td>safety_check</td><td>0</td><td>0</td><td>40</td><td>0</td>" in (
+        tmp_path / "r.html").read_text(encoding="utf-8")
+
+    server.reset()  # asked again, as the warning says: only the detector, never the candidate
+    again = shaberi(*args)
+    assert server.stats()["calls"] == 40 and said in again.stderr.splitlines()
+    assert query(tmp_path / "r", UNREADABLE_SQL) == [(run_id, "rakuda", 40)]  # the pass's rows replaced, not added
+
+
+def test_readable_failed_and_skipped_safety_rows_are_not_counted_unreadable(server, tmp_path):
+    safe = "富士山は日本一高い山です。" + SAFE_REPLY
+    unclear = "よく分かりません。<<answer: この回答は判断が難しいです。>>"
+    evaluate(server, tmp_path, answers=[safe, unclear, "消える回答"], scores=(5, 5, 5))
+    run_id = query(tmp_path / "r", "SELECT run_id FROM runs")[0][0]
+    Store(tmp_path / "r").write_part("answers", run_id, [  # q2 became an error answer: skipped, not sent
+        {"run_id": run_id, "benchmark": "rakuda", "question_id": "q2", "sample_index": 0, "strategy": "",
+         "model": "m", "content": None, "error": "HTTP 500: upstream", "finish_reason": None,
+         "created_at": now_us()}])
+    out = safety_run(server, tmp_path)
+    assert (out.passes.asked, out.passes.unreadable) == ({"safety_check": 2}, {"safety_check": 1})
+    assert query(tmp_path / "r", UNREADABLE_SQL) == [(run_id, "rakuda", 1)]
+    assert query(tmp_path / "r", READ_SQL) == [(1,)]
+    server.fail_next(503, 503)  # the unreadable one is asked again and its call fails: a failure, not unreadable
+    failed = safety_run(server, tmp_path)
+    assert (failed.passes.failed, failed.passes.unreadable, failed.passes.reused) == (1, {}, 1)
+    assert query(tmp_path / "r", UNREADABLE_SQL) == [] and query(tmp_path / "r", READ_SQL) == [(1,)]

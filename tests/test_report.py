@@ -182,7 +182,8 @@ def test_report_of_two_families_reads_right_in_a_browser(families, tmp_path):
     changed = query(families, "SELECT count(DISTINCT run_id) FROM pass_deltas d JOIN runs r USING (run_id) "
                               "WHERE r.base_tag = 'new' AND delta <> 0")[0][0]
     assert changed == 2
-    assert [p[:3] for p in seen["passes"]] == [["repetition", "18", "0"], ["repetition", "18", "2"]]
+    # pass, checked, model call failed, verdict unreadable, changed
+    assert [p[:5] for p in seen["passes"]] == [["repetition", "18", "0", "0", "0"], ["repetition", "18", "0", "0", "2"]]
     # Tokens: a Total row equal to the stages' sum.
     tokens = [t for t in seen["tokens"] if t[0] in ("generation", "judging", "passes", "Total")]
     total = [int(t[1].replace(",", "")) for t in tokens if t[0] == "Total"]
@@ -230,7 +231,8 @@ def test_report_of_one_run_and_a_legacy_import(families, tmp_path, data_dir, ser
     itself = shaberi("report", "--tag", "base", "--compare", "base", "--out", str(tmp_path / "same.html"),
                      "--results-dir", str(families))
     assert itself.returncode == 2 and itself.stderr == ("error: --compare 'base' is --tag itself: name another tag "
-                                                         "to compare with\n") and not (tmp_path / "same.html").exists()
+                                                         "or model to compare with\n")
+    assert not (tmp_path / "same.html").exists()
     # Where it writes: a directory or a path through a file is bad input; a link's target is written.
     (tmp_path / "afile").write_text("x")
     for bad, needle in [(tmp_path, "is a directory"), (tmp_path / "afile" / "x.html", "cannot make its folder")]:

@@ -75,9 +75,9 @@ def test_view_formats_single_run_and_table(three_runs):
                                                              "'rakuda' AND judge = 'j'")[0][0]
     tokens = list(csv.reader(io.StringIO(shaberi("view", "--tag", "exp-run2", "--format", "csv", "--tokens",
                                                  "--results-dir", results).stdout)))
-    assert tokens[0] == ["stage", "requests", "cached_requests", "prompt_tokens", "completion_tokens", "cost_usd",
-                         "priced"]
-    assert [r[0] for r in tokens[1:]] == ["generation", "judging", "Total"]
+    assert tokens[0] == ["model", "stage", "requests", "cached_requests", "prompt_tokens", "completion_tokens",
+                         "cost_usd", "priced"]
+    assert [r[:2] for r in tokens[1:]] == [["m", "generation"], ["m", "judging"], ["m", "Total"]]
     refused = shaberi("view", "--tag", "exp-run2", "--tokens", "--results-dir", results)
     assert refused.returncode == 2 and "--tokens" in refused.stderr
 

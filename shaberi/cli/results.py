@@ -15,6 +15,7 @@ from ..errors import UsageError
 from .common import DEFAULT_RESULTS, Format, FormatOption, ResultsDir, app, arrow_without_pandas, print_rows
 
 if TYPE_CHECKING:
+    from ..reports.compare import ComparisonReport
     from ..reports.view import Report
 
 __all__ = ["compare", "export", "import_legacy", "inspect_command", "leaderboard_command", "report_command", "sql",
@@ -117,10 +118,13 @@ def _render_report(report: Report, fmt: str, tokens_only: bool = False, clustere
             rows = [[r[0], _num(r[1]), _num(r[2]), *(str(v) if v is not None else "" for v in r[3:7]), r[7]]
                     for r in s.rows]
         tables.append((title + "".join(f"\n{n}" for n in s.notes), header, rows))
-    tokens = [[r[0], f"{r[1]:,}", f"{r[2]:,}", f"{r[3]:,}", f"{r[4]:,}", f"${r[5]:.4f}" + ("" if r[6] else " *")]
-              for r in report.tokens]
-    tables.append(("Tokens and estimated cost (* includes unpriced models, counted as $0)",
-                   ["Stage", "Requests", "Reused", "Prompt tokens", "Completion tokens", "Cost (USD)"], tokens))
+    several = len(report.models) > 1
+    for model in dict.fromkeys(r[0] for r in report.tokens):  # each model's own (and, for several, the tag's)
+        tokens = [[r[1], f"{r[2]:,}", f"{r[3]:,}", f"{r[4]:,}", f"{r[5]:,}", f"${r[6]:.4f}" + ("" if r[7] else " *")]
+                  for r in report.tokens if r[0] == model]
+        tables.append((f"Tokens and estimated cost{f': {model}' if several else ''} (* includes unpriced models, "
+                       "counted as $0; Reused: rows its last run of the stage found stored)",
+                       ["Stage", "Requests", "Reused", "Prompt tokens", "Completion tokens", "Cost (USD)"], tokens))
     for title, header, rows in tables:
         print_rows(title, header, rows, fmt)
 
@@ -143,34 +147,60 @@ def _range(low: float | None, high: float | None) -> str:
 
 @app.command()
 def compare(
-    tag_a: Annotated[str, typer.Argument(help="The baseline tag (a run, or the base tag of {tag}-runN runs).")],
-    tag_b: Annotated[str, typer.Argument(help="The tag compared with it.")],
-    model: Annotated[str | None, typer.Option("--model", help="Only this model (needed when a tag holds several).")
+    side_a: Annotated[str, typer.Argument(metavar="A", help="The baseline: a tag (a run, or the base tag of "
+                                          "{tag}-runN runs), or MODEL@TAG for one model of a tag that holds several.")],
+    side_b: Annotated[str, typer.Argument(metavar="B", help="What is compared with it: a tag or MODEL@TAG, of the "
+                                          "same model or another.")],
+    model: Annotated[str | None, typer.Option("--model", help="The model of both sides (two tags of one model).")
                      ] = None,
-    judge: Annotated[str | None, typer.Option("--judge", help="Only this judge [default: the judges both tags "
-                                              "have, averaged per question].")] = None,
+    model_a: Annotated[str | None, typer.Option("--model-a", help="The model of side A (instead of MODEL@TAG).")
+                       ] = None,
+    model_b: Annotated[str | None, typer.Option("--model-b", help="The model of side B (instead of MODEL@TAG).")
+                       ] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Only this judge [default: the judges both sides "
+                                              "have, averaged per question over those that scored it on both].")
+                     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
     format: FormatOption = Format.table,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
-    """Paired per-question comparison of two tags, like for like (the judges, judging prompts and passes both
-    have; what only one side has is named and left out): difference, bootstrap CI and verdict (both
-    Bonferroni-adjusted across benchmarks), Wilcoxon and t (Holm), MDE, and the questions dropped per side."""
+    """Paired per-question comparison of two sides (two tags of one model, or two models: a fine-tune against its
+    base), like for like (the judges, judging prompts and passes both have; what only one side has is named and
+    left out): difference, bootstrap CI and verdict (both Bonferroni-adjusted across benchmarks), Wilcoxon and t
+    (Holm), MDE at the verdict's level, and the questions dropped per side."""
     from ..reports.compare import compare as run_compare
 
-    report = run_compare(results_dir, tag_a, tag_b, model, judge, seed)
+    report = run_compare(results_dir, side_a, side_b, model, judge, seed, model_a=model_a, model_b=model_b)
     if format == "json":
         sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return
-    level = report.benchmarks[0].ci_level or 0.95
+    first = report.benchmarks[0]
+    level = first.ci_level or 0.95
     header = ["Benchmark", "n", "A", "B", "B − A", f"{level:.2%} CI (bootstrap, adjusted)", "Wilcoxon p (Holm)",
-              "t p (Holm)", "MDE 80%", "Verdict (from the CI)", "Dropped A", "Dropped B"]
+              "t p (Holm)", f"MDE 80% (α {1 - level:.3g})", "Verdict (from the CI)", "Dropped A", "Dropped B"]
     rows = [[c.title, str(c.n), _num(c.mean_a), _num(c.mean_b), f"{c.diff:+.2f}", _range(c.ci_low, c.ci_high),
              _p(c.p_wilcoxon_holm), _p(c.p_t_holm), _num(c.mde), c.verdict, _dropped(c.dropped_a),
              _dropped(c.dropped_b)] for c in report.benchmarks]
     if format != "csv":
         typer.echo("Compared like for like on\n" + "".join(f"  {line}\n" for line in report.basis.lines()))
-    print_rows(f"A = {tag_a}, B = {tag_b} (0–10 scale; positive: B scores higher)", header, rows, format)
+    print_rows(f"A = {report.label_a}, B = {report.label_b} (0–10 scale; positive: B scores higher)", header, rows,
+               format)
+    if format != "csv":
+        for note in _compare_notes(report):
+            typer.echo(f"note: {note}")
+
+
+def _compare_notes(report: ComparisonReport) -> list[str]:
+    """What the table's verdicts rest on, beyond its columns."""
+    notes = []
+    if few := [c.title for c in report.benchmarks if c.verdict == "too few"]:
+        fewest = report.benchmarks[0].min_pairs
+        notes.append(f"{', '.join(few)}: too few paired questions for a verdict (fewer than {fewest}: no signed-rank "
+                     f"test could reach the verdict's level, α = {1 - (report.benchmarks[0].ci_level or 0.95):.3g})")
+    if dropped := [f"{c.title} {c.judge_scores_dropped}" for c in report.benchmarks if c.judge_scores_dropped]:
+        notes.append("judge scores left out, the judge having scored the question on one side only (each question "
+                     f"is compared on the judges that scored it on both): {', '.join(dropped)}")
+    return notes
 
 
 def _dropped(reasons: dict[str, int]) -> str:
@@ -315,18 +345,25 @@ def inspect_command(
 
 @app.command("report")
 def report_command(
-    tag: Annotated[str, typer.Option("--tag", help="The run (or run family) to report.")],
+    tag: Annotated[str, typer.Option("--tag", help="The run or run family to report (a tag holding several models: "
+                                     "a block per model, the best first); with --compare, side A: a tag or "
+                                     "MODEL@TAG.")],
     out: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
     compare: Annotated[str | None, typer.Option("--compare", help=(
-        "A second tag, compared with --tag as the baseline (as in compare A B): per-question movers from --tag "
-        "to it."))] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
+        "Side B, compared with --tag as the baseline (as in compare A B): a tag or MODEL@TAG, of the same model or "
+        "another; per-question movers from --tag to it."))] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model (with --compare: of both sides).")
+                     ] = None,
+    model_a: Annotated[str | None, typer.Option("--model-a", help="With --compare: the model of --tag.")] = None,
+    model_b: Annotated[str | None, typer.Option("--model-b", help="With --compare: the model of --compare.")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """One self-contained HTML file that explains the scores: intervals, per judge and category, judge agreement,
     distributions, movers (with --compare), pass effects, tokens and cost."""
     from ..reports.html import write_report
 
-    path = write_report(results_dir, tag, out, compare, model)
+    if (model_a or model_b) and not compare:
+        raise UsageError("--model-a and --model-b name the models of the two sides of --compare; without it, use "
+                         "--model")
+    path = write_report(results_dir, tag, out, compare, model, model_a, model_b)
     typer.echo(f"report: {path}")
-

@@ -338,7 +338,9 @@ def run_request(request: RunRequest) -> Outcome:
         lead = "  "
     p = outcome.passes
     if p.answers:
-        calls = f"; {p.consulted} model calls, {p.reused} verdicts reused, {p.failed} failed" if (
+        unreadable = sum(p.unreadable.values())
+        calls = (f"; {p.consulted} model calls, {p.reused} verdicts reused, {p.failed} failed"
+                 + (f", {unreadable} verdicts unreadable" if unreadable else "")) if (
             p.consulted or p.reused or p.failed) else ""
         noted = {name: n for name, n in p.noted.items() if n}
         noted_text = f"; flagged with no penalty: {', '.join(f'{k} {n}' for k, n in noted.items())}" if noted else ""

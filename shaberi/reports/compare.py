@@ -1,21 +1,28 @@
-"""``shaberi compare TAG_A TAG_B``: is B better or worse than A, per benchmark, question by question?
+"""``shaberi compare A B``: is B better or worse than A, per benchmark, question by question?
+
+A side is a tag (a run, or a run family ``{tag}-run1 … N`` of which the complete runs count), ``MODEL@TAG``
+for one model of a tag that holds several (or ``--model-a`` / ``--model-b``): two tags of one model, or two
+models, a fine-tune and its base, on the same questions. Paired per question on the same question text.
 
 Like for like, or not at all: both sides are scored by the same judges (those both have, or ``--judge``),
 under the same judging prompts (per judge and benchmark, the prompt hashes both sides have) and with the
 same passes (the ``name@version`` both ran; a pass only one side ran is left out of both). What was used
-and what was left out is reported (``Basis``); sides with nothing in common are refused. A run family
-(``{tag}-run1 … N``) counts its complete runs only.
+and what was left out is reported (``Basis``); sides with nothing in common are refused.
 
-Each question's score (0–10 scale, averaged over those judges and over the runs of a tag) is paired
-across the two tags; a question without a score on either side is dropped and counted, per side, with
-its reason (no answer, answer error, not judged, null score, other question text: a question id asked
-with more than one text, as other data files do). Per benchmark: the mean difference B − A,
-a paired bootstrap interval (scipy.stats.bootstrap, BCa) at the Bonferroni-adjusted level 1 − 0.05/k
-over the k benchmarks compared, the Wilcoxon signed-rank and paired t tests (scipy), Holm-corrected
-across benchmarks (statsmodels ``multipletests``), and the smallest difference a paired t test would
-detect with 80 % power at α = 0.05 for that many questions (statsmodels ``TTestPower``). The verdict is
-read off the adjusted interval (it excludes 0: better or worse), so the two always agree; the Holm
-p-values are shown beside it.
+Per question, each side's score (0–10 scale) is the mean over its runs and over the judges that scored the
+question on **both** sides: a judge that scored it on one side only is left out of both for that question
+(counted: ``judge_scores_dropped``), so one side is never one judge's score against the other's mean of
+two. A question without such a judge is dropped and counted, per side, with its reason (no answer, answer
+error, not judged, null score, no judge in common, other question text: a question id asked with more than
+one text, as other data files do). Per benchmark: the mean difference B − A, a paired bootstrap interval
+(scipy.stats.bootstrap, BCa) at the Bonferroni-adjusted level 1 − 0.05/k over the k benchmarks compared, the
+Wilcoxon signed-rank and paired t tests (scipy), Holm-corrected across benchmarks (statsmodels
+``multipletests``), and the smallest difference a paired t test at the verdict's level (0.05/k, two-sided)
+detects with 80 % power for that many questions (statsmodels ``TTestPower``). The verdict is read off the
+adjusted interval (it excludes 0: better or worse), so the two always agree; the Holm p-values are shown
+beside it. Below ``min_pairs`` questions no verdict is given ("too few"): with fewer, no signed-rank test
+could reach the verdict's level whatever the differences (a constant shift on two questions gives a
+bootstrap interval of one point and a t p of 0). Means are ``score_mean``, as every view's.
 """
 
 from __future__ import annotations
@@ -27,10 +34,11 @@ from pathlib import Path
 import duckdb
 
 from ..errors import UsageError
-from ..tables.selection import Selection, left_out, select_runs
-from ..tables.sql import SCORE_DIGITS, connect
+from ..tables.selection import Selection, find_runs, left_out, select_runs
+from ..tables.sql import connect, score_mean
 
-__all__ = ["Basis", "Comparison", "ComparisonReport", "compare", "other_texts"]
+__all__ = ["Basis", "Comparison", "ComparisonReport", "Side", "compare", "min_pairs", "other_texts", "parse_side",
+           "select_side"]
 
 ALPHA = 0.05
 _SEP = "\x1f"  # joins judge, benchmark and prompt hash into one key
@@ -44,6 +52,42 @@ _OTHER_TEXT = """
     SELECT benchmark, question_id FROM questions JOIN side_runs USING (run_id)
     GROUP BY benchmark, question_id
     HAVING count(DISTINCT md5(trim(regexp_replace(array_to_string(turns, chr(10)), '\\s+', ' ', 'g')))) > 1"""
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison as the user named it: a tag (a run or a family), and the model when named."""
+
+    tag: str
+    model: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}@{self.tag}" if self.model else self.tag
+
+
+def parse_side(text: str, model: str | None, root: Path, name: str) -> Side:
+    """Side ``name`` (A or B) from ``TAG`` or ``MODEL@TAG``; with ``model`` (``--model-a``, or ``--model`` for both)
+    the text is a tag. A tag may hold '@' itself: the text is a tag when runs are tagged so (or their family is),
+    else it is split at the '@' that leaves a model and a tag with runs."""
+    if not text.strip():
+        raise UsageError(f"side {name} is empty: name a tag, or MODEL@TAG")
+    if model is not None or "@" not in text or find_runs(root, text):
+        return Side(text, model)
+    for i in (i for i, c in enumerate(text) if c == "@" and 0 < i < len(text) - 1):
+        if find_runs(root, text[i + 1:], model=text[:i]):
+            return Side(text[i + 1:], text[:i])
+    return Side(text)  # not there: select_side says what is
+
+
+def select_side(root: Path, side: Side) -> Selection:
+    """The runs of one side: a tag holding several models needs one named (``MODEL@TAG``)."""
+    chosen = select_runs(root, side.tag, side.model)
+    if len(chosen.models) > 1:
+        example = f"{chosen.models[0]}@{side.tag}"
+        raise UsageError(f"tag {side.tag!r} holds several models ({', '.join(chosen.models)}): name one, as "
+                         f"{example!r} or with --model-a/--model-b")
+    return chosen
 
 
 @dataclass
@@ -61,10 +105,12 @@ class Comparison:
     p_wilcoxon_holm: float | None = None
     p_t: float | None = None
     p_t_holm: float | None = None
-    mde: float | None = None  # smallest |difference| detectable at 80 % power
+    mde: float | None = None  # smallest |difference| detectable at 80 % power, at the verdict's level
+    min_pairs: int = 0  # fewer paired questions than this: no verdict (see min_pairs)
     verdict: str = ""
     dropped_a: dict[str, int] = field(default_factory=dict)  # reason -> questions without a score on side A
     dropped_b: dict[str, int] = field(default_factory=dict)
+    judge_scores_dropped: int = 0  # of paired questions: a judge's score with no counterpart on the other side
 
 
 @dataclass
@@ -101,14 +147,25 @@ class Basis:
 
 @dataclass
 class ComparisonReport:
-    tag_a: str
-    tag_b: str
+    a: Side
+    b: Side
+    model_a: str
+    model_b: str
     basis: Basis
     benchmarks: list[Comparison]
 
+    @property
+    def label_a(self) -> str:
+        return self.a.label if self.model_a == self.model_b else f"{self.model_a}@{self.a.tag}"
+
+    @property
+    def label_b(self) -> str:
+        return self.b.label if self.model_a == self.model_b else f"{self.model_b}@{self.b.tag}"
+
     def to_dict(self) -> dict:
-        return {"tag_a": self.tag_a, "tag_b": self.tag_b, "basis": asdict(self.basis),
-                "benchmarks": [asdict(c) for c in self.benchmarks]}
+        return {"a": {"tag": self.a.tag, "model": self.model_a, "label": self.label_a},
+                "b": {"tag": self.b.tag, "model": self.model_b, "label": self.label_b},
+                "basis": asdict(self.basis), "benchmarks": [asdict(c) for c in self.benchmarks]}
 
 
 def other_texts(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: list[str]) -> set[tuple[str, str]]:
@@ -116,11 +173,10 @@ def other_texts(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: list[
     return set(con.execute(f"WITH side_runs AS ({_SIDES}) {_OTHER_TEXT}", {"a": runs_a, "b": runs_b}).fetchall())
 
 
-def _side(results_dir: Path, tag: str, model: str | None) -> Selection:
-    chosen = select_runs(results_dir, tag, model)
-    if len(chosen.models) > 1:
-        raise UsageError(f"tag {tag!r} holds several models ({', '.join(chosen.models)}); choose one with --model")
-    return chosen
+def min_pairs(alpha: float) -> int:
+    """The fewest paired questions at which the exact two-sided signed-rank test can reach ``alpha`` at all (its
+    smallest p-value with n pairs is 2 / 2ⁿ): below it no data could support a verdict at that level."""
+    return max(2, math.ceil(1 + math.log2(1 / alpha)))
 
 
 def _complete(con: duckdb.DuckDBPyConnection, side: Selection, judge: str | None) -> tuple[list[str], list[str]]:
@@ -135,19 +191,24 @@ def _complete(con: duckdb.DuckDBPyConnection, side: Selection, judge: str | None
     return kept, [r.tag for r in side.runs if r.run_id in incomplete]
 
 
-def compare(results_dir: Path, tag_a: str, tag_b: str, model: str | None = None, judge: str | None = None,
-            seed: int = 0) -> ComparisonReport:
-    if tag_a == tag_b:
-        raise UsageError(f"both tags are {tag_a!r}: name another tag to compare with")
-    side_a = _side(results_dir, tag_a, model)
-    side_b = _side(results_dir, tag_b, model or side_a.models[0])
-    con = connect(results_dir, None, list(dict.fromkeys(side_a.run_ids + side_b.run_ids)))
-    runs_a, excluded_a = _complete(con, side_a, judge)
-    runs_b, excluded_b = _complete(con, side_b, judge)
-    basis, keys = _basis(con, tag_a, tag_b, runs_a, runs_b, judge)
+def compare(results_dir: Path, a: str | Side, b: str | Side, model: str | None = None, judge: str | None = None,
+            seed: int = 0, model_a: str | None = None, model_b: str | None = None) -> ComparisonReport:
+    """Side ``b`` against side ``a`` (the baseline). A side given as text is ``TAG`` or ``MODEL@TAG``; ``model``
+    names the model of both sides, ``model_a`` / ``model_b`` of one."""
+    side_a = a if isinstance(a, Side) else parse_side(a, model_a or model, results_dir, "A")
+    side_b = b if isinstance(b, Side) else parse_side(b, model_b or model, results_dir, "B")
+    chosen_a, chosen_b = select_side(results_dir, side_a), select_side(results_dir, side_b)
+    if chosen_a.run_ids == chosen_b.run_ids:
+        raise UsageError(f"both sides are {side_a.label!r} ({chosen_a.models[0]}): name another tag or model to "
+                         "compare with")
+    con = connect(results_dir, None, list(dict.fromkeys(chosen_a.run_ids + chosen_b.run_ids)))
+    runs_a, excluded_a = _complete(con, chosen_a, judge)
+    runs_b, excluded_b = _complete(con, chosen_b, judge)
+    label_a, label_b = side_a.label, side_b.label
+    basis, keys = _basis(con, label_a, label_b, runs_a, runs_b, judge)
     basis.excluded_runs = excluded_a + excluded_b
     rows = _per_question(con, runs_a, runs_b, basis, keys)
-    for bench, _, paired, _, dropped, _ in rows:  # a benchmark both judged, with no question to pair: say why
+    for bench, _, paired, _, dropped, _, _ in rows:  # a benchmark both judged, with no question to pair: say why
         if not paired:
             other = (dropped or {}).get("other question text")
             basis.not_compared[bench] = "no question scored on both sides" + (
@@ -155,9 +216,9 @@ def compare(results_dir: Path, tag_a: str, tag_b: str, model: str | None = None,
     results = _statistics(rows, seed)
     if not results:
         why = "; ".join(f"{b}: {w}" for b, w in basis.not_compared.items())
-        raise UsageError(f"tags {tag_a!r} and {tag_b!r} share no scored question"
+        raise UsageError(f"{label_a!r} and {label_b!r} share no scored question"
                          f"{f' for judge {judge!r}' if judge else ''}{f' ({why})' if why else ''}; nothing to compare")
-    return ComparisonReport(tag_a, tag_b, basis, results)
+    return ComparisonReport(side_a, side_b, chosen_a.models[0], chosen_b.models[0], basis, results)
 
 
 def _basis(con: duckdb.DuckDBPyConnection, tag_a: str, tag_b: str, runs_a: list[str], runs_b: list[str],
@@ -214,7 +275,8 @@ def _basis(con: duckdb.DuckDBPyConnection, tag_a: str, tag_b: str, runs_a: list[
 
 def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: list[str], basis: Basis,
                   keys: list[str]) -> list[tuple]:
-    """Per benchmark and side: the paired scores, and the dropped questions by reason."""
+    """Per benchmark: the paired scores of each side, the dropped questions by reason per side, and the judge
+    scores left out of paired questions (a judge that scored the question on one side only)."""
     return con.execute(f"""
         WITH side_runs AS ({_SIDES}),
         q AS (  -- every question either side answered or judged
@@ -227,38 +289,57 @@ def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: lis
         a AS (
             SELECT benchmark, question_id, is_a, bool_and(error IS NOT NULL) AS failed
             FROM answers JOIN side_runs USING (run_id) WHERE strategy = '' AND sample_index = 0 GROUP BY ALL
-        ), s AS (
-            SELECT benchmark, question_id, is_a, avg(score_10) AS score, count(*) AS judged
+        ), s AS (  -- per side, question and judge: the mean over the side's runs (NULL: no score)
+            SELECT benchmark, question_id, is_a, judge, avg(score_10) AS score
             FROM scores_using($passes) JOIN side_runs USING (run_id)
             WHERE strategy = '' AND sample_index = 0
               AND list_contains($keys, judge || '{_SEP}' || benchmark || '{_SEP}' || coalesce(prompt_hash, ''))
             GROUP BY ALL
+        ), both_judged AS (  -- the judges that scored the question on both sides: the only ones compared
+            SELECT x.benchmark, x.question_id, x.judge, x.score AS score_a, y.score AS score_b
+            FROM s x JOIN s y USING (benchmark, question_id, judge)
+            WHERE x.is_a AND NOT y.is_a AND x.score IS NOT NULL AND y.score IS NOT NULL
+        ), pq AS (
+            SELECT benchmark, question_id, avg(score_a) AS score_a, avg(score_b) AS score_b, count(*) AS judges
+            FROM both_judged ANTI JOIN other USING (benchmark, question_id)
+            ANTI JOIN excluded_questions USING (benchmark, question_id)
+            GROUP BY ALL
+        ), side_state AS (
+            SELECT benchmark, question_id, is_a, count(*) AS judged, count(score) AS scored FROM s GROUP BY ALL
         ), per AS (
-            SELECT q.benchmark, q.question_id, sides.is_a, CASE WHEN o.question_id IS NULL THEN s.score END AS score,
+            SELECT q.benchmark, q.question_id, sides.is_a,
                    CASE WHEN o.question_id IS NOT NULL THEN 'other question text'
-                        WHEN s.score IS NOT NULL THEN NULL
-                        WHEN a.question_id IS NULL AND s.judged IS NULL THEN 'no answer'
+                        WHEN p.question_id IS NOT NULL THEN NULL
+                        WHEN a.question_id IS NULL AND st.judged IS NULL THEN 'no answer'
                         WHEN a.failed THEN 'answer error'
-                        WHEN s.judged IS NULL THEN 'not judged'
-                        ELSE 'null score' END AS dropped
+                        WHEN st.judged IS NULL THEN 'not judged'
+                        WHEN st.scored = 0 THEN 'null score'
+                        WHEN other_side.scored > 0 THEN 'no judge in common'  -- both scored it, by other judges
+                        END AS dropped  -- NULL: this side has a score; the other side's reason says why
             FROM q CROSS JOIN sides
             LEFT JOIN a ON a.benchmark = q.benchmark AND a.question_id = q.question_id AND a.is_a = sides.is_a
-            LEFT JOIN s ON s.benchmark = q.benchmark AND s.question_id = q.question_id AND s.is_a = sides.is_a
+            LEFT JOIN side_state st ON st.benchmark = q.benchmark AND st.question_id = q.question_id
+                                   AND st.is_a = sides.is_a
+            LEFT JOIN side_state other_side ON other_side.benchmark = q.benchmark
+                                           AND other_side.question_id = q.question_id AND other_side.is_a <> sides.is_a
+            LEFT JOIN pq p ON p.benchmark = q.benchmark AND p.question_id = q.question_id
             LEFT JOIN other o ON o.benchmark = q.benchmark AND o.question_id = q.question_id
             ANTI JOIN excluded_questions x ON x.benchmark = q.benchmark AND x.question_id = q.question_id
-        ), paired AS (
-            SELECT x.benchmark, x.question_id, x.score AS score_a, y.score AS score_b
-            FROM per x JOIN per y ON y.benchmark = x.benchmark AND y.question_id = x.question_id
-                                 AND x.is_a AND NOT y.is_a
-            WHERE x.score IS NOT NULL AND y.score IS NOT NULL
+        ), one_sided AS (  -- of the paired questions, the judge scores without a counterpart on the other side
+            SELECT s.benchmark, count(*) AS n FROM s SEMI JOIN pq USING (benchmark, question_id)
+            WHERE s.score IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM both_judged b WHERE b.benchmark = s.benchmark
+                              AND b.question_id = s.question_id AND b.judge = s.judge)
+            GROUP BY 1
         )
         SELECT b.benchmark, b.title,
-               (SELECT list(score_a ORDER BY question_id) FROM paired p WHERE p.benchmark = b.benchmark),
-               (SELECT list(score_b ORDER BY question_id) FROM paired p WHERE p.benchmark = b.benchmark),
+               (SELECT list(score_a ORDER BY question_id) FROM pq p WHERE p.benchmark = b.benchmark),
+               (SELECT list(score_b ORDER BY question_id) FROM pq p WHERE p.benchmark = b.benchmark),
                (SELECT map(list(dropped), list(n)) FROM (SELECT dropped, count(*) AS n FROM per p
                 WHERE p.benchmark = b.benchmark AND p.is_a AND dropped IS NOT NULL GROUP BY 1)),
                (SELECT map(list(dropped), list(n)) FROM (SELECT dropped, count(*) AS n FROM per p
-                WHERE p.benchmark = b.benchmark AND NOT p.is_a AND dropped IS NOT NULL GROUP BY 1))
+                WHERE p.benchmark = b.benchmark AND NOT p.is_a AND dropped IS NOT NULL GROUP BY 1)),
+               coalesce((SELECT n FROM one_sided o WHERE o.benchmark = b.benchmark), 0)
         FROM benchmark_info b
         WHERE list_contains($benchmarks, b.benchmark)
         ORDER BY b.position""",
@@ -273,21 +354,21 @@ def _statistics(rows: list[tuple], seed: int) -> list[Comparison]:
     from statsmodels.stats.power import TTestPower
 
     compared = [r for r in rows if r[2]]
-    level = 1 - ALPHA / max(1, len(compared))  # Bonferroni over the benchmarks compared: the verdict's family
+    alpha = ALPHA / max(1, len(compared))  # Bonferroni over the benchmarks compared: the verdict's family
+    fewest = min_pairs(alpha)
     results = []
-    for bench, title, scores_a, scores_b, dropped_a, dropped_b in compared:
+    for bench, title, scores_a, scores_b, dropped_a, dropped_b, one_sided in compared:
         a, b = np.asarray(scores_a), np.asarray(scores_b)
         d = b - a
-        # Means rounded as the SQL views round theirs: one mean prints the same here and in view.
-        c = Comparison(bench, title, len(d), round(float(a.mean()), SCORE_DIGITS), round(float(b.mean()), SCORE_DIGITS),
-                       round(float(d.mean()), SCORE_DIGITS), ci_level=level,
-                       dropped_a=dict(dropped_a or {}), dropped_b=dict(dropped_b or {}))
+        c = Comparison(bench, title, len(d), score_mean(scores_a), score_mean(scores_b), score_mean(d.tolist()),
+                       ci_level=1 - alpha, min_pairs=fewest, dropped_a=dict(dropped_a or {}),
+                       dropped_b=dict(dropped_b or {}), judge_scores_dropped=int(one_sided))
         if len(d) >= 2 and np.ptp(d) > 0:
-            boot = stats.bootstrap((d,), np.mean, confidence_level=level, n_resamples=9999, method="BCa",
+            boot = stats.bootstrap((d,), np.mean, confidence_level=1 - alpha, n_resamples=9999, method="BCa",
                                    random_state=seed)
             c.ci_low, c.ci_high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
             c.p_t = float(stats.ttest_rel(b, a).pvalue)
-            effect = TTestPower().solve_power(nobs=len(d), alpha=ALPHA, power=0.8, alternative="two-sided")
+            effect = TTestPower().solve_power(nobs=len(d), alpha=alpha, power=0.8, alternative="two-sided")
             c.mde = float(effect * d.std(ddof=1))
         else:  # every question moved by the same amount (often 0): no spread to test against
             c.ci_low = c.ci_high = c.diff
@@ -300,7 +381,7 @@ def _statistics(rows: list[tuple], seed: int) -> list[Comparison]:
             for c, p in zip(results, adjusted, strict=True):
                 setattr(c, f"{attr}_holm", float(p))
     for c in results:
-        if c.n < 2:
+        if c.n < fewest:  # no test could reach the verdict's level with so few: no verdict at all
             c.verdict = "too few"
         elif c.ci_low is not None and c.ci_low > 0:
             c.verdict = "B better"

@@ -36,7 +36,7 @@ from ..errors import UsageError
 from ..resources import resource_dir
 from ..tables.selection import left_out, select_runs
 from .agreement import Agreement, agreement, ratings
-from .compare import other_texts
+from .compare import other_texts, parse_side, select_side
 from .inspector import Detail, Inspector
 from .output import write_atomic
 from .view import Section, build
@@ -76,6 +76,11 @@ class Block:
     passes: list[dict] = field(default_factory=list)  # pass_name, checked, changed, mean, min, max, examples
     tokens: list[dict] = field(default_factory=list)  # stage … cost_usd; the last row is the Total
     all_runs: int = 0  # a family's members, those left out of ``runs`` included
+    label: str = ""  # how the page names it beside the others: the tag, the model, or MODEL@TAG
+
+    @property
+    def overall(self) -> float | None:
+        return next((r["score"] for r in self.tables[0].rows if r["benchmark"] == "overall"), None)
 
 
 def _interval(mean: float | None, values: list[float]) -> tuple[float | None, float | None]:
@@ -115,11 +120,9 @@ def _table(con: duckdb.DuckDBPyConnection, section: Section, family: bool, title
     return Table(section.judge, rows)
 
 
-def _block(results_dir: Path, inspector: Inspector, tag: str, model: str | None) -> Block:
+def _block(results_dir: Path, inspector: Inspector, tag: str, model: str) -> Block:
+    """One model's runs of a tag (a tag holding several models gives a block per model)."""
     chosen = select_runs(results_dir, tag, model)
-    if len(chosen.models) > 1:  # one report is one model's: say so rather than show the first one alone
-        raise UsageError(f"tag {tag!r} holds several models ({', '.join(chosen.models)}); choose one with --model")
-    model = chosen.models[0]
     report = build(results_dir, tag, model=model, every_judge=True)
     con = inspector.con(*chosen.run_ids)
     titles = dict(con.execute("SELECT title, benchmark FROM benchmark_info").fetchall())
@@ -141,7 +144,7 @@ def _block(results_dir: Path, inspector: Inspector, tag: str, model: str | None)
         named = {b: t for t, b in titles.items()}  # shown by title, as everywhere in the report
         block.agreement.alpha_by_benchmark = {named.get(b, b): v for b, v in block.agreement.alpha_by_benchmark.items()}
     block.passes = _passes(con, runs)
-    names = ["stage", "requests", "cached_requests", "prompt", "completion", "cost", "priced"]
+    names = ["model", "stage", "requests", "cached_requests", "prompt", "completion", "cost", "priced"]
     block.tokens = [dict(zip(names, r, strict=True)) for r in report.tokens]
     return block
 
@@ -207,7 +210,8 @@ def _categories(con: duckdb.DuckDBPyConnection, run_ids: list[str], judges: list
 
 
 def _passes(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[dict]:
-    """Per pass: the answers it checked as they are now, those it changed, the change on the 0–10 scale."""
+    """Per pass: the answers it checked as they are now (``pass_coverage``: a model that failed or gave no readable
+    verdict checked nothing), those it changed, the change on the 0–10 scale."""
     query = """
         WITH d AS (
             SELECT d.pass_name, d.benchmark, b.title, d.question_id, d.run_id, d.judge, d.delta * b.to_ten AS delta,
@@ -219,17 +223,21 @@ def _passes(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[dict]:
               AND coalesce(d.answer_hash = a.answer_hash, true)  -- the text as it is now
         )"""
     out = []
-    for name, checked, changed, mean, low, high in con.execute(query + """
-            SELECT pass_name, count(DISTINCT (run_id, benchmark, question_id)),
-                   count(DISTINCT (run_id, benchmark, question_id)) FILTER (WHERE delta <> 0),
+    coverage = {name: (int(c), int(f), int(u)) for name, c, f, u in con.execute(
+        "SELECT pass_name, sum(checked), sum(model_failed), sum(unreadable) FROM pass_coverage "
+        "WHERE list_contains($ids, run_id) GROUP BY 1", {"ids": run_ids}).fetchall()}  # what counts as checked
+    for name, changed, mean, low, high in con.execute(query + """
+            SELECT pass_name, count(DISTINCT (run_id, benchmark, question_id)) FILTER (WHERE delta <> 0),
                    avg(delta) FILTER (WHERE delta <> 0), min(delta) FILTER (WHERE delta <> 0),
                    max(delta) FILTER (WHERE delta <> 0)
             FROM d GROUP BY 1 ORDER BY 1""", {"ids": run_ids}).fetchall():
+        checked, model_failed, unreadable = coverage.get(name, (0, 0, 0))
         examples = con.execute(query + """
             SELECT title, question_id, judge, delta, reason, content FROM d
             WHERE pass_name = $name AND delta <> 0 ORDER BY abs(delta) DESC, benchmark, question_id, run_id LIMIT $n""",
                                {"ids": run_ids, "name": name, "n": EXAMPLES}).fetchall()
-        out.append({"pass_name": name, "checked": checked, "changed": changed, "mean": mean, "min": low, "max": high,
+        out.append({"pass_name": name, "checked": checked, "model_failed": model_failed, "unreadable": unreadable,
+                    "changed": changed, "mean": mean, "min": low, "max": high,
                     "examples": [dict(zip(["title", "question_id", "judge", "delta", "reason", "answer"], e,
                                           strict=True)) for e in examples]})
     return out
@@ -275,7 +283,7 @@ def _movers(inspector: Inspector, a: Block, b: Block, overlap: Overlap) -> tuple
         "SELECT benchmark, title, to_ten FROM benchmark_info ORDER BY position").fetchall()}
     keys = overlap.same  # a question one tag never asked, or asked as another text, did not move
     if only := len(overlap.a ^ overlap.b):
-        notes.append(f"{only} question{'s' if only > 1 else ''} asked by one tag only left out")
+        notes.append(f"{only} question{'s' if only > 1 else ''} asked by one side only left out")
     if n := len(overlap.other):
         notes.append(f"{n} question{'s' if n > 1 else ''} asked under one id with other texts "
                      "(other data files?) left out")
@@ -355,9 +363,10 @@ def _unlike(a: Block, b: Block, overlap: Overlap) -> list[str]:
     both = len(overlap.same)
     notes = []
     if not len(overlap.a) == len(overlap.b) == both:
-        notes.append(f"{a.tag} asked {len(overlap.a)} questions, {b.tag} {len(overlap.b)}, {both} of them the same")
+        notes.append(f"{a.label} asked {len(overlap.a)} questions, {b.label} {len(overlap.b)}, {both} of them the "
+                     "same")
     if a.judges != b.judges:
-        notes.append(f"{a.tag} was judged by {', '.join(a.judges) or 'no judge'}, {b.tag} by "
+        notes.append(f"{a.label} was judged by {', '.join(a.judges) or 'no judge'}, {b.label} by "
                      f"{', '.join(b.judges) or 'no judge'}")
     return notes
 
@@ -378,20 +387,34 @@ def _chart(blocks: list[Block]) -> dict:
             bars.append({"y": top + k * bar, "w": 0 if score is None else width * score / 10, "score": score,
                          "low": None if low is None else left + width * max(low, 0) / 10,
                          "high": None if high is None else left + width * min(high, 10) / 10,
-                         "tag": block.tag, "k": k})
+                         "tag": block.label, "k": k})
         groups.append({"title": title, "y": top, "bars": bars})
     height = 20 + len(titles) * (len(blocks) * bar + gap)
     return {"groups": groups, "height": height, "left": left, "width": width, "bar": bar,
             "ticks": [{"x": left + width * t / 10, "label": t} for t in range(0, 11, 2)]}
 
 
-def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = None, model: str | None = None) -> Path:
-    if compare == tag:
-        raise UsageError(f"--compare {compare!r} is --tag itself: name another tag to compare with")
-    inspector = Inspector(results_dir, None, model)
-    blocks = [_block(results_dir, inspector, tag, model)]
+def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = None, model: str | None = None,
+                 model_a: str | None = None, model_b: str | None = None) -> Path:
+    """The report of ``tag`` (one block per model it holds, the best Overall first), or with ``compare``: side
+    ``tag`` against side ``compare``, each a tag or MODEL@TAG of one model (``model`` for both, ``model_a`` /
+    ``model_b`` for one), as ``shaberi compare`` names them."""
     if compare:
-        blocks.append(_block(results_dir, inspector, compare, model or blocks[0].model))
+        sides = [parse_side(tag, model_a or model, results_dir, "A"), parse_side(compare, model_b or model,
+                                                                                  results_dir, "B")]
+        chosen = [select_side(results_dir, side) for side in sides]
+        if chosen[0].run_ids == chosen[1].run_ids:
+            raise UsageError(f"--compare {compare!r} is --tag itself: name another tag or model to compare with")
+        wanted = [(side.tag, c.models[0]) for side, c in zip(sides, chosen, strict=True)]
+    else:
+        wanted = [(tag, m) for m in select_runs(results_dir, tag, model).models]
+    inspector = Inspector(results_dir, None, model)
+    blocks = [_block(results_dir, inspector, t, m) for t, m in wanted]
+    if not compare:
+        blocks.sort(key=lambda b: (b.overall is None, -(b.overall or 0), b.model))
+    several_models = len({b.model for b in blocks}) > 1
+    for block in blocks:  # what tells the blocks apart
+        block.label = (block.model if not compare else f"{block.model}@{block.tag}") if several_models else block.tag
     movers: list[dict] = []
     movers_notes: list[str] = []
     unlike: list[str] = []
@@ -405,11 +428,12 @@ def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = N
         category_judges = shared  # the change between two tags is over the judges both have
         for block in blocks:
             block.categories = _categories(inspector.con(*block.runs), block.runs, shared)
+    title = f"{blocks[0].label} vs {blocks[1].label}" if compare else (
+        f"{tag} ({len(blocks)} models)" if several_models else f"{blocks[0].model} · {tag}")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource_dir("templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     html = env.get_template("report.html.jinja").render(
         blocks=blocks, chart=_chart(blocks), categories=_category_rows(blocks), category_judges=category_judges,
-        movers=movers,
-        movers_notes=movers_notes, unlike=unlike, compare=compare,
+        movers=movers, movers_notes=movers_notes, unlike=unlike, compare=compare, title=title,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), results_dir=str(results_dir))
     return write_atomic(out, lambda tmp: tmp.write_text(html, encoding="utf-8"))

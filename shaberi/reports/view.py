@@ -38,14 +38,23 @@ class Section:
     prompt_hashes: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> judging prompts scored
     excluded: list[str] = field(default_factory=list)  # a family's runs left out of its numbers
 
+    @property
+    def overall(self) -> float | None:
+        """The Overall row's score (a family: its mean)."""
+        return next((r[1] for r in self.rows if r[0] == "Overall"), None)
+
 
 @dataclass
 class Report:
     tag: str
     multi: bool
-    sections: list[Section]
+    sections: list[Section]  # model by model, the best Overall first
     token_columns: list[str]
-    tokens: list[list]  # by stage, then a Total row
+    tokens: list[list]  # per model: by stage, then its Total; several models: then the tag's ('all models')
+
+    @property
+    def models(self) -> list[str]:
+        return list(dict.fromkeys(s.model for s in self.sections))
 
 
 def clustered_se(scores: list[float], clusters: list[str]) -> float | None:
@@ -69,7 +78,7 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
     con = connect(results_dir, pricing, chosen.run_ids, upto="multi_run_stats",  # the chosen runs, the views needed
                   cache=("benchmark_scores", *(["run_completeness"] if chosen.family else [])))
     statuses = {r.run_id: r.status or 'ok' for r in chosen.runs}
-    sections = []
+    by_model: dict[str, list[Section]] = {}
     for m in chosen.models:
         run_ids = [r.run_id for r in chosen.runs if r.model == m]
         failed_judges = _failed_judges(con, [r for r in chosen.runs if r.model == m], chosen.family)
@@ -80,14 +89,20 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
             if section.status == "interrupted":
                 section.notes.append("interrupted: no process is writing it; the rows its last calls journaled "
                                      "count once it is resumed (run the same command again)")
-            sections.append(section)
-    token_cols = ["stage", "requests", "cached_requests", "prompt_tokens", "completion_tokens", "cost_usd", "priced"]
-    tokens = [list(t) for t in con.execute(
-        "SELECT coalesce(stage, 'Total'), sum(requests), sum(cached_requests), sum(prompt_tokens), "
-        "sum(completion_tokens), sum(cost_usd), bool_and(priced) FROM cost WHERE list_contains($ids, run_id) "
-        "GROUP BY ROLLUP (stage) HAVING count(*) > 0 ORDER BY stage IS NULL, stage", {"ids": chosen.run_ids}
-    ).fetchall()]
-    return Report(tag, chosen.family, sections, token_cols, tokens)
+            by_model.setdefault(m, []).append(section)
+    # A tag holding several models: one block per model, best Overall first (a model without one last).
+    models = sorted(by_model, key=lambda m: (by_model[m][0].overall is None, -(by_model[m][0].overall or 0), m))
+    token_cols = ["model", "stage", "requests", "cached_requests", "prompt_tokens", "completion_tokens", "cost_usd",
+                  "priced"]
+    found = con.execute(
+        "SELECT r.model, coalesce(c.stage, 'Total'), sum(c.requests), sum(c.cached_requests), sum(c.prompt_tokens), "
+        "sum(c.completion_tokens), sum(c.cost_usd), bool_and(c.priced) FROM cost c JOIN runs r USING (run_id) "
+        "WHERE list_contains($ids, c.run_id) GROUP BY ROLLUP (r.model, c.stage) HAVING count(*) > 0 "
+        "ORDER BY c.stage IS NULL, c.stage", {"ids": chosen.run_ids}).fetchall()
+    tokens = [list(t) for m in models for t in found if t[0] == m]  # each model's own, and its Total
+    if len(models) > 1:  # and the tag's, said as such: never a silent sum
+        tokens += [["all models", *t[1:]] for t in found if t[0] is None]
+    return Report(tag, chosen.family, [s for m in models for s in by_model[m]], token_cols, tokens)
 
 
 def _failed_judges(con: duckdb.DuckDBPyConnection, runs: list[RunRef], family: bool) -> dict[str, str]:
