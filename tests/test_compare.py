@@ -216,3 +216,131 @@ def test_a_run_on_both_sides_counts_on_both(server, tmp_path):
     body = json.loads(shaberi("compare", "fam-run1", "crlf", "--format", "json", "--results-dir",
                               str(results)).stdout)
     assert body["benchmarks"][0]["n"] == 3 and body["benchmarks"][0]["diff"] == 0
+
+
+BASE = [3, 4, 5, 3, 4, 5, 6, 4, 3, 5]  # Rakuda scores (1–10) the judge gives each model's answer to question i
+TUNED = [5, 5, 7, 6, 5, 7, 8, 5, 5, 8]
+OTHER = [9, 1, 8, 2, 9, 1, 8, 2, 9, 1]
+
+
+def three_models(server, tmp_path):
+    """Models base, tuned and other under one tag v1, each answering by its own seed (the loopback server's
+    <<answer#N>>) and scored by judge j per answer text."""
+    from .conftest import write_rakuda
+
+    texts = []
+    for i in range(10):
+        marks = "".join(f"<<answer#{seed}: 回答{seed}-{i}>><<judge@j?回答{seed}-{i}: FINAL SCORE: {s[i]}>>"
+                        for seed, s in ((1, BASE), (2, TUNED), (3, OTHER)))
+        texts.append(f"{marks} 質問{i}")
+    data = write_rakuda(tmp_path / "d", texts)
+    results = tmp_path / "r"
+    for model, seed in (("org/base", 1), ("org/tuned", 2), ("other", 3)):
+        proc = shaberi("run", "--model", model, "--tag", "v1", "--seed", str(seed), "--base-url", server.base_url,
+                       "--benchmark", "rakuda", "--judge", "j", "--results-dir", str(results), "--data-dir",
+                       str(data))
+        assert proc.returncode == 0, proc.stderr
+    return results
+
+
+def test_two_models_compared_on_the_same_questions_with_a_third_in_the_tag(server, tmp_path):
+    import shaberi as api
+
+    results = three_models(server, tmp_path)
+    root = ["--results-dir", str(results)]
+    out = shaberi("compare", "org/base@v1", "org/tuned@v1", "--format", "json", *root)
+    assert out.returncode == 0, out.stderr
+    body = json.loads(out.stdout)
+    assert (body["a"], body["b"]) == ({"tag": "v1", "model": "org/base", "label": "org/base@v1"},
+                                      {"tag": "v1", "model": "org/tuned", "label": "org/tuned@v1"})
+    (rakuda,) = body["benchmarks"]
+    a, b = np.array(BASE, float), np.array(TUNED, float)
+    d = b - a
+    assert rakuda["n"] == 10 and (rakuda["mean_a"], rakuda["mean_b"]) == pytest.approx((a.mean(), b.mean()), abs=1e-9)
+    assert rakuda["diff"] == pytest.approx(d.mean(), abs=1e-9)
+    assert rakuda["p_wilcoxon"] == pytest.approx(stats.wilcoxon(d).pvalue, abs=1e-12)
+    boot = stats.bootstrap((d,), np.mean, confidence_level=0.95, n_resamples=9999, method="BCa", random_state=0)
+    assert (rakuda["ci_low"], rakuda["ci_high"]) == pytest.approx(tuple(boot.confidence_interval), abs=1e-12)
+    assert rakuda["verdict"] == "B better" and rakuda["min_pairs"] == 6
+    # The same sides named with --model-a/--model-b, and through the Python API.
+    named = shaberi("compare", "v1", "v1", "--model-a", "org/base", "--model-b", "org/tuned", "--format", "json",
+                    *root)
+    assert json.loads(named.stdout)["benchmarks"] == body["benchmarks"]
+    frame = api.open(results).compare("org/base@v1", "org/tuned@v1")
+    assert frame.row(0, named=True)["a"] == "org/base@v1" and frame["diff"].to_list() == [rakuda["diff"]]
+    table = shaberi("compare", "org/base@v1", "org/tuned@v1", *root).stdout
+    assert "A = org/base@v1, B = org/tuned@v1" in table
+    # A tag holding several models is one side only with the model named.
+    vague = shaberi("compare", "v1", "org/tuned@v1", *root)
+    assert vague.returncode == 2 and vague.stderr == (
+        "error: tag 'v1' holds several models (org/base, org/tuned, other): name one, as 'org/base@v1' or with "
+        "--model-a/--model-b\n")
+    # The report of the two, and of the tag: one block per model, the best Overall first, each with its tokens.
+    html = tmp_path / "c.html"
+    assert shaberi("report", "--tag", "org/base@v1", "--compare", "org/tuned@v1", "--out", str(html),
+                   *root).returncode == 0
+    page = html.read_text(encoding="utf-8")
+    assert "Biggest movers: org/base@v1 → org/tuned@v1" in page and "<title>shaberi report: org/base@v1 vs " \
+        "org/tuned@v1</title>" in page
+    assert shaberi("report", "--tag", "v1", "--out", str(html), *root).returncode == 0
+    page = html.read_text(encoding="utf-8")
+    assert re.findall(r"<h3>([^<]+) · v1", page) == ["org/tuned", "other", "org/base"]  # Overall 6.2, 5.0, 4.2
+    view = json.loads(shaberi("view", "--tag", "v1", "--format", "json", *root).stdout)
+    overall = [next(r["score"] for r in s["rows"] if r["benchmark"] == "Overall") for s in view["scores"]]
+    assert [s["model"] for s in view["scores"]] == ["org/tuned", "other", "org/base"]
+    assert overall == sorted(overall, reverse=True) == pytest.approx([np.mean(TUNED), np.mean(OTHER), np.mean(BASE)])
+    tokens = {(t["model"], t["stage"]): t["requests"] for t in view["tokens"]}
+    assert {m for m, _ in tokens} == {"org/tuned", "other", "org/base", "all models"}
+    assert tokens[("org/base", "Total")] == 20 and tokens[("all models", "Total")] == 60  # 10 answers + 10 judgements
+
+
+def test_a_judge_that_scored_a_question_on_one_side_only_is_left_out_of_it(server, tmp_path):
+    """j1 and j2 judge both tags; j2's replies to B's answers of q0 and q1 are unreadable (null). Those two
+    questions are compared on j1 alone on both sides, never one judge against the mean of two."""
+    from .conftest import write_rakuda
+
+    j1 = {1: [4, 5, 6, 4, 5, 6, 7, 4], 2: [6, 6, 7, 7, 6, 8, 8, 6]}  # by seed (tag a: 1, tag b: 2)
+    j2 = {1: [6, 7, 8, 6, 7, 8, 9, 6], 2: [None, None, 9, 9, 8, 9, 10, 8]}
+    texts = []
+    for i in range(8):
+        marks = ""
+        for seed in (1, 2):
+            marks += f"<<answer#{seed}: 回答{seed}-{i}>><<judge@j1?回答{seed}-{i}: FINAL SCORE: {j1[seed][i]}>>"
+            reply = "読めません || 読めません" if j2[seed][i] is None else f"FINAL SCORE: {j2[seed][i]}"
+            marks += f"<<judge@j2?回答{seed}-{i}: {reply}>>"
+        texts.append(f"{marks} 質問{i}")
+    data = write_rakuda(tmp_path / "d", texts)
+    results = tmp_path / "r"
+    for tag, seed in (("a", 1), ("b", 2)):
+        assert shaberi("run", "--model", "m", "--tag", tag, "--seed", str(seed), "--base-url", server.base_url,
+                       "--benchmark", "rakuda", "--judge", "j1", "--judge", "j2", "--results-dir", str(results),
+                       "--data-dir", str(data)).returncode == 0
+    body = json.loads(shaberi("compare", "a", "b", "--format", "json", "--results-dir", str(results)).stdout)
+    (rakuda,) = body["benchmarks"]
+    both = [[j1[s][i], j2[s][i]] if j2[2][i] is not None else [j1[s][i]] for s in (1, 2) for i in range(8)]
+    a, b = np.array([np.mean(x) for x in both[:8]]), np.array([np.mean(x) for x in both[8:]])
+    assert rakuda["n"] == 8 and rakuda["judge_scores_dropped"] == 2  # A's j2 scores of q0 and q1
+    assert (rakuda["mean_a"], rakuda["mean_b"], rakuda["diff"]) == pytest.approx((a.mean(), b.mean(), (b - a).mean()),
+                                                                                 abs=1e-9)
+    assert rakuda["p_wilcoxon"] == pytest.approx(stats.wilcoxon(b - a).pvalue, abs=1e-12)
+    naive = np.mean([np.mean(x) for x in ([j1[1][i], j2[1][i]] for i in range(8))])
+    assert abs(naive - rakuda["mean_a"]) > 0.1  # the old pairing (every judge on each side) would differ
+    table = shaberi("compare", "a", "b", "--results-dir", str(results)).stdout
+    assert "note: judge scores left out, the judge having scored the question on one side only" in table
+
+
+def test_too_few_pairs_give_no_verdict_however_constant_the_shift(tmp_path):
+    store = Store(tmp_path)
+    write_run(store, "base", {"rakuda": [3, 4]})
+    write_run(store, "new", {"rakuda": [4, 5]})  # +1 on both: bootstrap [1, 1], t p = 0, Wilcoxon p = 0.5
+    (c,) = compare(tmp_path, "base", "new").benchmarks
+    assert (c.n, c.min_pairs, c.verdict) == (2, 6, "too few")
+    assert c.p_wilcoxon == pytest.approx(stats.wilcoxon([1.0, 1.0]).pvalue)
+    out = shaberi("compare", "base", "new", "--results-dir", str(tmp_path))
+    assert out.returncode == 0 and "note: Rakuda: too few paired questions for a verdict (fewer than 6" in out.stdout
+    # At the minimum the same constant shift is a verdict, and the signed-rank test agrees with it (2/2⁶ < 0.05).
+    write_run(store, "base6", {"rakuda": [3, 4, 5, 3, 4, 5]})
+    write_run(store, "new6", {"rakuda": [4, 5, 6, 4, 5, 6]})
+    (c,) = compare(tmp_path, "base6", "new6").benchmarks
+    assert (c.n, c.verdict) == (6, "B better") and c.p_wilcoxon == pytest.approx(stats.wilcoxon([1.0] * 6).pvalue)
+    assert c.p_wilcoxon < 0.05
