@@ -217,3 +217,23 @@ def test_a_judge_cannot_take_the_pooled_judges_name(tmp_path):
                    "--results-dir", str(tmp_path / "r"))
     assert proc.returncode == 2 and proc.stderr.startswith("error: --judge '*' is the name") and not (
         tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("args, named", [
+    (["view", "--tag", "a", "--tag", "b"], "--tag"),
+    (["compare", "a", "b", "--judge", "j1", "--judge", "j2"], "--judge"),
+    (["report", "--tag", "a", "--out", "x.html", "--out", "y.html"], "--out"),
+    (["run", "--model", "m1", "--model", "m2", "--base-url", "http://127.0.0.1:9/v1", "--judge", "a", "--judge", "b"],
+     "--model"),
+    (["ensemble", "check", "--strategy", "majority", "--results-dir", "elsewhere"], "--results-dir"),
+])
+def test_a_single_valued_option_given_twice_is_bad_input(tmp_path, args, named):
+    """The parser would keep the last value silently (--tag a --tag b read as b): refused, nothing written. An
+    option that takes several (run --judge, leaderboard --tag) may repeat."""
+    proc = shaberi(*args, "--results-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"error: {named} given more than once, but it takes one value (the last would win "
+                           "silently): give it once") and not (tmp_path / "r").exists()
+    board = shaberi("leaderboard", "--tag", "a", "--tag", "b", "--results-dir", str(tmp_path / "r"))
+    assert board.returncode == 2 and "no runs tagged 'a'" in board.stderr  # read as two tags, not refused

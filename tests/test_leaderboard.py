@@ -168,6 +168,18 @@ def test_a_family_ranks_by_its_mean_with_the_t_interval_of_multi_run_stats(serve
     assert sorted(r["Average (All)"] for r in rows) == sorted(
         repr(v[1]) for k, v in per_run.items() if k[1:] == ("*", "overall"))
     assert all(len(r["Average (All)"].partition(".")[2]) <= 9 for r in rows)
+    # Several tags ranked together, a family beside one of its members: a Tag column says whose each row is, each
+    # row's numbers are its own tag's (the family's from multi_run_stats, the member's from run_scores).
+    header, both = board(results, "--tag", "fam", "--tag", "fam-run2")
+    assert header[:3] == ["model_name", "Tag", "Runs"] and len(both) == 4
+    got = {(r["model_name"], r["Tag"]): r for r in both}
+    for m in ("a", "b"):
+        assert got[(m, "fam")]["Average (All)"] == repr(expected[(m, "*", "overall")][0])
+        assert got[(m, "fam")]["Runs"] == "3" and got[(m, "fam-run2")]["Runs"] == "1"
+        assert got[(m, "fam-run2")]["Average (All)"] == repr(per_run[(m, "*", "overall")][1])
+        assert got[(m, "fam-run2")]["Average (All) CI low"] == ""  # one run: no interval
+    averages = [float(r["Average (All)"]) for r in both]
+    assert averages == sorted(averages, reverse=True)
 
 
 def test_the_gpt4_columns_follow_a_gpt4_judge(server, tmp_path, data_dir, legacy):

@@ -133,14 +133,16 @@ def test_report_of_two_families_reads_right_in_a_browser(families, tmp_path):
     for k, tag in enumerate(["base", "new"]):
         for judge, table in [("*", seen["tables"][f"scores-{k}"]), *(
                 (j, {r[0]: [r[0], r[1 + i]] for r in seen["perJudge"][k]}) for i, j in enumerate(["ja", "jb"]))]:
-            view = json.loads(shaberi("view", "--tag", tag, "--judge", judge, "--format", "json", "--results-dir",
-                                      str(families)).stdout)
+            view = json.loads(shaberi("view", "--tag", tag, "--judge", judge, "--format", "json", "--clustered-se",
+                                      "--results-dir", str(families)).stdout)
             rows = {r["benchmark"]: r for r in view["scores"][0]["rows"]}
             for title in ["ELYZA-tasks-100", "Rakuda", "Overall"]:
                 assert table[title][1].split(" ")[0] == f"{rows[title]['mean']:.2f}", (tag, judge, title)
-                if judge == "*":
+                if judge == "*":  # the interval over runs, then over questions × runs: both the view's
                     assert table[title][2] == f"{rows[title]['ci_low']:.2f}–{rows[title]['ci_high']:.2f}"
-                    assert table[title][3] == f"{rows[title]['baseline_mean']:.2f}"
+                    assert table[title][3] == (f"{rows[title]['ci_questions_low']:.2f}–"
+                                               f"{rows[title]['ci_questions_high']:.2f}")
+                    assert table[title][4] == f"{rows[title]['baseline_mean']:.2f}"
             assert table["Tengu-Bench"][1].startswith("–")
         assert seen["tables"][f"scores-{k}"]["Tengu-Bench"][-1] == "not run"
 

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 
+import numpy as np
 import pytest
 from scipy import stats
 
@@ -61,11 +62,12 @@ def test_view_formats_single_run_and_table(three_runs):
     assert table.returncode == 0 and "Std Dev" in table.stdout and "95% CI" in table.stdout
     assert "Overall" in table.stdout
     md = shaberi("view", "--tag", "exp", "--runs", "2", "--format", "markdown", "--results-dir", results)
-    assert "| Benchmark | Mean | Std Dev | 95% CI | Range |" in md.stdout and "(2 runs)" in md.stdout
+    assert "| Benchmark | Mean | Std Dev | 95% CI (runs) | Range |" in md.stdout and "(2 runs)" in md.stdout
+    assert "95% CI: run to run only (2 runs, 1 degree of freedom)" in md.stdout
     single = shaberi("view", "--tag", "exp-run2", "--format", "csv", "--results-dir", results)
     lines = list(csv.reader(io.StringIO(single.stdout)))
     assert lines[0] == ["model", "judge", "status", "benchmark", "score", "baseline", "n", "null", "errors",
-                        "not_judged", "note", "section_notes"]
+                        "not_judged", "se_clustered", "ci_questions_low", "ci_questions_high", "note", "section_notes"]
     assert len(lines) == 6 and all(len(r) == len(lines[0]) for r in lines)  # one table: nothing after its rows
     by_bench = {r[3]: r for r in lines[1:6]}
     assert by_bench["MT-Bench"][-2] == "not run" and by_bench["Overall"][-2] == "not every benchmark has a score"
@@ -132,3 +134,48 @@ def test_view_says_answered_not_judged_and_all_errored_never_not_run(server, tmp
                    "judge", "--results-dir", results, "--data-dir", str(data.parent)).returncode == 0
     got = notes("--tag", "default-run1")
     assert got["ELYZA-tasks-100"] == "" and got["Rakuda"] == "all 3 answers errored"
+
+
+def test_the_question_interval_is_about_the_number_shown(server, tmp_path):
+    """Two runs of Rakuda; run 1's reply to q0 is unreadable, so run 1 has 5 scores and run 2 has 6. The family's
+    number is the mean of the two runs' means, not of the 11 scores; --clustered-se gives that number's SE clustered
+    by question (recomputed here from its definition: the sandwich of the weighted mean, CR1), and the interval over
+    questions is centred on it. One run's interval is the t-interval over its questions (scipy)."""
+    from .conftest import write_rakuda
+
+    scores = {1: [None, 6, 8, 5, 9, 4], 2: [3, 7, 7, 6, 8, 5]}  # by seed: run 1, run 2
+    texts = []
+    for i in range(6):
+        marks = ""
+        for seed, s in scores.items():
+            reply = "読めません || 読めません" if s[i] is None else f"FINAL SCORE: {s[i]}"
+            marks += f"<<answer#{seed}: 回答{seed}-{i}>><<judge@j?回答{seed}-{i}: {reply}>>"
+        texts.append(f"{marks} 質問{i}")
+    data = write_rakuda(tmp_path / "d", texts)
+    results = str(tmp_path / "r")
+    assert shaberi("run", "--model", "m", "--base-url", server.base_url, "--runs", "2", "--benchmark", "rakuda",
+                   "--judge", "j", "--results-dir", results, "--data-dir", str(data)).returncode == 0
+    view = json.loads(shaberi("view", "--format", "json", "--clustered-se", "--results-dir", results).stdout)
+    row = next(r for r in view["scores"][0]["rows"] if r["benchmark"] == "Rakuda")
+    run_means = [np.mean([v for v in s if v is not None]) for s in scores.values()]
+    shown = np.mean(run_means)
+    pooled = np.mean([v for s in scores.values() for v in s if v is not None])
+    assert row["mean"] == pytest.approx(shown, abs=1e-9) and abs(pooled - shown) > 0.01
+    # The weighted mean's sandwich variance, clustered by question, with CR1's G/(G − 1).
+    y = [(q, v, 1 / (2 * sum(x is not None for x in s))) for s in scores.values() for q, v in enumerate(s)
+         if v is not None]
+    meat = sum(sum(w * (v - shown) for qq, v, w in y if qq == q) ** 2 for q in range(6))
+    se = np.sqrt(6 / 5 * meat)  # the weights sum to 1
+    half = stats.t.ppf(0.975, 5) * se
+    assert row["se_clustered"] == pytest.approx(se, rel=1e-9)
+    assert (row["ci_questions_low"], row["ci_questions_high"]) == pytest.approx((shown - half, shown + half), rel=1e-9)
+    # One run: the t-interval over its questions' scores, centred on its score.
+    single = json.loads(shaberi("view", "--tag", "default-run2", "--format", "json", "--clustered-se",
+                                "--results-dir", results).stdout)
+    row = next(r for r in single["scores"][0]["rows"] if r["benchmark"] == "Rakuda")
+    low, high = stats.t.interval(0.95, 5, loc=np.mean(scores[2]), scale=stats.sem(scores[2]))
+    assert row["score"] == pytest.approx(np.mean(scores[2])) and row["se_clustered"] == pytest.approx(
+        stats.sem(scores[2]), rel=1e-9)
+    assert (row["ci_questions_low"], row["ci_questions_high"]) == pytest.approx((low, high), rel=1e-9)
+    overall = next(r for r in single["scores"][0]["rows"] if r["benchmark"] == "Overall")
+    assert overall["se_clustered"] == pytest.approx(stats.sem(scores[2]), rel=1e-9)  # one benchmark: the same

@@ -8,6 +8,8 @@ holds the application and what the groups share.
 from __future__ import annotations
 
 import sys
+from collections import Counter
+from collections.abc import Callable
 from typing import NoReturn
 
 import typer
@@ -28,12 +30,12 @@ __all__ = ["app", "inspect_output_main", "main", "run_evals_main", "view_scores_
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (``shaberi``)."""
-    _invoke(typer.main.get_command(app), argv, None)
+    _invoke(_command(), argv, None)
 
 
 def _alias(command: str, prog_name: str) -> None:
     """A legacy script name for one command, whose usage line names the script as typed (``run-evals``)."""
-    found = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    found = _command().commands[command]  # type: ignore[attr-defined]
     found.context_settings = {**found.context_settings, **HELP}  # -h too, as under shaberi
     _invoke(found, sys.argv[1:], prog_name)
 
@@ -73,6 +75,41 @@ def _invoke(command: click_core.Command, argv: list[str] | None, prog_name: str 
 
 
 INTERRUPTED = 130
+
+
+def _command() -> click_core.Command:
+    """The application, every command of which refuses a single-valued option given twice."""
+    root = typer.main.get_command(app)
+    stack = [root]
+    while stack:
+        command = stack.pop()
+        if hasattr(command, "commands"):  # a group (typer's own copy of click has no Group class to test)
+            stack += command.commands.values()
+        else:
+            command.parse_args = _once(command)  # type: ignore[method-assign,assignment]
+    return root
+
+
+def _once(command: click_core.Command) -> Callable[[click_core.Context, list[str]], list[str]]:
+    """``command.parse_args``, first refusing an option that takes one value given more than once: the parser
+    would keep the last silently (``--tag a --tag b`` would read b alone). Flags and options that take many
+    (``multiple``) are left alone."""
+    parse = command.parse_args
+
+    def parse_args(ctx: click_core.Context, args: list[str]) -> list[str]:
+        try:
+            _, _, order = command.make_parser(ctx).parse_args(args=list(args))
+        except click_exceptions.UsageError:
+            return parse(ctx, args)  # the parser's own error, said as it says it
+        given = Counter(p for p in order if p.param_type_name == "option" and not (
+            getattr(p, "multiple", False) or getattr(p, "is_flag", False) or getattr(p, "count", False)))
+        if repeated := [p.opts[-1] for p, n in given.items() if n > 1]:
+            raise click_exceptions.UsageError(f"{' and '.join(repeated)} given more than once, but "
+                                              f"{'each takes' if len(repeated) > 1 else 'it takes'} one value (the "
+                                              "last would win silently): give it once", ctx=ctx)
+        return parse(ctx, args)
+
+    return parse_args
 
 
 def run_evals_main() -> None:

@@ -66,8 +66,9 @@ def view(
     format: FormatOption = Format.table,
     pricing: Annotated[Path | None, typer.Option("--pricing", help="Prices per million tokens (TOML), instead of "
                                                  "data/pricing.toml.")] = None,
-    clustered_se: Annotated[bool, typer.Option("--clustered-se", help="Add the standard error of each mean "
-                                               "clustered by question across runs (statsmodels).")] = False,
+    clustered_se: Annotated[bool, typer.Option("--clustered-se", help="Add the standard error of each number shown, "
+                                               "clustered by question (across runs and judges), and the 95% "
+                                               "interval over questions from it (statsmodels).")] = False,
     tokens: Annotated[bool, typer.Option("--tokens", help="With --format csv: the tokens and cost table instead of "
                                          "the scores (CSV holds one table).")] = False,
     results_dir: ResultsDir = DEFAULT_RESULTS,
@@ -108,15 +109,23 @@ def _render_report(report: Report, fmt: str, tokens_only: bool = False, clustere
         runs = f"{len(s.runs)} run{'s' if len(s.runs) > 1 else ''}"
         title = (f"{s.model} · {report.tag}{f' ({runs}{counted})' if report.multi else ''} · "
                  f"judge: {judge} · status: {s.status}")
+        by = ["SE (by question)", "95% CI (questions)"] if clustered else []  # columns of dashes otherwise
+        cells = [dict(zip(s.columns, r, strict=True)) for r in s.rows]
+
+        def questions(c: dict) -> list[str]:
+            return [_num(c["se_clustered"]), _range(c["ci_questions_low"], c["ci_questions_high"])] if clustered else []
+
         if report.multi:
-            se = ["SE (by question)"] if clustered else []  # a column of dashes otherwise
-            header = ["Benchmark", "Mean", "Std Dev", "95% CI", "Range", "Runs", *se, "Mean without passes", "Note"]
-            rows = [[r[0], _num(r[1]), _num(r[2]), _ci(r[3], r[4], r[1]), _range(r[5], r[6]), str(r[7] or "-"),
-                     *([_num(r[8])] if clustered else []), _num(r[9]), r[10]] for r in s.rows]
+            header = ["Benchmark", "Mean", "Std Dev", "95% CI (runs)", "Range", "Runs", *by, "Mean without passes",
+                      "Note"]
+            rows = [[c["benchmark"], _num(c["mean"]), _num(c["std_dev"]), _ci(c["ci_low"], c["ci_high"], c["mean"]),
+                     _range(c["min"], c["max"]), str(c["runs"] or "-"), *questions(c), _num(c["baseline_mean"]),
+                     c["note"]] for c in cells]
         else:
-            header = ["Benchmark", "Score", "Without passes", "n", "Null", "Errors", "Not judged", "Note"]
-            rows = [[r[0], _num(r[1]), _num(r[2]), *(str(v) if v is not None else "" for v in r[3:7]), r[7]]
-                    for r in s.rows]
+            header = ["Benchmark", "Score", *by, "Without passes", "n", "Null", "Errors", "Not judged", "Note"]
+            rows = [[c["benchmark"], _num(c["score"]), *questions(c), _num(c["baseline"]),
+                     *("" if c[k] is None else str(c[k]) for k in ("n", "null", "errors", "not_judged")), c["note"]]
+                    for c in cells]
         tables.append((title + "".join(f"\n{n}" for n in s.notes), header, rows))
     several = len(report.models) > 1
     for model in dict.fromkeys(r[0] for r in report.tokens):  # each model's own (and, for several, the tag's)
@@ -265,9 +274,11 @@ def import_legacy(
 
 @app.command("leaderboard")
 def leaderboard_command(
-    tag: Annotated[str, typer.Option("--tag", help="Runs to rank: a tag, or the base tag of runs {tag}-run1 … N "
-                                     "(ranked by the mean over their complete runs, with the 95% interval).")
-                   ] = "legacy",
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Runs to rank: a tag, or the base tag of runs "
+                                                  "{tag}-run1 … N (ranked by the mean over their complete runs, with "
+                                                  "the 95% interval); repeat it to rank several tags together (a Tag "
+                                                  "column says whose each row is) [default: legacy].",
+                                                  show_default=False)] = None,
     format: Annotated[str | None, typer.Option("--format", help="table, markdown, csv, json or xlsx [default: table; "
                                                "with --out, the file's suffix].", show_default=False)] = None,
     judges: Annotated[str | None, typer.Option("--judges", help="Judge columns: pooled (every judge's rows "
@@ -295,13 +306,15 @@ def leaderboard_command(
     from ..reports.output import write_atomic
 
     fmt = output_format(format, out)  # before anything is read
-    shown = board(results_dir, tag, as_published).select(
+    tags = tag or ["legacy"]
+    shown = board(results_dir, tags, as_published).select(
         judges or ("pooled" if fmt in ("table", "markdown") else "all"))
     if fmt == "xlsx":
         assert out is not None  # output_format refuses a workbook without a file
         typer.echo(f"leaderboard: {write_xlsx(out, shown)}")
         return
-    title = f"Leaderboard: tag {tag}" + (" (mean ± 95% interval over its complete runs)" if shown.family else "")
+    title = (f"Leaderboard: tag{'s' if len(tags) > 1 else ''} {', '.join(tags)}"
+             + (" (mean ± 95% interval over its complete runs)" if shown.family else ""))
     if fmt == "table":  # rich measures the terminal: printed, not buffered
         print_rows(title, *shown.text(), fmt)
         for note in shown.notes:

@@ -35,6 +35,7 @@ import jinja2
 from ..errors import UsageError
 from ..resources import resource_dir
 from ..tables.selection import left_out, select_runs
+from ..tables.sql import score_mean
 from .agreement import Agreement, agreement, ratings
 from .compare import other_texts, parse_side, select_side
 from .inspector import Detail, Inspector
@@ -96,40 +97,37 @@ def _interval(mean: float | None, values: list[float]) -> tuple[float | None, fl
     return float(low), float(high)
 
 
-def _table(con: duckdb.DuckDBPyConnection, section: Section, family: bool, titles: dict[str, str]) -> Table:
+def _table(section: Section, family: bool, titles: dict[str, str]) -> Table:
+    """A scores table as ``view`` has it (``view --clustered-se``): one run's interval is over its questions; a
+    family's over its runs (``low``, ``high``) and over questions × runs (``qlow``, ``qhigh``), both about the
+    number shown."""
     rows = []
-    for r in section.rows:
-        if family:  # benchmark, mean, std_dev, ci_low, ci_high, min, max, runs, se_clustered, baseline_mean, note
-            rows.append({"title": r[0], "score": r[1], "sd": r[2], "low": r[3], "high": r[4], "min": r[5],
-                         "max": r[6], "n": r[7], "baseline": r[9], "null": None, "errors": None, "not_judged": None,
-                         "note": r[10]})
-        else:  # benchmark, score, baseline, n, null, errors, not_judged, note
-            rows.append({"title": r[0], "score": r[1], "baseline": r[2], "n": r[3], "null": r[4], "errors": r[5],
-                         "not_judged": r[6], "note": r[7], "low": None, "high": None, "sd": None, "min": None,
-                         "max": None})
-        rows[-1]["benchmark"] = titles.get(r[0], "overall")
-    if not family:  # the interval over questions: each question's mean over this judge's (or every judge's) rows
-        per_question: dict[str, list[float]] = {}
-        for bench, value in con.execute(
-                "SELECT benchmark, avg(score_10) FROM scores WHERE run_id = $run AND strategy = '' "
-                "AND ($judge = '*' OR judge = $judge) AND score_10 IS NOT NULL GROUP BY benchmark, question_id",
-                {"run": section.runs[0], "judge": section.judge}).fetchall():
-            per_question.setdefault(bench, []).append(value)
-        for row in rows:
-            row["low"], row["high"] = _interval(row["score"], per_question.get(row["benchmark"], []))
+    for values in section.rows:
+        c = dict(zip(section.columns, values, strict=True))
+        row = {"title": c["benchmark"], "benchmark": titles.get(c["benchmark"], "overall"), "note": c["note"],
+               "qlow": c["ci_questions_low"], "qhigh": c["ci_questions_high"]}
+        if family:
+            row |= {"score": c["mean"], "sd": c["std_dev"], "low": c["ci_low"], "high": c["ci_high"], "min": c["min"],
+                    "max": c["max"], "n": c["runs"], "baseline": c["baseline_mean"], "null": None, "errors": None,
+                    "not_judged": None}
+        else:
+            row |= {"score": c["score"], "baseline": c["baseline"], "n": c["n"], "null": c["null"],
+                    "errors": c["errors"], "not_judged": c["not_judged"], "low": c["ci_questions_low"],
+                    "high": c["ci_questions_high"], "sd": None, "min": None, "max": None}
+        rows.append(row)
     return Table(section.judge, rows)
 
 
 def _block(results_dir: Path, inspector: Inspector, tag: str, model: str) -> Block:
     """One model's runs of a tag (a tag holding several models gives a block per model)."""
     chosen = select_runs(results_dir, tag, model)
-    report = build(results_dir, tag, model=model, every_judge=True)
+    report = build(results_dir, tag, model=model, clustered=True, every_judge=True)
     con = inspector.con(*chosen.run_ids)
     titles = dict(con.execute("SELECT title, benchmark FROM benchmark_info").fetchall())
     judges = [j for (j,) in con.execute("SELECT DISTINCT judge FROM benchmark_scores WHERE list_contains($ids, "
                                         "run_id) AND judge <> '*' ORDER BY 1", {"ids": chosen.run_ids}).fetchall()]
     section = report.sections[0]
-    tables = [_table(con, s, chosen.family, titles) for s in report.sections]
+    tables = [_table(s, chosen.family, titles) for s in report.sections]
     # A family member that did less than the others is left out of the scores (view): of everything else too.
     excluded = {run_id for run_id, _, _ in left_out(con, "*", model)} if chosen.family else set()
     counted = [r for r in chosen.runs if r.run_id not in excluded]
@@ -203,7 +201,7 @@ def _categories(con: duckdb.DuckDBPyConnection, run_ids: list[str], judges: list
         ORDER BY b.position, c.category""", {"ids": run_ids, "judges": judges}).fetchall()
     out = []
     for title, category, scores in rows:
-        mean = sum(scores) / len(scores)
+        mean = score_mean(scores)
         low, high = _interval(mean, scores)
         out.append({"title": title, "category": category, "score": mean, "low": low, "high": high, "n": len(scores)})
     return out

@@ -49,7 +49,7 @@ import duckdb
 
 from .. import benchmarks as bm
 from ..errors import UsageError
-from ..tables.selection import find_runs, tags_there
+from ..tables.selection import RunRef, find_runs, tags_there
 from ..tables.sql import connect, score_mean
 from .output import write_atomic
 
@@ -151,11 +151,11 @@ class Board:
 # Every judged row as the original tooling read it: a legacy file's repeated rows included (superseded
 # judgements of the same text), everything else as the lineage rule counts it.
 _AS_PUBLISHED = """
-    SELECT r.model, coalesce(h.judge, '*') AS judge, h.benchmark, avg(h.score * b.to_ten) AS score
+    SELECT r.tag, r.model, coalesce(h.judge, '*') AS judge, h.benchmark, avg(h.score * b.to_ten) AS score
     FROM judgement_history h JOIN runs r USING (run_id) JOIN benchmark_info b USING (benchmark)
     ANTI JOIN excluded_questions x ON x.benchmark = h.benchmark AND x.question_id = h.question_id
     WHERE h.strategy = '' AND (h.lineage = 'current' OR (h.parse_method = 'legacy' AND h.lineage = 'superseded'))
-    GROUP BY GROUPING SETS ((r.model, h.judge, h.benchmark), (r.model, h.benchmark))"""
+    GROUP BY GROUPING SETS ((r.tag, r.model, h.judge, h.benchmark), (r.tag, r.model, h.benchmark))"""
 
 
 def published_differences(results_dir: Path, run_ids: list[str]) -> list[tuple[str, str, str, float, float]]:
@@ -164,7 +164,8 @@ def published_differences(results_dir: Path, run_ids: list[str]) -> list[tuple[s
     con = connect(results_dir, None, run_ids, upto="score_means")
     return con.execute(f"""
         SELECT r.model, s.judge, b.title, s.score, p.score FROM score_means s JOIN runs r USING (run_id)
-        JOIN ({_AS_PUBLISHED}) p ON p.model = r.model AND p.judge = s.judge AND p.benchmark = s.benchmark
+        JOIN ({_AS_PUBLISHED}) p ON p.tag = r.tag AND p.model = r.model AND p.judge = s.judge
+                                 AND p.benchmark = s.benchmark
         JOIN benchmark_info b ON b.benchmark = s.benchmark
         WHERE abs(s.score - p.score) > 1e-12 ORDER BY r.model, s.judge = '*' DESC, s.judge, b.position""").fetchall()
 
@@ -176,46 +177,63 @@ class _Stat(NamedTuple):
     runs: int = 1
 
 
-def leaderboard(results_dir: Path, tag: str = "legacy", as_published: bool = False) -> tuple[list[str], list[list]]:
+def leaderboard(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool = False
+                ) -> tuple[list[str], list[list]]:
     """The wide table (every column) of ``board``: header and rows."""
     found = board(results_dir, tag, as_published)
     return found.header, found.rows
 
 
-def board(results_dir: Path, tag: str = "legacy", as_published: bool = False) -> Board:
-    """The leaderboard of the runs tagged ``tag``, or of the family ``{tag}-run1 … N`` (module docstring)."""
+def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool = False) -> Board:
+    """The leaderboard of the runs tagged ``tag``, or of the family ``{tag}-run1 … N`` (module docstring); several
+    tags rank their rows together, a ``Tag`` column saying whose each is."""
+    tags = list(dict.fromkeys([tag] if isinstance(tag, str) else tag))
     con = duckdb.connect()
-    runs = find_runs(results_dir, tag, match="tag", con=con)
-    family = not runs
-    if family:
-        runs = find_runs(results_dir, tag, match="family", con=con)
-        if not runs:
-            hint = "; rank your runs with --tag TAG, or import a tree with: shaberi import-legacy PATH" \
-                if tag == "legacy" else ""
-            raise UsageError(f"no runs tagged {tag!r} (nor {tag}-run1 … N) under {results_dir}; "
-                             f"{tags_there(results_dir, con)}{hint}")
-        if as_published:
-            raise UsageError(f"--as-published counts the rows of imported legacy files; {tag!r} is a run family, "
-                             "ranked from multi_run_stats")
-    run_ids = [r.run_id for r in runs]
+    runs: list[RunRef] = []
+    families: set[str] = set()
+    ranked: dict[tuple[str, str], None] = {}  # (tag, model): a row each, in the order the tags were given
+    for t in tags:
+        found = find_runs(results_dir, t, match="tag", con=con)
+        if not found:
+            found = find_runs(results_dir, t, match="family", con=con)
+            families.add(t)
+            if not found:
+                hint = "; rank your runs with --tag TAG, or import a tree with: shaberi import-legacy PATH" \
+                    if t == "legacy" else ""
+                raise UsageError(f"no runs tagged {t!r} (nor {t}-run1 … N) under {results_dir}; "
+                                 f"{tags_there(results_dir, con)}{hint}")
+            if as_published:
+                raise UsageError(f"--as-published counts the rows of imported legacy files; {t!r} is a run family, "
+                                 "ranked from multi_run_stats")
+        runs += found
+        ranked |= dict.fromkeys((t, r.model) for r in sorted(found, key=lambda r: r.model))
+    family = bool(families)
+    connect(results_dir, None, list(dict.fromkeys(r.run_id for r in runs)),
+            upto="multi_run_stats" if family else "score_means", con=con)
+    scores: dict[tuple[str, str, str, str], _Stat] = {}  # (tag, model, judge, benchmark)
+    judged: set[tuple[str, str, str]] = set()  # (tag, model, judge)
     notes: list[str] = []
     if family:
-        connect(results_dir, None, run_ids, upto="multi_run_stats", con=con)
-        scores = {(m, j, b): _Stat(s, lo, hi, n) for m, j, b, s, lo, hi, n in con.execute(
-            "SELECT model, judge, benchmark, mean, ci_low, ci_high, runs FROM multi_run_stats "
-            "WHERE mean IS NOT NULL").fetchall()}
-        judged = con.execute("SELECT DISTINCT model, judge FROM benchmark_scores "
-                             "WHERE judge <> '*' AND score IS NOT NULL").fetchall()
-        notes = [f"{model}: {tag} left out ({'; '.join(why)})" for model, tag, why in con.execute(
+        scores |= {(t, m, j, b): _Stat(s, lo, hi, n) for t, m, j, b, s, lo, hi, n in con.execute(
+            "SELECT base_tag, model, judge, benchmark, mean, ci_low, ci_high, runs FROM multi_run_stats "
+            "WHERE mean IS NOT NULL AND list_contains($tags, base_tag)", {"tags": sorted(families)}).fetchall()}
+        judged |= set(con.execute("SELECT DISTINCT base_tag, model, judge FROM benchmark_scores WHERE judge <> '*' "
+                                  "AND score IS NOT NULL AND tag <> base_tag AND list_contains($tags, base_tag)",
+                                  {"tags": sorted(families)}).fetchall())
+        notes = [f"{model}: {member} left out ({'; '.join(why)})" for model, member, why in con.execute(
             "SELECT r.model, r.tag, c.reasons FROM run_completeness c JOIN runs r USING (run_id) "
-            "WHERE NOT c.complete AND c.judge = '*' AND r.tag <> r.base_tag ORDER BY r.model, r.run_index").fetchall()]
-    else:
-        connect(results_dir, None, run_ids, upto="score_means", con=con)
+            "WHERE NOT c.complete AND c.judge = '*' AND r.tag <> r.base_tag AND list_contains($tags, r.base_tag) "
+            "ORDER BY r.model, r.run_index", {"tags": sorted(families)}).fetchall()]
+    singles = [t for t in tags if t not in families]
+    if singles:
         query = _AS_PUBLISHED if as_published else (
-            "SELECT r.model, s.judge, s.benchmark, s.score FROM score_means s JOIN runs r USING (run_id)")
-        scores = {(m, j, b): _Stat(s) for m, j, b, s in con.execute(query).fetchall() if s is not None}
-        judged = [(m, j) for m, j, b in scores if j != "*" and b != "overall"]
-    judges = sorted({j for _, j in judged}, key=lambda j: JUDGE_TITLES.get(j, j))
+            "SELECT r.tag, r.model, s.judge, s.benchmark, s.score FROM score_means s JOIN runs r USING (run_id)")
+        single = {(t, m, j, b): _Stat(sc) for t, m, j, b, sc in con.execute(
+            f"SELECT * FROM ({query}) WHERE list_contains($tags, tag)", {"tags": singles}).fetchall()
+            if sc is not None}
+        scores |= single
+        judged |= {(t, m, j) for t, m, j, b in single if j != "*"}
+    judges = sorted({j for _, _, j in judged}, key=lambda j: JUDGE_TITLES.get(j, j))
     gpt4 = any(JUDGE_TITLES.get(j) == GPT4 for j in judges)
     board_columns = columns()  # read once: the same columns for every row
 
@@ -224,7 +242,8 @@ def board(results_dir: Path, tag: str = "legacy", as_published: bool = False) ->
         return [*scored, Column(f"{name} CI low", "low", block), Column(f"{name} CI high", "high", block)] \
             if family else scored
 
-    head = [Column("model_name", "text", ""), *([Column("Runs", "count", "")] if family else []),
+    head = [Column("model_name", "text", ""), *([Column("Tag", "text", "")] if len(tags) > 1 else []),
+            *([Column("Runs", "count", "")] if family else []),
             Column("Judges", "count", ""), *([Column("Average (ex-GPT4)", "score", GPT4)] if gpt4 else [])]
     for j in ["*", *judges]:
         title = "All" if j == "*" else JUDGE_TITLES.get(j, j)
@@ -234,37 +253,42 @@ def board(results_dir: Path, tag: str = "legacy", as_published: bool = False) ->
             head += score(f"{t} ({title})", j)
     head += [*([Column("GPT4 delta", "ratio", GPT4)] if gpt4 else []), Column("% JA", "ratio", ""),
              Column("JA-MT questions", "text", ""), Column("Complete", "text", "")]
-    ja = dict(con.execute(  # counted when each answer was written (shaberi/scripts.py)
-        "SELECT model, sum(japanese_chars) / nullif(sum(letter_chars), 0) FROM answers GROUP BY model").fetchall())
+    ja = {(t, m): v for by in ("tag", "base_tag") for t, m, v in con.execute(  # a family's: its members' answers
+        f"SELECT r.{by}, r.model, sum(a.japanese_chars) / nullif(sum(a.letter_chars), 0) FROM answers a "
+        "JOIN runs r USING (run_id) GROUP BY ALL").fetchall()}  # counted as each answer was written (scripts.py)
 
     rows = []
-    for model in sorted({r.model for r in runs}):
+    for t, model in ranked:
+        in_family = t in families
         # The original read whatever file its MT-Bench folder held, for some models the older 80-question
         # set: JA-MT shows the 60-question score, or the 80-question one where that is all a model has.
-        has = {b for m, _, b in scores if m == model}
+        has = {b for (tt, m, _, b) in scores if (tt, m) == (t, model)}
         ja_mt = "mt_bench" if "mt_bench" in has or "mt_bench_80" not in has else "mt_bench_80"
         shown = [ja_mt if b == "mt_bench" else b for b, _ in board_columns]
 
-        def block(judge: str, model: str = model, shown: list[str] = shown) -> tuple[list, float | None, int]:
+        def block(judge: str, t: str = t, model: str = model, shown: list[str] = shown, in_family: bool = in_family
+                  ) -> tuple[list, float | None, int]:
             """The block's cells, its Average and how many runs count."""
-            stats = [scores.get((model, judge, b)) for b in shown]
-            if family:
-                average = scores.get((model, judge, "overall"))
+            stats = [scores.get((t, model, judge, b)) for b in shown]
+            if in_family:
+                average = scores.get((t, model, judge, "overall"))
                 runs = average.runs if average else max((s.runs for s in stats if s), default=0)
                 cells = [v for s in [average, *stats] for v in ((s.mean, s.low, s.high) if s else (None,) * 3)]
                 return cells, average.mean if average else None, runs
             mean = score_mean(s.mean for s in stats if s)  # as run_scores computes it: the same number
-            return [mean, *(s.mean if s else None for s in stats)], mean, 1
+            values = [mean, *(s.mean if s else None for s in stats)]
+            return [v for x in values for v in ((x, None, None) if family else (x,))], mean, 1
 
         pooled, mean_all, runs_all = block("*")
         averages = {"All": mean_all}
-        row: list = [model, *([runs_all] if family else []), len({j for m, j in judged if m == model})]
+        row: list = [model, *([t] if len(tags) > 1 else []), *([runs_all] if family else []),
+                     len({j for tt, m, j in judged if (tt, m) == (t, model)})]
         row += [None] if gpt4 else []
         row += pooled
         for j in judges:
             cells, averages[JUDGE_TITLES.get(j, j)], runs_j = block(j)
             row += [runs_j, *cells] if family else cells
-        complete = sum(scores.get((model, "*", b)) is not None for b in shown)
+        complete = sum(scores.get((t, model, "*", b)) is not None for b in shown)
         if gpt4:
             # As the original computed them: the mean of every Average column whose name lacks "GPT4" (so
             # GPT4.1 is left out too), "All" included; and its difference from GPT4's, relative to it.
@@ -274,12 +298,12 @@ def board(results_dir: Path, tag: str = "legacy", as_published: bool = False) ->
             base = averages.get(GPT4)
             row += [(ex_gpt4 - base) / base if base and ex_gpt4 is not None else None]
         questions = {"mt_bench": "60", "mt_bench_80": "80"}.get(ja_mt) if ja_mt in has else ""
-        row += [ja.get(model), questions, f"{complete}/{len(board_columns)}"]
+        row += [ja.get((t, model)), questions, f"{complete}/{len(board_columns)}"]
         rows.append(row)
     # Complete rows first: an average over fewer benchmarks does not rank against one over all four.
     average_at = [c.name for c in head].index("Average (All)")
     rows.sort(key=lambda r: (r[-1] != f"{len(board_columns)}/{len(board_columns)}", -(r[average_at] or 0)))
-    return Board(tag, head, rows, family, judges, notes)
+    return Board(", ".join(tags), head, rows, family, judges, notes)
 
 
 def output_format(fmt: str | None, out: Path | None) -> str:

@@ -2,11 +2,13 @@
 
 One run (``--tag T`` naming a run): per-benchmark scores on the 0–10 scale and the overall. A family
 of runs (``--tag T`` with runs ``T-run1 … T-runN``; ``--runs N`` keeps the first N): per benchmark the
-mean, sample sd, 95 % t-interval, range and, from statsmodels, the standard error of the mean clustered
-by question across runs (how much of the spread is the same questions scoring differently; asked for
-with ``clustered``, because statsmodels takes a second to import). Then token
-usage and estimated cost by stage. A benchmark without a score says why, never 0: not run, answered and
-not judged, every answer an error (``_state``), every judgement failed, or no score in its judges' replies.
+mean over its complete runs, sample sd, the 95 % t-interval **over runs** (N − 1 degrees of freedom, clipped to the
+scale: ``multi_run_stats``), range. Asked for with ``clustered`` (statsmodels takes a second to import), every
+row also gets the standard error of the number shown clustered by question, and the 95 % interval over questions
+(× runs) from it (``intervals``). Then token usage and estimated cost by stage, per model. A tag holding
+several models gives each its sections, the best Overall first. A benchmark without a score says why, never 0:
+not run, answered and not judged, every answer an error (``_state``), every judgement failed, or no score in its
+judges' replies.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..status import benchmark_statuses, worst
 from ..tables.selection import RunRef, left_out, select_runs
 from ..tables.sql import connect
 
-__all__ = ["Report", "build", "clustered_se"]
+__all__ = ["Report", "build"]
 
 ALL_JUDGES = "*"
 
@@ -57,20 +59,6 @@ class Report:
         return list(dict.fromkeys(s.model for s in self.sections))
 
 
-def clustered_se(scores: list[float], clusters: list[str]) -> float | None:
-    """SE of the mean of ``scores`` with observations grouped by ``clusters`` (statsmodels OLS on a
-    constant, cluster-robust covariance)."""
-    if len(scores) < 2 or len(set(clusters)) < 2:
-        return None
-    import numpy as np
-    from statsmodels.regression.linear_model import OLS  # about a second to import: only when asked for
-
-    groups = np.unique(np.asarray(clusters), return_inverse=True)[1]
-    fit = OLS(np.asarray(scores, dtype=float), np.ones(len(scores))).fit(cov_type="cluster",
-                                                                         cov_kwds={"groups": groups})
-    return float(fit.bse[0])
-
-
 def build(results_dir: Path, tag: str, runs: int | None = None, model: str | None = None, judge: str | None = None,
           pricing: Path | None = None, clustered: bool = False, every_judge: bool = False) -> Report:
     """``every_judge``: the pooled section, then one per judge when there are several (the HTML report)."""
@@ -83,7 +71,8 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
         run_ids = [r.run_id for r in chosen.runs if r.model == m]
         failed_judges = _failed_judges(con, [r for r in chosen.runs if r.model == m], chosen.family)
         for j in _judges(con, run_ids, judge, every_judge):
-            section = _multi(con, m, j, run_ids, tag, clustered) if chosen.family else _single(con, m, j, run_ids[0])
+            section = _multi(con, m, j, run_ids, tag, clustered) if chosen.family else _single(con, m, j, run_ids[0],
+                                                                                              clustered)
             section.status = worst([statuses[r] for r in run_ids])
             section.notes += [note for name, note in failed_judges.items() if j in (ALL_JUDGES, name)]
             if section.status == "interrupted":
@@ -145,9 +134,30 @@ def _benchmarks(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[tupl
         {"ids": run_ids}).fetchall()
 
 
-def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str) -> Section:
+QUESTION_COLUMNS = ["se_clustered", "ci_questions_low", "ci_questions_high"]  # with --clustered-se (intervals.py)
+
+
+def _by_question(con: duckdb.DuckDBPyConnection, section: Section, run_ids: list[str], clustered: bool
+                 ) -> dict[str, list[float | None]]:
+    """benchmark (and 'overall') -> [SE, low, high] of the number shown, clustered by question, when asked for;
+    an interval clipped to the scale is said in the section's notes."""
+    if not clustered:
+        return {}
+    from .intervals import question_intervals
+
+    found = question_intervals(con, run_ids, section.judge)
+    titles = dict(con.execute("SELECT benchmark, title FROM benchmark_info").fetchall()) | {"overall": "Overall"}
+    if clipped := [titles.get(b, b) for b, q in found.items() if q.clipped]:
+        section.notes.append(f"95% CI (questions) clipped to the scale: {', '.join(clipped)}")
+    return {b: [q.se, q.low, q.high] for b, q in found.items()}
+
+
+def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str, clustered: bool = False
+            ) -> Section:
     section = Section(model, judge, [run_id], ["benchmark", "score", "baseline", "n", "null", "errors", "not_judged",
-                                               "note"])
+                                               *QUESTION_COLUMNS, "note"])
+    by_question = _by_question(con, section, [run_id], clustered)
+    none = [None] * len(QUESTION_COLUMNS)
     got = {r[0]: r[1:] for r in con.execute(
         "SELECT benchmark, score, baseline_score, n, n_null, n_error + n_judge_error, n_not_judged, n_stale, "
         "prompt_hashes FROM benchmark_scores WHERE run_id = $run AND judge = $judge",
@@ -158,7 +168,7 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str)
         state = _state(coverage.get(bench), judged=bench in got and got[bench][2] > 0)
         if bench not in got:  # no judge has looked at it: was it answered at all?
             n = coverage.get(bench, (0, 0))[0]
-            section.rows.append([title, None, None, 0, 0, 0, n, state])
+            section.rows.append([title, None, None, 0, 0, 0, n, *none, state])
             continue
         score, baseline, n, null, errors, not_judged, stale, prompts = got[bench]
         if score is None:  # judged, yet no score: the judges' calls failed, or their replies held none
@@ -173,14 +183,15 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str)
         if len(prompts) > 1:
             notes.append(f"{len(prompts)} judging prompt versions")
         section.prompt_hashes[bench] = prompts
-        section.rows.append([title, score, baseline, n, null, errors, not_judged, "; ".join(x for x in notes if x)])
+        section.rows.append([title, score, baseline, n, null, errors, not_judged, *by_question.get(bench, none),
+                             "; ".join(x for x in notes if x)])
     overall = con.execute("SELECT overall, baseline_overall, complete FROM run_scores WHERE run_id = $run AND judge = "
                           "$judge", {"run": run_id, "judge": judge}).fetchone()
     if overall and overall[0] is not None:
-        section.rows.append(["Overall", overall[0], overall[1], None, None, None, None,
-                             "" if overall[2] else "not every benchmark has a score"])
+        section.rows.append(["Overall", overall[0], overall[1], None, None, None, None, *by_question.get(
+            "overall", none), "" if overall[2] else "not every benchmark has a score"])
     else:
-        section.rows.append(["Overall", None, None, None, None, None, None,
+        section.rows.append(["Overall", None, None, None, None, None, None, *none,
                              "none of the four core benchmarks has a score"])
     return section
 
@@ -217,7 +228,7 @@ def _not_judged_by_judge(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> 
 def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list[str], tag: str,
            clustered: bool) -> Section:
     section = Section(model, judge, run_ids,
-                      ["benchmark", "mean", "std_dev", "ci_low", "ci_high", "min", "max", "runs", "se_clustered",
+                      ["benchmark", "mean", "std_dev", "ci_low", "ci_high", "min", "max", "runs", *QUESTION_COLUMNS,
                        "baseline_mean", "note"])
     excluded = left_out(con, judge, model)  # members that did less: their numbers would mix another average in
     section.excluded = [e[0] for e in excluded]
@@ -231,27 +242,29 @@ def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list
     ).fetchall():
         section.prompt_hashes[bench] = prompts
     stats = {r[0]: r[1:] for r in con.execute(
-        "SELECT benchmark, mean, sd, ci_low, ci_high, min, max, runs, baseline_mean FROM multi_run_stats "
+        "SELECT benchmark, mean, sd, ci_low, ci_high, min, max, runs, baseline_mean, ci_clipped FROM multi_run_stats "
         "WHERE base_tag = $tag AND model = $model AND judge = $judge",
         {"tag": tag, "model": model, "judge": judge}).fetchall()}
+    if (runs := max((v[6] for v in stats.values()), default=0)) > 1:
+        clipped = [t for b, t in [*_benchmarks(con, run_ids), ("overall", "Overall")] if b in stats and stats[b][8]]
+        section.notes.append(f"95% CI: run to run only ({runs} runs, {runs - 1} degree{'s' if runs > 2 else ''} of "
+                             "freedom)"
+                             + (f"; clipped to the scale: {', '.join(clipped)}" if clipped else "")
+                             + ("" if clustered else "; --clustered-se adds the interval over questions × runs"))
     coverage = _answered(con, run_ids)
     judged = {b for (b,) in con.execute(
         "SELECT benchmark FROM benchmark_scores WHERE list_contains($ids, run_id) AND judge = $judge AND n > 0",
         {"ids": run_ids, "judge": judge}).fetchall()}
-    per_question = con.execute(
-        "SELECT benchmark, question_id, score_10 FROM scores WHERE list_contains($ids, run_id) AND strategy = '' "
-        "AND score_10 IS NOT NULL AND ($judge = '*' OR judge = $judge)", {"ids": counted, "judge": judge}).fetchall(
-    ) if clustered else []
+    by_question = _by_question(con, section, counted, clustered)
+    none = [None] * len(QUESTION_COLUMNS)
     core = {b for (b,) in con.execute("SELECT benchmark FROM benchmark_info WHERE in_overall").fetchall()}
     for bench, title in [*_benchmarks(con, run_ids), ("overall", "Overall")]:
         if bench not in stats:
             state = _state(coverage.get(bench), judged=bench in judged) if bench != "overall" else None
             note = state or "no complete run has a score"
-            section.rows.append([title, None, None, None, None, None, None, 0, None, None, note])
+            section.rows.append([title, None, None, None, None, None, None, 0, *none, None, note])
             continue
-        rows = [(q, s) for b, q, s in per_question if b == bench]
-        se = clustered_se([s for _, s in rows], [q for q, _ in rows]) if rows else None
-        *values, baseline = stats[bench]
+        *values, baseline, _ = stats[bench]
         note = "not every benchmark has a score" if bench == "overall" and not core <= set(stats) else ""
-        section.rows.append([title, *values, se, baseline, note])
+        section.rows.append([title, *values, *by_question.get(bench, none), baseline, note])
     return section
