@@ -31,7 +31,8 @@ print("COMPUTED " + json.dumps({
     "ticks": [float(t) for t in ax.get_xticks()], "labels": [t.get_text() for t in ax.get_xticklabels()],
     "plotted_x": [float(x) for line in ax.lines for x in line.get_xdata()],
     "agreement": agreement.to_dicts(), "alpha": agree.alpha, "bias": bias.to_dicts(),
-    "categories": categories.to_dicts(), "cost": cost.to_dicts(), "cost_total": cost_total}, default=str))
+    "categories": categories.to_dicts(), "cost": cost.to_dicts(), "cost_total": cost_total,
+    "comparison": None if comparison is None else comparison.to_dicts()}, default=str))
 """
 SCORES = "SELECT {cols} FROM scores s JOIN runs r USING (run_id) WHERE s.strategy = '' AND r.tag LIKE '{tag}'"
 
@@ -50,8 +51,14 @@ def one_per_category(src: Path, dst: Path, key: str, marks: list[str] | None = N
     dst.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
 
 
-def execute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tag: str | None) -> tuple[list, dict]:
+def execute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tag: str | None, compare: tuple[str, str] | None = None
+            ) -> tuple[list, dict]:
     monkeypatch.delenv("SHABERI_MODEL", raising=False)
+    for name, side in zip(("SHABERI_COMPARE_A", "SHABERI_COMPARE_B"), compare or (None, None), strict=True):
+        if side is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, side)
     if tag is None:
         monkeypatch.delenv("SHABERI_TAG", raising=False)
     else:
@@ -92,9 +99,14 @@ def test_the_analysis_notebook_runs_top_to_bottom(server, tmp_path, data_dir, mo
     monkeypatch.setenv("SHABERI_RESULTS_DIR", str(results))
     api = shaberi_api.open(results)
 
-    # everything: a family of two runs and a single run, two judges
-    outputs, computed = execute(tmp_path, monkeypatch, None)
-    assert images(outputs) == 5  # intervals, judges, categories, distributions, cost
+    # everything: a family of two runs and a single run, two judges; the family's model against the other one
+    outputs, computed = execute(tmp_path, monkeypatch, None, ("m@nb", "m2@solo"))
+    assert images(outputs) == 6  # intervals, the comparison, judges, categories, distributions, cost
+    expected = api.compare("m@nb", "m2@solo")  # shaberi compare's numbers, the two models on their shared judge
+    assert [(c["a"], c["b"], c["benchmark"], c["n"]) for c in computed["comparison"]] == [
+        (c["a"], c["b"], c["benchmark"], c["n"]) for c in expected.to_dicts()]
+    assert [c["diff"] for c in computed["comparison"]] == pytest.approx(expected["diff"].to_list())
+    assert {c["a"] for c in computed["comparison"]} == {"m@nb"} and len(computed["comparison"]) == 4
     text = "".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "judge-a" in text and PRICED in text and "spearman" in text and "Total" in text
     assert sorted(computed["runs"]) == ["nb-run1", "nb-run2", "solo"]
@@ -164,7 +176,8 @@ def test_the_analysis_notebook_runs_top_to_bottom(server, tmp_path, data_dir, mo
 
     # one tag: the single run alone (one judge, no family, nothing to compare)
     outputs, computed = execute(tmp_path, monkeypatch, "solo")
-    assert images(outputs) == 4  # no judge against judge
+    assert images(outputs) == 4  # no judge against judge, no comparison asked for
+    assert computed["comparison"] is None
     assert computed["runs"] == ["solo"]
     assert {(s["base_tag"], s["model"], s["runs"], s["margin"]) for s in computed["summary"]} == {
         ("solo", "m2", 1, None)}
