@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import duckdb
 
 __all__ = ["ORDER", "StageCalls", "benchmark_statuses", "combined", "describe", "generation_status", "judging_status",
-           "pass_status", "run_status", "stage_status", "top_error", "worst"]
+           "pass_status", "run_status", "run_statuses", "stage_status", "top_error", "worst"]
 
 ORDER = ("ok", "not run", "partial", "running", "interrupted", "failed")  # better to worse
 _LEGACY = {"complete": "ok", "error": "failed"}  # statuses written before these words
@@ -136,8 +136,21 @@ def benchmark_statuses(con: duckdb.DuckDBPyConnection, run_id: str | None = None
     """Per benchmark of a run (``run_id``, or the one run a connection holds: ``sql.connect(run_ids=[…])``): its
     status and, per stage, the status and counts the coverage views give, with the most common error (one
     query: a run pays for it when it ends)."""
-    rows = [r[:1] + r[2:] for r in con.execute(f"SELECT * FROM ({_STATUS_QUERY}) WHERE $run IS NULL OR run_id = $run",
-                                               {"run": run_id}).fetchall()]
+    found = run_statuses(con, None if run_id is None else [run_id])
+    return found.get(run_id, {}) if run_id is not None else next(iter(found.values()), {})
+
+
+def run_statuses(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = None) -> dict[str, dict[str, dict]]:
+    """``benchmark_statuses`` of several runs (None: every run the connection holds) in one query, by run."""
+    rows = con.execute(f"SELECT * FROM ({_STATUS_QUERY}) WHERE $runs IS NULL OR list_contains($runs, run_id)",
+                       {"runs": run_ids}).fetchall()
+    by_run: dict[str, list[tuple]] = {}
+    for r in rows:
+        by_run.setdefault(r[1], []).append(r[:1] + r[2:])
+    return {run: _statuses(found) for run, found in by_run.items()}
+
+
+def _statuses(rows: list[tuple]) -> dict[str, dict]:
     errors = {(kind, bench, name): (error, n) for kind, bench, name, n, *_, error in rows if kind.endswith("_error")}
     out: dict[str, dict] = {}
     for _, bench, _, questions, answers, answer_errors, missing, *_ in sorted(

@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from ..errors import UsageError
-from ..status import benchmark_statuses, worst
+from ..status import run_statuses, worst
 from ..tables.selection import RunRef, left_out, select_runs
 from ..tables.sql import connect
 
@@ -65,7 +65,7 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
     chosen = select_runs(results_dir, tag, model, runs)
     con = connect(results_dir, pricing, chosen.run_ids, upto="multi_run_stats",  # the chosen runs, the views needed
                   cache=("benchmark_scores", *(["run_completeness"] if chosen.family else [])))
-    statuses = {r.run_id: r.status or 'ok' for r in chosen.runs}
+    statuses = {r.run_id: r.status or "ok" for r in chosen.runs}
     by_model: dict[str, list[Section]] = {}
     for m in chosen.models:
         run_ids = [r.run_id for r in chosen.runs if r.model == m]
@@ -97,11 +97,12 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
 def _failed_judges(con: duckdb.DuckDBPyConnection, runs: list[RunRef], family: bool) -> dict[str, str]:
     """judge -> one line naming the benchmarks where it holds no score at all (every call failed, or no reply
     could be read), with its most common error: beside judges that scored, the run is partial, not failed,
-    and the failed judge is named (``status.benchmark_statuses``)."""
+    and the failed judge is named (``status.run_statuses``)."""
     titles = dict(con.execute("SELECT benchmark, title FROM benchmark_info").fetchall())
     found: dict[str, dict[str, list[str]]] = {}
+    statuses = run_statuses(con, [r.run_id for r in runs])
     for r in runs:
-        for bench, b in benchmark_statuses(con, r.run_id).items():
+        for bench, b in statuses.get(r.run_id, {}).items():
             for name, j in b["judge"].items():
                 if j["status"] == "failed":
                     where = f"{titles.get(bench, bench)}{f' ({r.tag})' if family else ''}"
