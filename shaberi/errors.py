@@ -72,10 +72,13 @@ def storage_error(exc: BaseException) -> tuple[str, int] | None:
         line = next((ln for ln in text.splitlines() if any(s in ln for s in _OBJECT_STORE)), text.splitlines()[0])
         return f"object storage: {line.strip()[:300]}; check the bucket, the AWS_* credentials and AWS_ENDPOINT_URL", 2
     if type(exc).__module__.lstrip("_").startswith(("duckdb", "pyarrow")) and (part := _PART.search(text)):
-        if not _exists(part.group(1)):  # not broken: a run being written replaced it after it was listed
-            return f"{part.group(1)} was replaced by a run being written while this command read it: run the " \
-                   "same command again", 1
-        return unreadable_part(part.group(1), text.splitlines()[0].replace(part.group(0), "it")), 2
+        from .tables.location import unglob  # DuckDB names a part as it was given it (glob_literal)
+
+        path = unglob(part.group(1)) if "duckdb" in type(exc).__module__ else part.group(1)
+        if not _exists(path):  # not broken: a run being written replaced it after it was listed
+            return f"{path} was replaced by a run being written while this command read it: run the same command " \
+                   "again", 1
+        return unreadable_part(path, text.splitlines()[0].replace(part.group(0), "it")), 2
     return None
 
 

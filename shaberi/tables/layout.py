@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .location import Root, glob_in
+
 __all__ = ["live_parts", "live_parts_under", "part_name", "part_seq"]
 
 
@@ -33,12 +35,12 @@ def live_parts(paths: list[Path]) -> list[Path]:
     return [p for p in paths if p == top or part_seq(p) > covered]
 
 
-def live_parts_under(table_dir: Path, folders: str = "*") -> tuple[list[Path], int]:
+def live_parts_under(table_dir: Root, folders: str = "*") -> tuple[list[Root], int]:
     """The live parts of every partition of a table whose folder matches ``folders``, and how many parts were
     listed in all (more than live ones: replaced parts a crash, or a recent ``Store.replace``, left behind)."""
-    by_run: dict[Path, list[Path]] = {}
+    by_run: dict[Root, list[Root]] = {}
     listed = 0
-    for part in table_dir.glob(f"{folders}/part-*.parquet"):
+    for part in glob_in(table_dir, f"{folders}/part-*.parquet"):
         by_run.setdefault(part.parent, []).append(part)
         listed += 1
     return [p for parts in by_run.values() for p in live_parts(parts)], listed

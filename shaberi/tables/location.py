@@ -7,14 +7,17 @@ atomic, readers see the old object or the new one, never half of it. Credentials
 environment as boto3/s3fs read them (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL`` …); nothing here stores them.
 
 DuckDB reads a remote root through the same fsspec filesystem (``attach``): DuckDB's own httpfs extension is
-downloaded from extensions.duckdb.org at run time, which many clusters (and CI) cannot reach.
+downloaded from extensions.duckdb.org at run time, which many clusters (and CI) cannot reach. Every path DuckDB is
+given to read passes through ``glob_literal``, so that a root named ``res [1]`` or ``a*b`` is that folder only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import hashlib
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeAlias
@@ -23,11 +26,11 @@ import duckdb
 
 from ..errors import UsageError
 
-__all__ = ["REMOTE_SCHEMES", "Root", "as_root", "attach", "is_remote", "local_state", "open_for_read", "publish",
-           "put_new", "write_bytes", "write_whole"]
+__all__ = ["REMOTE_SCHEMES", "Root", "as_root", "attach", "glob_in", "glob_literal", "is_remote", "local_state",
+           "open_for_read", "publish", "put_new", "remove", "unglob", "write_bytes", "write_whole"]
 
 REMOTE_SCHEMES = ("s3://", "gs://", "gcs://")
-Root: TypeAlias = Any  # a pathlib.Path, or a upath.UPath (same methods: /, glob, exists, open, unlink)
+Root: TypeAlias = Any  # a pathlib.Path, or a upath.UPath (same methods: /, exists, open; glob_in, remove for these)
 
 
 def as_root(value: str | os.PathLike[str] | Root) -> Root:
@@ -62,8 +65,80 @@ def attach(con: duckdb.DuckDBPyConnection, root: Root) -> duckdb.DuckDBPyConnect
         fs = root.fs
         protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
         if not protocols & set(con.list_filesystems()):
-            con.register_filesystem(fs)
+            con.register_filesystem(_literal_globbing(type(fs))(**fs.storage_options))
     return con
+
+
+_GLOB = re.compile(r"[\[*?]")
+_ESCAPED = re.compile(r"\[([\[*?])\]")
+
+
+class _LiteralGlob:
+    """A remote root's filesystem as DuckDB is given it (DuckDB globs every path it reads). fsspec lists the whole
+    tree under the folder above a name ``glob_literal`` escaped, once for every part; here the folders before the
+    first real pattern are taken as they are."""
+
+    def glob(self, path: str, **kwargs: Any) -> Any:
+        if kwargs or "**" in path or not _ESCAPED.search(path):
+            return super().glob(path, **kwargs)  # type: ignore[misc]
+        names = self._strip_protocol(path).split("/")  # type: ignore[attr-defined]
+        first = next((i for i, n in enumerate(names) if _GLOB.search(_ESCAPED.sub("", n))), len(names))
+        literal = "/".join(map(unglob, names[:first]))
+        if first == len(names):
+            return [literal] if self.exists(literal) else []  # type: ignore[attr-defined]
+        return [literal + "/" + "/".join(f) for f in _find(self, literal, names[first:])]
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def _literal_globbing(fs_class: type) -> type:
+    if fs_class not in _CLASSES:
+        _CLASSES[fs_class] = type(f"Literal{fs_class.__name__}", (_LiteralGlob, fs_class), {})
+    return _CLASSES[fs_class]
+
+
+def _find(fs: Any, folder: str, names: list[str]) -> list[list[str]]:
+    """The files under ``folder`` (taken as it is) whose path below it matches ``names``, one pattern per level. The
+    first name's stem filters the listing on the server (``run_id=v1*``: only those runs' folders), as fsspec's glob
+    has s3fs and gcsfs do."""
+    prefix, stem = folder.rstrip("/") + "/", _GLOB.split(names[0])[0]
+    keys = fs.find(prefix, maxdepth=len(names), **({"prefix": stem} if stem else {}))
+    found = (key[len(prefix):].split("/") for key in keys)
+    return [f for f in found if len(f) == len(names) and all(map(fnmatch.fnmatchcase, f, names))]
+
+
+def glob_literal(path: object) -> str:
+    """``path`` as DuckDB's readers must be given it to read that path only. DuckDB globs every path it reads (a
+    list's entries too), and reads the literal path only when the pattern matches nothing: ``res [1]/…`` would read
+    ``res 1/…`` when there is one, ``a*b/…`` also ``aXb/…``, and a pattern under ``res [1]`` matches nothing at all.
+    ``[``, ``*`` and ``?`` become one-character classes, its only escape. An ordinary path comes back as it is (and
+    is read without a listing); an escaped one costs a listing of the folder above its first escaped name."""
+    return _GLOB.sub(lambda m: f"[{m[0]}]", str(path))
+
+
+def unglob(name: str) -> str:
+    """What ``glob_literal`` was given, from what it made (a DuckDB error names a part as DuckDB was given it)."""
+    return _ESCAPED.sub(r"\1", name)
+
+
+def glob_in(folder: Root, pattern: str) -> list[Root]:
+    """``folder.glob(pattern)`` with ``folder`` itself taken literally. pathlib matches the pattern alone, but a UPath
+    hands fsspec its whole path as one pattern, which ``[1]`` in the root's name makes match nothing: on object
+    storage, the files under ``folder`` to the pattern's depth, matched name by name."""
+    if not is_remote(folder):
+        return list(folder.glob(pattern))
+    return [folder.joinpath(*f) for f in _find(folder.fs, folder.path, pattern.split("/"))]
+
+
+def remove(path: Root) -> None:
+    """Delete the file ``path`` if it is there. A UPath's ``unlink`` hands fsspec the path as a pattern (``fs.rm``):
+    ``[1]`` in the root's name would fail, ``a*`` delete the same file under every root it matches."""
+    if not is_remote(path):
+        path.unlink(missing_ok=True)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        path.fs.rm_file(path.path)
 
 
 def local_state(root: Root) -> Path:

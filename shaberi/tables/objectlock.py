@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from .location import Root, put_new
+from .location import Root, put_new, remove
 
 __all__ = ["ObjectLock", "holder"]
 
@@ -119,5 +119,4 @@ class ObjectLock:
             return
         for gen, path in _generations(self.path):
             if gen <= self.gen:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+                remove(path)

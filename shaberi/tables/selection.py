@@ -14,7 +14,7 @@ import duckdb
 from ..errors import UsageError
 from ..run import run_id_prefix
 from .layout import live_parts_under
-from .location import Root, as_root, attach
+from .location import Root, as_root, attach, glob_literal
 from .sql import LATEST_RUN_ROW, define_status, relisting
 from .writers import probe_writers
 
@@ -53,7 +53,7 @@ def find_runs(root: Root, tag: str | None = None, *, match: Match = "tag_or_fami
         parts, _ = live_parts_under(root / "tables" / "runs", folders)
         if not parts:
             return []
-        files = ", ".join("'{}'".format(str(p).replace("'", "''")) for p in parts)
+        files = ", ".join("'{}'".format(glob_literal(p).replace("'", "''")) for p in parts)
         con.execute(
             "CREATE OR REPLACE TEMP TABLE listed_runs AS SELECT run_id, model, tag, base_tag, run_index, status "
             f"FROM read_parquet([{files}], union_by_name = true) QUALIFY {LATEST_RUN_ROW} "

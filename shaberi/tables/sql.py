@@ -11,6 +11,7 @@ scipy's Student t quantile, so confidence intervals come from scipy, not from a 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import threading
 import time
@@ -25,7 +26,7 @@ from .. import benchmarks as bm
 from ..errors import UsageError
 from ..resources import resource_dir
 from .layout import live_parts, live_parts_under
-from .location import Root, as_root, attach, is_remote
+from .location import Root, as_root, attach, glob_in, glob_literal, is_remote
 from .schema import TABLES, Table
 from .writers import probe_writers
 
@@ -100,11 +101,11 @@ def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: 
     if run_ids is None:
         parts, listed = live_parts_under(table_dir)
         # One pattern while every part holds rows; a list when replaced parts are still there.
-        files = ([str(table_dir / "*" / "part-*.parquet")] if len(parts) == listed else [str(p) for p in parts]
-                 ) if parts else []
+        files = ([f"{glob_literal(table_dir)}/*/part-*.parquet"] if len(parts) == listed
+                 else [glob_literal(p) for p in parts]) if parts else []
     else:  # only the partitions of these runs: the cost follows the runs asked about, not the whole lake
-        parts = [p for r in run_ids for p in live_parts(list((table_dir / f"run_id={r}").glob("part-*.parquet")))]
-        files = [str(p) for p in parts]
+        parts = [p for r in run_ids for p in live_parts(glob_in(table_dir / f"run_id={r}", "part-*.parquet"))]
+        files = [glob_literal(p) for p in parts]
     if files:
         quoted = ", ".join("'{}'".format(f.replace("'", "''")) for f in files)
         source = f"read_parquet([{quoted}], union_by_name = true, filename = '_file', hive_partitioning = false)"
@@ -113,7 +114,7 @@ def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: 
         # whole union would read every part's footer twice.
         newest = max(parts, key=lambda p: p.name)
         present = {r[0] for r in con.execute(
-            "DESCRIBE SELECT * FROM read_parquet(?)", [str(newest)]).fetchall()}
+            "DESCRIBE SELECT * FROM read_parquet(?)", [glob_literal(newest)]).fetchall()}
         select = [f'CAST("{n}" AS {t}) AS "{n}"' if n in present else f'CAST(NULL AS {t}) AS "{n}"'
                   for n, t in columns]
         select.append("_file")
@@ -167,8 +168,13 @@ def read_only(con: duckdb.DuckDBPyConnection, root: str | Path | Root, query: st
         raise UsageError(f"shaberi sql runs queries only (SELECT, EXPLAIN), not {', '.join(refused)}; "
                          "use shaberi.open(root).sql(...) or duckdb itself to write")
     root = as_root(root)
-    tables = f"{root / 'tables'}/" if is_remote(root) else str((root / "tables").resolve())
-    con.execute("SET allowed_directories = [$dir]", {"dir": tables})
+    if is_remote(root):
+        tables = [f"{root / 'tables'}/"]
+    else:  # a symbolic link resolved, and as the views name it: DuckDB cannot resolve a name glob_literal escaped
+        tables = [str((root / "tables").resolve()), os.path.abspath(root / "tables")]
+    # DuckDB checks the names the views give (glob_literal's), then the files they matched (literal names).
+    dirs = list(dict.fromkeys([tables[0], *map(glob_literal, tables)]))
+    con.execute("SET allowed_directories = $dirs", {"dirs": dirs})
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
 

@@ -37,7 +37,7 @@ from filelock import FileLock, Timeout
 
 from ..errors import DataError, RunLockedError, unreadable_part
 from .layout import live_parts, part_name, part_seq
-from .location import Root, as_root, is_remote, local_state, open_for_read, write_whole
+from .location import Root, as_root, glob_in, is_remote, local_state, open_for_read, remove, write_whole
 from .objectlock import ObjectLock
 from .schema import TABLES, Table
 
@@ -63,7 +63,7 @@ class Store:
 
     def parts(self, table: str, run_id: str) -> list[Root]:
         d = self.run_dir(table, run_id)
-        return live_parts(list(d.glob("part-*.parquet"))) if d.is_dir() else []
+        return live_parts(glob_in(d, "part-*.parquet")) if d.is_dir() else []
 
     def next_seq(self) -> int:
         """A part/journal sequence number: increasing within this process, time-ordered across runs."""
@@ -91,13 +91,13 @@ class Store:
         part it replaces stays until the next replacement: a reader that listed it a moment ago (``find_runs``
         while a sweep's runs change stage) still finds it; every reader skips it as covered (``live_parts``)."""
         d = self.run_dir(table, run_id)
-        every = list(d.glob("part-*.parquet")) if d.is_dir() else []
+        every = glob_in(d, "part-*.parquet") if d.is_dir() else []
         live = live_parts(every)
         new = self.write_part(table, run_id, data, covers=max(map(part_seq, every), default=None))
         keep = max(live, key=part_seq) if live else None
         for p in every:
             if p not in (new, keep):
-                p.unlink(missing_ok=True)
+                remove(p)
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, table: str, run_id: str, columns: list[str] | None = None) -> pa.Table:
@@ -139,7 +139,7 @@ class Store:
                 if keep.get(i):
                     writer.write_table(_conform(_read_part(p, None), spec, None).take(sorted(keep[i])))
         for p in parts:
-            p.unlink(missing_ok=True)
+            remove(p)
 
     # -- concurrency and durability -----------------------------------------------------------
     @contextlib.contextmanager
