@@ -98,9 +98,14 @@ def _failed_judges(con: duckdb.DuckDBPyConnection, runs: list[RunRef], family: b
     """judge -> one line naming the benchmarks where it holds no score at all (every call failed, or no reply
     could be read), with its most common error: beside judges that scored, the run is partial, not failed,
     and the failed judge is named (``status.run_statuses``)."""
+    suspects = [r for (r,) in con.execute(  # a judge with no score where it judged: the statuses say why (costly)
+        "SELECT DISTINCT run_id FROM benchmark_scores WHERE list_contains($ids, run_id) AND judge <> '*' "
+        "AND score IS NULL AND n > 0", {"ids": [r.run_id for r in runs]}).fetchall()]
+    if not suspects:
+        return {}
     titles = dict(con.execute("SELECT benchmark, title FROM benchmark_info").fetchall())
     found: dict[str, dict[str, list[str]]] = {}
-    statuses = run_statuses(con, [r.run_id for r in runs])
+    statuses = run_statuses(con, suspects)
     for r in runs:
         for bench, b in statuses.get(r.run_id, {}).items():
             for name, j in b["judge"].items():
