@@ -4,7 +4,9 @@
 --   stale       the answer was regenerated since: the text this judgement judged is no longer the answer
 --               (checked only where both sides carry a hash: legacy imports and older parts are taken as
 --               they are)
---   current     the latest judgement of the answer's text by this judge: the one that counts
+--   current     the latest judgement of the answer's text by this judge: the one that counts; a call that
+--               failed (judge_error) returned no judgement, so it supersedes none that did (a --rejudge whose
+--               calls fail leaves the scores as they were; the failures stay as history)
 --   superseded  the same judge judged the same text again later (a newer judging prompt, or a re-run)
 CREATE OR REPLACE VIEW judgement_history AS
 WITH checked AS (
@@ -15,7 +17,7 @@ WITH checked AS (
 ), ranked AS (
     SELECT *, row_number() OVER (
         PARTITION BY {key:answers}, judge, stale
-        ORDER BY created_at DESC, prompt_hash DESC NULLS LAST) AS newest
+        ORDER BY coalesce(error LIKE 'judge_error%', false), created_at DESC, prompt_hash DESC NULLS LAST) AS newest
     FROM checked
 )
 SELECT * EXCLUDE (stale, newest),

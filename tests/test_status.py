@@ -160,6 +160,29 @@ def test_a_benchmark_whose_every_reply_is_unreadable_fails_and_the_run_is_partia
     assert any(n.startswith("judge j failed (no score) on Rakuda: unparseable:") for n in section["notes"])
 
 
+def test_a_rejudge_whose_calls_fail_leaves_the_scores_as_they_were(server, tmp_path):
+    """A call that returned no judgement supersedes none that did: the failures stay as history, the scores,
+    the statuses and the exit code stay as they were (with a note), and the next run tries the rejudge again."""
+    data = write_rakuda(tmp_path / "d", ["質問1", "質問2", "質問3"])
+    results = tmp_path / "r"
+    assert run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j").returncode == 0
+    scores = "SELECT question_id, score FROM judgements ORDER BY 1"
+    before = query(results, scores)
+    server.fail_next(400, 400, 400)
+    proc = run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j", "--rejudge")
+    assert proc.returncode == 0, proc.stderr
+    assert "note: judge stage: all 3 calls failed; most common: http_400" in proc.stderr
+    assert query(results, scores) == before and all(s is not None for _, s in before)
+    assert query(results, "SELECT lineage, count(*), count(score) FROM judgement_history GROUP BY 1 ORDER BY 1") == [
+        ("current", 3, 3), ("superseded", 3, 0)]
+    assert (manifest(results, "m", "t")["status"], manifest(results, "m", "t")["stages"]["judge"]) == ("ok", "ok")
+    server.reset()  # the rejudge's failures are asked again by the next run, and this time they answer
+    assert run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j").returncode == 0
+    assert server.stats()["calls"] == 3
+    assert query(results, "SELECT lineage, count(*) FROM judgement_history GROUP BY 1 ORDER BY 1") == [
+        ("current", 3), ("superseded", 6)]
+
+
 def test_reuse_is_counted_from_the_tables_once_however_often_a_run_is_resumed(server, tmp_path):
     data = write_rakuda(tmp_path / "d", ["質問1", "質問2", "質問3"])
     results = tmp_path / "r"

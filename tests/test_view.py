@@ -179,3 +179,29 @@ def test_the_question_interval_is_about_the_number_shown(server, tmp_path):
     assert (row["ci_questions_low"], row["ci_questions_high"]) == pytest.approx((low, high), rel=1e-9)
     overall = next(r for r in single["scores"][0]["rows"] if r["benchmark"] == "Overall")
     assert overall["se_clustered"] == pytest.approx(stats.sem(scores[2]), rel=1e-9)  # one benchmark: the same
+
+
+def test_one_models_run_tagged_f_never_hides_another_models_family_f(server, tmp_path):
+    """m1 runs as the family f-run1, f-run2; m2 runs once tagged f. Every reader takes f per model: m1's family
+    and m2's run, side by side (view, leaderboard), and a comparison asks which model f means."""
+    from .conftest import write_rakuda
+
+    data = write_rakuda(tmp_path / "d", [f"質問{i}" for i in range(3)])
+    results = str(tmp_path / "r")
+    common = ["--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j", "--results-dir", results,
+              "--data-dir", str(data)]
+    assert shaberi("run", "--model", "m1", "--tag", "f", "--runs", "2", *common).returncode == 0
+    assert shaberi("run", "--model", "m2", "--tag", "f", *common).returncode == 0
+    view = json.loads(shaberi("view", "--tag", "f", "--format", "json", "--results-dir", results).stdout)
+    assert {(s["model"], len(s["runs"])) for s in view["scores"]} == {("m1", 2), ("m2", 1)}
+    kinds = {s["model"]: "mean" in s["rows"][0] for s in view["scores"]}
+    assert kinds == {"m1": True, "m2": False}  # a family's section, and a run's
+    lines = list(csv.reader(io.StringIO(shaberi("view", "--tag", "f", "--format", "csv", "--results-dir",
+                                                results).stdout)))
+    assert {"mean", "score"} <= set(lines[0]) and all(len(r) == len(lines[0]) for r in lines)
+    board = list(csv.DictReader(io.StringIO(shaberi("leaderboard", "--tag", "f", "--format", "csv",
+                                                    "--results-dir", results).stdout)))
+    assert {(r["model_name"], r["Runs"]) for r in board} == {("m1", "2"), ("m2", "1")}
+    vague = shaberi("compare", "f", "m2@f", "--results-dir", results)
+    assert vague.returncode == 2 and "tag 'f' holds several models (m1, m2)" in vague.stderr
+    assert shaberi("compare", "m1@f", "m2@f", "--results-dir", results).returncode == 0

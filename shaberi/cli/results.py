@@ -92,22 +92,26 @@ def _render_report(report: Report, fmt: str, tokens_only: bool = False, clustere
                 "tokens": [dict(zip(report.token_columns, r, strict=True)) for r in report.tokens]}
         sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
-    if fmt == "csv":  # one table, one header: every section's rows (their columns are alike), or the tokens
+    if fmt == "csv":  # one table, one header: every section's rows (a run's and a family's columns), or the tokens
         writer = csv.writer(sys.stdout)
         if tokens_only:
             writer.writerow(report.token_columns)
             writer.writerows(report.tokens)
             return
-        writer.writerow(["model", "judge", "status", *report.sections[0].columns, "section_notes"])
+        columns = list(dict.fromkeys(c for s in report.sections for c in s.columns))
+        writer.writerow(["model", "judge", "status", *columns, "section_notes"])
         for s in report.sections:  # what the section's numbers leave out, on each of its rows
-            writer.writerows([s.model, s.judge, s.status, *r, " | ".join(s.notes)] for r in s.rows)
+            for r in s.rows:
+                named = dict(zip(s.columns, r, strict=True))
+                writer.writerow([s.model, s.judge, s.status, *(named.get(c) for c in columns), " | ".join(s.notes)])
         return
     tables = []
     for s in report.sections:
         judge = "all judges pooled" if s.judge == "*" else s.judge
         counted = f", {len(s.runs) - len(s.excluded)} counted" if s.excluded else ""
         runs = f"{len(s.runs)} run{'s' if len(s.runs) > 1 else ''}"
-        title = (f"{s.model} · {report.tag}{f' ({runs}{counted})' if report.multi else ''} · "
+        multi = "mean" in s.columns  # a family's section (a tag may hold one model's run, another's family)
+        title = (f"{s.model} · {report.tag}{f' ({runs}{counted})' if multi else ''} · "
                  f"judge: {judge} · status: {s.status}")
         by = ["SE (by question)", "95% CI (questions)"] if clustered else []  # columns of dashes otherwise
         cells = [dict(zip(s.columns, r, strict=True)) for r in s.rows]
@@ -115,7 +119,7 @@ def _render_report(report: Report, fmt: str, tokens_only: bool = False, clustere
         def questions(c: dict) -> list[str]:
             return [_num(c["se_clustered"]), _range(c["ci_questions_low"], c["ci_questions_high"])] if clustered else []
 
-        if report.multi:
+        if multi:
             header = ["Benchmark", "Mean", "Std Dev", "95% CI (runs)", "Range", "Runs", *by, "Mean without passes",
                       "Note"]
             rows = [[c["benchmark"], _num(c["mean"]), _num(c["std_dev"]), _ci(c["ci_low"], c["ci_high"], c["mean"]),

@@ -117,8 +117,11 @@ def answer_items(store: Store, run_id: str) -> Iterator[tuple[Item, str]]:
     texts = {AnswerKey.of(a): a["content"] for a in answers}
     current = {AnswerKey.of(a): a["answer_hash"] for a in answers}
     scores: dict[AnswerKey, dict] = defaultdict(dict)
-    judged = store.read("judgements", run_id, [*ANSWER_COLUMNS, "judge", "score", "answer_hash", "created_at"])
-    for j in sorted(judged.to_pylist(), key=lambda j: j["created_at"]):  # the lineage rule: latest of this text
+    judged = store.read("judgements", run_id, [*ANSWER_COLUMNS, "judge", "score", "answer_hash", "error",
+                                               "created_at"])
+    # the lineage rule (sql/015_lineage.sql): the latest of this text, a failed call superseding none that returned
+    for j in sorted(judged.to_pylist(), key=lambda j: (not (j["error"] or "").startswith("judge_error"),
+                                                       j["created_at"])):
         key = AnswerKey.of(j)
         if None in (j["answer_hash"], current.get(key)) or j["answer_hash"] == current.get(key):
             scores[key][j["judge"]] = j["score"]

@@ -21,8 +21,9 @@ A tag that names no run but a family ``{tag}-run1 … N`` ranks the family: ever
 over its complete runs with the 95 % t-interval, straight from ``multi_run_stats`` (an Average is the mean
 of each run's Average; a run not complete for a judge, or for every judge in the pooled columns, is left
 out, and ``notes`` names it). ``Runs`` (and ``Runs (J)`` per judge) says how many runs count; each score
-column ``X`` is followed by ``X CI low`` and ``X CI high`` (empty with one run). A tag naming both a run
-and a family ranks the run. ``Average (ex-GPT4)`` and ``GPT4 delta`` are then computed from the means.
+column ``X`` is followed by ``X CI low`` and ``X CI high`` (empty with one run). Per model, as every reader
+takes a tag (``selection.select_runs``): its run tagged so, or else its family. ``Average (ex-GPT4)`` and
+``GPT4 delta`` are then computed from the means.
 
 Which columns are shown (``Board.select``): ``pooled`` (model, Runs, Judges, Average (All), the four (All)
 columns, % JA, JA-MT questions, Complete), ``all`` (the wide table above, what the original's output.csv
@@ -49,7 +50,7 @@ import duckdb
 
 from .. import benchmarks as bm
 from ..errors import UsageError
-from ..tables.selection import RunRef, find_runs, tags_there
+from ..tables.selection import RunRef, select_runs, tags_there
 from ..tables.sql import connect, score_mean
 from .output import write_atomic
 
@@ -190,23 +191,22 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
     tags = list(dict.fromkeys([tag] if isinstance(tag, str) else tag))
     con = duckdb.connect()
     runs: list[RunRef] = []
-    families: set[str] = set()
+    families: set[tuple[str, str]] = set()  # (tag, model) ranked as a family {tag}-run1 … N
     ranked: dict[tuple[str, str], None] = {}  # (tag, model): a row each, in the order the tags were given
     for t in tags:
-        found = find_runs(results_dir, t, match="tag", con=con)
-        if not found:
-            found = find_runs(results_dir, t, match="family", con=con)
-            families.add(t)
-            if not found:
-                hint = "; rank your runs with --tag TAG, or import a tree with: shaberi import-legacy PATH" \
-                    if t == "legacy" else ""
-                raise UsageError(f"no runs tagged {t!r} (nor {t}-run1 … N) under {results_dir}; "
-                                 f"{tags_there(results_dir, con)}{hint}")
-            if as_published:
-                raise UsageError(f"--as-published counts the rows of imported legacy files; {t!r} is a run family, "
-                                 "ranked from multi_run_stats")
-        runs += found
-        ranked |= dict.fromkeys((t, r.model) for r in sorted(found, key=lambda r: r.model))
+        try:  # per model: its run tagged so, or its family (selection.select_runs, as every reader)
+            chosen = select_runs(results_dir, t, con=con)
+        except UsageError:
+            hint = "; rank your runs with --tag TAG, or import a tree with: shaberi import-legacy PATH" \
+                if t == "legacy" else ""
+            raise UsageError(f"no runs tagged {t!r} (nor {t}-run1 … N) under {results_dir}; "
+                             f"{tags_there(results_dir, con)}{hint}") from None
+        if as_published and chosen.families:
+            raise UsageError(f"--as-published counts the rows of imported legacy files; {t!r} is a run family, "
+                             "ranked from multi_run_stats")
+        runs += chosen.runs
+        families |= {(t, m) for m in chosen.families}
+        ranked |= dict.fromkeys((t, m) for m in sorted(chosen.models))
     family = bool(families)
     connect(results_dir, None, list(dict.fromkeys(r.run_id for r in runs)),
             upto="multi_run_stats" if family else "score_means", con=con)
@@ -214,23 +214,25 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
     judged: set[tuple[str, str, str]] = set()  # (tag, model, judge)
     notes: list[str] = []
     if family:
+        family_tags = sorted({t for t, _ in families})
         scores |= {(t, m, j, b): _Stat(s, lo, hi, n) for t, m, j, b, s, lo, hi, n in con.execute(
             "SELECT base_tag, model, judge, benchmark, mean, ci_low, ci_high, runs FROM multi_run_stats "
-            "WHERE mean IS NOT NULL AND list_contains($tags, base_tag)", {"tags": sorted(families)}).fetchall()}
-        judged |= set(con.execute("SELECT DISTINCT base_tag, model, judge FROM benchmark_scores WHERE judge <> '*' "
-                                  "AND score IS NOT NULL AND tag <> base_tag AND list_contains($tags, base_tag)",
-                                  {"tags": sorted(families)}).fetchall())
-        notes = [f"{model}: {member} left out ({'; '.join(why)})" for model, member, why in con.execute(
-            "SELECT r.model, r.tag, c.reasons FROM run_completeness c JOIN runs r USING (run_id) "
+            "WHERE mean IS NOT NULL AND list_contains($tags, base_tag)", {"tags": family_tags}).fetchall()
+            if (t, m) in families}
+        judged |= {(t, m, j) for t, m, j in con.execute(
+            "SELECT DISTINCT base_tag, model, judge FROM benchmark_scores WHERE judge <> '*' AND score IS NOT NULL "
+            "AND tag <> base_tag AND list_contains($tags, base_tag)", {"tags": family_tags}).fetchall()
+            if (t, m) in families}
+        notes = [f"{model}: {member} left out ({'; '.join(why)})" for base, model, member, why in con.execute(
+            "SELECT r.base_tag, r.model, r.tag, c.reasons FROM run_completeness c JOIN runs r USING (run_id) "
             "WHERE NOT c.complete AND c.judge = '*' AND r.tag <> r.base_tag AND list_contains($tags, r.base_tag) "
-            "ORDER BY r.model, r.run_index", {"tags": sorted(families)}).fetchall()]
-    singles = [t for t in tags if t not in families]
-    if singles:
+            "ORDER BY r.model, r.run_index", {"tags": family_tags}).fetchall() if (base, model) in families]
+    if singles := [k for k in ranked if k not in families]:
         query = _AS_PUBLISHED if as_published else (
             "SELECT r.tag, r.model, s.judge, s.benchmark, s.score FROM score_means s JOIN runs r USING (run_id)")
         single = {(t, m, j, b): _Stat(sc) for t, m, j, b, sc in con.execute(
-            f"SELECT * FROM ({query}) WHERE list_contains($tags, tag)", {"tags": singles}).fetchall()
-            if sc is not None}
+            f"SELECT * FROM ({query}) WHERE list_contains($tags, tag)", {"tags": sorted({t for t, _ in singles})}
+        ).fetchall() if sc is not None and (t, m) in singles}
         scores |= single
         judged |= {(t, m, j) for t, m, j, b in single if j != "*"}
     judges = sorted({j for _, _, j in judged}, key=lambda j: JUDGE_TITLES.get(j, j))
@@ -259,7 +261,7 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
 
     rows = []
     for t, model in ranked:
-        in_family = t in families
+        in_family = (t, model) in families
         # The original read whatever file its MT-Bench folder held, for some models the older 80-question
         # set: JA-MT shows the 60-question score, or the 80-question one where that is all a model has.
         has = {b for (tt, m, _, b) in scores if (tt, m) == (t, model)}

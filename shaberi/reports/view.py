@@ -69,10 +69,11 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
     by_model: dict[str, list[Section]] = {}
     for m in chosen.models:
         run_ids = [r.run_id for r in chosen.runs if r.model == m]
-        failed_judges = _failed_judges(con, [r for r in chosen.runs if r.model == m], chosen.family)
+        family = chosen.of(m).family
+        failed_judges = _failed_judges(con, [r for r in chosen.runs if r.model == m], family)
         for j in _judges(con, run_ids, judge, every_judge):
-            section = _multi(con, m, j, run_ids, tag, clustered) if chosen.family else _single(con, m, j, run_ids[0],
-                                                                                              clustered)
+            section = _multi(con, m, j, run_ids, tag, clustered) if family else _single(con, m, j, run_ids[0],
+                                                                                       clustered)
             section.status = worst([statuses[r] for r in run_ids])
             section.notes += [note for name, note in failed_judges.items() if j in (ALL_JUDGES, name)]
             if section.status == "interrupted":

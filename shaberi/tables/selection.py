@@ -5,7 +5,7 @@ family statistics leave out."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -69,11 +69,17 @@ def find_runs(root: Root, tag: str | None = None, *, match: Match = "tag_or_fami
 
 @dataclass
 class Selection:
-    """The runs a ``--tag`` names: one run, or the family ``{tag}-run1 … N`` (``family``)."""
+    """The runs a ``--tag`` names: per model, its run tagged so, or its family ``{tag}-run1 … N`` (``families``:
+    the models read as a family)."""
 
     tag: str
     runs: list[RunRef]
-    family: bool
+    families: set[str] = field(default_factory=set)
+
+    @property
+    def family(self) -> bool:
+        """Whether any model's runs are a family (a one-model selection: whether it is one)."""
+        return bool(self.families)
 
     @property
     def run_ids(self) -> list[str]:
@@ -82,6 +88,10 @@ class Selection:
     @property
     def models(self) -> list[str]:
         return list(dict.fromkeys(r.model for r in self.runs))
+
+    def of(self, model: str) -> Selection:
+        """One model's part of the selection."""
+        return Selection(self.tag, [r for r in self.runs if r.model == model], self.families & {model})
 
 
 def left_out(con: duckdb.DuckDBPyConnection, judge: str = "*", model: str | None = None
@@ -95,25 +105,31 @@ def left_out(con: duckdb.DuckDBPyConnection, judge: str = "*", model: str | None
 
 
 def select_runs(root: str | Path, tag: str, model: str | None = None, runs: int | None = None,
-                prefer_family: bool = False) -> Selection:
-    """The run tagged ``tag``, or the family ``{tag}-run1 … N`` when there is no such run, when ``runs`` asks
-    for the first N members, or when ``prefer_family``. One rule for every reader (view, compare, report)."""
+                prefer_family: bool = False, con: duckdb.DuckDBPyConnection | None = None) -> Selection:
+    """Per model: its run tagged ``tag``, or its family ``{tag}-run1 … N`` when it has no such run, when ``runs``
+    asks for the first N members, or when ``prefer_family`` (one model's plain run tagged ``f`` never hides another
+    model's family ``f-run1 … N``). One rule for every reader (view, compare, report, leaderboard, the API)."""
     if runs is not None and runs < 1:
         raise UsageError(f"--runs {runs} must be at least 1")
-    found = find_runs(root, tag, model=model)
-    exact = [r for r in found if r.tag == tag]
-    family = [r for r in found if r.tag != tag and r.base_tag == tag]
-    if runs is not None:
-        family = [r for r in family if r.run_index <= runs]
-    if family and (runs is not None or prefer_family or not exact):
-        if runs is not None and len({r.run_index for r in family}) < runs:
-            raise UsageError(f"--runs {runs} asked for, but only {len({r.run_index for r in family})} runs of "
-                             f"{tag!r} exist")
-        return Selection(tag, family, True)
-    if not exact:
+    found = find_runs(root, tag, model=model, con=con)
+    chosen: list[RunRef] = []
+    families: set[str] = set()
+    for m in dict.fromkeys(r.model for r in found):
+        exact = [r for r in found if r.model == m and r.tag == tag]
+        family = [r for r in found if r.model == m and r.tag != tag and r.base_tag == tag
+                  and (runs is None or r.run_index <= runs)]
+        if family and (runs is not None or prefer_family or not exact):
+            if runs is not None and len({r.run_index for r in family}) < runs:
+                raise UsageError(f"--runs {runs} asked for, but only {len({r.run_index for r in family})} runs of "
+                                 f"{tag!r}{f' ({m})' if len(found) > len(family) else ''} exist")
+            chosen += family
+            families.add(m)
+        else:
+            chosen += exact
+    if not chosen:
         raise UsageError(f"no run tagged {tag!r}{f' for model {model!r}' if model else ''} under {root}"
-                         f"; {tags_there(root)}")
-    return Selection(tag, exact, False)
+                         f"; {tags_there(root, con)}")
+    return Selection(tag, chosen, families)
 
 
 def tags_there(root: Root, con: duckdb.DuckDBPyConnection | None = None) -> str:
