@@ -344,3 +344,63 @@ def test_too_few_pairs_give_no_verdict_however_constant_the_shift(tmp_path):
     (c,) = compare(tmp_path, "base6", "new6").benchmarks
     assert (c.n, c.verdict) == (6, "B better") and c.p_wilcoxon == pytest.approx(stats.wilcoxon([1.0] * 6).pvalue)
     assert c.p_wilcoxon < 0.05
+    # Eight pairs of which only five moved: the signed-rank test sets the three aside and cannot reach 0.05
+    # (its smallest p with five is 0.0625), so neither can the verdict.
+    write_run(store, "base8", {"rakuda": [5, 5, 5, 5, 5, 5, 5, 5]})
+    write_run(store, "new8", {"rakuda": [5, 5, 5, 9, 9, 9, 9, 9]})
+    (c,) = compare(tmp_path, "base8", "new8").benchmarks
+    assert (c.n, c.moved_pairs, c.verdict) == (8, 5, "too few")
+    assert c.p_wilcoxon == pytest.approx(stats.wilcoxon([0, 0, 0, 4, 4, 4, 4, 4]).pvalue) and c.p_wilcoxon > 0.05
+
+
+def test_sides_named_twice_or_two_ways_are_refused_and_csv_keeps_the_numbers(server, tmp_path):
+    import csv
+    import io
+
+    results = three_models(server, tmp_path)
+    root = ["--results-dir", str(results)]
+    both = shaberi("compare", "v1", "v1", "--model", "org/base", "--model-a", "org/tuned", *root)
+    assert both.returncode == 2 and both.stderr.startswith("error: --model names the model of both sides, --model-a")
+    twice = shaberi("compare", "org/base@v1", "org/tuned@v1", "--model-a", "org/base", *root)
+    assert twice.returncode == 2 and "is MODEL@TAG, and --model-a or --model names the model too" in twice.stderr
+    missing = shaberi("compare", "m9@v1", "org/tuned@v1", *root)
+    assert missing.returncode == 2 and missing.stderr == (
+        "error: no run tagged 'm9@v1', nor model 'm9' in tag 'v1' (it holds org/base, org/tuned, other)\n")
+    # A tag holding '@' beside a model named like its first part: two readings, refused.
+    data = tmp_path / "d"
+    for model, tag in (("a", "b@v1"), ("a@b", "v1")):
+        assert shaberi("run", "--model", model, "--tag", tag, "--seed", "1", "--base-url", server.base_url,
+                       "--benchmark", "rakuda", "--judge", "j", *root, "--data-dir", str(data)).returncode == 0
+    ambiguous = shaberi("compare", "a@b@v1", "org/base@v1", *root)
+    assert ambiguous.returncode == 2 and "side A 'a@b@v1' can be read 2 ways: model 'a', tag 'b@v1'; model 'a@b', " \
+        "tag 'v1'" in ambiguous.stderr
+    assert shaberi("compare", "b@v1", "org/base@v1", "--model-a", "a", *root).returncode == 0  # said once: fine
+    # csv: the numbers as computed (not the table's cells), and what they rest on on every row.
+    out = shaberi("compare", "org/base@v1", "org/tuned@v1", "--format", "csv", *root)
+    (row,) = list(csv.DictReader(io.StringIO(out.stdout)))
+    body = json.loads(shaberi("compare", "org/base@v1", "org/tuned@v1", "--format", "json", *root).stdout)
+    (rakuda,) = body["benchmarks"]
+    assert (row["a"], row["b"], row["verdict"]) == ("org/base@v1", "org/tuned@v1", "B better")
+    assert float(row["diff"]) == rakuda["diff"] and float(row["ci_low"]) == rakuda["ci_low"]
+    assert float(row["p_wilcoxon"]) == rakuda["p_wilcoxon"] and row["notes"].startswith("judges: j")
+
+
+def test_a_judge_that_scored_nothing_on_a_side_is_no_judge_of_it(server, tmp_path):
+    """Judge k failed every call on m1's answers: for the comparison it judged m2 alone, and the header says so."""
+    from shaberi.testing import LoopbackServer
+
+    from .conftest import write_rakuda
+
+    data = write_rakuda(tmp_path / "d", [f"質問{i}" for i in range(6)])
+    results = tmp_path / "r"
+    with LoopbackServer() as broken:
+        broken.fail_next(*[500] * 20)
+        assert shaberi("run", "--model", "m1", "--tag", "t", "--seed", "1", "--base-url", server.base_url,
+                       "--benchmark", "rakuda", "--judge", "j", "--judge", f"k@{broken.base_url}", "--max-retries", "0",
+                       "--results-dir", str(results), "--data-dir", str(data)).returncode == 0
+    assert shaberi("run", "--model", "m2", "--tag", "t", "--seed", "2", "--base-url", server.base_url, "--benchmark",
+                   "rakuda", "--judge", "j", "--judge", "k", "--results-dir", str(results), "--data-dir",
+                   str(data)).returncode == 0
+    basis = json.loads(shaberi("compare", "m1@t", "m2@t", "--format", "json", "--results-dir", str(results)
+                               ).stdout)["basis"]
+    assert (basis["judges"], basis["judges_only_a"], basis["judges_only_b"]) == (["j"], [], ["k"])

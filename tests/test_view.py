@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 import numpy as np
 import pytest
@@ -205,3 +206,42 @@ def test_one_models_run_tagged_f_never_hides_another_models_family_f(server, tmp
     vague = shaberi("compare", "f", "m2@f", "--results-dir", results)
     assert vague.returncode == 2 and "tag 'f' holds several models (m1, m2)" in vague.stderr
     assert shaberi("compare", "m1@f", "m2@f", "--results-dir", results).returncode == 0
+
+
+def test_a_tags_models_rank_complete_first_and_a_judge_one_of_them_lacks_is_said(server, tmp_path, data_dir):
+    """m1's Rakuda replies are all unreadable (its answers carry サンプル1: seed 1), so its Overall is over three
+    benchmarks; m2's over four. Complete first, as the leaderboard ranks, in view and the report (with the tag's
+    token total); view --judge k names m3, which k never judged, instead of refusing."""
+    data = tmp_path / "d" / "ja"
+    data.mkdir(parents=True)
+    for path in (data_dir / "ja").iterdir():
+        if path.name != "rakuda.jsonl":
+            (data / path.name).symlink_to(path)
+    lines = (data_dir / "ja" / "rakuda.jsonl").read_text(encoding="utf-8").splitlines()[:2]
+    (data / "rakuda.jsonl").write_text("\n".join(
+        line.replace('"text": "', '"text": "<<judge@j?サンプル1: 読めません || 読めません>>') for line in lines),
+        encoding="utf-8")
+    results = str(tmp_path / "r")
+    common = ["--base-url", server.base_url, "--tag", "t", "--limit", "2", "--results-dir", results, "--data-dir",
+              str(data.parent)]
+    for model, seed, judge in (("m1", "1", "j"), ("m2", "2", "j"), ("m3", "3", "k")):
+        assert shaberi("run", "--model", model, "--seed", seed, "--judge", judge, *common).returncode == 0
+    view = json.loads(shaberi("view", "--tag", "t", "--format", "json", "--results-dir", results).stdout)
+    overall = {s["model"]: next(r for r in s["rows"] if r["benchmark"] == "Overall") for s in view["scores"]}
+    assert overall["m1"]["note"] == "not every benchmark has a score" and overall["m2"]["note"] == ""
+    order = [s["model"] for s in view["scores"]]
+    assert order.index("m2") < order.index("m1") and order.index("m3") < order.index("m1")  # complete first
+    assert any("judged by different judges (m1: j; m2: j; m3: k)" in n for n in view["notes"])
+    by_k = json.loads(shaberi("view", "--tag", "t", "--judge", "k", "--format", "json", "--results-dir", results
+                              ).stdout)
+    assert [s["model"] for s in by_k["scores"]] == ["m3"]
+    assert by_k["notes"] == ["m1: not judged by k (its judges: j)", "m2: not judged by k (its judges: j)"]
+    html = tmp_path / "t.html"
+    assert shaberi("report", "--tag", "t", "--out", str(html), "--results-dir", results).returncode == 0
+    page = html.read_text(encoding="utf-8")
+    blocks = re.findall(r"<h3>(m\d) · t", page)
+    assert blocks == order  # the report ranks as view does
+    totals = [t for t in view["tokens"] if t["stage"] == "Total"]
+    tag_total = next(t for t in totals if t["model"] == "all models")
+    assert tag_total["requests"] == sum(t["requests"] for t in totals if t["model"] != "all models")
+    assert "<h3>All models of t</h3>" in page and f"<td>{tag_total['requests']:,}</td>" in page

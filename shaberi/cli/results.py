@@ -89,7 +89,8 @@ def _render_report(report: Report, fmt: str, tokens_only: bool = False, clustere
                 "scores": [{"model": s.model, "judge": s.judge, "runs": s.runs, "status": s.status, "notes": s.notes,
                             "prompt_hashes": s.prompt_hashes,
                             "rows": [dict(zip(s.columns, r, strict=True)) for r in s.rows]} for s in report.sections],
-                "tokens": [dict(zip(report.token_columns, r, strict=True)) for r in report.tokens]}
+                "tokens": [dict(zip(report.token_columns, r, strict=True)) for r in report.tokens],
+                "notes": report.notes}
         sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     if fmt == "csv":  # one table, one header: every section's rows (a run's and a family's columns), or the tokens
@@ -140,6 +141,8 @@ def _render_report(report: Report, fmt: str, tokens_only: bool = False, clustere
                        ["Stage", "Requests", "Reused", "Prompt tokens", "Completion tokens", "Cost (USD)"], tokens))
     for title, header, rows in tables:
         print_rows(title, header, rows, fmt)
+    for note in report.notes:
+        typer.echo(f"note: {note}")
 
 
 def _num(value: float | None) -> str:
@@ -187,6 +190,18 @@ def compare(
     if format == "json":
         sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return
+    if format == "csv":  # the numbers as computed, and on each row what they rest on (as view's csv)
+        from dataclasses import asdict
+
+        said = " | ".join([*report.basis.lines(), *_compare_notes(report)])
+        writer = csv.writer(sys.stdout)
+        names = list(asdict(report.benchmarks[0]))
+        writer.writerow(["a", "b", *names, "notes"])
+        for c in report.benchmarks:
+            row = asdict(c) | {"dropped_a": _dropped(c.dropped_a), "dropped_b": _dropped(c.dropped_b)}
+            writer.writerow([report.label_a, report.label_b, *("" if row[n] is None else row[n] for n in names),
+                             said])
+        return
     first = report.benchmarks[0]
     level = first.ci_level or 0.95
     header = ["Benchmark", "n", "A", "B", "B − A", f"{level:.2%} CI (bootstrap, adjusted)", "Wilcoxon p (Holm)",
@@ -194,13 +209,11 @@ def compare(
     rows = [[c.title, str(c.n), _num(c.mean_a), _num(c.mean_b), f"{c.diff:+.2f}", _range(c.ci_low, c.ci_high),
              _p(c.p_wilcoxon_holm), _p(c.p_t_holm), _num(c.mde), c.verdict, _dropped(c.dropped_a),
              _dropped(c.dropped_b)] for c in report.benchmarks]
-    if format != "csv":
-        typer.echo("Compared like for like on\n" + "".join(f"  {line}\n" for line in report.basis.lines()))
+    typer.echo("Compared like for like on\n" + "".join(f"  {line}\n" for line in report.basis.lines()))
     print_rows(f"A = {report.label_a}, B = {report.label_b} (0–10 scale; positive: B scores higher)", header, rows,
                format)
-    if format != "csv":
-        for note in _compare_notes(report):
-            typer.echo(f"note: {note}")
+    for note in _compare_notes(report):
+        typer.echo(f"note: {note}")
 
 
 def _compare_notes(report: ComparisonReport) -> list[str]:
@@ -208,8 +221,9 @@ def _compare_notes(report: ComparisonReport) -> list[str]:
     notes = []
     if few := [c.title for c in report.benchmarks if c.verdict == "too few"]:
         fewest = report.benchmarks[0].min_pairs
-        notes.append(f"{', '.join(few)}: too few paired questions for a verdict (fewer than {fewest}: no signed-rank "
-                     f"test could reach the verdict's level, α = {1 - (report.benchmarks[0].ci_level or 0.95):.3g})")
+        notes.append(f"{', '.join(few)}: too few paired questions for a verdict (fewer than {fewest}, or fewer than "
+                     f"{fewest} whose score moved: no signed-rank test could reach the verdict's level, "
+                     f"α = {1 - (report.benchmarks[0].ci_level or 0.95):.3g})")
     if dropped := [f"{c.title} {c.judge_scores_dropped}" for c in report.benchmarks if c.judge_scores_dropped]:
         notes.append("judge scores left out, the judge having scored the question on one side only (each question "
                      f"is compared on the judges that scored it on both): {', '.join(dropped)}")
@@ -310,7 +324,7 @@ def leaderboard_command(
     from ..reports.output import write_atomic
 
     fmt = output_format(format, out)  # before anything is read
-    tags = tag or ["legacy"]
+    tags = list(dict.fromkeys(tag or ["legacy"]))
     shown = board(results_dir, tags, as_published).select(
         judges or ("pooled" if fmt in ("table", "markdown") else "all"))
     if fmt == "xlsx":

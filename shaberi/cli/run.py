@@ -332,7 +332,8 @@ def run_request(request: RunRequest) -> Outcome:
     j = outcome.judging
     lead = "  " if g else f"run {outcome.info.run_id}: "
     if j.total:
-        errored = f"; {j.answer_errors} errored answers not sent" if j.answer_errors else ""
+        errored = (f"; {j.answer_errors} errored answer{'s' if j.answer_errors != 1 else ''} not sent"
+                   if j.answer_errors else "")
         typer.echo(f"{lead}judged {j.done - j.answer_errors} ({j.reused} reused, {j.judged} called, {j.failed} "
                    f"failed, {j.fallbacks} needed the fallback prompt, {j.null_scores} without a score){errored}")
         lead = "  "

@@ -20,9 +20,10 @@ Wilcoxon signed-rank and paired t tests (scipy), Holm-corrected across benchmark
 ``multipletests``), and the smallest difference a paired t test at the verdict's level (0.05/k, two-sided)
 detects with 80 % power for that many questions (statsmodels ``TTestPower``). The verdict is read off the
 adjusted interval (it excludes 0: better or worse), so the two always agree; the Holm p-values are shown
-beside it. Below ``min_pairs`` questions no verdict is given ("too few"): with fewer, no signed-rank test
-could reach the verdict's level whatever the differences (a constant shift on two questions gives a
-bootstrap interval of one point and a t p of 0). Means are ``score_mean``, as every view's.
+beside it. Below ``min_pairs`` questions, or a "better" or "worse" resting on fewer questions that moved (the
+signed-rank test sets the others aside), no verdict is given ("too few"): with fewer, no signed-rank test could
+reach the verdict's level whatever the differences (a constant shift on two questions gives a bootstrap interval
+of one point and a t p of 0). Means are ``score_mean``, as every view's.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from ..tables.selection import Selection, find_runs, left_out, select_runs
 from ..tables.sql import connect, score_mean
 
 __all__ = ["Basis", "Comparison", "ComparisonReport", "Side", "compare", "min_pairs", "other_texts", "parse_side",
-           "select_side"]
+           "parse_sides", "select_side"]
 
 ALPHA = 0.05
 _SEP = "\x1f"  # joins judge, benchmark and prompt hash into one key
@@ -66,23 +67,50 @@ class Side:
         return f"{self.model}@{self.tag}" if self.model else self.tag
 
 
+def parse_sides(root: Path, a: str, b: str, model: str | None = None, model_a: str | None = None,
+                model_b: str | None = None) -> tuple[Side, Side]:
+    """Sides A and B as the user named them: ``--model`` for both, or ``--model-a`` / ``--model-b`` for one each."""
+    if model is not None and (model_a is not None or model_b is not None):
+        raise UsageError("--model names the model of both sides, --model-a and --model-b one side's: give one or the "
+                         "other")
+    return parse_side(a, model_a or model, root, "A"), parse_side(b, model_b or model, root, "B")
+
+
 def parse_side(text: str, model: str | None, root: Path, name: str) -> Side:
     """Side ``name`` (A or B) from ``TAG`` or ``MODEL@TAG``; with ``model`` (``--model-a``, or ``--model`` for both)
-    the text is a tag. A tag may hold '@' itself: the text is a tag when runs are tagged so (or their family is),
-    else it is split at the '@' that leaves a model and a tag with runs."""
+    the text is a tag. A tag may hold '@' itself: the text is whichever reading has runs (the tag as written, or a
+    MODEL@TAG split at one of its '@'); more than one is refused as ambiguous, none is left to ``select_side`` to
+    say what is there."""
     if not text.strip():
         raise UsageError(f"side {name} is empty: name a tag, or MODEL@TAG")
-    if model is not None or "@" not in text or find_runs(root, text):
+    splits = [(text[:i], text[i + 1:]) for i, c in enumerate(text) if c == "@" and 0 < i < len(text) - 1]
+    if model is not None:
+        if not find_runs(root, text) and any(find_runs(root, t, model=m) for m, t in splits):
+            raise UsageError(f"side {name} {text!r} is MODEL@TAG, and --model{'-' + name.lower()} or --model names "
+                             "the model too: give the model once")
         return Side(text, model)
-    for i in (i for i, c in enumerate(text) if c == "@" and 0 < i < len(text) - 1):
-        if find_runs(root, text[i + 1:], model=text[:i]):
-            return Side(text[i + 1:], text[:i])
-    return Side(text)  # not there: select_side says what is
+    readings = [Side(text)] if find_runs(root, text) or not splits else []
+    readings += [Side(t, m) for m, t in splits if find_runs(root, t, model=m)]
+    if len(readings) > 1:
+        raise UsageError(f"side {name} {text!r} can be read {len(readings)} ways: "
+                         + "; ".join(f"model {r.model!r}, tag {r.tag!r}" if r.model else f"tag {r.tag!r}"
+                                     for r in readings)
+                         + f": name the tag and give the model with --model-{name.lower()}")
+    return readings[0] if readings else Side(text)  # not there: select_side says what is
 
 
 def select_side(root: Path, side: Side) -> Selection:
     """The runs of one side: a tag holding several models needs one named (``MODEL@TAG``)."""
-    chosen = select_runs(root, side.tag, side.model)
+    try:
+        chosen = select_runs(root, side.tag, side.model)
+    except UsageError as exc:  # MODEL@TAG whose tag is there, without that model: say which models it holds
+        text = side.tag
+        for i in (i for i, c in enumerate(text) if c == "@" and side.model is None):
+            if there := find_runs(root, text[i + 1:]):
+                models = ", ".join(dict.fromkeys(r.model for r in there))
+                raise UsageError(f"no run tagged {text!r}, nor model {text[:i]!r} in tag {text[i + 1:]!r} (it holds "
+                                 f"{models})") from None
+        raise exc
     if len(chosen.models) > 1:
         example = f"{chosen.models[0]}@{side.tag}"
         raise UsageError(f"tag {side.tag!r} holds several models ({', '.join(chosen.models)}): name one, as "
@@ -106,7 +134,8 @@ class Comparison:
     p_t: float | None = None
     p_t_holm: float | None = None
     mde: float | None = None  # smallest |difference| detectable at 80 % power, at the verdict's level
-    min_pairs: int = 0  # fewer paired questions than this: no verdict (see min_pairs)
+    min_pairs: int = 0  # fewer paired questions than this (or that moved, for better or worse): no verdict
+    moved_pairs: int = 0  # paired questions whose score differs between the sides
     verdict: str = ""
     dropped_a: dict[str, int] = field(default_factory=dict)  # reason -> questions without a score on side A
     dropped_b: dict[str, int] = field(default_factory=dict)
@@ -195,8 +224,10 @@ def compare(results_dir: Path, a: str | Side, b: str | Side, model: str | None =
             seed: int = 0, model_a: str | None = None, model_b: str | None = None) -> ComparisonReport:
     """Side ``b`` against side ``a`` (the baseline). A side given as text is ``TAG`` or ``MODEL@TAG``; ``model``
     names the model of both sides, ``model_a`` / ``model_b`` of one."""
-    side_a = a if isinstance(a, Side) else parse_side(a, model_a or model, results_dir, "A")
-    side_b = b if isinstance(b, Side) else parse_side(b, model_b or model, results_dir, "B")
+    if isinstance(a, Side) and isinstance(b, Side):
+        side_a, side_b = a, b
+    else:
+        side_a, side_b = parse_sides(results_dir, str(a), str(b), model, model_a, model_b)
     chosen_a, chosen_b = select_side(results_dir, side_a), select_side(results_dir, side_b)
     if chosen_a.run_ids == chosen_b.run_ids:
         raise UsageError(f"both sides are {side_a.label!r} ({chosen_a.models[0]}): name another tag or model to "
@@ -225,9 +256,9 @@ def _basis(con: duckdb.DuckDBPyConnection, tag_a: str, tag_b: str, runs_a: list[
            judge: str | None) -> tuple[Basis, list[str]]:
     """The judges, passes and judging prompts both sides have; and the (judge, benchmark, prompt hash) keys of
     the judgements to compare."""
-    def judges(runs: list[str]) -> list[str]:
+    def judges(runs: list[str]) -> list[str]:  # a judge whose calls all failed scored nothing there: not a judge
         return [j for (j,) in con.execute("SELECT DISTINCT judge FROM judgements WHERE list_contains($r, run_id) AND "
-                                          "strategy = '' ORDER BY 1", {"r": runs}).fetchall()]
+                                          "strategy = '' AND score IS NOT NULL ORDER BY 1", {"r": runs}).fetchall()]
 
     def passes(runs: list[str]) -> list[str]:
         return [p for (p,) in con.execute(
@@ -361,8 +392,9 @@ def _statistics(rows: list[tuple], seed: int) -> list[Comparison]:
         a, b = np.asarray(scores_a), np.asarray(scores_b)
         d = b - a
         c = Comparison(bench, title, len(d), score_mean(scores_a), score_mean(scores_b), score_mean(d.tolist()),
-                       ci_level=1 - alpha, min_pairs=fewest, dropped_a=dict(dropped_a or {}),
-                       dropped_b=dict(dropped_b or {}), judge_scores_dropped=int(one_sided))
+                       ci_level=1 - alpha, min_pairs=fewest, moved_pairs=int(np.count_nonzero(d)),
+                       dropped_a=dict(dropped_a or {}), dropped_b=dict(dropped_b or {}),
+                       judge_scores_dropped=int(one_sided))
         if len(d) >= 2 and np.ptp(d) > 0:
             boot = stats.bootstrap((d,), np.mean, confidence_level=1 - alpha, n_resamples=9999, method="BCa",
                                    random_state=seed)
@@ -381,12 +413,13 @@ def _statistics(rows: list[tuple], seed: int) -> list[Comparison]:
             for c, p in zip(results, adjusted, strict=True):
                 setattr(c, f"{attr}_holm", float(p))
     for c in results:
-        if c.n < fewest:  # no test could reach the verdict's level with so few: no verdict at all
+        moved = c.ci_low is not None and c.ci_high is not None and (c.ci_low > 0 or c.ci_high < 0)
+        # No test could reach the verdict's level with so few pairs (the signed-rank test sets the ones that did
+        # not move aside): no verdict at all, rather than one no test supports.
+        if c.n < fewest or (moved and c.moved_pairs < fewest):
             c.verdict = "too few"
-        elif c.ci_low is not None and c.ci_low > 0:
-            c.verdict = "B better"
-        elif c.ci_high is not None and c.ci_high < 0:
-            c.verdict = "B worse"
+        elif moved:
+            c.verdict = "B better" if c.ci_low is not None and c.ci_low > 0 else "B worse"
         else:
             c.verdict = "n.s."
         if c.n < 2 or (c.mde is not None and math.isnan(c.mde)):

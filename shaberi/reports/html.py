@@ -37,10 +37,10 @@ from ..resources import resource_dir
 from ..tables.selection import left_out, select_runs
 from ..tables.sql import score_mean
 from .agreement import Agreement, agreement, ratings
-from .compare import other_texts, parse_side, select_side
+from .compare import other_texts, parse_sides, select_side
 from .inspector import Detail, Inspector
 from .output import write_atomic
-from .view import Section, build
+from .view import Section, build, rank
 
 __all__ = ["write_report"]
 
@@ -78,6 +78,7 @@ class Block:
     tokens: list[dict] = field(default_factory=list)  # stage … cost_usd; the last row is the Total
     all_runs: int = 0  # a family's members, those left out of ``runs`` included
     label: str = ""  # how the page names it beside the others: the tag, the model, or MODEL@TAG
+    complete: bool = False  # every benchmark of the overall has a score (view's Section.complete)
 
     @property
     def overall(self) -> float | None:
@@ -133,7 +134,7 @@ def _block(results_dir: Path, inspector: Inspector, tag: str, model: str) -> Blo
     counted = [r for r in chosen.runs if r.run_id not in excluded]
     runs = [r.run_id for r in counted]
     block = Block(tag, model, runs, [r.tag for r in counted], chosen.family, section.status, judges, tables,
-                  notes=list(section.notes), all_runs=len(chosen.runs))
+                  notes=list(section.notes), all_runs=len(chosen.runs), complete=section.complete)
     block.categories = _categories(con, runs)
     block.histograms = _histograms(con, runs)
     block.spread = _spread(con, runs, tag, model) if chosen.family else []
@@ -398,8 +399,7 @@ def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = N
     ``tag`` against side ``compare``, each a tag or MODEL@TAG of one model (``model`` for both, ``model_a`` /
     ``model_b`` for one), as ``shaberi compare`` names them."""
     if compare:
-        sides = [parse_side(tag, model_a or model, results_dir, "A"), parse_side(compare, model_b or model,
-                                                                                  results_dir, "B")]
+        sides = parse_sides(results_dir, tag, compare, model, model_a, model_b)
         chosen = [select_side(results_dir, side) for side in sides]
         if chosen[0].run_ids == chosen[1].run_ids:
             raise UsageError(f"--compare {compare!r} is --tag itself: name another tag or model to compare with")
@@ -409,7 +409,7 @@ def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = N
     inspector = Inspector(results_dir, None, model)
     blocks = [_block(results_dir, inspector, t, m) for t, m in wanted]
     if not compare:
-        blocks.sort(key=lambda b: (b.overall is None, -(b.overall or 0), b.model))
+        blocks.sort(key=lambda b: (*rank(b.complete, b.overall), b.model))  # as view ranks them
     several_models = len({b.model for b in blocks}) > 1
     for block in blocks:  # what tells the blocks apart
         block.label = (block.model if not compare else f"{block.model}@{block.tag}") if several_models else block.tag
@@ -426,12 +426,16 @@ def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = N
         category_judges = shared  # the change between two tags is over the judges both have
         for block in blocks:
             block.categories = _categories(inspector.con(*block.runs), block.runs, shared)
+    totals = [t for b in blocks for t in b.tokens if t["stage"] == "Total"]
+    tag_total = {k: sum(t[k] or 0 for t in totals) for k in ("requests", "cached_requests", "prompt", "completion",
+                                                              "cost")} | {"priced": all(t["priced"] for t in totals)} \
+        if several_models and not compare and totals else None  # the tag's, said as such: never a silent sum
     title = f"{blocks[0].label} vs {blocks[1].label}" if compare else (
         f"{tag} ({len(blocks)} models)" if several_models else f"{blocks[0].model} · {tag}")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource_dir("templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     html = env.get_template("report.html.jinja").render(
         blocks=blocks, chart=_chart(blocks), categories=_category_rows(blocks), category_judges=category_judges,
-        movers=movers, movers_notes=movers_notes, unlike=unlike, compare=compare, title=title,
+        movers=movers, movers_notes=movers_notes, unlike=unlike, compare=compare, title=title, tag_total=tag_total,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), results_dir=str(results_dir))
     return write_atomic(out, lambda tmp: tmp.write_text(html, encoding="utf-8"))

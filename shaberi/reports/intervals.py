@@ -17,9 +17,11 @@ is clipped to it and says so (``clipped``), as ``multi_run_stats`` clips a famil
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import duckdb
+
+from ..tables.sql import SCORE_DIGITS
 
 __all__ = ["QuestionInterval", "question_intervals"]
 
@@ -84,4 +86,6 @@ def question_intervals(con: duckdb.DuckDBPyConnection, run_ids: list[str], judge
         interval("overall", sum(p.mean for p in parts) / len(core), sum(variances) ** 0.5, df,
                  sum(p.clusters for p in parts), sum(by_benchmark[b][0][5] for b in core) / len(core),
                  sum(by_benchmark[b][0][6] for b in core) / len(core))
-    return out
+    return {name: replace(q, mean=round(q.mean, SCORE_DIGITS), se=round(q.se, SCORE_DIGITS),
+                          low=round(q.low, SCORE_DIGITS), high=round(q.high, SCORE_DIGITS))
+            for name, q in out.items()}  # rounded as every printed score is

@@ -23,7 +23,7 @@ from ..status import run_statuses, worst
 from ..tables.selection import RunRef, left_out, select_runs
 from ..tables.sql import connect
 
-__all__ = ["Report", "build"]
+__all__ = ["Report", "build", "rank"]
 
 ALL_JUDGES = "*"
 
@@ -39,11 +39,18 @@ class Section:
     notes: list[str] = field(default_factory=list)  # what the numbers leave out: excluded runs, stale judgements
     prompt_hashes: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> judging prompts scored
     excluded: list[str] = field(default_factory=list)  # a family's runs left out of its numbers
+    complete: bool = False  # every benchmark of the overall has a score (its Overall is over all of them)
 
     @property
     def overall(self) -> float | None:
         """The Overall row's score (a family: its mean)."""
         return next((r[1] for r in self.rows if r[0] == "Overall"), None)
+
+
+def rank(complete: bool, overall: float | None) -> tuple:
+    """Where a model's block stands among a tag's: complete ones first (an Overall over fewer benchmarks does not
+    rank against one over all, as the leaderboard ranks), then the best Overall; none last."""
+    return not complete, overall is None, -(overall or 0)
 
 
 @dataclass
@@ -53,6 +60,7 @@ class Report:
     sections: list[Section]  # model by model, the best Overall first
     token_columns: list[str]
     tokens: list[list]  # per model: by stage, then its Total; several models: then the tag's ('all models')
+    notes: list[str] = field(default_factory=list)  # what sets the models apart (judged by other judges, …)
 
     @property
     def models(self) -> list[str]:
@@ -67,6 +75,15 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
                   cache=("benchmark_scores", *(["run_completeness"] if chosen.family else [])))
     statuses = {r.run_id: r.status or "ok" for r in chosen.runs}
     by_model: dict[str, list[Section]] = {}
+    judged = {m: _present(con, chosen.of(m).run_ids) for m in chosen.models}
+    if judge is not None and judge != ALL_JUDGES and not any(judge in js for js in judged.values()):
+        there = sorted({j for js in judged.values() for j in js})
+        raise UsageError(f"judge {judge!r} has no judgements in these runs; judges there: {', '.join(there) or 'none'}")
+    notes = [f"{m}: not judged by {judge} (its judges: {', '.join(js) or 'none'})" for m, js in judged.items()
+             if judge is not None and judge != ALL_JUDGES and judge not in js]
+    if len({tuple(js) for js in judged.values()}) > 1 and judge in (None, ALL_JUDGES):
+        notes.append("the models were judged by different judges (" + "; ".join(
+            f"{m}: {', '.join(js) or 'none'}" for m, js in judged.items()) + "): their scores are not like for like")
     for m in chosen.models:
         run_ids = [r.run_id for r in chosen.runs if r.model == m]
         family = chosen.of(m).family
@@ -81,7 +98,7 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
                                      "count once it is resumed (run the same command again)")
             by_model.setdefault(m, []).append(section)
     # A tag holding several models: one block per model, best Overall first (a model without one last).
-    models = sorted(by_model, key=lambda m: (by_model[m][0].overall is None, -(by_model[m][0].overall or 0), m))
+    models = sorted(by_model, key=lambda m: (*rank(by_model[m][0].complete, by_model[m][0].overall), m))
     token_cols = ["model", "stage", "requests", "cached_requests", "prompt_tokens", "completion_tokens", "cost_usd",
                   "priced"]
     found = con.execute(
@@ -92,7 +109,7 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
     tokens = [list(t) for m in models for t in found if t[0] == m]  # each model's own, and its Total
     if len(models) > 1:  # and the tag's, said as such: never a silent sum
         tokens += [["all models", *t[1:]] for t in found if t[0] is None]
-    return Report(tag, chosen.family, [s for m in models for s in by_model[m]], token_cols, tokens)
+    return Report(tag, chosen.family, [s for m in models for s in by_model[m]], token_cols, tokens, notes)
 
 
 def _failed_judges(con: duckdb.DuckDBPyConnection, runs: list[RunRef], family: bool) -> dict[str, str]:
@@ -118,16 +135,20 @@ def _failed_judges(con: duckdb.DuckDBPyConnection, runs: list[RunRef], family: b
         for name, by_error in found.items()}
 
 
-def _judges(con: duckdb.DuckDBPyConnection, run_ids: list[str], judge: str | None, every: bool = False
-            ) -> list[str]:
-    present = [j for (j,) in con.execute(
+def _present(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[str]:
+    """The judges with judgements in these runs."""
+    return [j for (j,) in con.execute(
         "SELECT DISTINCT judge FROM benchmark_scores WHERE list_contains($ids, run_id) AND judge <> '*' ORDER BY 1",
         {"ids": run_ids}).fetchall()]
+
+
+def _judges(con: duckdb.DuckDBPyConnection, run_ids: list[str], judge: str | None, every: bool = False
+            ) -> list[str]:
+    """The sections of one model's runs: ``judge``'s (none when it did not judge them), or the pooled one and, with
+    ``every``, each judge's."""
+    present = _present(con, run_ids)
     if judge is not None:
-        if judge not in present and judge != ALL_JUDGES:
-            raise UsageError(f"judge {judge!r} has no judgements in these runs; judges there: "
-                             f"{', '.join(present) or 'none'}")
-        return [judge]
+        return [judge] if judge in present or judge == ALL_JUDGES else []
     if every and len(present) > 1:
         return [ALL_JUDGES, *present]
     return present if len(present) == 1 else [ALL_JUDGES]  # several judges: their rows pooled
@@ -195,6 +216,7 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str,
     overall = con.execute("SELECT overall, baseline_overall, complete FROM run_scores WHERE run_id = $run AND judge = "
                           "$judge", {"run": run_id, "judge": judge}).fetchone()
     if overall and overall[0] is not None:
+        section.complete = bool(overall[2])
         section.rows.append(["Overall", overall[0], overall[1], None, None, None, None, *by_question.get(
             "overall", none), "" if overall[2] else "not every benchmark has a score"])
     else:
@@ -218,7 +240,7 @@ def _state(answered: tuple[int, int] | None, judged: bool) -> str | None:
         return "not run"
     if errors == answers:
         return f"all {answers} answers errored"
-    return None if judged else f"answered, not judged ({answers} answers)"
+    return None if judged else f"answered, not judged ({answers} answer{'s' if answers != 1 else ''})"
 
 
 def _not_judged_by_judge(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, str]:
@@ -273,5 +295,6 @@ def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list
             continue
         *values, baseline, _ = stats[bench]
         note = "not every benchmark has a score" if bench == "overall" and not core <= set(stats) else ""
+        section.complete = section.complete or (bench == "overall" and core <= set(stats))
         section.rows.append([title, *values, *by_question.get(bench, none), baseline, note])
     return section
