@@ -171,10 +171,10 @@ def test_a_committed_cache_is_byte_stable_and_never_paid_for_twice(tmp_path):
         for i in range(8):
             fh.write(json.dumps({"question": f"Q{i}? <<answer: #### {i}>>", "answer": f"#### {i}"}) + "\n")
     with LoopbackServer(latency_ms=5) as server, LoopbackServer(latency_ms=5) as other:
-        def generate(results: str, cache: str, *extra: str, at: LoopbackServer = server
+        def generate(results: str, cache: str, *extra: str, at: LoopbackServer = server, n: int = 3
                      ) -> subprocess.CompletedProcess[str]:
             return shaberi("ensemble", "generate-cache", "--model", "m", "--base-url", at.base_url, "--datasets",
-                           "gsm8k", "--n", "3", "--data-dir", str(data), "--cache-dir", str(tmp_path / cache),
+                           "gsm8k", "--n", str(n), "--data-dir", str(data), "--cache-dir", str(tmp_path / cache),
                            "--results-dir", str(tmp_path / results), *extra)
 
         assert generate("r1", "c1", "--limit", "5").returncode == 0 and server.stats()["calls"] == 15
@@ -208,10 +208,10 @@ def test_a_committed_cache_is_byte_stable_and_never_paid_for_twice(tmp_path):
                        str(data), "--results-dir", str(tmp_path / "r7")).returncode == 0
         assert query(tmp_path / "r7", "SELECT count(*) FROM answers WHERE strategy = ''") == [(24,)]
         # a single-model baseline committed beside it, in a directory of its own
-        assert generate("r5", "c1/baselines", "--temperature", "0", "--n", "1").returncode == 0
+        assert generate("r5", "c1/baselines", "--temperature", "0", n=1).returncode == 0
         assert (tmp_path / "c1" / "baselines" / "m" / "gsm8k-n1-t0.parquet").is_file()
         server.reset()
-        assert generate("r6", "c1/baselines", "--temperature", "0", "--n", "1").returncode == 0
+        assert generate("r6", "c1/baselines", "--temperature", "0", n=1).returncode == 0
         assert server.stats()["calls"] == 0
     # quick-eval on the committed cache alone: a results root it has never seen, zero calls (no server at all)
     done = shaberi("ensemble", "quick-eval", "--model", "m", "--cache-dir", str(tmp_path / "c1"),

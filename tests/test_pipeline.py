@@ -85,17 +85,15 @@ def test_an_unreachable_judge_is_named_as_the_judge_not_the_base_url(tmp_path):
     assert not (tmp_path / "r").exists()  # checked before anything is written
 
 
-def test_a_report_of_a_tag_with_several_models_asks_which(tmp_path):
-    import pytest
-
-    from shaberi.errors import UsageError
+def test_a_report_of_a_tag_with_several_models_gives_each_its_block(tmp_path):
     from shaberi.reports.html import write_report
 
     data = write_rakuda(tmp_path / "d", ["首都は?"])
     for model in ("a", "b"):
         asyncio.run(run(RunRequest(model=model, base_url="http://127.0.0.1:9/v1", results_dir=tmp_path / "r",
                                    data_dir=data, benchmarks=["rakuda"], transport=_chat("東京です。"))))
-    with pytest.raises(UsageError, match=r"tag 'default' holds several models \(a, b\); choose one with --model"):
-        write_report(tmp_path / "r", "default", tmp_path / "x.html")
-    assert not (tmp_path / "x.html").exists()
-    assert write_report(tmp_path / "r", "default", tmp_path / "x.html", model="b").exists()
+    page = write_report(tmp_path / "r", "default", tmp_path / "x.html").read_text(encoding="utf-8")
+    assert "<h1>shaberi report: default (2 models)</h1>" in page and "<h3>All models of default</h3>" in page
+    assert page.count("<h3>a · default") == page.count("<h3>b · default") == 1
+    page = write_report(tmp_path / "r", "default", tmp_path / "x.html", model="b").read_text(encoding="utf-8")
+    assert "<h3>a · default" not in page and "<h3>b · default" in page

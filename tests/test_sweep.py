@@ -64,6 +64,7 @@ def summary(root: Path) -> dict:
     return json.loads(path.read_text())
 
 
+@pytest.mark.timeout(1500)  # two whole sweeps, 2–3 minutes on an idle 2-core machine: more beside other work
 def test_a_sweep_on_ray_writes_the_rows_of_the_same_runs_made_one_by_one(cluster, s3, tmp_path, data_dir):
     """4 models × 4 benchmarks, one of them served by its task, judged by one judge whose limit (2 in flight)
     holds across both workers; the Ray sweep writes to S3, the one-by-one sweep to a folder."""
