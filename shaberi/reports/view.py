@@ -72,7 +72,8 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
     """``every_judge``: the pooled section, then one per judge when there are several (the HTML report)."""
     chosen = select_runs(results_dir, tag, model, runs)
     con = connect(results_dir, pricing, chosen.run_ids, upto="multi_run_stats",  # the chosen runs, the views needed
-                  cache=("benchmark_scores", *(["run_completeness"] if chosen.family else [])))
+                  cache=(*(["scores"] if clustered else []), "benchmark_scores",  # read again per section
+                         *(["run_completeness"] if chosen.family else [])))
     statuses = {r.run_id: r.status or "ok" for r in chosen.runs}
     by_model: dict[str, list[Section]] = {}
     judged = {m: _present(con, chosen.of(m).run_ids) for m in chosen.models}
