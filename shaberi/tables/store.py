@@ -160,7 +160,7 @@ class Store:
         else:
             path = self.root / "locks" / f"{run_id}.lock"
             path.parent.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(path, timeout=0.5)  # a reader's probe (``status.writer_alive``) holds it for µs
+            lock = FileLock(path, timeout=0.5)  # a reader's probe (``writers.writer_alive``) holds it for µs
             try:
                 lock.acquire()
             except Timeout:
