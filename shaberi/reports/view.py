@@ -88,8 +88,8 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
     for m in chosen.models:
         run_ids = [r.run_id for r in chosen.runs if r.model == m]
         family = chosen.of(m).family
-        failed_judges = _failed_judges(con, [r for r in chosen.runs if r.model == m], family)
-        for j in _judges(con, run_ids, judge, every_judge):
+        failed_judges = _failed_judges(con, chosen.of(m).runs, family)
+        for j in _judges(judged[m], judge, every_judge):
             section = _multi(con, m, j, run_ids, tag, clustered) if family else _single(con, m, j, run_ids[0],
                                                                                        clustered)
             section.status = worst([statuses[r] for r in run_ids])
@@ -143,11 +143,9 @@ def _present(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[str]:
         {"ids": run_ids}).fetchall()]
 
 
-def _judges(con: duckdb.DuckDBPyConnection, run_ids: list[str], judge: str | None, every: bool = False
-            ) -> list[str]:
-    """The sections of one model's runs: ``judge``'s (none when it did not judge them), or the pooled one and, with
-    ``every``, each judge's."""
-    present = _present(con, run_ids)
+def _judges(present: list[str], judge: str | None, every: bool = False) -> list[str]:
+    """The sections of one model's runs, judged by ``present``: ``judge``'s (none when it did not judge them), or the
+    pooled one and, with ``every``, each judge's."""
     if judge is not None:
         return [judge] if judge in present or judge == ALL_JUDGES else []
     if every and len(present) > 1:
