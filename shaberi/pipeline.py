@@ -26,7 +26,15 @@ from .passes import Pass
 from .passes.runner import PassProgress, run_passes
 from .prompts import generation_template, judging_hash, template_hash
 from .redact import strip_credentials
-from .reports.export import export_connection, export_run, export_summary, write_manifest, write_progress_manifest
+from .reports.export import (
+    EXPORT_ERRORS,
+    export_connection,
+    export_failure,
+    export_run,
+    export_summary,
+    write_manifest,
+    write_progress_manifest,
+)
 from .run import RunInfo, run_id_for, validate_name
 from .status import StageCalls, benchmark_statuses, combined, describe, run_status, stage_status, top_error
 from .tables.sql import connect, reattach
@@ -92,6 +100,7 @@ class Outcome:
     calls: dict[str, StageCalls] = field(default_factory=dict)  # per stage run by this invocation
     status: str = "running"  # the run's status once it finished: ok | partial | failed
     stages: dict[str, dict] = field(default_factory=dict)  # this invocation's stages, as they ended
+    export_error: str | None = None  # the export failed (the run's status is its stages'; ``shaberi export`` retries)
 
     @property
     def failed_stages(self) -> dict[str, dict]:
@@ -107,8 +116,9 @@ class Outcome:
 
     @property
     def failed(self) -> bool:
-        """The command fails (exit 1): a stage it ran holds nothing usable, or the whole run does."""
-        return bool(self.failed_stages) or self.status == "failed"
+        """The command fails (exit 1): a stage it ran holds nothing usable, or the whole run does, or its export
+        could not be written."""
+        return bool(self.failed_stages) or self.status == "failed" or self.export_error is not None
 
 
 def parse_stages(spec: str | list[str] | None, have_judges: bool, have_passes: bool = False, rejudge: bool = False
@@ -199,6 +209,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
                 await tracker.run(do, outcome)
                 outcome.status, outcome.stages = tracker.finish(names, req.export, info.base_tag != req.tag,
                                                                 req.model, info.base_tag)
+                outcome.export_error = tracker.export_error
         return outcome
     finally:
         for client in clients:
@@ -328,6 +339,7 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
                 await tracker.run(do, outcome)
                 outcome.status, outcome.stages = tracker.finish(names, req.export, info.base_tag != req.tag,
                                                                 req.model, info.base_tag)
+                outcome.export_error = tracker.export_error
         return outcome
     finally:
         for client in clients.values():
@@ -359,6 +371,7 @@ class _Stages:
         # What each stage works on, kept in its record with its start: the rows in scope made before it started
         # are the ones it reused (the ``reused`` view). None: every benchmark.
         self.scope = {"benchmarks": benchmarks, "judges": judges or []}
+        self.export_error: str | None = None
         self.state: dict[str, dict] = dict(previous) | {s: {"status": "pending"} for s in stages}
         self.counts: Callable[[], dict[str, dict]] = dict
         self.make_row: Callable[[str], dict] = lambda status: {}
@@ -404,8 +417,9 @@ class _Stages:
 
     def finish(self, scoped: list[str] | None, export: bool, family: bool, model: str, base_tag: str
                ) -> tuple[str, dict[str, dict]]:
-        """The run's status from the tables and this invocation's calls; the export, then the final row and
-        manifest (a kill during the export leaves the run ``running``, read as interrupted)."""
+        """The run's status from the tables and this invocation's calls, recorded; then the manifest and the export.
+        An export that fails (``export_error``) leaves the run's status as its stages made it: the tables hold
+        everything, and ``shaberi export`` writes the export again."""
         # The statuses need only the coverage views; the export needs them all (one connection either way).
         con = export_connection(self.results_dir, self.run_id) if export else connect(
             self.results_dir, None, [self.run_id], upto="coverage")
@@ -421,15 +435,18 @@ class _Stages:
         failed = [name for name in self.stages if self.state[name]["status"] == "failed"]
         status = run_status([b["status"] for b in benchmarks.values()])
         error = "; ".join(describe(name, self.state[name]) for name in failed) or None
-        if export:  # the stages are done; the run still says running until its export is written
-            write_progress_manifest(self.results_dir, self._row("running"), self.counts())
-            export_run(self.results_dir, self.run_id, con=con)
+        # The run's status is its stages'; the export comes after it, and a failed export fails only itself.
         self.store.replace("runs", self.run_id, [self._row(status, error)])
+        self.export_error = None
         if export:
-            reattach(con, self.results_dir, "runs", [self.run_id])
-            write_manifest(self.results_dir, self.run_id, con=con)
-            if family:
-                export_summary(self.results_dir, base_tag, model)
+            try:
+                reattach(con, self.results_dir, "runs", [self.run_id])
+                write_manifest(self.results_dir, self.run_id, con=con)
+                export_run(self.results_dir, self.run_id, con=con)
+                if family:
+                    export_summary(self.results_dir, base_tag, model)
+            except EXPORT_ERRORS as exc:
+                self.export_error = export_failure(exc)
         return status, {name: self.state[name] for name in self.stages}
 
 

@@ -1,4 +1,5 @@
-"""The JSONL + manifest layout: files, fields, a summary for multi-runs, and a run killed between stages."""
+"""The JSONL + manifest layout: files, fields, a summary for multi-runs, a run killed between stages, a
+reasoning model's run (megabytes of thinking) in bounded memory, and an export that fails without failing the run."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 
 from shaberi.testing import LoopbackServer
 
-from .conftest import shaberi, write_rakuda
+from .conftest import query, shaberi, write_rakuda
 
 MANIFEST_KEYS = {"run_id", "tag", "base_tag", "status", "error", "stages", "stage_detail", "model",
                  "generation_config", "judges", "passes", "benchmarks", "tokens", "token_totals", "template_hashes",
@@ -106,3 +107,62 @@ def test_a_run_killed_while_judging_has_a_valid_manifest(tmp_path, data_dir):
     assert shaberi("export", "--results-dir", str(tmp_path)).returncode == 0
     manifest = json.loads(path.read_text())
     assert manifest["status"] == "interrupted" and manifest["stages"] == {"generate": "ok", "judge": "interrupted"}
+
+
+def _export_peak_mb(results, tag: str) -> tuple[int, int]:
+    """(exit code, peak RSS in MB) of ``shaberi export --tag TAG``, measured on its own process."""
+    probe = ("import resource, subprocess, sys; rc = subprocess.run([sys.executable, '-m', 'shaberi', 'export', "
+             f"'--results-dir', {str(results)!r}, '--tag', {tag!r}], capture_output=True).returncode; "
+             "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def test_a_reasoning_models_run_exports_its_thinking_whole_in_bounded_memory(server, tmp_path):
+    # 315 answers with 20,000 characters of thinking each (an R1 / Qwen3-thinking run); one of 5,000,000 alone.
+    results = tmp_path / "r"
+    for tag, texts in (("thinking", [f"[[think:20000]] 質問{i}" for i in range(315)]),
+                       ("short", [f"質問{i}" for i in range(315)]), ("one-long", ["[[think:5000000]] 長い思考"])):
+        proc = shaberi("run", "--model", "m", "--tag", tag, "--base-url", server.base_url, "--benchmark", "rakuda",
+                       "--judge", "j", "--results-dir", str(results), "--data-dir",
+                       str(write_rakuda(tmp_path / tag, texts)), timeout=600)
+        assert proc.returncode == 0, proc.stderr
+    assert query(results, "SELECT tag, status FROM runs ORDER BY tag") == [
+        ("one-long", "ok"), ("short", "ok"), ("thinking", "ok")]
+    art = results / "m" / "thinking" / "artifacts" / "shaberi"
+    answers = read_jsonl(art / "answers" / "rakuda.jsonl")
+    assert [a["question_id"] for a in answers] == sorted(f"q{i}" for i in range(315))  # in key order
+    assert all(19_990 <= len(a["reasoning"]) <= 20_000 for a in answers)  # (stripped of the whitespace around it)
+    stored = dict(query(results, "SELECT question_id, reasoning FROM answers WHERE run_id LIKE 'thinking%'"))
+    assert all(a["reasoning"] == stored[a["question_id"]] for a in answers)  # every character, as stored
+    judged = read_jsonl(art / "normalized" / "judgements.jsonl")
+    assert len(judged) == 315 and all(j["score"] is not None and j["reasoning"] for j in judged)
+    assert len(read_jsonl(art / "normalized" / "answers.jsonl")) == 315
+    (long,) = read_jsonl(results / "m" / "one-long" / "artifacts" / "shaberi" / "answers" / "rakuda.jsonl")
+    assert 4_999_990 <= len(long["reasoning"]) <= 5_000_000
+    # Memory: exporting 19 MB of thinking (as JSON) costs little more than exporting short answers (measured:
+    # +52 MB; the old export ran out of its 128 MB at this size).
+    (rc_long, long_mb), (rc_short, short_mb) = _export_peak_mb(results, "thinking"), _export_peak_mb(results, "short")
+    assert rc_long == rc_short == 0
+    assert long_mb < short_mb + 100, (long_mb, short_mb)
+
+
+def test_an_export_that_cannot_be_written_fails_alone_not_the_run(server, tmp_path):
+    data = write_rakuda(tmp_path / "d", ["質問1", "質問2"])
+    results = tmp_path / "r"
+    (results / "m" / "t").mkdir(parents=True)
+    (results / "m" / "t" / "artifacts").write_text("a file where the export's folder goes")
+    args = ["--model", "m", "--tag", "t", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j",
+            "--results-dir", str(results), "--data-dir", str(data)]
+    proc = shaberi("run", *args)
+    assert proc.returncode == 1
+    assert "error: the export could not be written" in proc.stderr and "the run stays ok" in proc.stderr
+    assert "Traceback" not in proc.stderr and "status: ok" in proc.stdout
+    assert query(results, "SELECT status, error FROM runs") == [("ok", None)]  # the run is what its stages made it
+    again = shaberi("run", *args)  # nothing to call again: the run is done, only its export is missing
+    assert again.returncode == 1 and "0 called" in again.stdout and server.stats()["calls"] == 4
+    assert shaberi("export", "--results-dir", str(results)).returncode == 1  # the same state, the same code
+    (results / "m" / "t" / "artifacts").unlink()
+    assert shaberi("export", "--results-dir", str(results)).returncode == 0
+    assert len(read_jsonl(results / "m" / "t" / "artifacts" / "shaberi" / "answers" / "rakuda.jsonl")) == 2
+    assert json.loads((results / "m" / "t" / "manifest.json").read_text())["status"] == "ok"

@@ -246,7 +246,7 @@ def export(
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """Write (again) the JSONL artifacts, metrics and manifests of stored runs."""
-    from ..reports.export import export_run, export_summary, write_manifest
+    from ..reports.export import EXPORT_ERRORS, export_failure, export_run, export_summary, write_manifest
     from ..tables.selection import find_runs
     from ..tables.store import Store
 
@@ -255,14 +255,23 @@ def export(
         raise UsageError(f"no runs to export under {results_dir}{f' tagged {tag!r}' if tag else ''}"
                          f"{f' for model {model!r}' if model else ''}")
     store = Store(results_dir)
+    failed = 0
     for r in runs:
         with store.lock(r.run_id, f"run {r.model!r} tag {r.tag!r}"):  # not while a run writes it
-            write_manifest(results_dir, r.run_id, holding_lock=True)
-            folder = export_run(results_dir, r.run_id)
+            try:
+                write_manifest(results_dir, r.run_id, holding_lock=True)
+                folder = export_run(results_dir, r.run_id)
+            except EXPORT_ERRORS as exc:
+                failed += 1
+                typer.echo(f"error: {r.tag} ({r.model}): the export could not be written: {export_failure(exc)}",
+                           err=True)
+                continue
         typer.echo(f"{r.tag} ({r.model}): {folder.parent.parent}")
     for run_model, base_tag in sorted({(r.model, r.base_tag) for r in runs if r.tag != r.base_tag}):
         if path := export_summary(results_dir, base_tag, run_model):
             typer.echo(f"{base_tag} ({run_model}), {len([r for r in runs if r.base_tag == base_tag])} runs: {path}")
+    if failed:
+        raise typer.Exit(1)
 
 
 @app.command("import-legacy")

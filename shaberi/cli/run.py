@@ -354,6 +354,10 @@ def run_request(request: RunRequest) -> Outcome:
     for name, r in outcome.vain_stages.items():
         typer.echo(f"note: {describe(name, r)}; the run stays {outcome.status} (run the same command again to retry)",
                    err=True)
+    if outcome.export_error:
+        typer.echo(f"error: the export could not be written ({outcome.export_error}); the run stays "
+                   f"{outcome.status}, its tables hold everything: shaberi export --tag {outcome.info.tag} writes it "
+                   "again", err=True)
     if broken := outcome.failed_stages:
         typer.echo("error: " + "; ".join(describe(name, r) for name, r in broken.items()), err=True)
     elif outcome.status == "failed":

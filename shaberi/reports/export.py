@@ -19,24 +19,47 @@ record carries ``answer_id`` = ``<run_id>/<benchmark>/<question_id>/<sample_inde
 
 from __future__ import annotations
 
+import itertools
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import duckdb
 import orjson
+import pyarrow as pa
 
+from ..errors import storage_error
 from ..status import benchmark_statuses
-from ..tables.location import Root, as_root, publish, write_bytes
+from ..tables.location import Root, as_root, glob_literal, publish, published, write_bytes
 from ..tables.schema import TABLES
 from ..tables.selection import find_runs
 from ..tables.sql import connect, shown_status
+from ..tables.store import Store
+from ..tables.stream import with_texts
 
-__all__ = ["export_connection", "export_run", "export_summary", "family_path", "run_folder", "write_manifest",
-           "write_progress_manifest"]
+__all__ = ["EXPORT_ERRORS", "export_connection", "export_failure", "export_run", "export_summary", "family_path",
+           "run_folder", "write_manifest", "write_progress_manifest"]
 
+# What writing an export can raise that is no bug of ours: the disk, the object store, memory.
+EXPORT_ERRORS: tuple[type[BaseException], ...] = (duckdb.Error, OSError, pa.ArrowException, MemoryError)
 _STORE_FOLDERS = {"tables", "journal", "locks", "quick-eval"}
-_ANSWER_ID = ("run_id || '/' || benchmark || '/' || question_id || '/' || sample_index || "
-              "CASE WHEN strategy = '' THEN '' ELSE '/' || strategy END")
+
+
+def _answer_id(t: str = "") -> str:
+    """SQL for ``answer_id`` from the columns of table alias ``t``."""
+    t = f"{t}." if t else ""
+    return (f"{t}run_id || '/' || {t}benchmark || '/' || {t}question_id || '/' || {t}sample_index || "
+            f"CASE WHEN {t}strategy = '' THEN '' ELSE '/' || {t}strategy END")
+
+
+def export_failure(exc: BaseException) -> str:
+    """Why an export could not be written, in one line. What is the user's to fix (a corrupt part, a read-only
+    root) is raised again, for the CLI to say as bad input (exit 2)."""
+    found = storage_error(exc)
+    if found and found[1] == 2:
+        raise exc
+    return found[0] if found else f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
 
 
 def folder_name(name: str) -> str:
@@ -67,12 +90,18 @@ def _records(con: duckdb.DuckDBPyConnection, query: str, params: dict | None = N
 
 
 def export_connection(results_dir: Path, run_id: str) -> duckdb.DuckDBPyConnection:
-    """DuckDB for one run's manifest and export, kept small: one thread and 128 MB (it spills beyond that),
-    so that exporting a large run does not raise the run's peak memory (measured: 317 → 260 MB at 20,000
-    answers)."""
+    """DuckDB for one run's manifest and export, kept small: one thread and 128 MB (it spills beyond that, to
+    a temp folder rather than the working directory), so that exporting a large run does not raise the run's
+    peak memory (measured: 317 → 260 MB at 20,000 answers)."""
     con = connect(results_dir, None, [run_id], upto="run_scores")  # the views a run's export reads
-    con.execute("SET threads = 1; SET memory_limit = '128MB'")
+    con.execute(f"SET threads = 1; SET memory_limit = '128MB'; SET temp_directory = {_lit(_spill_dir())}")
     return con
+
+
+def _spill_dir() -> str:
+    import tempfile
+
+    return str(Path(tempfile.gettempdir()) / "shaberi-duckdb")
 
 
 def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | None = None,
@@ -172,46 +201,47 @@ def _write_manifest(results_dir: Path, run: dict, benchmarks: dict, judged: dict
 
 
 def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | None = None) -> Path:
-    """Write the run's artifacts (JSONL per benchmark and judge, normalized records, metrics). DuckDB writes
-    the JSON Lines itself (``COPY … FORMAT JSON``): rows never pass through Python."""
+    """Write the run's artifacts (JSONL per benchmark and judge, normalized records, metrics). Answers and
+    judgements, whose texts can be megabytes each (a reasoning model's), are streamed (``tables.stream``);
+    the short records are written by DuckDB itself (``COPY … FORMAT JSON``)."""
     con = con or export_connection(results_dir, run_id)
     (run,) = _records(con, "SELECT model, tag FROM runs")
     root = run_folder(results_dir, run["model"], run["tag"]) / "artifacts" / "shaberi"
-    con.execute(f"""CREATE OR REPLACE TEMP VIEW x_answers AS
-        SELECT {_ANSWER_ID} AS answer_id, a.run_id, a.benchmark, a.question_id, a.sample_index, a.strategy, a.model,
-               q.turns, q.reference, q.criteria, q.category, a.content, a.reasoning, a.finish_reason, a.error,
-               a.error_type, a.attempts, a.latency_ms, a.prompt_tokens AS answer_prompt_tokens,
-               a.completion_tokens AS answer_completion_tokens, a.answer_hash, a.created_at
+    store = Store(results_dir)
+    answers = _stream(con, store.parts("answers", run_id), "answers", f"""
+        SELECT {_answer_id('a')} AS answer_id, a.run_id, a.benchmark, a.question_id, a.sample_index, a.strategy,
+               a.model, q.turns, q.reference, q.criteria, q.category, a.finish_reason, a.error, a.error_type,
+               a.attempts, a.latency_ms, a.prompt_tokens AS answer_prompt_tokens,
+               a.completion_tokens AS answer_completion_tokens, a.answer_hash, a.created_at::VARCHAR AS created_at,
+               l._file, l._row
         FROM answers a LEFT JOIN questions q USING (run_id, benchmark, question_id)
-        ORDER BY a.benchmark, a.question_id, a.sample_index, a.strategy""")
-    con.execute(f"""CREATE OR REPLACE TEMP VIEW x_judgements AS
-        SELECT {_ANSWER_ID} AS answer_id, j.benchmark, j.question_id, j.judge AS judge_model, j.score, j.score_scale,
-               j.parse_method, j.error,
-               -- the judge's reasoning: its reply without the closing score line (judge_output keeps all of it)
-               nullif(trim(regexp_replace(j.judge_output, '\\s*FINAL SCORE\\s*[:：]\\s*[^\\n]*\\s*$', '')), '')
-                   AS reasoning,
-               j.judge_output, j.finish_reason AS judge_finish_reason, j.fallback_output, j.prompt_hash,
+             JOIN {{located}} l ON {{match:a}}""", "benchmark, question_id, sample_index, strategy",
+                      ["content", "reasoning"], _ANSWER_FIELDS)
+    _write_grouped(answers, root / "normalized" / "answers.jsonl",
+                   lambda r: root / "answers" / f"{r['benchmark']}.jsonl")
+    same_answer = " AND ".join(f"a.{c} = j.{c}" for c in TABLES["answers"].key)
+    judgements = _stream(con, store.parts("judgements", run_id), "judgements", f"""
+        SELECT {_answer_id('j')} AS answer_id, j.benchmark, j.question_id, j.judge AS judge_model, j.score,
+               j.score_scale, j.parse_method, j.error, j.finish_reason AS judge_finish_reason, j.prompt_hash,
                j.answer_hash, a.prompt_tokens AS answer_prompt_tokens, a.completion_tokens AS answer_completion_tokens,
-               j.prompt_tokens AS judge_prompt_tokens, j.completion_tokens AS judge_completion_tokens, j.created_at
-        FROM judgements j LEFT JOIN answers a USING ({", ".join(TABLES["answers"].key)})
-        ORDER BY j.judge, j.benchmark, j.question_id, j.sample_index""")
+               j.prompt_tokens AS judge_prompt_tokens, j.completion_tokens AS judge_completion_tokens,
+               j.created_at::VARCHAR AS created_at, j.sample_index, j.strategy, l._file, l._row
+        FROM judgements j LEFT JOIN answers a ON {same_answer} JOIN {{located}} l ON {{match:j}}""",
+                         "judge_model, benchmark, question_id, sample_index, strategy, created_at",
+                         ["judge_output", "fallback_output"], _JUDGEMENT_FIELDS, _judge_reasoning)
+    _write_grouped(judgements, root / "normalized" / "judgements.jsonl",
+                   lambda r: root / "judgements" / f"judge_{folder_name(r['judge_model'])}" / f"{r['benchmark']}.jsonl")
     con.execute(f"""CREATE OR REPLACE TEMP VIEW x_scores AS
-        SELECT {_ANSWER_ID} AS answer_id, benchmark, question_id, judge AS judge_model, original_score, pass_delta,
+        SELECT {_answer_id()} AS answer_id, benchmark, question_id, judge AS judge_model, original_score, pass_delta,
                score, score_10, passes, error, prompt_hash FROM scores
         ORDER BY judge, benchmark, question_id, sample_index""")
     con.execute(f"""CREATE OR REPLACE TEMP VIEW x_passes AS
-        SELECT {_ANSWER_ID} AS answer_id, * EXCLUDE (run_id) FROM pass_deltas ORDER BY pass_name, benchmark,
+        SELECT {_answer_id()} AS answer_id, * EXCLUDE (run_id) FROM pass_deltas ORDER BY pass_name, benchmark,
         question_id""")
-    for (bench,) in con.execute("SELECT DISTINCT benchmark FROM x_answers").fetchall():
-        _copy(con, f"SELECT * FROM x_answers WHERE benchmark = {_lit(bench)}", root / "answers" / f"{bench}.jsonl")
-    for judge, bench in con.execute("SELECT DISTINCT judge_model, benchmark FROM x_judgements").fetchall():
-        _copy(con, f"SELECT * FROM x_judgements WHERE judge_model = {_lit(judge)} AND benchmark = {_lit(bench)}",
-              root / "judgements" / f"judge_{folder_name(judge)}" / f"{bench}.jsonl")
     for name, bench in con.execute("SELECT DISTINCT pass_name, benchmark FROM x_passes").fetchall():
         _copy(con, f"SELECT * FROM x_passes WHERE pass_name = {_lit(name)} AND benchmark = {_lit(bench)}",
               root / "passes" / folder_name(name) / f"{bench}.jsonl")
-    for name in ("answers", "judgements", "scores"):
-        _copy(con, f"SELECT * FROM x_{name}", root / "normalized" / f"{name}.jsonl")
+    _copy(con, "SELECT * FROM x_scores", root / "normalized" / "scores.jsonl")
     metrics = {
         "benchmarks": _records(con, "SELECT judge, benchmark, title, score, baseline_score, n, n_scored, n_null, "
                                     "n_error, n_judge_error, n_not_judged, n_stale, prompt_hashes "
@@ -224,6 +254,54 @@ def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | 
     }
     _write_json(root / "metrics.json", metrics)
     return root
+
+
+# The fields of an exported answer and judgement, in this order.
+_ANSWER_FIELDS = ["answer_id", "run_id", "benchmark", "question_id", "sample_index", "strategy", "model", "turns",
+                  "reference", "criteria", "category", "content", "reasoning", "finish_reason", "error", "error_type",
+                  "attempts", "latency_ms", "answer_prompt_tokens", "answer_completion_tokens", "answer_hash",
+                  "created_at"]
+_JUDGEMENT_FIELDS = ["answer_id", "benchmark", "question_id", "judge_model", "score", "score_scale", "parse_method",
+                     "error", "reasoning", "judge_output", "judge_finish_reason", "fallback_output", "prompt_hash",
+                     "answer_hash", "answer_prompt_tokens", "answer_completion_tokens", "judge_prompt_tokens",
+                     "judge_completion_tokens", "created_at"]
+_SCORE_LINE = re.compile(r"\s*FINAL SCORE\s*[:：]\s*[^\n]*\s*\Z")
+
+
+def _judge_reasoning(texts: dict) -> dict:
+    """The judge's reasoning: its reply without the closing score line (``judge_output`` keeps all of it)."""
+    return {"reasoning": _SCORE_LINE.sub("", texts["judge_output"] or "", count=1).strip() or None}
+
+
+def _stream(con: duckdb.DuckDBPyConnection, parts: list[Root], table: str, query: str, order: str, texts: list[str],
+            fields: list[str], derive: Callable[[dict], dict] | None = None) -> Iterator[dict]:
+    """``query``'s rows in ``order`` with ``table``'s long ``texts`` added (``tables.stream``), as ``fields``.
+    In ``query``, ``{located}`` is each stored row's place in its part and ``{match:X}`` joins it to view X."""
+    if not parts:
+        return iter(())
+    spec = TABLES[table]
+    identity = list(dict.fromkeys([*spec.key, "created_at"]))
+    types = dict(spec.duckdb_columns)
+    files = ", ".join(_lit(glob_literal(p)) for p in parts)
+    located = (f"(SELECT {', '.join(f'CAST({c} AS {types[c]}) AS {c}' for c in identity)}, max(_file) AS _file, "
+               f"arg_max(file_row_number, _file) AS _row FROM read_parquet([{files}], union_by_name = true, "
+               f"filename = '_file', file_row_number = true, hive_partitioning = false) GROUP BY ALL)")
+    alias = re.search(r"\{match:(\w+)\}", query)
+    assert alias is not None
+    match = " AND ".join(f"{alias[1]}.{c} IS NOT DISTINCT FROM l.{c}" for c in identity)
+    rows = with_texts(con, query.replace("{located}", located).replace(alias[0], match), order, parts, texts, derive)
+    return ({f: row.get(f) for f in fields} for row in rows)
+
+
+def _write_grouped(rows: Iterator[dict], every: Root, path: Callable[[dict], Root]) -> None:
+    """Each row as a JSON line into ``every`` and into its group's file ``path(row)`` (rows come grouped)."""
+    with published(every) as all_tmp, open(all_tmp, "wb") as all_fh:
+        for target, group in itertools.groupby(rows, key=path):
+            with published(target) as tmp, open(tmp, "wb") as fh:
+                for row in group:
+                    line = orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
+                    fh.write(line)
+                    all_fh.write(line)
 
 
 def _lit(value: str) -> str:

@@ -27,7 +27,7 @@ import duckdb
 from ..errors import UsageError
 
 __all__ = ["REMOTE_SCHEMES", "Root", "as_root", "attach", "glob_in", "glob_literal", "is_remote", "local_state",
-           "open_for_read", "publish", "put_new", "remove", "unglob", "write_bytes", "write_whole"]
+           "open_for_read", "publish", "published", "put_new", "remove", "unglob", "write_bytes", "write_whole"]
 
 REMOTE_SCHEMES = ("s3://", "gs://", "gcs://")
 Root: TypeAlias = Any  # a pathlib.Path, or a upath.UPath (same methods: /, exists, open; glob_in, remove for these)
@@ -182,15 +182,22 @@ def write_bytes(final: Root, data: bytes) -> None:
 def publish(final: Root, write: Callable[[Path], object]) -> None:
     """Write ``final`` whole through a local file: ``write(path)`` fills a temp file (DuckDB's COPY needs a path),
     which is renamed (disk) or uploaded in one PUT (object storage)."""
+    with published(final) as tmp:
+        write(tmp)
+
+
+@contextlib.contextmanager
+def published(final: Root) -> Iterator[Path]:
+    """``publish`` for a writer that fills the local temp file over time (a stream of records)."""
     if not is_remote(final):
         with write_whole(final) as tmp:
-            write(Path(str(tmp)))
+            yield Path(str(tmp))
         return
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="shaberi-") as folder:
         tmp = Path(folder) / final.name
-        write(tmp)
+        yield tmp
         final.fs.put_file(str(tmp), final.path)
 
 

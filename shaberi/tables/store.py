@@ -83,7 +83,7 @@ class Store:
         self._check_lease()
         final = self.run_dir(table, run_id) / part_name(seq if seq is not None else self.next_seq(), covers)
         with write_whole(final) as target:
-            pq.write_table(data, target, compression="zstd")
+            pq.write_table(data, target, compression="zstd", row_group_size=_group_rows(data))
         return final
 
     def replace(self, table: str, run_id: str, data: pa.Table | list[dict]) -> None:
@@ -137,7 +137,8 @@ class Store:
         with write_whole(final) as target, pq.ParquetWriter(target, spec.schema, compression="zstd") as writer:
             for i, p in enumerate(parts):
                 if keep.get(i):
-                    writer.write_table(_conform(_read_part(p, None), spec, None).take(sorted(keep[i])))
+                    rows = _conform(_read_part(p, None), spec, None).take(sorted(keep[i]))
+                    writer.write_table(rows, row_group_size=_group_rows(rows))
         for p in parts:
             remove(p)
 
@@ -238,6 +239,15 @@ class Journal:
 
     def _convert(self, path: Path) -> int:
         return _convert(self.store, self.run_id, path)
+
+
+GROUP_BYTES = 8 << 20
+
+
+def _group_rows(data: pa.Table) -> int:
+    """Rows per Parquet row group so that one holds about ``GROUP_BYTES``: a reader decodes a row group's column
+    whole, and a reasoning model's answers are tens of kilobytes each (``tables.stream`` reads them so)."""
+    return max(1, min(data.num_rows, data.num_rows * GROUP_BYTES // max(1, data.nbytes)))
 
 
 def recover(store: Store, run_id: str) -> int:

@@ -26,6 +26,7 @@ body so that a retry of the same request sees the next outcome::
     [[fail:401]]        always 401 (no ``*n``: every attempt)
     [[fail:echo]]       401 whose error message echoes the request's Authorization header (as some proxies do)
     [[think]]           the reply starts with a ``<think>…</think>`` block
+    [[think:N]]         … holding N characters of varied text (a reasoning model's long thinking)
     [[shape:NAME]]      an odd but well-formed response, on every attempt: ``blocks`` (content as Magistral's
                         list of a thinking and a text block), ``dict`` / ``number`` (content that is no text),
                         ``usage_string``, ``tokens_bad`` (non-numeric and negative counts), ``tokens_huge``,
@@ -71,6 +72,7 @@ __all__ = ["FakeLLM", "main", "request_key"]
 _FAULT = re.compile(r"\[\[fail:(\w+)(?:\*(\d+))?\]\]")
 _SHAPE = re.compile(r"\[\[shape:(\w+)\]\]")
 _ANSWER = re.compile(r"<<answer:(.*?)>>", re.S)
+_THINK = re.compile(r"\[\[think:(\d+)\]\]")
 _SEEDED_ANSWER = re.compile(r"<<answer#(\d+):(.*?)>>", re.S)
 _JUDGE = re.compile(r"<<judge(64)?:(.*?)>>", re.S)
 _DIRECTIVE = re.compile(r"<<.*?>>", re.S)
@@ -268,7 +270,20 @@ class FakeLLM:
             content += f"（サンプル{seed}）"
         if "[[think]]" in text:
             content = "<think>まず質問を整理します。</think>" + content
+        elif m := _THINK.search(text):
+            content = f"<think>{_thinking(question, int(m.group(1)))}</think>" + content
         return content
+
+
+def _thinking(seed: str, n: int) -> str:
+    """N characters of thinking, different for each question (so that nothing stores it as one repeated value)."""
+    words = ("まず", "質問", "を整理", "します。", "次に", "条件", "を確認", "すると、", "答えは", "考えられる。", "\n")
+    out, state, size = [], int(hashlib.sha256(seed.encode()).hexdigest()[:8], 16), 0
+    while size < n:
+        state = (state * 1103515245 + 12345) % 2**31
+        out.append(words[state % len(words)])
+        size += len(out[-1])
+    return "".join(out)[:n]
 
 
 def _reasoning_refusal(payload: dict) -> str | None:
