@@ -1,20 +1,27 @@
 """Keep credentials off disk: an API key a server echoes in an error body, and the ``user:password@`` of a base
 URL, are replaced before any text is stored, exported or printed.
 
-The client redacts every error it raises (its own key and URL credentials, plus anything shaped like a bearer
-token or an OpenAI-style key); the ``runs`` row strips credentials from every URL it records.
+The client redacts every error it raises (its own key and URL credentials, in plain and in base64 as an
+``Authorization: Basic`` header carries them, plus the credentials of any ``Authorization`` header, bearer and
+basic tokens and anything shaped like an OpenAI-style key); the ``runs`` row strips credentials from every URL
+it records.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
+from urllib.parse import unquote, urlsplit
 
-__all__ = ["REDACTED", "redact", "strip_credentials"]
+__all__ = ["REDACTED", "redact", "strip_credentials", "url_secrets"]
 
 REDACTED = "[redacted]"
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s\"']+@")
+# An Authorization header as a server may echo it, whatever its scheme: the credentials after the scheme word.
+_AUTHORIZATION = re.compile(r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?\s*(?:[a-z][\w-]*\s+)?)[^\s\"',;}]+")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;}]+")
+_BASIC = re.compile(r"(?i)\b(basic\s+)[A-Za-z0-9+/_-]{6,}={0,2}")
 _KEYLIKE = re.compile(r"\b(sk-|sk_|AIza)[A-Za-z0-9_\-]{8,}")
 
 
@@ -23,12 +30,30 @@ def strip_credentials(text: str) -> str:
     return _USERINFO.sub(r"\1", text)
 
 
+def url_secrets(url: str) -> list[str]:
+    """What of ``url`` is secret: its password and ``user:password`` (as given and percent-decoded)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return []
+    user = parts.username or ""
+    password = parts.password
+    return [password, unquote(password), f"{user}:{password}", f"{unquote(user)}:{unquote(password)}"]
+
+
+def _forms(secret: str) -> list[str]:
+    """A secret as a server may echo it: plain, and base64 (standard and URL-safe, with or without padding)."""
+    encoded = [base64.b64encode(secret.encode()).decode(), base64.urlsafe_b64encode(secret.encode()).decode()]
+    return [secret, *encoded, *(e.rstrip("=") for e in encoded)]
+
+
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """``text`` with ``secrets`` (a key, a URL's password), bearer tokens, key-shaped strings and URL
-    credentials replaced."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, REDACTED)
+    """``text`` with ``secrets`` (a key, a URL's password; plain or base64), Authorization credentials, bearer and
+    basic tokens, key-shaped strings and URL credentials replaced."""
+    forms = {form for secret in secrets if secret and len(secret) >= 4 for form in _forms(secret)}
+    for form in sorted(forms, key=len, reverse=True):  # user:password's base64 before the password's
+        text = text.replace(form, REDACTED)
+    text = _AUTHORIZATION.sub(rf"\1{REDACTED}", text)
     text = _BEARER.sub(rf"\1{REDACTED}", text)
+    text = _BASIC.sub(rf"\1{REDACTED}", text)
     text = _KEYLIKE.sub(REDACTED, text)
     return strip_credentials(text)

@@ -3,6 +3,8 @@ what it cannot, and every resume works; a journal row that cannot be stored is s
 
 from __future__ import annotations
 
+import base64
+
 import orjson
 
 from shaberi.tables.store import Store, recover
@@ -74,9 +76,19 @@ def test_the_key_and_url_credentials_never_reach_disk(server, tmp_path):
     assert stored.returncode == 0, stored.stderr
     assert query(tmp_path / "r", "SELECT base_url, judges FROM runs WHERE tag = 'creds'") == [
         (server.base_url, [f"j@{server.base_url}"])]
+    # A server that echoes Basic credentials (user:password@ in the URL) in its 401: base64 is no disguise.
+    basic = server.base_url.replace("http://", "http://alice:Pa55SECRETword@")
+    echoed_basic = shaberi("run", "--model", "m", "--base-url", basic, "--benchmark", "rakuda", "--tag", "basic",
+                           "--results-dir", str(tmp_path / "r"), "--data-dir", str(data))
+    assert echoed_basic.returncode == 0, echoed_basic.stderr
+    assert query(tmp_path / "r", "SELECT error FROM answers WHERE error IS NOT NULL AND run_id LIKE 'basic%'") == [
+        ("HTTP 401: invalid credentials: Authorization: Basic [redacted]",)]
+    b64 = base64.b64encode(b"alice:Pa55SECRETword")
     written = b"".join(p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file())
     assert key.encode() not in written and b"pw-secret-42" not in written
-    assert not any(key in p.stdout + p.stderr or "pw-secret-42" in p.stdout + p.stderr for p in (echoed, stored))
+    assert b64 not in written and b64.rstrip(b"=") not in written and b"Pa55SECRETword" not in written
+    shown = "".join(p.stdout + p.stderr for p in (echoed, stored, echoed_basic))
+    assert not any(s in shown for s in (key, "pw-secret-42", "Pa55SECRETword", b64.decode().rstrip("=")))
 
 
 def test_redaction_rules():
@@ -84,12 +96,20 @@ def test_redaction_rules():
 
     from shaberi.errors import UsageError
     from shaberi.llm.client import ChatClient
-    from shaberi.redact import redact, strip_credentials
+    from shaberi.redact import redact, strip_credentials, url_secrets
 
     assert strip_credentials("at https://u:p@api.x/v1 and http://h/v1") == "at https://api.x/v1 and http://h/v1"
     text = 'key mykey-123 {"authorization": "Bearer abc.def"} sk-proj-AAAAAAAAAAAA AIzaSyBBBBBBBBBBBB'
     assert redact(text, ["mykey-123", None, ""]) == ('key [redacted] {"authorization": "Bearer [redacted]"} '
                                                     "[redacted] [redacted]")
+    # Every Authorization scheme, Basic tokens anywhere, a known secret in base64; ordinary words stay.
+    assert redact("Authorization: Digest username=x; authorization=Token abc") == (
+        "Authorization: Digest [redacted]; authorization=Token [redacted]")
+    assert redact("got Basic dXNlcjpwYXNz back") == "got Basic [redacted] back"
+    secret = base64.b64encode(b"alice:Pa55SECRETword").decode()
+    assert redact(f"echo {secret} / {secret.rstrip('=')}", url_secrets("http://alice:Pa55SECRETword@h/v1")) == (
+        "echo [redacted] / [redacted]")
+    assert redact("token limit exceeded; basic usage") == "token limit exceeded; basic usage"
     with pytest.raises(UsageError, match="user:password@ and an API key cannot both be sent"):
         ChatClient("http://u:p@127.0.0.1:9/v1", "sk-x")
 

@@ -27,7 +27,7 @@ import aiohttp
 import orjson
 
 from .. import errors
-from ..redact import redact
+from ..redact import redact, url_secrets
 from .control import ControlConfig, Controller, Pacing
 from .lease import Answer, Lease
 
@@ -160,7 +160,7 @@ class ChatClient:
         self.headers = {"Content-Type": "application/json"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
-        self._secrets = (api_key, urlsplit(self.base_url).password)  # never in an error's text (``redact``)
+        self._secrets = (api_key, *url_secrets(self.base_url))  # never in an error's text (``redact``)
         if api_key and urlsplit(self.base_url).username is not None:  # HTTP carries one Authorization header
             raise errors.UsageError(f"{option} {redact(self.base_url)}: a URL with user:password@ and an API key "
                                     f"cannot both be sent; drop one (or name no key with {key_option} on loopback)")
