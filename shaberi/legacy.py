@@ -8,20 +8,30 @@ as the design lists them: ELYZA and the 80-question MT-Bench by order of first a
 text (so a repeated question is the same question), Tengu by ``id`` or that order, MT-Bench by ``id``,
 Rakuda by ``question_id``. A file in the 60-question MT-Bench folder that holds the older 80-question set
 (``Category`` and no ``id``) is imported as ``mt_bench_80``, never pooled with the 60. Scores may be int,
-float, null, or a dict holding ``score`` (a known bug; its ``judge_output`` goes with it). A repeated
-question counts once, with its last row; its earlier rows are kept as superseded judgements (``prompt_hash``
-``legacy:repeat<k>``), which ``leaderboard --as-published`` counts as the original tooling did, and the
-import report names the models whose numbers differ between the two. Tengu 61–65 are kept in the tables
-and left out of scores by the views. Models are processed one at a time, so memory follows the largest
+float, null, or a dict holding ``score`` (a known bug; its ``judge_output`` goes with it). A score outside the
+benchmark's judging scale, or not a real number (a bool, a string, NaN, inf), is no verdict: the row is imported
+unscored with the reason in ``error``, never averaged (not even by ``leaderboard --as-published``, though the
+original tooling averaged a judge's 0 on ELYZA's 1–5, as it would have 1e308), and the report counts and names
+them. A repeated question counts once, with its last row; its earlier rows are kept as superseded judgements
+(``prompt_hash`` ``legacy:repeat<k>``), which ``leaderboard --as-published`` counts as the original tooling did,
+and the import report names the models whose numbers differ between the two. Tengu 61–65 are kept in the
+tables and left out of scores by the views. Models are processed one at a time, so memory follows the largest
 model, not the tree.
+
+The tree is read twice: first checked whole, then imported, so that bad input (a file that is not a regular
+file, a line over ``MAX_LINE`` bytes, a row without its question key, a ``judge_output`` that is not text, a file
+none of whose scores is on the benchmark's scale) stops the import with one line before anything is written.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import stat
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeGuard
 
 import orjson
 
@@ -32,9 +42,11 @@ from .tables.rows import AnswerKey, answer, judgement, question
 from .tables.schema import TABLES
 from .tables.store import Store, now_us
 
-__all__ = ["ImportReport", "folders", "import_tree", "report_lines"]
+__all__ = ["MAX_LINE", "ImportReport", "folders", "import_tree", "report_lines"]
 
 TAG = "legacy"
+MAX_LINE = 64 << 20  # bytes per JSON line: a longer one is no legacy row (a legacy row is a few kB)
+_WARNED_PER_FILE = 3  # set-aside scores named by line per file; the rest are counted
 
 
 def folders() -> dict[str, str]:
@@ -55,7 +67,8 @@ class ImportReport:
 
 
 def _files(root: Path, report: ImportReport) -> dict[str, list[tuple[str | None, str, Path]]]:
-    """model -> [(judge or None for answers, dataset folder, path)], unknown folders reported and skipped."""
+    """model -> [(judge or None for answers, dataset folder, path)], unknown folders reported and skipped; a
+    path in a known folder that is not a regular file refused (``_regular``)."""
     by_model: dict[str, list[tuple[str | None, str, Path]]] = defaultdict(list)
     answers = sorted((root / "model_answers").glob("*/*.json"))
     judged = sorted((root / "judgements").glob("judge_*/*/*.json"))
@@ -69,56 +82,151 @@ def _files(root: Path, report: ImportReport) -> dict[str, list[tuple[str | None,
                 report.warnings.append(f"skipped unknown dataset folder {path.parent}")
             report.counts["unknown_folder_files"] += 1
             continue
+        _regular(path)
         judge = path.parent.parent.name.removeprefix("judge_") if path.parts[-4] == "judgements" else None
         by_model[path.stem.replace("__", "/", 1)].append((judge, folder, path))
     return by_model
 
 
-def _rows(path: Path, report: ImportReport) -> Iterator[dict]:
-    data = path.read_bytes()
-    if b"\\u" in data[:4096]:
-        report.counts["ascii_escaped_files"] += 1
-    for number, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            report.counts["malformed_lines"] += 1
-            report.warnings.append(f"{path}:{number}: not a JSON object, line skipped")
-            continue
-        if isinstance(row, dict):
-            yield row
+def _regular(path: Path) -> None:
+    """Only regular files are read (a symlink to one is fine): a directory named ``*.json`` holds no rows, a
+    dangling symlink none either, a device (``/dev/zero``) reads without end and a FIFO blocks."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        what = "a symlink to nothing" if path.is_symlink() else exc.strerror
+        raise DataError(f"{path} cannot be read ({what}): remove it from the tree or make it a JSON Lines file, "
+                        "then import again") from None
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a FIFO" if stat.S_ISFIFO(mode) else "a special file")
+        raise DataError(f"{path} is {kind}, not a JSON Lines file: move it out of the tree, then import again")
 
 
-def _benchmark(folder: str, rows: list[dict], report: ImportReport) -> str:
+@dataclass(frozen=True)
+class _Row:
+    """One legacy row, where it is, and for a judgement what it counts as."""
+
+    line: int
+    data: dict
+    score: float | None = None  # None: no score (null, or set aside: ``problem`` says why)
+    output: str | None = None  # the judge's reply
+    problem: str | None = None  # why a score that was given is not imported as one
+
+
+def _rows(path: Path, report: ImportReport) -> list[tuple[int, dict]]:
+    """(line number, row) of a JSON Lines file; a line that is not a JSON object is reported and skipped, one
+    over ``MAX_LINE`` bytes refused (read line by line, never more than that at once)."""
+    rows: list[tuple[int, dict]] = []
+    try:
+        with open(path, "rb") as fh:
+            if b"\\u" in fh.read(4096):
+                report.counts["ascii_escaped_files"] += 1
+            fh.seek(0)
+            for number, line in enumerate(iter(lambda: fh.readline(MAX_LINE + 1), b""), start=1):
+                if len(line) > MAX_LINE and not line.endswith(b"\n"):
+                    raise DataError(f"{path}:{number}: a line longer than {MAX_LINE / 2**20:g} MB, which no legacy row "
+                                    "is: is it a JSON Lines file? Remove it from the tree, then import again")
+                if not line.strip():
+                    continue
+                try:
+                    row = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    try:  # Python's json wrote NaN and Infinity for the original tooling: a row, its score none
+                        row = json.loads(line)
+                    except ValueError:
+                        row = None
+                if not isinstance(row, dict):
+                    report.counts["malformed_lines"] += 1
+                    report.warnings.append(f"{path}:{number}: not a JSON object, line skipped")
+                    continue
+                rows.append((number, row))
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}; fix its permissions or remove it from the tree"
+                        ) from None
+    return rows
+
+
+def _benchmark(folder: str, rows: list[tuple[int, dict]], report: ImportReport) -> str:
     name = folders()[folder]
-    if name == "mt_bench" and rows and "id" not in rows[0] and "Category" in rows[0]:
+    if name == "mt_bench" and rows and "id" not in rows[0][1] and "Category" in rows[0][1]:
         report.counts["mt_bench_80_files_in_60_folder"] += 1
         return "mt_bench_80"
     return name
 
 
-def _keyed(name: str, rows: list[dict], report: ImportReport) -> dict[str, list[dict]]:
-    """question_id -> its rows, in file order (more than one for a repeated question)."""
-    keyed: dict[str, list[dict]] = defaultdict(list)
+def _keyed(name: str, path: Path, rows: list[_Row], report: ImportReport) -> dict[str, list[_Row]]:
+    """question_id -> its rows, in file order (more than one for a repeated question). A row without its
+    question key is refused: keyed by its position instead, it would be filed under another question."""
+    keyed: dict[str, list[_Row]] = defaultdict(list)
     order: dict[str, int] = {}
-    for index, row in enumerate(rows):
-        if name == "mt_bench":
-            qid = str(row["id"])
-        elif name == "rakuda":
-            qid = str(row["question_id"])
-        elif name == "tengu" and row.get("id") not in (None, ""):
-            qid = str(row["id"])
+    title = bm.registry()[name].get("title", name)
+    by_id = "question_id" if name == "rakuda" else "id" if name == "mt_bench" or (
+        name == "tengu" and rows and _present(rows[0].data.get("id"))) else None
+    for row in rows:
+        if by_id is not None:
+            value = row.data.get(by_id)
+            if not _id_like(value):
+                said = "no " + by_id if not _present(value) else f"{by_id} {_shown(value)}, not a number or text"
+                raise DataError(f"{path}:{row.line}: the row has {said}; {title} rows are keyed by {by_id}"
+                                f"{' in this file (its first row has one)' if name == 'tengu' else ''}: give it "
+                                "its question's id or remove the row, then import again")
+            qid = str(value)
         else:  # ELYZA, MT-Bench 80, Tengu without id: order of first appearance of the question text
-            text = str(row.get("Question") or row.get("input") or index)
+            text = row.data.get("Question", row.data.get("input"))
+            if not isinstance(text, str) or not text.strip():
+                raise DataError(f"{path}:{row.line}: the row has no question text (Question or input), by which "
+                                f"{title} rows are keyed: add it or remove the row, then import again")
             qid = str(order.setdefault(text, len(order) + 1))
         if qid in keyed:
             report.counts["duplicate_rows"] += 1
         keyed[qid].append(row)
     if name == "tengu":
-        report.counts["tengu_files_with_id" if rows and "id" in rows[0] else "tengu_files_without_id"] += 1
+        report.counts["tengu_files_with_id" if by_id else "tengu_files_without_id"] += 1
     return keyed
+
+
+def _id_like(value: object) -> bool:
+    return (isinstance(value, str) and bool(value.strip())) or _integer(value)
+
+
+def _integer(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)  # JSON true is no 1
+
+
+def _present(value: object) -> bool:
+    return value is not None and not (isinstance(value, str) and not value.strip())
+
+
+def _shown(value: object) -> str:
+    """A JSON value as the file has it, short, for a message."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:  # an integer beyond 64 bits
+        text = str(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
+def _file(judge: str | None, folder: str, path: Path, report: ImportReport) -> tuple[str, dict[str, list[_Row]]]:
+    """One file's benchmark and keyed rows, a judgement file's scores read (``_score``): everything an import
+    refuses is found here, so the check pass before writing calls it too."""
+    located = _rows(path, report)
+    name = _benchmark(folder, located, report)
+    if judge is None:
+        return name, _keyed(name, path, [_Row(n, row) for n, row in located], report)
+    scale = bm.BENCHMARKS[name].scale
+    rows = [_score(path, n, row, scale, report) for n, row in located]
+    if (aside := [r for r in rows if r.problem]) and not any(r.score is not None for r in rows):
+        raise DataError(f"{path}: none of its scores is on {bm.registry()[name].get('title', name)}'s "
+                        f"{scale[0]}–{scale[1]} scale (line {aside[0].line}: {aside[0].problem}): is it another "
+                        "benchmark's file, or scores on another scale? Fix or remove it, then import again")
+    for row in aside[:_WARNED_PER_FILE]:
+        report.warnings.append(f"{path}:{row.line}: {row.problem}: imported unscored")
+    if len(aside) > _WARNED_PER_FILE:
+        report.warnings.append(f"{path}: {len(aside) - _WARNED_PER_FILE} more scores set aside (imported unscored)")
+    return name, _keyed(name, path, rows, report)
 
 
 def _question(run_id: str, name: str, qid: str, row: dict, at: int) -> dict:
@@ -133,29 +241,45 @@ def _text(value: object) -> str | None:
     return None if value is None or (isinstance(value, str) and not value.strip()) else str(value)
 
 
-def _answer(run_id: str, model: str, name: str, qid: str, row: dict, at: int) -> dict:
+def _answer(run_id: str, model: str, name: str, qid: str, row: dict, at: int, report: ImportReport) -> dict:
+    """The answer row; a ``ModelAnswer`` that is not text (a number, a dict) is an error row, never a text."""
     content = row.get("ModelAnswer")
-    error = row.get("ErrorType") or (None if content is not None else "no ModelAnswer in the legacy file")
-    return answer(run_id, AnswerKey(name, qid), model, content=None if error else str(content), error=error,
-                  error_type="legacy_error" if error else None, attempts=row.get("ErrorCount"), calls=1, created_at=at)
+    error = _text(row.get("ErrorType"))
+    if error is None and content is None:
+        error = "no ModelAnswer in the legacy file"
+    elif error is None and not isinstance(content, str):
+        report.counts["answers_not_text"] += 1
+        error = f"legacy: ModelAnswer is {_shown(content)}, not text"
+    attempts = row.get("ErrorCount")
+    return answer(run_id, AnswerKey(name, qid), model, content=None if error else content, error=error,
+                  error_type="legacy_error" if error else None, calls=1, created_at=at,
+                  attempts=attempts if _integer(attempts) and 0 <= attempts < 2**31 else None)
 
 
-def _score(row: dict, report: ImportReport) -> tuple[float | None, str | None]:
+def _score(path: Path, line: int, row: dict, scale: tuple[int, int], report: ImportReport) -> _Row:
+    """The row's score, if it is one: a real number (not a bool, a string, NaN or inf) on the benchmark's scale.
+    Any other is set aside with the reason; a ``judge_output`` that is not text is refused."""
     score, output = row.get("score"), row.get("judge_output")
     if isinstance(score, dict):  # the known bug: the score and its reply nested in a dict
         report.counts["dict_scores"] += 1
         nested: dict = score
         score, output = nested.get("score"), nested.get("judge_output", output)
+    if output is not None and not isinstance(output, str):
+        raise DataError(f"{path}:{line}: judge_output is {_shown(output)}, not the judge's reply as text: make it a "
+                        "string or null, then import again")
     if score is None:
         report.counts["null_scores"] += 1
-        return None, output
+        return _Row(line, row, None, output)
+    if not _integer(score) and not (isinstance(score, float) and math.isfinite(score)):
+        report.counts["scores_not_a_number"] += 1
+        return _Row(line, row, None, output, f"score {_shown(score)} is not a number")
+    low, high = scale
+    if not low <= score <= high:
+        report.counts["scores_outside_the_scale"] += 1
+        return _Row(line, row, None, output, f"score {_shown(score)} outside the {low}–{high} scale")
     if isinstance(score, float):
         report.counts["float_scores"] += 1
-    try:
-        return float(score), output
-    except (TypeError, ValueError):
-        report.counts["unreadable_scores"] += 1
-        return None, output
+    return _Row(line, row, float(score), output)
 
 
 def import_tree(path: Path, results_dir: Path) -> ImportReport:
@@ -164,8 +288,12 @@ def import_tree(path: Path, results_dir: Path) -> ImportReport:
         raise DataError(f"{path} is not an original Shaberi result tree: expected {path}/data/model_answers and "
                         f"{path}/data/judgements")
     report = ImportReport()
+    by_model = _files(root, report)
+    for files in by_model.values():  # the whole tree checked first: bad input stops it before anything is written
+        for judge, folder, file in files:
+            _file(judge, folder, file, ImportReport())
     store = Store(results_dir)
-    for model, files in _files(root, report).items():
+    for model, files in by_model.items():
         _import_model(store, model, files, report)
     if report.repeated:
         from .reports.leaderboard import published_differences
@@ -173,7 +301,8 @@ def import_tree(path: Path, results_dir: Path) -> ImportReport:
         report.differences = [
             f"{model}: {title} ({'all judges' if judge == '*' else judge}) {ours:.4f} counting each question once, "
             f"{published:.4f} as published ({published - ours:+.4f})"
-            for model, judge, title, ours, published in published_differences(results_dir, report.repeated)]
+            for model, judge, title, ours, published in published_differences(results_dir, report.repeated)
+            if abs(published - ours) > 1e-9]  # not the rounding of two orders of summation
     return report
 
 
@@ -186,25 +315,25 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
     judgements: dict[tuple[str, str, str, int], dict] = {}  # (benchmark, question, judge, repeats after it)
     judges: set[str] = set()
     for judge, folder, path in sorted(files, key=lambda f: (f[0] is not None, f[0] or "", f[1])):
-        rows = list(_rows(path, report))
+        name, keyed = _file(judge, folder, path, report)
         report.files += 1
-        name = _benchmark(folder, rows, report)
-        for qid, repeats in _keyed(name, rows, report).items():
-            row = repeats[-1]
+        for qid, repeats in keyed.items():
+            row = repeats[-1].data
             if (name, qid) not in questions:
                 questions[(name, qid)] = _question(info.run_id, name, qid, row, at)
             if judge is None or (name, qid) not in answers:  # answers files first; judgement files fill gaps
-                answers[(name, qid)] = _answer(info.run_id, model, name, qid, row, at)
+                answers[(name, qid)] = _answer(info.run_id, model, name, qid, row, at, report)
             if judge is None:
                 continue
             judges.add(judge)
+            key = AnswerKey(name, qid)
             for k, each in enumerate(repeats):  # the last counts; the earlier ones are its history
-                score, output = _score(each, report)
                 repeat = len(repeats) - 1 - k
                 judgements[(name, qid, judge, repeat)] = judgement(
-                    info.run_id, AnswerKey(name, qid), judge, None, f"legacy:repeat{repeat}" if repeat else None, None,
-                    score=score, parse_method="legacy", judge_output=output,
-                    error=None if score is not None else "legacy: no score", created_at=at - repeat)
+                    info.run_id, key, judge, None, f"legacy:repeat{repeat}" if repeat else None, None,
+                    score=each.score, parse_method="legacy", judge_output=each.output,
+                    error=None if each.score is not None else f"legacy: {each.problem or 'no score'}",
+                    created_at=at - repeat)
     info.benchmarks = sorted({name for name, _ in questions})
     info.judges = tuple(sorted(judges))
     with store.lock(info.run_id, f"legacy import of {model!r}"):
@@ -221,8 +350,13 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
 
 def report_lines(report: ImportReport) -> list[str]:
     counts = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in sorted(report.counts.items()) if v)
+    outside, not_number = report.counts["scores_outside_the_scale"], report.counts["scores_not_a_number"]
+    aside = [] if not outside + not_number else [
+        f"set aside {outside + not_number:,} scores ({outside:,} outside the benchmark's judging scale, "
+        f"{not_number:,} not a number): their rows are imported unscored, the reason in judgements.error, and no "
+        "score counts them (the original tooling's did: its numbers differ for these models)"]
     differ = ["repeated questions count once here; the original tooling counted every row (shaberi leaderboard "
-              "--as-published):", *(f"  {d}" for d in report.differences)] if report.differences else []
+              "--as-published):",
+              *(f"  {d}" for d in report.differences)] if report.differences else []
     return [f"imported {report.models} models ({report.files} files): {report.answers:,} answers, "
-            f"{report.judgements:,} judgements", *([counts] if counts else []), *report.warnings, *differ]
-
+            f"{report.judgements:,} judgements", *([counts] if counts else []), *aside, *report.warnings, *differ]

@@ -41,11 +41,15 @@ class UnknownName(UsageError, KeyError):
 class Registry(Mapping[str, T]):
     """Named items of one kind, in registration order; plugins from entry point group ``group``.
 
-    ``kind`` names one item in messages ("benchmark"); ``takes_all``: whether ``resolve`` accepts ``all``.
+    ``kind`` names one item in messages ("benchmark"); ``takes_all``: whether ``resolve`` accepts ``all``;
+    ``check(name, item)``: raises ``ValueError`` for an item that would fail later, where it is used (a plugin
+    benchmark's data entry without ``file``): registering it fails, so a plugin bringing one is a plugin that
+    cannot be loaded, one line naming it, before any command has done anything.
     """
 
-    def __init__(self, kind: str, group: str, *, takes_all: bool = False) -> None:
-        self.kind, self.group, self.takes_all = kind, group, takes_all
+    def __init__(self, kind: str, group: str, *, takes_all: bool = False,
+                 check: Callable[[str, T], None] | None = None) -> None:
+        self.kind, self.group, self.takes_all, self.check = kind, group, takes_all, check
         self.plugins: list[EntryPoint] = []  # the entry points loaded, in order
         self._items: dict[str, T] = {}
         self._loaded = False
@@ -62,6 +66,8 @@ class Registry(Mapping[str, T]):
         def add(thing: T) -> T:
             if name in self._items:
                 raise ValueError(f"{self.kind} {name!r} is registered already")
+            if self.check is not None:
+                self.check(name, thing)
             self._items[name] = thing
             return thing
 

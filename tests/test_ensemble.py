@@ -356,3 +356,91 @@ def test_each_member_carries_its_own_seed_and_identical_members_are_warned_about
         {"question": "Question? " + " ".join(f"<<answer#{s}: #### {s}>>" for s in range(3)), "answer": "#### 0"}))
     apart = shaberi(*args[:-4], "--data-dir", str(tmp_path / "d2"), "--results-dir", str(tmp_path / "r2"))
     assert (apart.returncode, apart.stderr, server.stats()["calls"]) == (0, "", 3)
+
+
+# -- recorded responses: only what was answered, as text, once ---------------------------------------------
+def _gsm8k(root: Path, n: int = 4) -> Path:
+    """A data dir whose gsm8k has ``n`` questions, question i's answer i (ids 1 … n)."""
+    (root / "gt" / "gsm8k").mkdir(parents=True)
+    (root / "gt" / "gsm8k" / "test.jsonl").write_text(
+        "".join(json.dumps({"question": f"Question {i}?", "answer": f"Because.\n#### {i}"}) + "\n" for i in range(n)))
+    return root
+
+
+def _member(path: Path, lines: list[str]) -> str:
+    path.write_text("".join(line + "\n" for line in lines))
+    return str(path)
+
+
+def _answer(qid: int, response: object = None) -> str:
+    """The line of a member file answering question ``qid`` (right by default)."""
+    return json.dumps({"question_id": str(qid), "response": f"So #### {qid - 1}" if response is None else response})
+
+
+@pytest.mark.parametrize(("second", "said"), [
+    ([_answer(1), _answer(2), _answer(2, "So #### 99"), _answer(3), _answer(4)],
+     "m1.jsonl:3: question_id 2 is given again (first at {m1}:2): a member answers each question once"),
+    ([], "m1.jsonl holds no responses (an empty member file)"),
+    ([_answer(1), _answer(2, 7), _answer(3), _answer(4)], "m1.jsonl:2: the response to question 2 is 7, not text"),
+    ([_answer(1), json.dumps({"question_id": "2", "response": None}), _answer(3), _answer(4)],
+     "m1.jsonl:2: the response to question 2 is null, not text"),
+    ([_answer(1), _answer(2, {"text": "So #### 1"}), _answer(3), _answer(4)],
+     'm1.jsonl:2: the response to question 2 is {"text":"So #### 1"}, not text'),
+    ([_answer(1), _answer(2), _answer(3)], "m1.jsonl lacks 1 question(s) that {m0} answers (e.g. 4): every member must "
+                                           "answer the same questions"),
+], ids=["repeated id", "empty file", "number", "null", "object", "fewer questions"])
+def test_member_files_that_would_be_misread_are_refused_in_one_line_writing_nothing(tmp_path, second, said):
+    data = _gsm8k(tmp_path / "d")
+    m0 = _member(tmp_path / "m0.jsonl", [_answer(q) for q in range(1, 5)])
+    m1 = _member(tmp_path / "m1.jsonl", second)
+    results, cache_dir = tmp_path / "r", tmp_path / "c"
+    done = shaberi("ensemble", "import-responses", "--dataset", "gsm8k", "--model", "m", m0, m1, "--cache-dir",
+                   str(cache_dir), "--data-dir", str(data), "--results-dir", str(results))
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert said.replace("{m0}", m0).replace("{m1}", m1) in lines[0] and "Traceback" not in done.stderr
+    assert not results.exists() and not cache_dir.exists()
+
+
+def test_questions_no_file_answers_are_not_graded_and_the_coverage_is_stated(tmp_path):
+    """Before, a question the files lack was an error row graded wrong: 2 right answers of 4 questions read as
+    a 50 % baseline. It is no answer: the accuracy is over the 2 answered, and both commands say so."""
+    data = _gsm8k(tmp_path / "d")
+    members = [_member(tmp_path / f"m{i}.jsonl", [_answer(2), _answer(3)]) for i in range(3)]
+    args = ["--results-dir", str(tmp_path / "r")]
+    done = shaberi("ensemble", "import-responses", "--dataset", "gsm8k", "--model", "m", *members, "--data-dir",
+                   str(data), *args)
+    assert done.returncode == 0, done.stderr
+    assert "3 members, 2, 2, 2 responses" in done.stdout
+    assert "gsm8k: the files answer 2 of its 4 questions; the others are not answers, never graded" in done.stdout
+    assert query(tmp_path / "r", "SELECT count(*), count(content) FROM answers") == [(6, 6)]  # no error rows
+    evaluated = shaberi("ensemble", "quick-eval", "--model", "m", "--sample", "10", "--out", str(tmp_path / "q.json"),
+                        *args)
+    assert evaluated.returncode == 0, evaluated.stderr
+    result = json.loads((tmp_path / "q.json").read_text())["datasets"]["gsm8k"]
+    assert result["question_ids"] == ["2", "3"] and result["baseline"] == [1, 1]
+    assert result["strategies"]["majority"]["correct"] == [1, 1]
+    assert "gsm8k: the cache holds answers to 2 of 4 questions" in evaluated.stdout
+
+
+def test_a_cache_file_whose_content_is_not_text_is_one_line_and_nothing_is_written(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = _gsm8k(tmp_path / "d")
+    member = _member(tmp_path / "m0.jsonl", [_answer(q) for q in range(1, 5)])
+    made = shaberi("ensemble", "import-responses", "--dataset", "gsm8k", "--model", "m", member, "--cache-dir",
+                   str(tmp_path / "c"), "--data-dir", str(data), "--results-dir", str(tmp_path / "r0"))
+    assert made.returncode == 0, made.stderr
+    (path,) = (tmp_path / "c").rglob("*.parquet")
+    table = pq.read_table(path)
+    at = table.column_names.index("content")
+    pq.write_table(table.set_column(at, pa.field("content", pa.int64()), pa.array([5] * table.num_rows, pa.int64())
+                                    ).replace_schema_metadata(table.schema.metadata), path)
+    results = tmp_path / "r"
+    done = shaberi("ensemble", "quick-eval", "--model", "m", "--cache-dir", str(tmp_path / "c"), "--data-dir",
+                   str(data), "--results-dir", str(results))
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        f"error: the cache file {path}: its column content holds int64, not text; write it again with "
+        "generate-cache or import-responses --cache-dir"], done.stderr
+    assert not results.exists()

@@ -24,15 +24,35 @@ def subset20(tmp_path_factory, data_dir):
     return results, report
 
 
-def test_leaderboard_equals_the_original_tooling_on_subset20(subset20, data_dir):
+def _reference(data_dir) -> dict[str, dict[str, str]]:
+    with open(data_dir / "legacy" / "subset20" / "reference_leaderboard.csv", encoding="utf-8") as fh:
+        return {r["model_name"]: r for r in csv.DictReader(fh)}
+
+
+# subset20's 6 verdicts off their benchmark's scale (model, judge title, column): the original averaged them
+OFF_SCALE = {("cyberagent/calm2-7b-chat", "Tulu405", "ELYZA 100"), ("cyberagent/calm2-7b-chat", "Llama 3.3", "JA-MT"),
+             ("Deepreneur/blue-lizard", "Tulu405", "ELYZA 100"), ("Deepreneur/blue-lizard", "Llama 3.3", "JA-MT"),
+             ("ablation-182-a177.finaldpo2.6.5e7-shisa-v2-mistral-nemo-12b", "AtheneV2", "Tengu")}
+
+
+def _off_scale(model: str, column: str) -> bool:
+    """Whether a leaderboard cell averages one of subset20's off-scale verdicts (its Averages do, too)."""
+    return any(model == m and (column in (f"{b} ({j})", f"{b} (All)", f"Average ({j})", "Average (All)",
+                                          "Average (ex-GPT4)", "GPT4 delta")) for m, j, b in OFF_SCALE)
+
+
+@pytest.mark.parametrize("as_published", [False, True])
+def test_leaderboard_equals_the_original_tooling_on_subset20_but_for_off_scale_verdicts(subset20, data_dir,
+                                                                                          as_published):
+    """Every number of the original's table to 1e-9, except where it averaged a verdict off the benchmark's scale
+    (a judge's 0 on ELYZA's 1–5): those rows are unscored, never averaged, so those cells differ."""
     results, report = subset20
     assert (report.models, report.answers, report.judgements) == (20, 6440, 20000)
-    header, rows = leaderboard(results)
+    header, rows = leaderboard(results, as_published=as_published)
     ours = {r[0]: dict(zip(header, r, strict=True)) for r in rows}
-    with open(data_dir / "legacy" / "subset20" / "reference_leaderboard.csv", encoding="utf-8") as fh:
-        reference = {r["model_name"]: r for r in csv.DictReader(fh)}
+    reference = _reference(data_dir)
     assert set(ours) == set(reference)
-    compared = 0
+    compared = differ = 0
     for model, ref in reference.items():
         for column, value in ref.items():
             if column in SKIPPED:
@@ -40,12 +60,25 @@ def test_leaderboard_equals_the_original_tooling_on_subset20(subset20, data_dir)
             got = ours[model][column]
             if value == "":
                 assert got is None, (model, column)
+            elif _off_scale(model, column):
+                assert got != pytest.approx(float(value), abs=1e-9), (model, column)
+                differ += 1
             else:
                 assert got == pytest.approx(float(value), abs=1e-9), (model, column)
                 compared += 1
-    assert compared == 455  # every number in the reference but % JA (430 judge and pooled, 25 ex-GPT4/delta)
+    assert (compared, differ) == (432, 23)  # 455: every number in the reference but % JA
     assert {r[header.index("JA-MT questions")] for r in rows} == {"60", "80"}  # the 80-question files as such
     assert {r[-1] for r in rows} == {"4/4"}
+
+
+def test_the_off_scale_verdicts_of_subset20_are_unscored_rows_counted_and_named(subset20):
+    results, report = subset20
+    assert report.counts["scores_outside_the_scale"] == 6 and report.counts["scores_not_a_number"] == 0
+    assert query(results, "SELECT benchmark, judge, count(*) FROM judgements WHERE error LIKE 'legacy: score % "
+                          "outside the %scale' GROUP BY ALL ORDER BY ALL") == [
+        ("elyza", "llmjudge-tulu405", 2), ("mt_bench", "llmjudge-llama33", 1), ("mt_bench_80", "llmjudge-llama33", 2),
+        ("tengu", "llmjudge-athenev2", 1)]
+    assert sum("outside the" in w and w.endswith(": imported unscored") for w in report.warnings) == 6
 
 
 def test_percent_ja_equals_the_unicode_script_regex_over_all_answers(subset20):
@@ -167,3 +200,109 @@ def test_a_repeated_legacy_row_counts_once_and_as_published_counts_it_as_the_ori
                        "--results-dir", str(results))
     rows = {r["benchmark"]: r for r in json.loads(unjudged.stdout)["scores"][0]["rows"]}
     assert rows["Tengu-Bench"]["note"] == "answered, not judged (115 answers)" and rows["Rakuda"]["note"] == "not run"
+
+
+# -- bad input: one line, exit code 2, nothing written ---------------------------------------------------
+RAKUDA = "yuzuai__rakuda-questions"
+SAMPLE = ("judgements", "judge_gpt-5.1-2025-11-13", RAKUDA, "shisa-ai__shisa-v2-llama3.1-8b.json")
+
+
+def _rakuda_tree(tmp_path, data_dir):
+    """A tree whose first model (a__good) is fine: a refusal must come before it is written. Returns the judge's
+    Rakuda folder and the sample file's rows."""
+    folder = tmp_path / "tree" / "data" / "judgements" / "judge_j" / RAKUDA
+    folder.mkdir(parents=True)
+    sample = data_dir / "legacy" / "samples" / "/".join(SAMPLE)
+    shutil.copyfile(sample, folder / "a__good.json")
+    return folder, [json.loads(line) for line in sample.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _write_rows(path, rows) -> None:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
+def _bad_directory(folder, rows, tmp_path):
+    (folder / "z__bad.json").mkdir()
+    return "z__bad.json is a directory, not a JSON Lines file"
+
+
+def _bad_dangling_symlink(folder, rows, tmp_path):
+    (folder / "z__bad.json").symlink_to(tmp_path / "gone.json")
+    return "z__bad.json cannot be read (a symlink to nothing)"
+
+
+def _bad_device(folder, rows, tmp_path):
+    (folder / "z__bad.json").symlink_to("/dev/zero")  # read, it never ends
+    return "z__bad.json is a device, not a JSON Lines file"
+
+
+def _bad_no_question_key(folder, rows, tmp_path):
+    _write_rows(folder / "z__bad.json", [rows[0], {k: v for k, v in rows[1].items() if k != "question_id"}])
+    return "z__bad.json:2: the row has no question_id; Rakuda rows are keyed by question_id"
+
+
+def _bad_dict_judge_output(folder, rows, tmp_path):
+    _write_rows(folder / "z__bad.json", [rows[0], rows[1] | {"judge_output": {"text": "FINAL SCORE: 7"}}])
+    return 'z__bad.json:2: judge_output is {"text":"FINAL SCORE: 7"}, not the judge\'s reply as text'
+
+
+def _bad_every_score_off_the_scale(folder, rows, tmp_path):
+    _write_rows(folder / "z__bad.json", [r | {"score": 85} for r in rows[:3]])
+    return "z__bad.json: none of its scores is on Rakuda's 1–10 scale (line 1: score 85 outside the 1–10 scale)"
+
+
+@pytest.mark.parametrize("make", [_bad_directory, _bad_dangling_symlink, _bad_device, _bad_no_question_key,
+                                  _bad_dict_judge_output, _bad_every_score_off_the_scale],
+                         ids=lambda f: f.__name__.removeprefix("_bad_"))
+def test_bad_legacy_input_is_one_line_exit_2_and_nothing_written(tmp_path, data_dir, make):
+    folder, rows = _rakuda_tree(tmp_path, data_dir)
+    said = make(folder, rows, tmp_path)
+    results = tmp_path / "results"
+    proc = shaberi("import-legacy", str(tmp_path / "tree"), "--results-dir", str(results), timeout=60)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert said in lines[0] and "Traceback" not in proc.stderr
+    assert not results.exists() or not any(results.rglob("*")), "nothing may be written, a__good included"
+
+
+def test_a_line_longer_than_the_limit_is_refused_naming_the_file_and_line(tmp_path, data_dir, monkeypatch):
+    from shaberi import legacy
+    from shaberi.errors import DataError
+
+    folder, rows = _rakuda_tree(tmp_path, data_dir)
+    longest = max(len(line) for line in (folder / "a__good.json").read_bytes().splitlines())
+    _write_rows(folder / "z__bad.json", [*rows[:2], rows[2] | {"judge_output": "x" * (longest + 10)}])
+    monkeypatch.setattr(legacy, "MAX_LINE", longest + 1)  # (64 MB in earnest: read a line at most that long)
+    with pytest.raises(DataError, match=r"z__bad\.json:3: a line longer than "):
+        import_tree(tmp_path / "tree", tmp_path / "results")
+    assert not (tmp_path / "results").exists()
+
+
+def test_scores_off_the_scale_or_not_numbers_are_set_aside_per_row_and_never_averaged(tmp_path, data_dir):
+    """1e308 made Rakuda 1.25e307, -7 lowered the average, true read as 1.0: each is now an unscored row with its
+    reason, counted in the summary; the default scores average the valid ones only."""
+    folder, rows = _rakuda_tree(tmp_path, data_dir)
+    (folder / "a__good.json").unlink()
+    bad = {2: 1e308, 5: -7, 8: True, 11: "7", 14: None}
+    lines = [json.dumps(r | ({"score": bad[i]} if i in bad else {}), ensure_ascii=False) for i, r in enumerate(rows)]
+    lines[17] = lines[17].replace(f'"score": {json.dumps(rows[17]["score"])}', '"score": NaN')  # as Python wrote it
+    (folder / "m.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    valid = [r["score"] for i, r in enumerate(rows) if i not in bad and i != 17]
+    results = tmp_path / "results"
+    proc = shaberi("import-legacy", str(tmp_path / "tree"), "--results-dir", str(results), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert ("set aside 5 scores (2 outside the benchmark's judging scale, 3 not a number): their rows are imported "
+            "unscored") in proc.stdout
+    assert "m.json:3: score 1e+308 outside the 1–10 scale: imported unscored" in proc.stdout
+    assert "m.json:6: score -7 outside the 1–10 scale: imported unscored" in proc.stdout
+    assert "m.json:9: score true is not a number: imported unscored" in proc.stdout
+    assert "m.json: 2 more scores set aside" in proc.stdout
+    assert query(results, "SELECT count(*), count(score), avg(score) FROM judgements") == [
+        (40, len(valid), pytest.approx(sum(valid) / len(valid)))]
+    assert sorted(e for (e,) in query(results, "SELECT error FROM judgements WHERE score IS NULL")) == [
+        'legacy: no score', 'legacy: score "7" is not a number', "legacy: score -7 outside the 1–10 scale",
+        "legacy: score 1e+308 outside the 1–10 scale", "legacy: score NaN is not a number",
+        "legacy: score true is not a number"]
+    for published in (False, True):  # nor as published
+        header, board_rows = leaderboard(results, as_published=published)
+        assert board_rows[0][header.index("Rakuda (All)")] == pytest.approx(sum(valid) / len(valid))

@@ -8,9 +8,12 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -290,3 +293,83 @@ def test_a_broken_plugin_stops_only_the_commands_that_read_its_registry(server, 
                       str(tmp_path / "r2"), env=env)
     assert counted.stdout.splitlines() == ["n", "1"], counted.stderr
 
+
+
+# -- a plugin benchmark that would fail only when run ----------------------------------------------------
+BAD_BENCHMARK = """
+import os
+from pathlib import Path
+
+from shaberi.benchmarks import Question, benchmark
+from shaberi.prompts import PROMPTS
+
+PROMPTS.register("badbench", Path(__file__).parent / "badbench_prompts")
+CASE = os.environ["BADBENCH_CASE"]
+DATA = {"file": "ja/badbench", "columns": ["id", "q"], "id_columns": ["id"], "opt_in": True}
+if CASE == "no_file":
+    del DATA["file"]
+elif CASE == "missing_file_without_source":
+    DATA["file"] = "ja/nowhere"
+
+
+@benchmark("badbench", scale=(1, 10), data=DATA)
+def convert(rows):
+    for row in rows:
+        turns = [] if CASE == "empty_turns" else [row["q"]]
+        yield Question("badbench", row["id"] if CASE == "int_id" else str(row["id"]), turns)
+"""
+
+
+@pytest.fixture
+def badbench(tmp_path) -> tuple[dict[str, str], Path]:
+    """The environment of a shaberi with plugin ``badbench`` installed (its templates the example plugin's), and
+    a data dir holding its file; ``BADBENCH_CASE`` says how it is broken."""
+    site = tmp_path / "site"
+    info = site / "badbench-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: badbench\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[shaberi.benchmarks]\nbadbench = badbench\n"
+                                           "[shaberi.prompts]\nbadbench = badbench\n")
+    (site / "badbench.py").write_text(BAD_BENCHMARK)
+    prompts = EXAMPLE / "shaberi_plugin_example" / "prompts"
+    (site / "badbench_prompts" / "judging").mkdir(parents=True)
+    (site / "badbench_prompts" / "generation").mkdir()
+    shutil.copyfile(prompts / "generation" / "kotowaza.jinja", site / "badbench_prompts" / "generation" /
+                    "badbench.jinja")
+    shutil.copytree(prompts / "judging" / "kotowaza", site / "badbench_prompts" / "judging" / "badbench")
+    (tmp_path / "d" / "ja").mkdir(parents=True)
+    (tmp_path / "d" / "ja" / "badbench.jsonl").write_text('{"id": 1, "q": "猿も木から落ちる"}\n', encoding="utf-8")
+    return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}, tmp_path / "d"
+
+
+@pytest.mark.parametrize(("case", "said"), [
+    ("no_file", "plugin 'badbench' (shaberi.benchmarks = badbench, from badbench 0.1) cannot be loaded: ValueError: "
+                "benchmark 'badbench': its data entry has no 'file'"),
+    ("missing_file_without_source", "badbench: no dataset file at "),
+    ("empty_turns", "badbench.jsonl: its Convert made a question (question_id '1') with no turns"),
+    ("int_id", "its Convert made a question whose question_id is 1 (int), not a non-empty string"),
+])
+def test_a_plugin_benchmark_that_would_fail_when_run_is_refused_before_any_run_row(badbench, server, tmp_path, case,
+                                                                                      said):
+    env, data = badbench
+    results = tmp_path / "r"
+    proc = shaberi("run", "--model", "m", "--base-url", server.base_url, "--benchmark", "badbench", "--data-dir",
+                   str(data), "--results-dir", str(results), env={**env, "BADBENCH_CASE": case})
+    assert_clean_refusal(proc, results, said)
+    assert not results.exists() or not any(results.rglob("*")), "no run row, no folder"
+    assert server.stats()["calls"] == 0
+    works = shaberi("run", "--model", "m", "--base-url", server.base_url, "--benchmark", "badbench", "--data-dir",
+                    str(data), "--results-dir", str(results), env={**env, "BADBENCH_CASE": "fine"})
+    assert works.returncode == 0 and "1 answers" in works.stdout, works.stderr  # the same plugin, not broken
+
+
+def test_a_benchmark_registered_with_a_bad_data_entry_or_scale_is_refused_there():
+    for data, said in [({"columns": ["q"]}, "its data entry has no 'file'"),
+                       ({"file": "ja/x", "columns": "q"}, "data['columns'] must be a list of column names"),
+                       ({"file": "", "columns": ["q"]}, "data['file'] must be a non-empty string"),
+                       ({"file": "ja/x", "columns": ["q"], "hf_repo": "o/x"}, "no 'hf_revision' and no 'hf_file'")]:
+        with pytest.raises(ValueError, match=re.escape(said)):
+            bm.benchmark("bad_b", scale=(1, 10), data=data)(lambda rows: [])
+    with pytest.raises(ValueError, match=r"scale must be \(low, high\), two integers with low < high"):
+        bm.benchmark("bad_b", scale=(10, 1), data={"file": "ja/x", "columns": ["q"]})(lambda rows: [])
+    assert "bad_b" not in bm.BENCHMARKS

@@ -80,7 +80,46 @@ class Dataset:
         }
 
 
-BENCHMARKS: Registry[Benchmark] = Registry("benchmark", "shaberi.benchmarks", takes_all=True)
+def _check_spec(name: str, spec: Benchmark) -> None:
+    """A benchmark that would fail only when run (a traceback, and a failed run row left behind) is refused when
+    registered: a plugin bringing one cannot be loaded, one line naming it (``Registry``)."""
+    low, high = spec.scale if isinstance(spec.scale, tuple) and len(spec.scale) == 2 else (None, None)
+    if not (isinstance(low, int) and isinstance(high, int) and low < high):
+        raise ValueError(f"benchmark {name!r}: scale must be (low, high), two integers with low < high, not "
+                         f"{spec.scale!r}")
+    if spec.data is None:  # a built-in (data/datasets.toml); a plugin without one is refused by registry()
+        return
+    data = spec.data
+    if not isinstance(data, Mapping):
+        raise ValueError(f"benchmark {name!r}: data must be a dict in the keys of data/datasets.toml, not "
+                         f"{type(data).__name__}")
+    for key in ("file", "columns"):
+        if key not in data:
+            raise ValueError(f"benchmark {name!r}: its data entry has no {key!r} (docs/plugins.md: 'file' is the "
+                             "dataset's path under --data-dir without the suffix, 'columns' the columns it needs)")
+    texts = ("file", "title", "source", "hf_repo", "hf_revision", "hf_file", "references")
+    if bad := next((k for k in texts if k in data and not _present_text(data[k])), None):
+        raise ValueError(f"benchmark {name!r}: data[{bad!r}] must be a non-empty string, not {data[bad]!r}")
+    lists = ("columns", "id_columns", "nullable", "sha256", "reference_columns", "reference_sha256")
+    if bad := next((k for k in lists if k in data and not _names(data[k], nested=k == "columns")), None):
+        raise ValueError(f"benchmark {name!r}: data[{bad!r}] must be a list of column names"
+                         f"{' (a nested list: any one of them)' if bad == 'columns' else ''}, not {data[bad]!r}")
+    if "hf_repo" in data and (missing := [k for k in ("hf_revision", "hf_file") if k not in data]):
+        raise ValueError(f"benchmark {name!r}: data names an 'hf_repo' but no {' and no '.join(map(repr, missing))}")
+    if "references" in data and "reference_columns" not in data:
+        raise ValueError(f"benchmark {name!r}: data names a 'references' file but no 'reference_columns'")
+
+
+def _present_text(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _names(value: object, nested: bool = False) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        _present_text(v) or (nested and _names(v)) for v in value)
+
+
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark", "shaberi.benchmarks", takes_all=True, check=_check_spec)
 
 
 def benchmark(name: str, *, scale: tuple[int, int], rules: tuple[str, ...] = COMMON_RULES,
@@ -133,8 +172,15 @@ def locate(name: str, data_dir: Path, key: str = "file") -> Path:
     if found:
         return found[0]
     where = (f"put {entry['hf_repo']}'s {entry['hf_file']} there, or run: shaberi data pull --data-dir {data_dir}"
-             if "hf_repo" in entry else f"it comes from {entry['source']}")
-    raise DataError(f"{name}: no dataset file at {stem}.{{jsonl,csv,parquet}}; {where}")
+             if "hf_repo" in entry else f"it comes from {entry['source']}" if "source" in entry else
+             "put the benchmark's data file there (its data entry names no source: see the plugin's documentation)")
+    raise DataError(f"{name}: no dataset file at {stem}.{{{','.join(ext[1:] for ext in FORMATS)}}}; {where}")
+
+
+def _origin(entry: Mapping) -> str:
+    """Where a benchmark's file comes from, as its entry says (a plugin's may not say)."""
+    return str(entry.get("hf_repo") or entry.get("source") or "the plugin's documentation (its data entry names no "
+                                                                "source)")
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -193,7 +239,11 @@ def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:
         questions = list(BENCHMARKS[name].convert(rows, **extra))
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         raise DataError(f"{name}: {path}: a row {name} cannot read ({type(exc).__name__}: {exc}); check its ids and "
-                        f"columns against {entry.get('hf_repo') or entry.get('source')}") from None
+                        f"columns against {_origin(entry)}") from None
+    for q in questions:
+        if problem := _malformed(name, q):
+            raise DataError(f"{name}: {path}: its Convert made a question {problem}; fix the benchmark's Convert "
+                            "(a plugin's: docs/plugins.md), or the row it came from")
     repeated = [q for q, n in collections.Counter(q.question_id for q in questions).items() if n > 1]
     if repeated:  # ids read as the benchmark reads them ('011' is 11; a row without an id takes its row number)
         raise DataError(f"{name}: {path}: question id {repeated[0]} is given to more than one row "
@@ -204,6 +254,27 @@ def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:
         raise DataError(f"{name}: {path} holds no questions; re-download it with: shaberi data pull")
     digest = sha256_file(path)
     return Dataset(name, path, digest, len(rows), questions, digest in entry.get("sha256", []))
+
+
+def _malformed(name: str, q: object) -> str | None:
+    """What is wrong with a question a ``Convert`` made, found before a run writes anything: an id that is not
+    text would fail writing the questions, no turn or a blank one rendering the prompt (a traceback and a
+    failed run row, before)."""
+    if not isinstance(q, Question):
+        return f"that is a {type(q).__name__}, not a shaberi.benchmarks.Question"
+    if not (isinstance(q.question_id, str) and q.question_id.strip()):
+        return f"whose question_id is {q.question_id!r} ({type(q.question_id).__name__}), not a non-empty string"
+    said = f"(question_id {q.question_id!r})"
+    if q.benchmark != name:
+        return f"{said} of benchmark {q.benchmark!r}"
+    if not isinstance(q.turns, list) or not q.turns:
+        return f"{said} with no turns: give it the question text as turns=[text]"
+    if blank := [t for t in q.turns if not (isinstance(t, str) and t.strip())]:
+        return f"{said} with a turn that is not text or is blank ({blank[0]!r})"
+    if field_ := next((f for f in ("reference", "criteria", "category")
+                       if not isinstance(getattr(q, f), str | None)), None):
+        return f"{said} whose {field_} is {type(getattr(q, field_)).__name__}, not a string or None"
+    return None
 
 
 def _checked_rows(name: str, path: Path, columns: list, id_columns: list[str], entry: dict) -> list[dict]:
@@ -221,7 +292,7 @@ def _checked_rows(name: str, path: Path, columns: list, id_columns: list[str], e
                        if not any(c in row and (c in nullable or _present(row[c])) for c in a)]:
             raise DataError(
                 f"{name}: {at}: the row lacks the upstream column(s) {', '.join(missing)} "
-                f"(it has {', '.join(row) or 'none'}); use the file from {entry.get('hf_repo') or entry.get('source')}"
+                f"(it has {', '.join(row) or 'none'}); use the file from {_origin(entry)}"
             )
         key = next((c for c in id_columns if row.get(c) not in (None, "")), None)
         if key is not None:
@@ -254,7 +325,7 @@ def pull(name: str, data_dir: Path) -> Path:
     """Download the registered upstream file from the Hugging Face hub into the data directory."""
     entry = registry()[name]
     if "hf_repo" not in entry:
-        raise DataError(f"{name} is not on the Hugging Face hub; download it from {entry['source']} into "
+        raise DataError(f"{name} is not on the Hugging Face hub; download it from {_origin(entry)} into "
                         f"{data_dir / Path(entry['file']).parent}")
     suffix = Path(entry["hf_file"]).suffix
     target = (data_dir / entry["file"]).with_suffix(suffix)

@@ -118,14 +118,18 @@ def ensemble_import_responses(
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
-    """Pre-recorded responses as ensemble members (sample_index in the order given): zero calls. With
-    --cache-dir, the entry is written there too (commit it)."""
+    """Pre-recorded responses as ensemble members (sample_index in the order given): zero calls. Every file
+    answers the same questions, each once, with text; questions no file answers are not evaluated (the
+    coverage is stated). With --cache-dir, the entry is written there too (commit it)."""
     arrow_without_pandas()
     from ..ensemble.commands import import_responses
 
-    run_id, counts, (identical, complete) = import_responses(results_dir, data_dir, model, dataset, files, cache_dir)
-    typer.echo(f"cache {run_id}: {len(files)} members, {', '.join(f'{c:,}' for c in counts)} responses")
-    _warn_identical(dataset, len(files), identical, complete, "are the files copies of one another?")
+    done = import_responses(results_dir, data_dir, model, dataset, files, cache_dir)
+    typer.echo(f"cache {done.run_id}: {len(files)} members, {', '.join(f'{c:,}' for c in done.counts)} responses")
+    if done.counts[0] < done.questions:  # a score over what was answered, with the coverage stated
+        typer.echo(f"{dataset}: the files answer {done.counts[0]:,} of its {done.questions:,} questions; the others "
+                   "are not answers, never graded: quick-eval samples from the answered ones and says so")
+    _warn_identical(dataset, len(files), done.identical, done.complete, "are the files copies of one another?")
 
 
 def _warn_identical(dataset: str, n: int, identical: int, complete: int, ask: str) -> None:

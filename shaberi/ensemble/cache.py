@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..benchmarks import Dataset, read_rows
+from ..benchmarks import Dataset, read_located
 from ..errors import DataError, UsageError
 from ..generate import BenchmarkProgress, GenerationConfig, Progress, generate, write_questions
 from ..lineage import answer_hash
@@ -151,41 +151,84 @@ def identical_members(results_dir: Path, run_id: str, n: int) -> tuple[int, int]
 
 def import_responses(results_dir: Path, model: str, dataset: Dataset, files: list[Path]) -> tuple[str, list[int]]:
     """Pre-recorded responses as ensemble members: one JSONL file (question_id, response) per member, in the
-    order given (the first is the baseline). A question a file lacks becomes an error row. Importing the
-    same files again replaces the rows with the same ones. Returns the run id and the rows per member."""
+    order given (the first is the baseline). Every member must answer the same questions; a question no file
+    answers is not an answer, so no row is written for it: quick-eval samples from the answered questions
+    only and states the coverage (a score over what was answered, as lm-evaluation-harness reports one).
+    Refused before anything is written: an empty file, a row without question_id or response, a repeated
+    question_id (a later line would silently replace the member's answer), a response that is not text (a
+    number, null, an object: never made into a text), an id the dataset does not have, members that answer
+    different questions. Importing the same files again replaces the rows with the same ones. Returns the
+    run id and the rows per member."""
     validate_name("model", model)
     if not files:
         raise UsageError("give at least one response file (JSON Lines with question_id and response)")
     ids = {q.question_id for q in dataset.questions}
+    members = [_responses(path, dataset.benchmark, ids) for path in files]
+    first = set(members[0])
+    for path, by_id in zip(files[1:], members[1:], strict=True):
+        if set(by_id) != first:
+            lacks, extra = sorted(first - set(by_id), key=_natural), sorted(set(by_id) - first, key=_natural)
+            said = (f"lacks {len(lacks):,} question(s) that {files[0]} answers (e.g. {lacks[0]})" if lacks else
+                    f"answers {len(extra):,} question(s) that {files[0]} does not (e.g. {extra[0]})")
+            raise DataError(f"{path} {said}: every member must answer the same questions; add them, or leave them "
+                            "out of every file (a question no file answers is not evaluated)")
     info = _info(model, dataset, len(files), None, "", None, {"files": [str(f) for f in files]})
-    rows, counts, at = [], [], now_us()
-    for index, path in enumerate(files):
-        records = read_rows(path)
-        if records and not {"question_id", "response"} <= set(records[0]):
-            raise DataError(f"{path} should have question_id and response columns (it has {', '.join(records[0])})")
-        by_id = {str(r["question_id"]): r for r in records}
-        unknown = sorted(set(by_id) - ids)
-        if unknown:
-            raise DataError(f"{path}: {len(unknown)} question ids that {dataset.benchmark} does not have, e.g. "
-                            f"{unknown[0]}; is it the right --dataset?")
-        counts.append(len(by_id))
+    rows, at = [], now_us()
+    for index, (path, by_id) in enumerate(zip(files, members, strict=True)):
         for q in dataset.questions:
-            r = by_id.get(q.question_id)
-            member = (r or {}).get("model") or path.stem
-            key, recorded = AnswerKey(dataset.benchmark, q.question_id, index), f"recorded:{path.name}"
-            if r is None or r.get("response") is None:
-                rows.append(answer(info.run_id, key, str(member), calls=0, attempts=0, request_hash=recorded,
-                                   created_at=at, error=f"no response in {path.name}", error_type="missing"))
-            else:
-                rows.append(answer(info.run_id, key, str(member), calls=0, attempts=0, request_hash=recorded,
-                                   created_at=at, content=str(r["response"]),
-                                   answer_hash=answer_hash(str(r["response"])), finish_reason="recorded"))
+            if (r := by_id.get(q.question_id)) is None:
+                continue  # not answered: no row, never a wrong answer
+            text = r["response"]
+            rows.append(answer(info.run_id, AnswerKey(dataset.benchmark, q.question_id, index),
+                               str(r.get("model") or path.stem), calls=0, attempts=0,
+                               request_hash=f"recorded:{path.name}", created_at=at, content=text,
+                               answer_hash=answer_hash(text), finish_reason="recorded"))
     store = Store(results_dir)
     with store.lock(info.run_id, f"import of {model!r} {dataset.benchmark!r}"):
         store.replace("runs", info.run_id, [info.row("ok")])
         write_questions(store, info.run_id, [dataset])
-        store.replace("answers", info.run_id, rows)
-    return info.run_id, counts
+        store.replace("answers", info.run_id, rows or TABLES["answers"].schema.empty_table())
+    return info.run_id, [len(m) for m in members]
+
+
+def _responses(path: Path, benchmark: str, ids: set[str]) -> dict[str, dict]:
+    """One member file's rows by question id, every row checked (``import_responses``)."""
+    records, where = read_located(path)
+    if not records:
+        raise DataError(f"{path} holds no responses (an empty member file): give one JSON Lines row "
+                        '{"question_id": ..., "response": "..."} per question the member answered')
+    by_id: dict[str, dict] = {}
+    first: dict[str, str] = {}
+    for r, at in zip(records, where, strict=True):
+        if not isinstance(r, dict) or not {"question_id", "response"} <= set(r):
+            has = ", ".join(r) if isinstance(r, dict) else type(r).__name__
+            raise DataError(f"{at}: a row should have question_id and response (it has {has or 'nothing'})")
+        qid = r["question_id"]
+        if not ((isinstance(qid, str) and qid.strip()) or (isinstance(qid, int) and not isinstance(qid, bool))):
+            raise DataError(f"{at}: question_id {_json(qid)} is not an id (text or a whole number)")
+        qid = str(qid)
+        if qid in by_id:
+            raise DataError(f"{at}: question_id {qid} is given again (first at {first[qid]}): a member answers each "
+                            "question once; keep the line that is its answer")
+        if not isinstance(r["response"], str):
+            raise DataError(f"{at}: the response to question {qid} is {_json(r['response'])}, not text: give the "
+                            'reply as a string ("" for an empty one), or leave the question out of the file')
+        if r.get("model") is not None and not isinstance(r["model"], str):
+            raise DataError(f"{at}: model {_json(r['model'])} is not a name")
+        by_id[qid], first[qid] = r, at
+    if unknown := sorted(set(by_id) - ids, key=_natural):
+        raise DataError(f"{path}: {len(unknown)} question ids that {benchmark} does not have, e.g. {unknown[0]}; "
+                        "is it the right --dataset?")
+    return by_id
+
+
+def _json(value: object) -> str:
+    """A value as the file has it, short, for a message."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def _natural(qid: str) -> tuple[int, str]:
@@ -287,15 +330,31 @@ def _bad_meta(meta: object) -> str | None:
     return None
 
 
-def _read_file(path: Path) -> pa.Table:
+def _read_file(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """A cache file's member rows (``columns`` of them), refused when they are not what ``export`` writes: a
+    column missing or of another type (a ``content`` of numbers is no text), a row without its question or
+    sample."""
     try:
-        table = pq.read_table(path)
+        schema = pq.read_schema(path)
+        table = pq.read_table(path, columns=columns)
     except (OSError, pa.ArrowException) as exc:
         raise DataError(f"cannot read the cache file {path} ({type(exc).__name__}: {' '.join(str(exc).split())}); "
                         "restore it from git") from None
-    if missing := [c for c in _COLUMNS if c not in table.column_names]:
-        raise DataError(f"the cache file {path} lacks the column(s) {', '.join(missing)}; write it again with "
-                        "generate-cache or import-responses --cache-dir")
+    again = "write it again with generate-cache or import-responses --cache-dir"
+    if missing := [c for c in _COLUMNS if c not in schema.names]:
+        raise DataError(f"the cache file {path} lacks the column(s) {', '.join(missing)}; {again}")
+    for name in _COLUMNS:
+        kind = schema.field(name).type
+        ok = pa.types.is_integer(kind) if name == "sample_index" else (
+            pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind))
+        if not ok:
+            raise DataError(f"the cache file {path}: its column {name} holds {kind}, not "
+                            f"{'whole numbers' if name == 'sample_index' else 'text'}; {again}")
+    if "sample_index" in table.column_names and (table["sample_index"].null_count or (
+            table.num_rows and pc.min(table["sample_index"]).as_py() < 0)):
+        raise DataError(f"the cache file {path}: a row without a sample_index ≥ 0; {again}")
+    if "question_id" in table.column_names and table["question_id"].null_count:
+        raise DataError(f"the cache file {path}: a row without a question_id; {again}")
     return table
 
 
@@ -323,7 +382,9 @@ def materialize(results_dir: Path, cache_dir: Path, data_dir: Path, models: list
     if not cache_dir.is_dir():
         raise UsageError(f"--cache-dir {cache_dir} is not a directory; write one with generate-cache --cache-dir")
     store, done = Store(results_dir), []
-    for model in models:
+    todo: list[tuple[str, Path, dict, str, bool, str]] = []  # (model, file, metadata, run id, run there, digest)
+    loaded: dict[str, Dataset] = {}
+    for model in models:  # every file checked before anything is written: a broken one leaves the root as it was
         for path, meta in cache_files(cache_dir, model):
             n, temperature = int(meta["n"]), meta["temperature"]
             run_id = run_id_for(model, tag_for(meta["dataset"], n, temperature))
@@ -336,25 +397,30 @@ def materialize(results_dir: Path, cache_dir: Path, data_dir: Path, models: list
             runs = store.read("runs", run_id, ["generation_config"]).to_pylist()
             if runs and orjson.loads(runs[0]["generation_config"] or "{}").get("cache_sha256") == digest:
                 continue  # this very file is in already
-            file = _read_file(path)  # a broken file is refused before anything is written
-            dataset = gt.load(meta["dataset"], data_dir)
-            info = _info(model, dataset, n, temperature, "", None, {"temperature": temperature,
-                                                                    "cache_file": path.name})
-            with store.lock(run_id, f"materializing {path}"):
-                # the runs row, which makes the entry visible, goes last: a kill before it leaves nothing half-read
-                if not runs or store.read("questions", run_id, ["question_id"]).num_rows == 0:
-                    write_questions(store, run_id, [dataset])
-                filed = _as_answers(file, run_id, dataset.benchmark, f"cache:{path.name}")
-                keys = pc.binary_join_element_wise(filed["question_id"], pc.cast(filed["sample_index"], pa.string()),
-                                                   "\x00")
-                here = store.read("answers", run_id)
-                here_keys = pc.binary_join_element_wise(here["question_id"],
-                                                        pc.cast(here["sample_index"], pa.string()), "\x00")
-                # consensus answers, and members paid for here that the file lacks, stay
-                kept = here.filter(pc.or_(pc.not_equal(here["strategy"], ""),
-                                          pc.invert(pc.is_in(here_keys, value_set=keys))))
-                store.replace("answers", run_id, pa.concat_tables([kept.select(filed.column_names), filed]))
-                if not runs:
-                    store.replace("runs", run_id, [info.row("ok")])
-                _note_digest(store, run_id, digest)
+            _read_file(path, ["question_id", "sample_index"])
+            if meta["dataset"] not in loaded:
+                loaded[meta["dataset"]] = gt.load(meta["dataset"], data_dir)
+            todo.append((model, path, meta, run_id, bool(runs), digest))
+    for model, path, meta, run_id, there, digest in todo:
+        n, temperature = int(meta["n"]), meta["temperature"]
+        file = _read_file(path)
+        dataset = loaded[meta["dataset"]]
+        info = _info(model, dataset, n, temperature, "", None, {"temperature": temperature, "cache_file": path.name})
+        with store.lock(run_id, f"materializing {path}"):
+            # the runs row, which makes the entry visible, goes last: a kill before it leaves nothing half-read
+            if not there or store.read("questions", run_id, ["question_id"]).num_rows == 0:
+                write_questions(store, run_id, [dataset])
+            filed = _as_answers(file, run_id, dataset.benchmark, f"cache:{path.name}")
+            keys = pc.binary_join_element_wise(filed["question_id"], pc.cast(filed["sample_index"], pa.string()),
+                                               "\x00")
+            here = store.read("answers", run_id)
+            here_keys = pc.binary_join_element_wise(here["question_id"], pc.cast(here["sample_index"], pa.string()),
+                                                    "\x00")
+            # consensus answers, and members paid for here that the file lacks, stay
+            kept = here.filter(pc.or_(pc.not_equal(here["strategy"], ""),
+                                      pc.invert(pc.is_in(here_keys, value_set=keys))))
+            store.replace("answers", run_id, pa.concat_tables([kept.select(filed.column_names), filed]))
+            if not there:
+                store.replace("runs", run_id, [info.row("ok")])
+            _note_digest(store, run_id, digest)
     return done

@@ -19,8 +19,8 @@ from .evaluate import Result, accuracy, quick_eval, refuse_bad_request
 from .gate import ALPHA
 from .strategies import resolve as resolve_strategies
 
-__all__ = ["Baselines", "Made", "check", "evaluate", "family_name", "generate", "import_responses", "load_baselines",
-           "regenerate_baseline"]
+__all__ = ["Baselines", "Imported", "Made", "check", "evaluate", "family_name", "generate", "import_responses",
+           "load_baselines", "regenerate_baseline"]
 
 
 class Made(NamedTuple):
@@ -67,16 +67,28 @@ async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str,
         *cache.identical_members(results_dir, run_id, n)) for d, (run_id, done) in zip(loaded, made, strict=True)]
 
 
+class Imported(NamedTuple):
+    """One import of recorded responses: the entry's run id, the responses per member (every member answers
+    the same questions), the dataset's questions (more than answered: only those answered are evaluated), and
+    ``cache.identical_members`` of it."""
+
+    run_id: str
+    counts: list[int]
+    questions: int
+    identical: int
+    complete: int
+
+
 def import_responses(results_dir: Path, data_dir: Path, model: str, dataset: str, files: list[Path],
-                     cache_dir: Path | None = None) -> tuple[str, list[int], tuple[int, int]]:
-    """The entry's run id, the responses per member, and ``cache.identical_members`` of it."""
+                     cache_dir: Path | None = None) -> Imported:
     (name,) = gt.resolve(dataset)
     if cache_dir is not None:
         cache.check_writable(cache_dir, model)
-    run_id, counts = cache.import_responses(results_dir, model, gt.load(name, data_dir), files)
+    loaded = gt.load(name, data_dir)
+    run_id, counts = cache.import_responses(results_dir, model, loaded, files)
     if cache_dir is not None:
         cache.export(results_dir, cache.CacheEntry(run_id, model, name, len(files), None), cache_dir)
-    return run_id, counts, cache.identical_members(results_dir, run_id, len(files))
+    return Imported(run_id, counts, len(loaded.questions), *cache.identical_members(results_dir, run_id, len(files)))
 
 
 async def evaluate(results_dir: Path, model: str, strategy: str, sample: int, seed: int, datasets: str | None,
