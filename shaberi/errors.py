@@ -1,7 +1,8 @@
 """Every error Shaberi raises on purpose.
 
-    ShaberiError
-    ├── UsageError            bad input from the user: the CLI prints one line and exits 2
+    ShaberiError              the CLI prints one line and exits with its ``exit_code``
+    ├── LeaseLostError        the run's lease was taken over while this process wrote it (exit 1: the work failed)
+    ├── UsageError            bad input from the user: exit 2
     │   ├── DataError         a dataset file is missing, empty or lacks the upstream columns
     │   ├── EndpointError     the base URL cannot be reached or rejects the key before any work starts
     │   ├── RunLockedError    another process is writing the same run
@@ -29,6 +30,7 @@ __all__ = [
     "DataError",
     "EndpointError",
     "LLMError",
+    "LeaseLostError",
     "PermanentError",
     "PluginError",
     "RateLimitError",
@@ -93,6 +95,15 @@ def _exists(path: str) -> bool:
 
 class ShaberiError(Exception):
     """Base class."""
+
+    exit_code = 2
+
+
+class LeaseLostError(ShaberiError):
+    """Another writer took over the run's lease (this one stopped renewing it in time): what this process did
+    is kept, nothing more is written. Not bad input: the work ran and failed."""
+
+    exit_code = 1
 
 
 class UsageError(ShaberiError):

@@ -157,7 +157,8 @@ def test_demo_on_the_loopback_server_runs_every_stage_on_the_shipped_samples(tmp
                                                ("--retry-errors", "-5"), ("--frequency-penalty", "99"),
                                                ("--temperature", "nan"), ("--frequency-penalty", "nan"),
                                                ("--rate-limit-timeout", "0"), ("--max-retries", "-1"),
-                                               ("--retry-after-max", "nan"), ("--concurrency-start", "0"),
+                                               ("--retry-after-max", "nan"), ("--retry-after-max", "inf"),
+                                               ("--concurrency-start", "0"),
                                                ("--concurrency", "1000000"), ("--judge-concurrency", "0")])
 def test_numbers_an_endpoint_would_refuse_or_that_turn_a_safeguard_off(server, tmp_path, data_dir, option, value):
     proc = shaberi("run", "--model", "m", "--base-url", server.base_url, option, value,

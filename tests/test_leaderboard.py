@@ -13,7 +13,7 @@ import openpyxl
 import pytest
 from scipy import stats
 
-from .conftest import query, shaberi
+from .conftest import query, shaberi, write_rakuda
 from .test_status import run
 
 POOLED = ["model_name", "Judges", "Average (All)", "ELYZA 100 (All)", "JA-MT (All)", "Rakuda (All)", "Tengu (All)",
@@ -237,3 +237,23 @@ def test_one_number_prints_the_same_in_view_leaderboard_and_report(server, tmp_p
     assert {title: float(row[column]) for title, column in shown.items()} == {t: means[t] for t in shown}
     assert f"{means['Overall']:.2f}" in shaberi("leaderboard", "--tag", "fam", "--format", "markdown",
                                                 "--results-dir", str(results)).stdout
+
+
+def test_csv_cells_a_spreadsheet_would_run_as_formulas_are_written_inert(server, tmp_path):
+    import csv
+    import io
+
+    from shaberi.cli.common import SafeCSV
+
+    data = write_rakuda(tmp_path / "d", ["質問1"])
+    for model in ("=2+3", "@SUM(A1)"):
+        proc = shaberi("run", "--model", model, "--tag", "t", "--base-url", server.base_url, "--benchmark", "rakuda",
+                       "--judge", "j", "--results-dir", str(tmp_path / "r"), "--data-dir", str(data))
+        assert proc.returncode == 0, proc.stderr
+    board = shaberi("leaderboard", "--tag", "t", "--format", "csv", "--results-dir", str(tmp_path / "r"))
+    assert board.returncode == 0, board.stderr
+    cells = {row[0] for row in csv.reader(io.StringIO(board.stdout))}
+    assert {"'=2+3", "'@SUM(A1)"} <= cells and not {"=2+3", "@SUM(A1)"} & cells
+    out = io.StringIO()
+    SafeCSV(out).writerow(["-0.5", -0.5, "+cmd", "-1+2", "\tx", "plain", None])
+    assert next(csv.reader(io.StringIO(out.getvalue()))) == ["-0.5", "-0.5", "'+cmd", "'-1+2", "'\tx", "plain", ""]

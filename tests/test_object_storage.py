@@ -9,7 +9,7 @@ import time
 import pytest
 
 import shaberi
-from shaberi.errors import RunLockedError
+from shaberi.errors import LeaseLostError, RunLockedError
 from shaberi.tables.location import as_root
 from shaberi.tables.schema import TABLES
 from shaberi.tables.store import Store
@@ -124,8 +124,9 @@ def test_a_stale_lease_is_taken_over_and_its_holder_stops_writing(s3, state, mon
         with fresh.lock("run-a", "run a"):  # expired: taken over by a conditional create of the next generation
             time.sleep(0.5)  # the stalled holder's next renewal sees the newer generation
             assert lease.lost
-            with pytest.raises(RunLockedError, match="taken over"):
+            with pytest.raises(LeaseLostError, match="taken over") as lost:
                 stalled.write_part("answers", "run-a", [])
+            assert lost.value.exit_code == 1  # the work failed; the input was fine
             fresh.write_part("answers", "run-a", [])
 
 

@@ -42,12 +42,13 @@ def _alias(command: str, prog_name: str) -> None:
 
 def _invoke(command: click_core.Command, argv: list[str] | None, prog_name: str | None) -> NoReturn:
     """Run a command and exit with its code. Bad input, whether the parser finds it (an unknown option, a value
-    outside a choice) or a stage does (``ShaberiError``), ends in one ``error:`` line and exit code 2."""
+    outside a choice) or a stage does (``ShaberiError``), ends in one ``error:`` line and exit code 2 (1 for a
+    ``ShaberiError`` that is no bad input: a lost lease)."""
     try:
         code = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except ShaberiError as exc:
         typer.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(exc.exit_code)
     except click_exceptions.UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:  # a group called bare: its help
             typer.echo(exc.ctx.get_help())

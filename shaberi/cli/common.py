@@ -9,9 +9,10 @@ from __future__ import annotations
 import csv
 import math
 import sys
+from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
@@ -38,6 +39,7 @@ __all__ = [
     "ResultsDir",
     "RetryAfterMax",
     "Rpm",
+    "SafeCSV",
     "Timeout",
     "Tpm",
     "app",
@@ -115,7 +117,7 @@ def client_config(concurrency: int, timeout: float, max_retries: int, rpm: float
         ("--tpm", tpm, tpm is None or tpm > 0, "more than 0"),
         ("--max-retries", max_retries, max_retries >= 0, "0 or more"),
         ("--rate-limit-timeout", rate_limit_timeout, rate_limit_timeout > 0, "more than 0 seconds"),
-        ("--retry-after-max", retry_after_max, retry_after_max >= 0, "0 or more seconds"),
+        ("--retry-after-max", retry_after_max, 0 <= retry_after_max < math.inf, "0 or more seconds, and finite"),
         ("--concurrency-start", concurrency_start, concurrency_start is None or concurrency_start >= 1, "at least 1"),
         ("--concurrency-min", concurrency_min, concurrency_min >= 1, "at least 1"),
     ]:
@@ -151,11 +153,37 @@ class Format(StrEnum):
 FormatOption = Annotated[Format, typer.Option("--format", help="How to print: table, csv, json or markdown.")]
 
 
+class SafeCSV:
+    """``csv.writer`` for files opened in a spreadsheet: a text cell starting with ``=``, ``+``, ``-``, ``@``, a tab
+    or a carriage return is a formula to Excel and LibreOffice (a model name can be ``=HYPERLINK(…)``), so it is
+    written with a leading ``'``, as OWASP advises; numbers, and text that reads as one (``-0.5``), stay as
+    they are."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.writer = csv.writer(stream)
+
+    def writerow(self, row: Iterable[object]) -> None:
+        self.writer.writerow([_inert(v) for v in row])
+
+    def writerows(self, rows: Iterable[Iterable[object]]) -> None:
+        for row in rows:
+            self.writerow(row)
+
+
+def _inert(value: object) -> object:
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        try:
+            float(value)
+        except ValueError:
+            return "'" + value
+    return value
+
+
 def print_rows(title: str | None, header: list[str], rows: list[list[str]], fmt: Format | str) -> None:
     """Rows as a terminal table (``json`` too: the commands with structured output write their own), CSV or
     Markdown."""
     if fmt == "csv":
-        writer = csv.writer(sys.stdout)
+        writer = SafeCSV(sys.stdout)
         writer.writerow(header)
         writer.writerows(rows)
     elif fmt == "markdown":

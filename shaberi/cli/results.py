@@ -3,7 +3,6 @@ and report."""
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -12,7 +11,7 @@ import orjson
 import typer
 
 from ..errors import UsageError
-from .common import DEFAULT_RESULTS, Format, FormatOption, ResultsDir, app, arrow_without_pandas, print_rows
+from .common import DEFAULT_RESULTS, Format, FormatOption, ResultsDir, SafeCSV, app, arrow_without_pandas, print_rows
 
 if TYPE_CHECKING:
     from ..reports.compare import ComparisonReport
@@ -46,7 +45,7 @@ def sql(
     names = [d[0] for d in cursor.description or []]
     rows = cursor.fetchall()
     if format == "csv":
-        writer = csv.writer(sys.stdout)
+        writer = SafeCSV(sys.stdout)
         writer.writerow(names)
         writer.writerows(rows)
     elif format == "json":
@@ -94,7 +93,7 @@ def _render_report(report: Report, fmt: str, tokens_only: bool = False, clustere
         sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     if fmt == "csv":  # one table, one header: every section's rows (a run's and a family's columns), or the tokens
-        writer = csv.writer(sys.stdout)
+        writer = SafeCSV(sys.stdout)
         if tokens_only:
             writer.writerow(report.token_columns)
             writer.writerows(report.tokens)
@@ -194,7 +193,7 @@ def compare(
         from dataclasses import asdict
 
         said = " | ".join([*report.basis.lines(), *_compare_notes(report)])
-        writer = csv.writer(sys.stdout)
+        writer = SafeCSV(sys.stdout)
         names = list(asdict(report.benchmarks[0]))
         writer.writerow(["a", "b", *names, "notes"])
         for c in report.benchmarks:
@@ -350,7 +349,7 @@ def leaderboard_command(
     text = io.StringIO()
     with redirect_stdout(text):
         if fmt == "csv":
-            writer = csv.writer(sys.stdout)
+            writer = SafeCSV(sys.stdout)
             writer.writerow(shown.header)
             writer.writerows(["" if v is None else v for v in row] for row in shown.rows)
         elif fmt == "json":

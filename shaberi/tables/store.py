@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
-from ..errors import DataError, RunLockedError, unreadable_part
+from ..errors import DataError, LeaseLostError, RunLockedError, unreadable_part
 from .layout import live_parts, part_name, part_seq
 from .location import Root, as_root, glob_in, is_remote, local_state, open_for_read, remove, write_whole
 from .objectlock import ObjectLock
@@ -179,7 +179,7 @@ class Store:
     def _check_lease(self) -> None:
         """Refuse to write once another writer took over this process's lease (it stopped renewing in time)."""
         if self._lease is not None and self._lease.lost:
-            raise RunLockedError(f"the lock of run {self._lease.path.name.removesuffix('.lock')} was taken over "
+            raise LeaseLostError(f"the lock of run {self._lease.path.name.removesuffix('.lock')} was taken over "
                                  "by another writer (this one stopped renewing it); nothing more is written")
 
     def journal(self, run_id: str, batch_rows: int = 4000, batch_seconds: float = 10.0) -> Journal:
