@@ -150,3 +150,19 @@ def test_a_missing_bucket_or_unreachable_endpoint_is_one_line_and_exit_2(s3):
     assert unreachable.returncode == 2 and "Could not connect" in unreachable.stderr, unreachable.stderr
     for done in (missing, unreachable):
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("root", ["ftp://x/y", "s3://", "gs:///", "http://host/results"])
+def test_a_results_root_that_is_no_folder_nor_a_bucket_is_one_line_and_creates_nothing(server, tmp_path, root):
+    import subprocess
+    import sys
+
+    data = write_rakuda(tmp_path / "d", ["質問"])
+    work = tmp_path / "cwd"
+    work.mkdir()
+    for args in (["view"], ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda",
+                            "--data-dir", str(data)]):
+        proc = subprocess.run([sys.executable, "-m", "shaberi", *args, "--results-dir", root], cwd=work,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--results-dir" in proc.stderr, proc.stderr
+    assert list(work.iterdir()) == [] and server.stats()["calls"] == 0

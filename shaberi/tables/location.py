@@ -30,6 +30,7 @@ __all__ = ["REMOTE_SCHEMES", "Root", "as_root", "attach", "glob_in", "glob_liter
            "open_for_read", "publish", "published", "put_new", "remove", "unglob", "write_bytes", "write_whole"]
 
 REMOTE_SCHEMES = ("s3://", "gs://", "gcs://")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")  # two letters at least: C:\ is a Windows drive
 Root: TypeAlias = Any  # a pathlib.Path, or a upath.UPath (same methods: /, exists, open; glob_in, remove for these)
 
 
@@ -39,7 +40,12 @@ def as_root(value: str | os.PathLike[str] | Root) -> Root:
         return value
     text = os.fspath(value)
     if not text.startswith(REMOTE_SCHEMES):
+        if _SCHEME.match(text):  # ftp://x/y would become the local folders ftp:/x/y
+            raise UsageError(f"--results-dir {text}: not a folder, and {text.split(':', 1)[0]}:// is no storage "
+                             "Shaberi writes to; give a folder, or s3://bucket/prefix (gs:// too)")
         return Path(text)
+    if not text.split("://", 1)[1].strip("/"):  # s3:// alone would become the local folder s3:
+        raise UsageError(f"--results-dir {text}: name the bucket (and a prefix): {text.split('://')[0]}://bucket/prefix")
     try:
         from upath import UPath
         # No listings cache: another process (a sweep's worker) adds parts while this one reads. The endpoint
