@@ -10,13 +10,15 @@ Rakuda by ``question_id``. A file in the 60-question MT-Bench folder that holds 
 (``Category`` and no ``id``) is imported as ``mt_bench_80``, never pooled with the 60. Scores may be int,
 float, null, or a dict holding ``score`` (a known bug; its ``judge_output`` goes with it). A score outside the
 benchmark's judging scale, or not a real number (a bool, a string, NaN, inf), is no verdict: the row is imported
-unscored with the reason in ``error``, never averaged (not even by ``leaderboard --as-published``, though the
-original tooling averaged a judge's 0 on ELYZA's 1–5, as it would have 1e308), and the report counts and names
-them. A repeated question counts once, with its last row; its earlier rows are kept as superseded judgements
-(``prompt_hash`` ``legacy:repeat<k>``), which ``leaderboard --as-published`` counts as the original tooling did,
-and the import report names the models whose numbers differ between the two. Tengu 61–65 are kept in the
-tables and left out of scores by the views. Models are processed one at a time, so memory follows the largest
-model, not the tree.
+unscored with the reason in ``error``, never averaged by the views, and the report counts and names them. Only
+``leaderboard --as-published`` counts such a score, as the original tooling did (``_published``): its
+``multijudge-viz.py`` read each file with ``pandas.read_json``, which makes the score column numbers (true 1,
+false 0, "7" 7), and averaged the column, NaN and null left out. The value it counted ends the row's ``error``
+(``; as published: -7``, ``AS_PUBLISHED_MARK``); the score stays null. A repeated question counts once, with its
+last row; its earlier rows are kept as superseded judgements (``prompt_hash`` ``legacy:repeat<k>``), which
+``leaderboard --as-published`` counts as the original tooling did. The import report names the models whose
+numbers differ between the two (repeats, set-aside scores). Tengu 61–65 are kept in the tables and left out of
+scores by the views. Models are processed one at a time, so memory follows the largest model, not the tree.
 
 The tree is read twice: first checked whole, then imported, so that bad input (a file that is not a regular
 file, a line over ``MAX_LINE`` bytes, a row without its question key, a ``judge_output`` that is not text, a file
@@ -37,6 +39,7 @@ import orjson
 
 from . import benchmarks as bm
 from .errors import DataError
+from .reports.leaderboard import AS_PUBLISHED_MARK, published_differences
 from .run import RunInfo
 from .tables.rows import AnswerKey, answer, judgement, question
 from .tables.schema import TABLES
@@ -63,6 +66,8 @@ class ImportReport:
     counts: Counter = field(default_factory=Counter)  # edge cases met, by kind
     warnings: list[str] = field(default_factory=list)
     repeated: list[str] = field(default_factory=list)  # run ids of models with repeated judged rows
+    counted: list[str] = field(default_factory=list)  # run ids with set-aside scores --as-published counts
+    as_published: int = 0  # set-aside scores --as-published counts (the original tooling averaged them)
     differences: list[str] = field(default_factory=list)  # where --as-published differs from the default
 
 
@@ -112,6 +117,7 @@ class _Row:
     score: float | None = None  # None: no score (null, or set aside: ``problem`` says why)
     output: str | None = None  # the judge's reply
     problem: str | None = None  # why a score that was given is not imported as one
+    published: float | None = None  # a set-aside score as the original tooling averaged it (``_published``)
 
 
 def _rows(path: Path, report: ImportReport) -> list[tuple[int, dict]]:
@@ -270,16 +276,37 @@ def _score(path: Path, line: int, row: dict, scale: tuple[int, int], report: Imp
     if score is None:
         report.counts["null_scores"] += 1
         return _Row(line, row, None, output)
+    low, high = scale
     if not _integer(score) and not (isinstance(score, float) and math.isfinite(score)):
         report.counts["scores_not_a_number"] += 1
-        return _Row(line, row, None, output, f"score {_shown(score)} is not a number")
-    low, high = scale
-    if not low <= score <= high:
+        problem = f"score {_shown(score)} is not a number"
+    elif not low <= score <= high:
         report.counts["scores_outside_the_scale"] += 1
-        return _Row(line, row, None, output, f"score {_shown(score)} outside the {low}–{high} scale")
-    if isinstance(score, float):
-        report.counts["float_scores"] += 1
-    return _Row(line, row, float(score), output)
+        problem = f"score {_shown(score)} outside the {low}–{high} scale"
+    else:
+        if isinstance(score, float):
+            report.counts["float_scores"] += 1
+        return _Row(line, row, float(score), output)
+    published = _published(score)
+    report.as_published += published is not None
+    return _Row(line, row, None, output, problem, published)
+
+
+def _published(value: object) -> float | None:
+    """A set-aside score as the original tooling averaged it; None where it did not. Its ``multijudge-viz.py``
+    read each judgement file with ``pd.read_json(path, lines=True)``, which turns the score column into numbers
+    as Python's ``float()`` reads each value (true 1, false 0, "7" and " 7 " 7, -7 and 1e308 as they are), then
+    averaged the column with ``groupby(...).score.mean()``, which leaves NaN (null, "nan") out. Counted here:
+    those finite numbers. Not counted: NaN, an infinity (the original's mean would be inf, no score), and what
+    stopped the original (text that is no number, a list: the mean of such a column raises TypeError; an
+    integer beyond 64 bits, which its JSON reader refuses)."""
+    if isinstance(value, bool | float | str) or (_integer(value) and value.bit_length() <= 64):
+        try:
+            number = float(value)
+        except (ValueError, OverflowError):
+            return None
+        return number if math.isfinite(number) else None
+    return None
 
 
 def import_tree(path: Path, results_dir: Path) -> ImportReport:
@@ -295,15 +322,18 @@ def import_tree(path: Path, results_dir: Path) -> ImportReport:
     store = Store(results_dir)
     for model, files in by_model.items():
         _import_model(store, model, files, report)
-    if report.repeated:
-        from .reports.leaderboard import published_differences
-
+    if differ := list(dict.fromkeys([*report.repeated, *report.counted])):
         report.differences = [
-            f"{model}: {title} ({'all judges' if judge == '*' else judge}) {ours:.4f} counting each question once, "
-            f"{published:.4f} as published ({published - ours:+.4f})"
-            for model, judge, title, ours, published in published_differences(results_dir, report.repeated)
-            if abs(published - ours) > 1e-9]  # not the rounding of two orders of summation
+            f"{model}: {title} ({'all judges' if judge == '*' else judge}) {_shown_mean(ours)} by default, "
+            f"{_shown_mean(published)} as published ({_shown_mean(published - ours, '+')})"
+            for model, judge, title, ours, published in published_differences(results_dir, differ)
+            if not abs(published - ours) <= 1e-9]  # not the rounding of two orders of summation (inf differs)
     return report
+
+
+def _shown_mean(value: float, sign: str = "") -> str:
+    """A mean for the report: 4 decimals, or 4 digits when it is huge (a 1e308 the original averaged)."""
+    return f"{value:{sign}.4f}" if abs(value) < 1e9 else f"{value:{sign}.4g}"
 
 
 def _import_model(store: Store, model: str, files: list[tuple[str | None, str, Path]], report: ImportReport) -> None:
@@ -332,7 +362,8 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
                 judgements[(name, qid, judge, repeat)] = judgement(
                     info.run_id, key, judge, None, f"legacy:repeat{repeat}" if repeat else None, None,
                     score=each.score, parse_method="legacy", judge_output=each.output,
-                    error=None if each.score is not None else f"legacy: {each.problem or 'no score'}",
+                    error=None if each.score is not None else f"legacy: {each.problem or 'no score'}" + (
+                        "" if each.published is None else f"{AS_PUBLISHED_MARK}{_number(each.published)}"),
                     created_at=at - repeat)
     info.benchmarks = sorted({name for name, _ in questions})
     info.judges = tuple(sorted(judges))
@@ -346,6 +377,14 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
     report.judgements += sum(1 for key in judgements if key[3] == 0)
     if any(key[3] > 0 for key in judgements):
         report.repeated.append(info.run_id)
+    if any(AS_PUBLISHED_MARK in (j["error"] or "") for j in judgements.values()):
+        report.counted.append(info.run_id)
+
+
+def _number(value: float) -> str:
+    """A float as its shortest text that reads back as the same double (-7, 1, 2.5, 1e+308)."""
+    text = repr(value)
+    return text.removesuffix(".0")
 
 
 def report_lines(report: ImportReport) -> list[str]:
@@ -354,9 +393,12 @@ def report_lines(report: ImportReport) -> list[str]:
     aside = [] if not outside + not_number else [
         f"set aside {outside + not_number:,} scores ({outside:,} outside the benchmark's judging scale, "
         f"{not_number:,} not a number): their rows are imported unscored, the reason in judgements.error, and no "
-        "score counts them (the original tooling's did: its numbers differ for these models)"]
-    differ = ["repeated questions count once here; the original tooling counted every row (shaberi leaderboard "
-              "--as-published):",
+        f"score counts them but shaberi leaderboard --as-published, which counts the {report.as_published:,} the "
+        "original tooling averaged (numbers off the scale, true as 1, numeric text as its number)"]
+    why = [*(["every row of a repeated question, which counts once here"] if report.repeated else []),
+           *(["the set-aside scores it averaged"] if report.counted else [])]
+    differ = [f"shaberi leaderboard --as-published counts as the original tooling did ({'; '.join(why)}), so these "
+              "numbers differ:",
               *(f"  {d}" for d in report.differences)] if report.differences else []
     return [f"imported {report.models} models ({report.files} files): {report.answers:,} answers, "
             f"{report.judgements:,} judgements", *([counts] if counts else []), *aside, *report.warnings, *differ]

@@ -1,6 +1,6 @@
 -- scores: every current judgement's score after the pass deltas, clamped to the benchmark's scale, with the
--- judge's original score kept beside it. Without a delta the judge's score is used as it is (legacy
--- files hold a few out-of-scale scores, which the original leaderboard averaged as they were).
+-- judge's original score kept beside it. Without a delta the judge's score is used as it is (a legacy score
+-- outside the scale is imported null, with its reason: legacy.py; leaderboard --as-published counts it).
 -- A pass delta with judge = '' applies to every judge, and only to judgements of the text it checked
 -- (answer_hash; legacy judgements have none); passes lists the passes that changed the score.
 -- A null judge score stays null whatever the passes say (never 0). Questions in excluded_questions

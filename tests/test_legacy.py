@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from shaberi.legacy import import_tree
-from shaberi.reports.leaderboard import leaderboard
+from shaberi.reports.leaderboard import board, leaderboard
 
 from .conftest import query, shaberi
 
@@ -41,18 +41,16 @@ def _off_scale(model: str, column: str) -> bool:
                                           "Average (ex-GPT4)", "GPT4 delta")) for m, j, b in OFF_SCALE)
 
 
-@pytest.mark.parametrize("as_published", [False, True])
-def test_leaderboard_equals_the_original_tooling_on_subset20_but_for_off_scale_verdicts(subset20, data_dir,
-                                                                                          as_published):
-    """Every number of the original's table to 1e-9, except where it averaged a verdict off the benchmark's scale
-    (a judge's 0 on ELYZA's 1–5): those rows are unscored, never averaged, so those cells differ."""
+def _against_the_reference(subset20, data_dir, as_published: bool) -> tuple[int, int]:
+    """(numbers equal to the original's to 1e-9, numbers that differ where they average an off-scale verdict),
+    every number of the reference but % JA compared; any other difference fails."""
     results, report = subset20
     assert (report.models, report.answers, report.judgements) == (20, 6440, 20000)
     header, rows = leaderboard(results, as_published=as_published)
     ours = {r[0]: dict(zip(header, r, strict=True)) for r in rows}
     reference = _reference(data_dir)
     assert set(ours) == set(reference)
-    compared = differ = 0
+    equal = differ = 0
     for model, ref in reference.items():
         for column, value in ref.items():
             if column in SKIPPED:
@@ -60,25 +58,48 @@ def test_leaderboard_equals_the_original_tooling_on_subset20_but_for_off_scale_v
             got = ours[model][column]
             if value == "":
                 assert got is None, (model, column)
-            elif _off_scale(model, column):
-                assert got != pytest.approx(float(value), abs=1e-9), (model, column)
-                differ += 1
+            elif got == pytest.approx(float(value), abs=1e-9):
+                equal += 1
             else:
-                assert got == pytest.approx(float(value), abs=1e-9), (model, column)
-                compared += 1
-    assert (compared, differ) == (432, 23)  # 455: every number in the reference but % JA
+                assert not as_published and _off_scale(model, column), (model, column, got, value)
+                differ += 1
     assert {r[header.index("JA-MT questions")] for r in rows} == {"60", "80"}  # the 80-question files as such
     assert {r[-1] for r in rows} == {"4/4"}
+    return equal, differ
+
+
+def test_leaderboard_as_published_equals_the_original_tooling_on_subset20(subset20, data_dir):
+    """Every number of the original's table to 1e-9: --as-published counts its 6 off-scale verdicts (a judge's 0
+    on ELYZA's 1–5, 0 on MT-Bench's 1–10, 11 on Tengu's 0–10) as the original averaged them, and says so."""
+    assert _against_the_reference(subset20, data_dir, as_published=True) == (455, 0)  # every number but % JA
+    results, _ = subset20
+    assert board(results, as_published=True).notes == [
+        "--as-published counts 6 scores outside their benchmark's judging scale, as the original tooling averaged "
+        "them; the default leaderboard sets them aside"]
+
+
+def test_the_default_leaderboard_equals_the_original_but_for_its_off_scale_verdicts(subset20, data_dir):
+    """By default the 6 off-scale verdicts are unscored rows, never averaged: the 23 cells that average them
+    differ from the original's, every other number equals it to 1e-9."""
+    assert _against_the_reference(subset20, data_dir, as_published=False) == (432, 23)
+    assert board(subset20[0]).notes == []
 
 
 def test_the_off_scale_verdicts_of_subset20_are_unscored_rows_counted_and_named(subset20):
     results, report = subset20
     assert report.counts["scores_outside_the_scale"] == 6 and report.counts["scores_not_a_number"] == 0
     assert query(results, "SELECT benchmark, judge, count(*) FROM judgements WHERE error LIKE 'legacy: score % "
-                          "outside the %scale' GROUP BY ALL ORDER BY ALL") == [
+                          "outside the %scale%' GROUP BY ALL ORDER BY ALL") == [
         ("elyza", "llmjudge-tulu405", 2), ("mt_bench", "llmjudge-llama33", 1), ("mt_bench_80", "llmjudge-llama33", 2),
         ("tengu", "llmjudge-athenev2", 1)]
     assert sum("outside the" in w and w.endswith(": imported unscored") for w in report.warnings) == 6
+    # the score stays null; the value the original averaged ends the error, for --as-published
+    assert query(results, "SELECT error FROM judgements WHERE score IS NULL AND error LIKE '%; as published: %' "
+                          "ORDER BY error") == [("legacy: score 0 outside the 1–10 scale; as published: 0",)] * 2 + [
+        ("legacy: score 0 outside the 1–5 scale; as published: 0",)] * 2 + [
+        ("legacy: score 0.0 outside the 1–10 scale; as published: 0",),
+        ("legacy: score 11 outside the 0–10 scale; as published: 11",)]
+    assert report.as_published == 6 and len(report.counted) == 3  # calm2, blue-lizard, the ablation
 
 
 def test_percent_ja_equals_the_unicode_script_regex_over_all_answers(subset20):
@@ -170,7 +191,7 @@ def test_a_repeated_legacy_row_counts_once_and_as_published_counts_it_as_the_ori
     published = sum(r["score"] for r in rows) / len(rows)
     once = sum(last.values()) / len(last)
     assert ("karakuri-ai/karakuri-lm-70b-chat-v0.1: MT-Bench (80, legacy) (all judges) "
-            f"{once:.4f} counting each question once, {published:.4f} as published ({published - once:+.4f})"
+            f"{once:.4f} by default, {published:.4f} as published ({published - once:+.4f})"
             ) in proc.stdout
 
     def ja_mt(*args: str) -> float:
@@ -278,31 +299,94 @@ def test_a_line_longer_than_the_limit_is_refused_naming_the_file_and_line(tmp_pa
     assert not (tmp_path / "results").exists()
 
 
-def test_scores_off_the_scale_or_not_numbers_are_set_aside_per_row_and_never_averaged(tmp_path, data_dir):
-    """1e308 made Rakuda 1.25e307, -7 lowered the average, true read as 1.0: each is now an unscored row with its
-    reason, counted in the summary; the default scores average the valid ones only."""
+def _with_scores(rows, scores: dict[int, object], nan: tuple[int, ...] = ()) -> str:
+    """The rows as JSON Lines with these scores, NaN written bare as Python's json wrote it for the original."""
+    lines = [json.dumps(r | ({"score": scores[i]} if i in scores else {}), ensure_ascii=False)
+             for i, r in enumerate(rows)]
+    for i in nan:
+        lines[i] = lines[i].replace(f'"score": {json.dumps(rows[i]["score"])}', '"score": NaN')
+    return "\n".join(lines) + "\n"
+
+
+def test_scores_off_the_scale_or_not_numbers_are_set_aside_and_as_published_counts_what_the_original_did(
+        tmp_path, data_dir):
+    """Issue #30: 1e308 made Rakuda 1.25e307, -7 lowered a published average, true was imported as 1.0. By default
+    each is an unscored row with its reason, counted in the summary, never averaged. --as-published counts what
+    the original tooling counted, and never fails. The original (multijudge-viz.py, the shisa-ai/shaberi script
+    that made output.csv) read a file with ``pd.read_json(path, lines=True)`` and took ``.score.mean()``:
+      1e308, -7, 0 on ELYZA   averaged as they are (ELYZA's × 2 makes 1e308 inf: the original printed inf)
+      true, false             read_json makes the score column numbers: 1 and 0, averaged
+      "7", " 7.5 "            made numbers by the same conversion (Python's float()): 7 and 7.5, averaged
+      null, NaN, "nan"        NaN in the column, which the mean leaves out
+      "seven"                 the column stays text and the mean raises TypeError: the original had no number
+      Infinity                the mean is inf, no score: set aside here as well"""
     folder, rows = _rakuda_tree(tmp_path, data_dir)
     (folder / "a__good.json").unlink()
-    bad = {2: 1e308, 5: -7, 8: True, 11: "7", 14: None}
-    lines = [json.dumps(r | ({"score": bad[i]} if i in bad else {}), ensure_ascii=False) for i, r in enumerate(rows)]
-    lines[17] = lines[17].replace(f'"score": {json.dumps(rows[17]["score"])}', '"score": NaN')  # as Python wrote it
-    (folder / "m.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    valid = [r["score"] for i, r in enumerate(rows) if i not in bad and i != 17]
+    valid = [r["score"] for r in rows]
+    huge = {2: 1e308, 5: -7, 8: True, 11: "7", 14: None}
+    (folder / "m.json").write_text(_with_scores(rows, huge, nan=(17,)), encoding="utf-8")
+    read = {5: -7, 8: True, 9: False, 11: "7", 12: " 7.5 ", 14: None}  # what the original read as numbers
+    (folder / "n.json").write_text(_with_scores(rows, read, nan=(17,)), encoding="utf-8")
+    unread = {3: "seven", 6: "nan", 9: float("inf")}  # json writes Infinity, as Python's json did for the original
+    (folder / "x.json").write_text(_with_scores(rows, unread), encoding="utf-8")
+    elyza = data_dir / "legacy" / "samples" / "judgements" / "judge_gpt-4.1-2025-04-14" / "elyza__ELYZA-tasks-100"
+    elyza_rows = [json.loads(line) for line in (elyza / "shisa-ai__shisa-v2-llama3.1-8b.json").read_text(
+        encoding="utf-8").splitlines() if line.strip()]
+    (folder.parent / elyza.name).mkdir()
+    (folder.parent / elyza.name / "e.json").write_text(_with_scores(elyza_rows, {0: 1e308, 1: 0}), encoding="utf-8")
+
     results = tmp_path / "results"
     proc = shaberi("import-legacy", str(tmp_path / "tree"), "--results-dir", str(results), timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert ("set aside 5 scores (2 outside the benchmark's judging scale, 3 not a number): their rows are imported "
-            "unscored") in proc.stdout
+    assert ("set aside 16 scores (5 outside the benchmark's judging scale, 11 not a number): their rows are imported "
+            "unscored, the reason in judgements.error, and no score counts them but shaberi leaderboard "
+            "--as-published, which counts the 11 the original tooling averaged") in proc.stdout
     assert "m.json:3: score 1e+308 outside the 1–10 scale: imported unscored" in proc.stdout
     assert "m.json:6: score -7 outside the 1–10 scale: imported unscored" in proc.stdout
     assert "m.json:9: score true is not a number: imported unscored" in proc.stdout
     assert "m.json: 2 more scores set aside" in proc.stdout
-    assert query(results, "SELECT count(*), count(score), avg(score) FROM judgements") == [
-        (40, len(valid), pytest.approx(sum(valid) / len(valid)))]
-    assert sorted(e for (e,) in query(results, "SELECT error FROM judgements WHERE score IS NULL")) == [
-        'legacy: no score', 'legacy: score "7" is not a number', "legacy: score -7 outside the 1–10 scale",
-        "legacy: score 1e+308 outside the 1–10 scale", "legacy: score NaN is not a number",
-        "legacy: score true is not a number"]
-    for published in (False, True):  # nor as published
-        header, board_rows = leaderboard(results, as_published=published)
-        assert board_rows[0][header.index("Rakuda (All)")] == pytest.approx(sum(valid) / len(valid))
+    # the score stays null; the value the original counted ends the error
+    assert sorted(e for (e,) in query(results, "SELECT error FROM judgements WHERE score IS NULL AND run_id LIKE "
+                                               "'legacy__m__%'")) == [
+        'legacy: no score', 'legacy: score "7" is not a number; as published: 7',
+        "legacy: score -7 outside the 1–10 scale; as published: -7",
+        "legacy: score 1e+308 outside the 1–10 scale; as published: 1e+308", "legacy: score NaN is not a number",
+        "legacy: score true is not a number; as published: 1"]
+    assert sorted(e for (e,) in query(results, "SELECT error FROM judgements WHERE score IS NULL AND run_id LIKE "
+                                               "'legacy__x__%'")) == [
+        'legacy: score "nan" is not a number', 'legacy: score "seven" is not a number',
+        "legacy: score Infinity is not a number"]
+
+    def mean(values):
+        return sum(values) / len(values)
+
+    def rest(scores: dict, *more: int):  # the valid scores of a file so changed
+        return [v for i, v in enumerate(valid) if i not in scores and i not in more]
+
+    default = {"m": mean(rest(huge, 17)), "n": mean(rest(read, 17)), "x": mean(rest(unread))}
+    published = {"m": mean([*rest(huge, 17), 1e308, -7, 1, 7]), "n": mean([*rest(read, 17), -7, 1, 0, 7, 7.5]),
+                 "x": default["x"]}  # x: the original had no number for it (its "seven" stopped it)
+    said = f"  m: Rakuda (all judges) {default['m']:.4f} by default, 2.632e+306 as published (+2.632e+306)"
+    assert said in proc.stdout
+    assert "  e: ELYZA-tasks-100 (all judges) 7.4898 by default, inf as published (+inf)" in proc.stdout
+    for as_published, expected in ((False, default), (True, published)):
+        header, board_rows = leaderboard(results, as_published=as_published)
+        got = {r[0]: r[header.index("Rakuda (All)")] for r in board_rows if r[0] != "e"}
+        assert got == {m: pytest.approx(v, rel=1e-12, abs=1e-9) for m, v in expected.items()}, as_published
+    # ELYZA's 1e308 and 0: set aside by default; as published, 1e308 × 2 is inf, as the original printed it
+    header, board_rows = leaderboard(results)
+    e = dict(zip(header, next(r for r in board_rows if r[0] == "e"), strict=True))
+    elyza_valid = [r["score"] * 2 for r in elyza_rows[2:]]
+    assert e["ELYZA 100 (All)"] == pytest.approx(mean(elyza_valid)) and e["Average (All)"] == e["ELYZA 100 (All)"]
+    header, board_rows = leaderboard(results, as_published=True)
+    e = dict(zip(header, next(r for r in board_rows if r[0] == "e"), strict=True))
+    assert e["ELYZA 100 (All)"] == e["Average (All)"] == float("inf")
+    markdown = shaberi("leaderboard", "--as-published", "--format", "markdown", "--results-dir", str(results))
+    assert markdown.returncode == 0, markdown.stderr
+    assert "| e | 1 | inf | inf |" in markdown.stdout
+    assert ("note: --as-published counts 5 scores outside their benchmark's judging scale and 6 that are no number "
+            "(true as 1, numeric text as its number), as the original tooling averaged them; the default leaderboard "
+            "sets them aside") in markdown.stdout
+    book = tmp_path / "b.xlsx"  # inf as Excel's #DIV/0!
+    workbook = shaberi("leaderboard", "--as-published", "--out", str(book), "--results-dir", str(results))
+    assert workbook.returncode == 0 and book.stat().st_size > 0, workbook.stderr

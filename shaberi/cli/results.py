@@ -315,8 +315,9 @@ def leaderboard_command(
     out: Annotated[Path | None, typer.Option("--out", help="Write this file instead of printing: .xlsx (a workbook, "
                                              "each score column colour-scaled), .csv, .json or .md.")] = None,
     as_published: Annotated[bool, typer.Option("--as-published", help="Count every row of the legacy files, "
-                                               "repeated questions too, as the original tooling did [default: each "
-                                               "question once].")] = False,
+                                               "repeated questions and scores off their scale too, as the original "
+                                               "tooling did [default: each question once, off-scale scores set "
+                                               "aside].")] = False,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """The original Shaberi leaderboard: all judges pooled, then per judge (ELYZA × 2, Tengu 61–65 left out).

@@ -14,8 +14,12 @@ model's answers, summed from the counts stored with each answer (``shaberi/scrip
 took it from whichever answer file it read first, so it can differ. ``JA-MT questions`` is empty for a
 model with no MT-Bench at all. ``Complete`` counts the four benchmarks with a pooled score: complete rows
 are ranked first, partial ones after them (their averages are over fewer benchmarks).
-A question a legacy file repeats counts once; ``as_published`` counts every row, as the original tooling
-did (the repeats are kept as superseded judgements, ``legacy.py``).
+A question a legacy file repeats counts once, and a legacy score off its benchmark's scale or no real number
+is set aside (unscored); ``as_published`` counts as the original tooling did (``multijudge-viz.py``: pandas
+means of the files' score columns): every row, repeats included (kept as superseded judgements), and each
+set-aside score it averaged, as it averaged it (``legacy._published``: -7, 1e308, true as 1, "7" as 7; not
+NaN or inf). Its means are plain means of doubles, as pandas' are: a 1e308 it counted gives 2.5e306, or inf
+where ELYZA's × 2 overflows, as the original printed, never an error; ``notes`` says how many such scores count.
 
 A tag that names no run but a family ``{tag}-run1 … N`` ranks the family: every score column is the mean
 over its complete runs with the 95 % t-interval, straight from ``multi_run_stats`` (an Average is the mean
@@ -42,6 +46,7 @@ shares one DuckDB database between finding the runs and reading them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -54,8 +59,8 @@ from ..tables.selection import RunRef, select_runs, tags_there
 from ..tables.sql import connect, score_mean
 from .output import write_atomic
 
-__all__ = ["FORMATS", "JUDGE_TITLES", "Board", "Column", "board", "columns", "leaderboard", "output_format",
-           "published_differences", "write_xlsx"]
+__all__ = ["AS_PUBLISHED_MARK", "FORMATS", "JUDGE_TITLES", "Board", "Column", "board", "columns", "leaderboard",
+           "output_format", "published_differences", "write_xlsx"]
 
 # Column names of the original leaderboard for the judge folders it knew.
 JUDGE_TITLES = {"gpt-4-turbo-preview": "GPT4", "gpt-4.1-2025-04-14": "GPT4.1", "gpt-5.1-2025-11-13": "GPT5.1",
@@ -94,7 +99,7 @@ class Board:
     rows: list[list]
     family: bool = False
     judges: list[str] = field(default_factory=list)  # in column order
-    notes: list[str] = field(default_factory=list)  # the family members left out
+    notes: list[str] = field(default_factory=list)  # the family members left out; what --as-published counted
 
     @property
     def header(self) -> list[str]:
@@ -149,14 +154,25 @@ class Board:
         return [self.columns[i].name for i in shown], cells
 
 
+# A set-aside legacy score (null, ``legacy.py``) the original tooling averaged: its error ends with this and the
+# value it counted, as text that reads back as the same double ("legacy: score -7 outside the 1–10 scale; as
+# published: -7").
+AS_PUBLISHED_MARK = "; as published: "
 # Every judged row as the original tooling read it: a legacy file's repeated rows included (superseded
-# judgements of the same text), everything else as the lineage rule counts it.
-_AS_PUBLISHED = """
-    SELECT r.tag, r.model, coalesce(h.judge, '*') AS judge, h.benchmark, avg(h.score * b.to_ten) AS score
-    FROM judgement_history h JOIN runs r USING (run_id) JOIN benchmark_info b USING (benchmark)
+# judgements of the same text), a set-aside score as it counted it (``published``), everything else as the
+# lineage rule counts it. Averaged in DOUBLE, as pandas did: a 1e308 it counted is no error.
+_PUBLISHED_ROWS = f"""
+    SELECT r.tag, r.model, h.judge, h.benchmark, h.score, h.error,
+           CASE WHEN h.score IS NULL AND h.parse_method = 'legacy'
+                THEN TRY_CAST(regexp_extract(h.error, '{AS_PUBLISHED_MARK}(\\S+)$', 1) AS DOUBLE)
+                ELSE h.score END AS published
+    FROM judgement_history h JOIN runs r USING (run_id)
     ANTI JOIN excluded_questions x ON x.benchmark = h.benchmark AND x.question_id = h.question_id
-    WHERE h.strategy = '' AND (h.lineage = 'current' OR (h.parse_method = 'legacy' AND h.lineage = 'superseded'))
-    GROUP BY GROUPING SETS ((r.tag, r.model, h.judge, h.benchmark), (r.tag, r.model, h.benchmark))"""
+    WHERE h.strategy = '' AND (h.lineage = 'current' OR (h.parse_method = 'legacy' AND h.lineage = 'superseded'))"""
+_AS_PUBLISHED = f"""
+    SELECT p.tag, p.model, coalesce(p.judge, '*') AS judge, p.benchmark, avg(p.published * b.to_ten) AS score
+    FROM ({_PUBLISHED_ROWS}) p JOIN benchmark_info b USING (benchmark)
+    GROUP BY GROUPING SETS ((p.tag, p.model, p.judge, p.benchmark), (p.tag, p.model, p.benchmark))"""
 
 
 def published_differences(results_dir: Path, run_ids: list[str]) -> list[tuple[str, str, str, float, float]]:
@@ -235,6 +251,11 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
         ).fetchall() if sc is not None and (t, m) in singles}
         scores |= single
         judged |= {(t, m, j) for t, m, j, b in single if j != "*"}
+    if as_published:
+        notes.append(_published_note(con, sorted({t for t, _ in singles})))
+    # An Average of the published means: a plain mean of doubles, as pandas took it (a 1e308 the original counted
+    # is beyond score_mean's decimals); otherwise score_mean, the one rule of every view.
+    mean_of = _double_mean if as_published else score_mean
     judges = sorted({j for _, _, j in judged}, key=lambda j: JUDGE_TITLES.get(j, j))
     gpt4 = any(JUDGE_TITLES.get(j) == GPT4 for j in judges)
     board_columns = columns()  # read once: the same columns for every row
@@ -277,7 +298,7 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
                 runs = average.runs if average else max((s.runs for s in stats if s), default=0)
                 cells = [v for s in [average, *stats] for v in ((s.mean, s.low, s.high) if s else (None,) * 3)]
                 return cells, average.mean if average else None, runs
-            mean = score_mean(s.mean for s in stats if s)  # as run_scores computes it: the same number
+            mean = mean_of(s.mean for s in stats if s)  # score_mean: as run_scores computes it, the same number
             values = [mean, *(s.mean if s else None for s in stats)]
             return [v for x in values for v in ((x, None, None) if family else (x,))], mean, 1
 
@@ -295,7 +316,7 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
             # As the original computed them: the mean of every Average column whose name lacks "GPT4" (so
             # GPT4.1 is left out too), "All" included; and its difference from GPT4's, relative to it.
             others = [v for title, v in averages.items() if GPT4 not in title and v is not None]
-            ex_gpt4 = score_mean(others) if len(others) > 1 else None  # "All" alone is no judge
+            ex_gpt4 = mean_of(others) if len(others) > 1 else None  # "All" alone is no judge
             row[head.index(Column("Average (ex-GPT4)", "score", GPT4))] = ex_gpt4
             base = averages.get(GPT4)
             row += [(ex_gpt4 - base) / base if base and ex_gpt4 is not None else None]
@@ -306,6 +327,25 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
     average_at = [c.name for c in head].index("Average (All)")
     rows.sort(key=lambda r: (r[-1] != f"{len(board_columns)}/{len(board_columns)}", -(r[average_at] or 0)))
     return Board(", ".join(tags), head, rows, family, judges, notes)
+
+
+def _double_mean(values: Iterable[float | None]) -> float | None:
+    """The mean of ``values`` (None skipped; None for none) in doubles, as pandas' ``mean``: inf where they overflow."""
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _published_note(con: duckdb.DuckDBPyConnection, tags: list[str]) -> str:
+    """The one line saying how many set-aside legacy scores --as-published counted, as the original did."""
+    row = con.execute(f"""
+        SELECT count(*) FILTER (WHERE error LIKE 'legacy: score % outside the %'), count(*)
+        FROM ({_PUBLISHED_ROWS}) WHERE score IS NULL AND published IS NOT NULL AND list_contains($tags, tag)""",
+                      {"tags": tags}).fetchone()
+    outside, counted = row if row else (0, 0)
+    others = f" and {counted - outside:,} that are no number (true as 1, numeric text as its number)" \
+        if counted > outside else ""
+    return (f"--as-published counts {outside:,} score{'' if outside == 1 else 's'} outside their benchmark's judging "
+            f"scale{others}, as the original tooling averaged them; the default leaderboard sets them aside")
 
 
 def output_format(fmt: str | None, out: Path | None) -> str:
@@ -333,7 +373,7 @@ def write_xlsx(path: Path, shown: Board) -> Path:
     import xlsxwriter  # type: ignore[import-untyped]  # no type information published
 
     def write(tmp: Path) -> None:
-        book = xlsxwriter.Workbook(str(tmp))
+        book = xlsxwriter.Workbook(str(tmp), {"nan_inf_to_errors": True})  # an inf --as-published mean: #DIV/0!
         sheet = book.add_worksheet("Leaderboard")
         formats = {"header": book.add_format({"bold": True, "bg_color": "#DDE8CB", "text_wrap": True,
                                               "valign": "top"}),
