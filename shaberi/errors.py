@@ -22,7 +22,9 @@
 from __future__ import annotations
 
 import errno
+import os
 import re
+import traceback
 
 __all__ = [
     "BadResponseError",
@@ -69,10 +71,11 @@ def storage_error(exc: BaseException) -> tuple[str, int] | None:
         return f"cannot write {exc.filename or 'the results'} ({exc.strerror}): make the results directory " \
                "writable or choose another --results-dir", 2
     text = str(exc)
-    if type(exc).__module__.startswith(("botocore", "aiobotocore", "s3fs", "gcsfs", "google")) or any(
-            s in text for s in _OBJECT_STORE):  # DuckDB and pyarrow pass these on inside their own errors
-        line = next((ln for ln in text.splitlines() if any(s in ln for s in _OBJECT_STORE)), text.splitlines()[0])
-        return f"object storage: {line.strip()[:300]}; check the bucket, the AWS_* credentials and AWS_ENDPOINT_URL", 2
+    if _from_object_storage(exc) or any(s in text for s in _OBJECT_STORE):  # DuckDB, pyarrow: inside their errors
+        lines = [ln for ln in text.splitlines() if ln.strip()] or [type(exc).__name__]
+        line = next((ln for ln in lines if any(s in ln for s in _OBJECT_STORE)), lines[0])
+        return (f"object storage: {line.strip()[:300]}; check the bucket, the credentials (AWS_* for s3://, "
+                "GOOGLE_APPLICATION_CREDENTIALS for gs://), AWS_ENDPOINT_URL and the network"), 2
     if type(exc).__module__.lstrip("_").startswith(("duckdb", "pyarrow")) and (part := _PART.search(text)):
         from .tables.location import unglob  # DuckDB names a part as it was given it (glob_literal)
 
@@ -82,6 +85,21 @@ def storage_error(exc: BaseException) -> tuple[str, int] | None:
                    "again", 1
         return unreadable_part(path, text.splitlines()[0].replace(part.group(0), "it")), 2
     return None
+
+
+_STORAGE_PACKAGES = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google")
+
+
+def _from_object_storage(exc: BaseException) -> bool:
+    """Whether the error comes from an object store's client: its type or a cause's is theirs (s3fs raises a
+    PermissionError from botocore's 403), or it was raised inside their code (gcsfs offline: aiohttp's error)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__module__.startswith(_STORAGE_PACKAGES):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any(f"{os.sep}{name}{os.sep}" in frame.filename for frame in frames for name in ("s3fs", "gcsfs"))
 
 
 def _exists(path: str) -> bool:

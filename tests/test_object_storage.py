@@ -4,6 +4,7 @@ resumed from the journal kept on local disk; the run's lock as a lease taken by 
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -165,4 +166,26 @@ def test_a_results_root_that_is_no_folder_nor_a_bucket_is_one_line_and_creates_n
         proc = subprocess.run([sys.executable, "-m", "shaberi", *args, "--results-dir", root], cwd=work,
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--results-dir" in proc.stderr, proc.stderr
+    assert list(work.iterdir()) == [] and server.stats()["calls"] == 0
+
+
+def test_wrong_credentials_for_a_bucket_are_one_line_in_every_command(server, tmp_path):
+    import subprocess
+    import sys
+
+    from shaberi.testing.s3 import S3Server
+
+    data = write_rakuda(tmp_path / "d", ["質問"])
+    work = tmp_path / "cwd"
+    work.mkdir()
+    with S3Server(checks_keys=True) as refusing:
+        env = {**os.environ, **refusing.env, "AWS_ACCESS_KEY_ID": "wrong", "AWS_SECRET_ACCESS_KEY": "wrong",
+               "SHABERI_STATE_DIR": str(tmp_path / "state")}
+        for args in (["view"], ["sql", "SELECT count(*) FROM answers"], ["leaderboard", "--tag", "t"],
+                     ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--data-dir",
+                      str(data)]):
+            proc = subprocess.run([sys.executable, "-m", "shaberi", *args, "--results-dir", "s3://bucket/r"],
+                                  cwd=work, capture_output=True, text=True, timeout=120, env=env)
+            assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (args, proc.stderr)
+            assert proc.stderr.startswith("error: object storage:") and "AWS_" in proc.stderr
     assert list(work.iterdir()) == [] and server.stats()["calls"] == 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import hashlib
+import logging
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -53,6 +54,8 @@ def as_root(value: str | os.PathLike[str] | Root) -> Root:
         options: dict[str, Any] = {"use_listings_cache": False}
         if text.startswith("s3://") and os.environ.get("AWS_ENDPOINT_URL"):
             options["endpoint_url"] = os.environ["AWS_ENDPOINT_URL"]
+        for name in ("gcsfs", "s3fs", "aiobotocore", "botocore"):  # their retries' tracebacks: the error is said once
+            logging.getLogger(name).addHandler(logging.NullHandler())
         path = UPath(text.rstrip("/"), **options)
         path.fs  # noqa: B018  # imports the filesystem's package (s3fs, gcsfs): missing -> ImportError now
     except ImportError as exc:
@@ -110,6 +113,9 @@ def _find(fs: Any, folder: str, names: list[str]) -> list[list[str]]:
     has s3fs and gcsfs do."""
     prefix, stem = folder.rstrip("/") + "/", _GLOB.split(names[0])[0]
     keys = fs.find(prefix, maxdepth=len(names), **({"prefix": stem} if stem else {}))
+    if not keys:  # s3fs's find says nothing for a bucket it may not read: ask in a way that says why
+        with contextlib.suppress(FileNotFoundError):
+            fs.ls(prefix, detail=False)
     found = (key[len(prefix):].split("/") for key in keys)
     return [f for f in found if len(f) == len(names) and all(map(fnmatch.fnmatchcase, f, names))]
 

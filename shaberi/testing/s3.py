@@ -4,6 +4,7 @@ endpoint and the (dummy) credentials from the environment, as they would for a r
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -15,7 +16,11 @@ __all__ = ["S3Server"]
 
 
 class S3Server:
-    def __init__(self) -> None:
+    """``checks_keys``: the server refuses keys it does not know (moto's IAM checks), as a real bucket refuses
+    wrong credentials; otherwise it takes any."""
+
+    def __init__(self, checks_keys: bool = False) -> None:
+        self.checks_keys = checks_keys
         self.proc: subprocess.Popen[bytes] | None = None
         self.endpoint = ""
 
@@ -28,8 +33,9 @@ class S3Server:
         with socket.socket() as s:  # a free port (moto cannot report the one it bound)
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
+        env = os.environ | ({"INITIAL_NO_AUTH_ACTION_COUNT": "0"} if self.checks_keys else {})
         self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         self.endpoint = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
         while True:
