@@ -444,3 +444,14 @@ def test_a_cache_file_whose_content_is_not_text_is_one_line_and_nothing_is_writt
         f"error: the cache file {path}: its column content holds int64, not text; write it again with "
         "generate-cache or import-responses --cache-dir"], done.stderr
     assert not results.exists()
+
+
+def test_a_member_file_that_is_a_link_to_a_device_is_refused_not_read_without_end(tmp_path):
+    data = _gsm8k(tmp_path / "d")
+    m0 = _member(tmp_path / "m0.jsonl", [_answer(q) for q in range(1, 5)])
+    endless = tmp_path / "m1.jsonl"
+    endless.symlink_to("/dev/zero")
+    done = shaberi("ensemble", "import-responses", "--dataset", "gsm8k", "--model", "m", m0, str(endless),
+                   "--data-dir", str(data), "--results-dir", str(tmp_path / "r"), timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "not a regular file" in done.stderr, done.stderr
+    assert not (tmp_path / "r").exists()

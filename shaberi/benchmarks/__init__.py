@@ -190,7 +190,10 @@ def read_rows(path: Path) -> list[dict]:
 
 def read_located(path: Path) -> tuple[list[dict], list[str]]:
     """The rows, and where each one is: ``file:line`` (JSON Lines, CSV) or ``file row n`` (JSON array,
-    Parquet), for error messages that point at the row."""
+    Parquet), for error messages that point at the row. Regular files only: a device or a pipe (a link to
+    /dev/zero) would be read without end."""
+    if path.exists() and not path.is_file():
+        raise DataError(f"{path}: not a regular file (a folder, a device or a pipe); give the data file itself")
     try:
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
