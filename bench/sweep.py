@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from _common import BIN
 
 from shaberi.tables.sql import connect
 from shaberi.testing import LoopbackServer
+from shaberi.testing.ray import RayCluster
 
 DATA = Path(os.environ.get("SHABERI_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "datasets")
 BENCHMARKS = ["elyza", "tengu", "mt_bench", "rakuda"]
@@ -71,15 +71,6 @@ def sweep(plan_file: Path, env: dict[str, str], local: bool) -> tuple[float, dic
         "SELECT sum(len(q.turns)) FROM answers a JOIN questions q USING (run_id, benchmark, question_id)").fetchall()
     return wall, json.loads(summary.read_text()) | {"generation_calls": int(calls)}
 
-
-def start_cluster(env: dict[str, str]) -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", str(WORKERS),
-                    "--port", str(port), "--node-ip-address", "127.0.0.1", "--include-dashboard=false",
-                    "--disable-usage-stats"], env=env, check=True, capture_output=True)
-    return f"127.0.0.1:{port}"
 
 
 def empty_task_ms(address: str) -> tuple[float, float]:
@@ -154,7 +145,8 @@ def main() -> None:
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "SHABERI_STATE_DIR": tempfile.mkdtemp()}
     env.pop("RAY_ADDRESS", None)
     work = Path(tempfile.mkdtemp(prefix="shaberi-bench-plan-"))
-    address = start_cluster(env)
+    cluster = RayCluster(WORKERS, env).start()  # its own: stopping it stops no other Ray cluster here
+    address = cluster.address
     ray_env = {**env, "RAY_ADDRESS": address}
     try:
         floor = help_floor()
@@ -185,7 +177,7 @@ def main() -> None:
             capped_figures = figures(wall, judge, summary["generation_calls"], latency, 3)
             rows.append(("Ray, judge refuses beyond 3", capped_figures, summary))
     finally:
-        subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], env=env, capture_output=True)
+        cluster.stop()
 
     sequential = rows[0][1]["wall"]
     print(f"{'mode':<30}{'wall s':>8}{'ideal s':>9}{'÷ ideal':>9}{'÷ seq':>7}{'judge calls':>13}{'429':>6}"

@@ -78,7 +78,7 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
     for name, n in Counter(q.benchmark for q in items).items():
         progress.benchmarks[name] = BenchmarkProgress(total=n * config.samples)
     placeholder = "回答" * 200  # a later turn's earlier answers: not generated yet, about this long
-    planned = list(plan_calls(items, model=model, base_url=base_url.rstrip("/"), config=config,
+    planned = list(plan_calls(items, model=model, endpoint=base_url.rstrip("/"), config=config,
                               existing=existing_answers(store, run_id), rerun=rerun, retry_errors=retry_errors,
                               progress=progress, earlier=lambda q, s: [placeholder] * _turn(q, items))
                    ) if generating else []

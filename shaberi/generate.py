@@ -1,11 +1,13 @@
 """Generation stage: answer every question, resumably, streaming rows to the run's tables.
 
-Resume rule: a planned request is identified by ``request_hash`` = sha256(base URL, the exact JSON body
-— model, messages, parameters — and the sample index). An existing answer row with the same key and hash
-is reused; a missing row, a row whose hash differs, or an error row that has been called fewer than
-``1 + retry_errors`` times is called again; ``rerun`` calls everything. Each finished call is journaled
-at once (see ``store``), with its token usage, so a killed run loses only what was in flight. An answer
-row carries the hash of the text a judge will see (``lineage``); an error row has none.
+Resume rule: a planned request is identified by ``request_hash`` = sha256(endpoint, the exact JSON body —
+model, messages, parameters — and the sample index). The endpoint is the base URL, except for a model served
+on a port picked for it (a sweep's ``serve`` command, the embedded local model): there it is what is served
+(``RunRequest.served_as``), so that the same model on another port makes the same requests. An existing answer
+row with the same key and hash is reused; a missing row, a row whose hash differs, or an error row that has
+been called fewer than ``1 + retry_errors`` times is called again; ``rerun`` calls everything. Each finished
+call is journaled at once (see ``store``), with its token usage, so a killed run loses only what was in flight.
+An answer row carries the hash of the text a judge will see (``lineage``); an error row has none.
 """
 
 from __future__ import annotations
@@ -113,12 +115,13 @@ class _Work:
 
 
 def plan_calls(
-    questions: Iterable[Question], model: str, base_url: str, config: GenerationConfig,
+    questions: Iterable[Question], model: str, endpoint: str, config: GenerationConfig,
     existing: dict[rows.AnswerKey, tuple], rerun: bool, retry_errors: int, progress: Progress,
     earlier: Callable[[Question, int], list[str] | None] = lambda q, s: [], by_key: bool = False,
 ) -> Iterator[_Work]:
-    """Yield the calls still needed, lazily, counting reused rows as it goes. ``by_key``: a stored row is the
-    answer to its (question, sample) whatever request made it (an ensemble cache's identity)."""
+    """Yield the calls still needed, lazily, counting reused rows as it goes. ``endpoint``: the base URL, or what
+    is served there (see the resume rule). ``by_key``: a stored row is the answer to its (question, sample)
+    whatever request made it (an ensemble cache's identity)."""
     for q in questions:
         stats = progress.benchmarks[q.benchmark]
         for s in range(config.samples):
@@ -127,7 +130,7 @@ def plan_calls(
                 continue  # an earlier turn failed: recorded as an error row by _next_turns
             messages = generation_messages(q, history)
             body = orjson.dumps(config.body(model, messages, s))
-            digest = hashlib.sha256(b"%s\n%s\n%d" % (base_url.encode(), body, s)).hexdigest()[:32]
+            digest = hashlib.sha256(b"%s\n%s\n%d" % (endpoint.encode(), body, s)).hexdigest()[:32]
             old = existing.get(rows.AnswerKey(q.benchmark, q.question_id, s))
             calls, attempts = 1, 0
             if old is not None and (old[0] == digest or by_key) and not rerun:
@@ -154,8 +157,10 @@ async def generate(
     progress: Progress | None = None,
     batch_rows: int = 4000,
     by_key: bool = False,
+    served_as: str | None = None,
 ) -> Progress:
-    """Answer what is missing; return the counters (also updated live in ``progress``).
+    """Answer what is missing; return the counters (also updated live in ``progress``). ``served_as``: what is
+    served at the client's base URL on a port picked for it (``RunRequest.served_as``).
 
     Later turns of a conversation (questions with ``extra.previous``) go in a second phase, once the
     turns they continue have answers: the model's own earlier answers are part of their request.
@@ -172,7 +177,8 @@ async def generate(
         stop = asyncio.Event()
         ticker = asyncio.create_task(_flush_when_due(journal, stop))
         record = functools.partial(_record, journal, run_id, model, progress)
-        plan = functools.partial(plan_calls, model=model, base_url=client.base_url, config=config, existing=existing,
+        plan = functools.partial(plan_calls, model=model, endpoint=served_as or client.base_url, config=config,
+                                 existing=existing,
                                  rerun=rerun, retry_errors=retry_errors, progress=progress, by_key=by_key)
         try:
             await Dispatcher(plan(first), lambda item: client.chat(item.body), record, client.max_in_flight).run()

@@ -75,6 +75,9 @@ class RunRequest:
     transport: Transport | None = None  # every client of the run sends through it [default: aiohttp, one each]
     judge_lease: Callable[[str, int], Lease] | None = None  # slots of a judge endpoint [default: EndpointLease]
     owner: str | None = None  # the work this run is part of (a sweep's task): its retry takes the lock over
+    # What is served at base_url when its port was picked for it (a sweep's serve command, the local model): the
+    # requests' identity, instead of the URL, so that the same model on another port is asked the same requests.
+    served_as: str | None = None
 
     def __post_init__(self) -> None:
         if (isinstance(self.benchmarks, str) or any(not isinstance(j, ModelAt) for j in self.judges)
@@ -196,7 +199,8 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             async def do(stage: str) -> None:
                 if stage == "generate":
                     await generate(store, info.run_id, req.model, datasets, candidate, req.generation,
-                                   rerun=req.rerun, retry_errors=req.retry_errors, progress=outcome.generation)
+                                   rerun=req.rerun, retry_errors=req.retry_errors, progress=outcome.generation,
+                                   served_as=req.served_as)
                 elif stage == "judge":
                     await judge(store, info.run_id, judges, req.judging, rejudge=req.rejudge, benchmarks=names,
                                 questions=scope, progress=outcome.judging)

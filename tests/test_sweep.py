@@ -1,11 +1,14 @@
-"""shaberi sweep on a real local Ray cluster (``ray start --head`` with two CPUs: two worker processes) against
-loopback servers, and the same plan run here one model after another (``--local``): the same rows; a worker
-killed mid-task, retried by Ray, resuming without duplicates; the judge's limit held across workers; a results
-root on S3 (moto); bad plans."""
+"""shaberi sweep on a real local Ray cluster (``ray start --head`` with two CPUs: two worker processes, stopped
+alone at the end, never with ``ray stop``) against loopback servers, and the same plan run here one model after
+another (``--local``): the same rows; a worker killed mid-task, retried by Ray, resuming without duplicates; a
+judging worker killed while it holds the judge's slots, which come back within seconds; the judge's limit held
+across workers; a served model moved to another port reusing its answers, and one that dies failing at once; a
+results root on S3 (moto); bad plans."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +22,7 @@ import pytest
 
 from shaberi.tables.schema import TABLES
 from shaberi.testing import LoopbackServer
+from shaberi.testing.ray import RayCluster, session_processes
 
 from .conftest import query, shaberi
 
@@ -26,20 +30,13 @@ VOLATILE = {"created_at", "updated_at", "latency_ms", "concurrency_history", "st
 MODELS = ["m1", "m2", "m3", "m4"]
 
 
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, s3):
-    """A Ray head on 127.0.0.1 with two CPUs, its workers seeing the S3 server's endpoint and a state dir."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, **s3.env, "RAY_USAGE_STATS_ENABLED": "0"}
-    ray = [sys.executable, "-m", "ray.scripts.scripts"]
-    subprocess.run([*ray, "start", "--head", "--num-cpus", "2", "--port", str(port), "--node-ip-address", "127.0.0.1",
-                    "--include-dashboard=false", "--disable-usage-stats"], env=env, check=True, capture_output=True)
-    try:
-        yield {"address": f"127.0.0.1:{port}", "env": {**s3.env, "RAY_ADDRESS": f"127.0.0.1:{port}"}}
-    finally:
-        subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True)
+def cluster(s3):
+    """A Ray cluster of the test's own (``testing.ray``: stopping it stops no other), its workers seeing the S3
+    server's endpoint."""
+    with RayCluster(cpus=2, env={**os.environ, **s3.env}) as head:
+        yield {"address": head.address, "session": head.session, "env": {**s3.env, "RAY_ADDRESS": head.address}}
 
 
 def write_plan(path: Path, judge_url: str, models: dict[str, str], data: Path, **extra: object) -> Path:
@@ -105,7 +102,8 @@ def test_a_worker_killed_mid_task_is_retried_by_ray_and_resumes_without_duplicat
         deadline = time.monotonic() + 120
         while slow.stats()["calls"] < 4 and time.monotonic() < deadline:
             time.sleep(0.05)
-        workers = subprocess.run(["pgrep", "-f", "ray::shaberi k1"], capture_output=True, text=True).stdout.split()
+        workers = subprocess.run(["pgrep", "-s", str(cluster["session"]), "-f", "ray::shaberi k1"],
+                                 capture_output=True, text=True).stdout.split()
         assert workers, "the task's worker process (its title names the task)"
         for pid in workers:
             os.kill(int(pid), signal.SIGKILL)
@@ -121,6 +119,150 @@ def test_a_worker_killed_mid_task_is_retried_by_ray_and_resumes_without_duplicat
     assert model["status"] == "ok" and model["attempts"] == 2
 
 
+def test_a_judge_worker_killed_mid_request_gives_the_judge_slots_back_within_seconds(cluster, tmp_path, data_dir):
+    """The judging task is killed -9 while it holds both of the judge's slots (judge_concurrency = 2): its
+    retry, and any other task, judges again once the budget has not heard from the dead holder for its lease
+    (15 s), not after the 900 s a slot could once be held; every judgement is made exactly once."""
+    results = tmp_path / "r"
+    with LoopbackServer() as candidate, LoopbackServer(latency_ms=1500) as judge:
+        plan = write_plan(tmp_path / "plan.toml", judge.base_url, {"k2": candidate.base_url}, data_dir, limit=5,
+                          benchmarks=["rakuda", "elyza"])
+        proc = subprocess.Popen([sys.executable, "-m", "shaberi", "sweep", str(plan), "--results-dir", str(results)],
+                                env={**os.environ, **cluster["env"]}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            deadline = time.monotonic() + 180
+            while judge.stats()["in_flight"] < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            workers = subprocess.run(["pgrep", "-s", str(cluster["session"]), "-f", r"ray::shaberi k2 \(judge\)"],
+                                     capture_output=True, text=True).stdout.split()
+            assert workers, "the judging task's worker (its title names the task)"
+            for pid in workers:
+                os.kill(int(pid), signal.SIGKILL)
+            killed, seen = time.monotonic(), judge.stats()["calls"]
+            while judge.stats()["calls"] == seen and time.monotonic() < killed + 120:
+                time.sleep(0.1)
+            resumed = time.monotonic() - killed
+            print(f"judging resumed {resumed:.1f} s after the kill")
+            assert resumed < 120, "judging resumes before 120 s, whereas a dead worker's slots were held for 900 s"
+            _, err = proc.communicate(timeout=300)
+        finally:
+            proc.kill()
+            proc.wait()
+        total = judge.stats()["calls"]
+    assert proc.returncode == 0, err
+    assert seen < 10 and 10 <= total <= 10 + 2  # every answer judged once, the two in flight at the kill again
+    assert query(results, "SELECT count(*), count(DISTINCT (benchmark, question_id)) FROM judgements") == [(10, 10)]
+    [model] = summary(results)["models"]
+    assert model["status"] == "ok"
+    assert summary(results)["judges"][judge.base_url]["reclaimed"] == 2
+
+
+# A served model for the sweep's ``serve``: forwards to a loopback server (whose calls the test counts) and writes
+# its pid, so that a test can kill it and only it.
+FORWARD = """
+import asyncio, os, sys
+from aiohttp import ClientSession, web
+
+port, target, pidfile = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+
+async def main():
+    session = ClientSession()
+
+    async def forward(request):
+        async with session.request(request.method, target + request.path_qs, data=await request.read(),
+                                   headers={"Content-Type": "application/json"}) as resp:
+            return web.Response(status=resp.status, body=await resp.read(), content_type=resp.content_type)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", forward)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    with open(pidfile, "a") as fh:
+        fh.write(f"{os.getpid()}\\n")
+    await asyncio.Event().wait()
+
+
+asyncio.run(main())
+"""
+
+
+def served(tmp_path: Path, backend: LoopbackServer) -> tuple[str, Path]:
+    """A ``serve`` command with {port} that serves ``backend``'s answers, and the file its pids go to."""
+    script, pids = tmp_path / "forward.py", tmp_path / "served.pids"
+    script.write_text(FORWARD)
+    return f"{sys.executable} {script} {{port}} {backend.base_url.removesuffix('/v1')} {pids}", pids
+
+
+def test_a_rerun_whose_served_port_is_taken_pays_for_no_answer_again(cluster, tmp_path, data_dir):
+    """The served model's port is derived from its name; another process holds it when the sweep runs again, so
+    the model is served on the next port: the same model, the same requests, and every answer is reused."""
+    from shaberi.sweep.runner import _port
+
+    results, port = tmp_path / "r", _port("s1")
+    with LoopbackServer() as backend, LoopbackServer() as judge:
+        serve, _ = served(tmp_path, backend)
+        plan = write_plan(tmp_path / "plan.toml", judge.base_url, {"s1": serve}, data_dir, limit=5,
+                          benchmarks=["rakuda", "elyza"])
+        env = {**cluster["env"], "SHABERI_STATE_DIR": str(tmp_path / "state")}
+        first = shaberi("sweep", str(plan), "--results-dir", str(results), env=env, timeout=600)
+        assert first.returncode == 0, first.stderr
+        assert backend.stats()["calls"] == 10 and judge.stats()["calls"] == 10
+        assert query(results, "SELECT base_url FROM runs") == [(f"http://127.0.0.1:{port}/v1",)]
+        with socket.socket() as holder:
+            holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: past TIME_WAIT
+            holder.bind(("127.0.0.1", port))
+            holder.listen()
+            again = shaberi("sweep", str(plan), "--results-dir", str(results), env=env, timeout=600)
+        assert again.returncode == 0, again.stderr
+        regenerated, rejudged = backend.stats()["calls"] - 10, judge.stats()["calls"] - 10
+    print(f"answers regenerated on the rerun with port {port} held: {regenerated}")
+    [(url,)] = query(results, "SELECT base_url FROM runs")
+    assert url != f"http://127.0.0.1:{port}/v1"  # served elsewhere this time
+    assert (regenerated, rejudged) == (0, 0)
+    assert query(results, "SELECT count(*) FROM answers WHERE error IS NULL") == [(10,)]
+
+
+def test_a_served_model_that_dies_mid_run_fails_that_model_at_once(tmp_path, data_dir):
+    """The served model's process is killed while it answers: the sweep notices the process is gone and fails the
+    model with the reason (exit 1) within seconds, instead of retrying every request against a dead port for
+    minutes; what was answered is kept, and the next sweep resumes from it."""
+    results = tmp_path / "r"
+    with LoopbackServer(latency_ms=300) as backend, LoopbackServer() as judge:
+        serve, pids = served(tmp_path, backend)
+        plan = write_plan(tmp_path / "plan.toml", judge.base_url, {"s2": serve}, data_dir, limit=5,
+                          benchmarks=["rakuda", "elyza"], concurrency=1)
+        proc = subprocess.Popen([sys.executable, "-m", "shaberi", "sweep", str(plan), "--local", "--results-dir",
+                                 str(results)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while backend.stats()["calls"] < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            os.kill(int(pids.read_text().split()[0]), signal.SIGKILL)
+            killed = time.monotonic()
+            _, err = proc.communicate(timeout=150)
+            noticed = time.monotonic() - killed
+        finally:
+            proc.kill()
+            proc.wait()
+        print(f"a dead served model noticed {noticed:.1f} s after the kill")
+        assert noticed < 90, "far below the ~5 minutes of retries against a dead port"
+        assert proc.returncode == 1, err
+        assert "the server of s2" in err and "exited with -9" in err, err
+        answered = backend.stats()["calls"]
+        assert 3 <= answered < 10
+        again = shaberi("sweep", str(plan), "--local", "--results-dir", str(results), timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert backend.stats()["calls"] <= 10 + 1  # resumed: only what was in flight at the kill is asked again
+    assert query(results, "SELECT count(*) FROM answers WHERE error IS NULL") == [(10,)]
+
+
+MODEL = "[[models]]\nmodel = 'm'\nbase_url = 'http://h/v1'\n"
+JUDGE = "[[judges]]\nmodel = 'j'\nbase_url = 'http://h/v1'\n"
+
+
 @pytest.mark.parametrize(("body", "says"), [
     ("tag = 'x'\n", "models is missing"),
     ("tag = 'x'\ndata_dir = '.'\n[[models]]\nmodel = 'm'\n", "give base_url"),
@@ -129,6 +271,11 @@ def test_a_worker_killed_mid_task_is_retried_by_ray_and_resumes_without_duplicat
     ("tag = 'x'\nbenchmarks = ['nope']\n[[models]]\nmodel = 'm'\nbase_url = 'http://h/v1'\n", "unknown benchmark"),
     ("tag = 'x'\nmodle = 1\n", "unknown key modle"),
     ("tag = [\n", "not valid TOML"),
+    (f"tag = 'x'\npasses = ['nope']\n{MODEL}", "unknown pass nope"),
+    (f"tag = 'x'\npasses = [3]\n{MODEL}", "should list pass names"),
+    ("tag = 'x'\n[[models]]\nmodel = 'm'\nbase_url = 'gpu-3:8000'\n", "is not an http(s) URL"),
+    (f"tag = 'x'\n[[judges]]\nmodel = 'j'\nbase_url = 'gpt-4.1'\n{MODEL}", "is not an http(s) URL"),
+    (f"tag = 'x'\n{JUDGE}{JUDGE}{MODEL}", "judge 'j' is listed twice"),
 ])
 def test_a_bad_plan_is_one_line_and_exit_2_with_nothing_written(tmp_path, body, says):
     plan = tmp_path / "plan.toml"
@@ -190,3 +337,98 @@ def test_workers_sharing_a_judge_budget_learn_a_cap_the_plan_does_not_state():
     assert stats["requests"] == server["calls"] and stats["rate_limited"] == refused  # every answer heard
     assert stats["limit"] <= 3  # learned: the cap, not the plan's 8
     assert refused / server["calls"] < 0.03, server  # a handful of probes, not a 429 every round
+
+
+def test_a_judge_budget_takes_back_the_slots_of_a_holder_it_no_longer_hears_from():
+    """A holder that stops heart-beating (its worker died) loses every slot once the lease has passed; one that
+    keeps beating keeps its slot for as long as it beats, many leases."""
+    from shaberi.sweep.budget import JudgeBudget
+
+    async def main() -> tuple[float, dict]:
+        budget = JudgeBudget(lease=1.0)
+        begun = time.monotonic()
+        await budget.acquire("j", 2, "dead")
+        await budget.acquire("j", 2, "dead")
+        waiting = asyncio.create_task(budget.acquire("j", 2, "other"))
+        slot = await asyncio.wait_for(waiting, 30)
+        freed = time.monotonic() - begun
+        await budget.release("j", slot, None)
+
+        kept = await budget.acquire("k", 1, "live")
+        blocked = asyncio.create_task(budget.acquire("k", 1, "other"))
+        for _ in range(40):  # 4 s: four leases
+            await budget.beat("live")
+            await asyncio.sleep(0.1)
+        assert not blocked.done(), "a live holder's slot was taken back"
+        await budget.release("k", kept, (False, 4.0, 10))
+        await asyncio.wait_for(blocked, 5)
+        return freed, budget.stats()
+
+    freed, stats = asyncio.run(main())
+    assert 1.0 <= freed < 20  # not before the lease, and soon after it
+    assert stats["j"]["reclaimed"] == 2 and stats["k"]["reclaimed"] == 0
+
+
+class _Actor:
+    """A ``JudgeBudget`` reached as ``ClusterLease`` reaches the actor (``actor.method.remote(...)``), from the event
+    loop or from its heartbeat thread."""
+
+    def __init__(self, budget, loop) -> None:
+        self.budget, self.loop = budget, loop
+
+    def __getattr__(self, name: str):
+        method, loop = getattr(self.budget, name), self.loop
+
+        class Call:
+            @staticmethod
+            def remote(*args):
+                future = asyncio.run_coroutine_threadsafe(method(*args), loop)
+                with contextlib.suppress(RuntimeError):
+                    if asyncio.get_running_loop() is loop:
+                        return asyncio.wrap_future(future)
+                return future
+
+        return Call
+
+
+def test_a_cluster_lease_keeps_its_slot_through_a_request_longer_than_the_lease_and_frees_it_on_close():
+    from shaberi.sweep.budget import ClusterLease, JudgeBudget
+
+    async def main() -> dict:
+        budget = JudgeBudget(lease=0.5)
+        actor = _Actor(budget, asyncio.get_running_loop())
+        long, other = ClusterLease(actor, "j", 1, beat=0.1), ClusterLease(actor, "j", 1, beat=0.1)
+        await long.acquire()
+        blocked = asyncio.create_task(other.acquire())
+        await asyncio.sleep(3)  # six leases, the heartbeat thread beating
+        assert not blocked.done(), "the live holder's slot was taken back"
+        long.close()  # a client closed while it held a slot (a cancelled request): the slot is free at once
+        await asyncio.wait_for(blocked, 5)
+        other.close()
+        await asyncio.sleep(0.1)
+        return budget.stats()["j"]
+
+    stats = asyncio.run(main())
+    assert stats["requests"] == 2 and stats["reclaimed"] == 2  # long's slot on close, other's on close
+
+
+def test_stopping_a_test_cluster_leaves_every_other_ray_cluster_of_the_machine_running(cluster):
+    """Another head is started and stopped as the fixture does it: the module's cluster (standing for anyone
+    else's) still runs, with every process it had; ``ray stop --force`` would have stopped both."""
+    def daemons(head: dict) -> set[int]:  # its GCS and raylet (idle workers come and go)
+        found = set()
+        for pid in session_processes(head["session"]):
+            with contextlib.suppress(OSError):
+                if any(d in Path(f"/proc/{pid}/cmdline").read_bytes() for d in (b"gcs_server", b"raylet")):
+                    found.add(pid)
+        return found
+
+    before = daemons(cluster)
+    assert len(before) >= 2
+    with RayCluster(cpus=1) as other:
+        assert session_processes(other.session)
+    assert session_processes(other.session) == [] and not Path(other.temp).exists()
+    assert daemons(cluster) == before
+    host, port = cluster["address"].split(":")
+    with socket.create_connection((host, int(port)), timeout=10):  # its GCS still answers
+        pass

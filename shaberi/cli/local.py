@@ -90,11 +90,13 @@ def demo(
         server, model, judge_model, note = LoopbackServer(
             latency_ms=20, models=("shaberi-loopback", "shaberi-loopback-judge")), "shaberi-loopback", \
             "shaberi-loopback-judge", "the project's loopback test server (answers are canned, scores meaningless)"
+        served_as = None
     else:
         from ..llm.local import LocalServer
 
         server = LocalServer(threads=threads)
         model = judge_model = server.name
+        served_as = server.identity  # its port is a free one each time: the requests are what it serves
         client = ClientConfig(control=ControlConfig(start=2, min=1, max=2))  # llama.cpp answers one request at a time
         note = f"{model} on llama.cpp, {threads} thread(s) (a 0.5B model: the scores are not meaningful)"
     with server as endpoint:
@@ -103,7 +105,8 @@ def demo(
                         data_dir=data_dir or resource_dir("data") / "samples", tag="demo", limit=limit,
                         judges=[ModelAt(judge_model, endpoint.base_url)],
                         passes=build("lang_mixing,repetition,format_validation"), client=client,
-                        generation=GenerationConfig(max_tokens=384), judging=JudgeConfig(max_tokens=384)))
+                        generation=GenerationConfig(max_tokens=384), judging=JudgeConfig(max_tokens=384),
+                        served_as=served_as))
     if outcome.failed:  # run_request said why
         raise typer.Exit(1)
     view(tag="demo", runs=None, model=model, judge=None, format=Format.table, pricing=None, clustered_se=False,

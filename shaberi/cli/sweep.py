@@ -1,8 +1,8 @@
 """``shaberi sweep PLAN.toml``: every model of a plan (``sweep/plan.py``) on a Ray cluster, or here.
 
 Exit codes: 0 every model's runs finished (``ok`` or ``partial``: some calls failed, the view says which); 1 a
-model failed (its server never answered, every call of a stage failed, or Ray gave up on its task); 2 a bad
-plan or option.
+model failed (its server never answered or died while answering, every call of a stage failed, or Ray gave up on
+its task); 2 a bad plan or option, said in one line before anything is written.
 """
 
 from __future__ import annotations

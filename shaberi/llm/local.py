@@ -9,7 +9,9 @@ path helper. The 1.5B model of the same family (better answers, about 0.6× the 
 
 This module is the only place that knows about those packages: it joins the chunks in order into one
 file under the cache folder (``$SHABERI_CACHE_DIR``, default ``~/.cache/shaberi``), checks its size and
-sha256 before first use, and starts ``python -m llama_cpp.server`` on 127.0.0.1 over it.
+sha256 before first use, and starts ``python -m llama_cpp.server`` on 127.0.0.1 over it, on a free port.
+``LocalServer.identity`` is what it serves (model, weights, context): a run's requests to it are identified by
+that, not by the port (``RunRequest.served_as``), so a run resumed against a new server reuses its answers.
 """
 
 from __future__ import annotations
@@ -130,6 +132,9 @@ class LocalServer:
         self.threads, self.context = threads, context
         self.log = log or Path(tempfile.mkstemp(prefix="shaberi-local-", suffix=".log")[1])
         self.proc: subprocess.Popen[bytes] | None = None
+        stat = self.gguf.stat()  # the weights: the checked digest, else the file as it is (hashing GBs is slow)
+        weights = MODELS[model].sha256 if gguf is None else f"{self.gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+        self.identity = f"local:{self.name}\n{weights}\nn_ctx={context}"
 
     @property
     def base_url(self) -> str:

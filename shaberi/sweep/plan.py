@@ -25,6 +25,8 @@
     ready_timeout = 900              # seconds until /v1/models must answer
 
 API keys are never in a plan: ``api_key_env`` names the variable (default OPENAI_API_KEY), as ``run`` does.
+Everything a plan can get wrong (an unknown key, benchmark or pass, a base URL that is no http(s) URL, a judge
+listed twice, a value of the wrong type) is one UsageError here, before a cluster is joined or anything written.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 
 from .. import benchmarks as bm
 from ..errors import UsageError
-from ..llm.endpoints import ModelAt
+from ..llm.endpoints import ModelAt, check_base_url
 from ..run import validate_name
 from ..tables.location import Root, as_root
 
@@ -76,6 +78,7 @@ class Plan:
 _TOP = {"tag", "runs", "benchmarks", "limit", "passes", "judge_concurrency", "concurrency", "data_dir", "results_dir",
         "judges", "models", "judge_api_key_env"}
 _MODEL = {"model", "base_url", "serve", "num_gpus", "num_cpus", "ready_timeout", "api_key_env"}
+_JUDGE = {"model", "base_url"}
 
 
 def load_plan(path: Path, results_dir: Root | None = None, data_dir: Path | None = None) -> Plan:
@@ -109,23 +112,47 @@ def load_plan(path: Path, results_dir: Root | None = None, data_dir: Path | None
                              "with {port} that the worker runs), not both nor neither")
         if spec.serve is not None and "{port}" not in spec.serve:
             raise UsageError(f"{at} ({spec.model}): serve must contain {{port}}, the free port the worker gives it")
+        if spec.base_url is not None:
+            check_base_url(spec.base_url, f"{at} ({spec.model}): base_url")
+        for key in ("num_gpus", "num_cpus", "ready_timeout"):
+            if (value := getattr(spec, key)) < 0 or (key == "ready_timeout" and value == 0):
+                raise UsageError(f"{at} ({spec.model}): {key} = {value:g} must be "
+                                 f"{'positive' if key == 'ready_timeout' else 'at least 0'}")
         validate_name("model", spec.model)
         models.append(spec)
     if not models:
         raise UsageError(f"{where}: no [[models]] to evaluate")
     if len({m.model for m in models}) < len(models):
         raise UsageError(f"{where}: a model is listed twice; each model's runs are one task")
-    judges = []
+    judges: list[ModelAt] = []
     for i, entry in enumerate(_get(raw, "judges", list, where) or []):
         at = f"{where}: judges[{i}]"
         if not isinstance(entry, dict):
             raise UsageError(f"{at} must be a table ([[judges]] with model and base_url)")
-        judges.append(ModelAt(_get(entry, "model", str, at, required=True),
-                              _get(entry, "base_url", str, at, required=True).rstrip("/")))
+        if unknown := sorted(set(entry) - _JUDGE):
+            raise UsageError(f"{at}: unknown key {', '.join(unknown)}; keys are {', '.join(sorted(_JUDGE))}")
+        judge = ModelAt(_get(entry, "model", str, at, required=True),
+                        _get(entry, "base_url", str, at, required=True).rstrip("/"))
+        validate_name("judge", judge.name)
+        check_base_url(judge.base_url, f"{at} ({judge.name}): base_url")
+        if (first := next((k for k, j in enumerate(judges) if j.name == judge.name), None)) is not None:
+            raise UsageError(f"{where}: judge {judge.name!r} is listed twice (judges[{first}] and judges[{i}]); its "
+                             "judgements are kept under its name: list each judge once")
+        judges.append(judge)
     benchmarks = _get(raw, "benchmarks", list, where)
     if benchmarks is not None and (unknown := [b for b in benchmarks if b not in bm.BENCHMARKS]):
         raise UsageError(f"{where}: unknown benchmark {', '.join(map(str, unknown))}; choose from: "
                          f"{', '.join(bm.BENCHMARKS)}")
+    passes = _get(raw, "passes", list, where) or []
+    if not all(isinstance(p, str) for p in passes):
+        raise UsageError(f"{where}: passes = {passes!r} should list pass names, e.g. passes = [\"format_validation\"]")
+    if passes:
+        from ..passes import build  # here: the passes' imports are no cost of every command's start
+
+        try:
+            build(passes)
+        except UsageError as exc:
+            raise UsageError(f"{where}: passes: {exc}") from None
     for key in ("runs", "limit", "judge_concurrency", "concurrency"):
         if (value := _get(raw, key, int, where)) is not None and value < 1:
             raise UsageError(f"{where}: {key} = {value} must be at least 1")
@@ -140,7 +167,7 @@ def load_plan(path: Path, results_dir: Root | None = None, data_dir: Path | None
                 judges=judges,
                 judge_api_key_env=_get(raw, "judge_api_key_env", str, where),
                 judge_concurrency=_get(raw, "judge_concurrency", int, where),
-                concurrency=_get(raw, "concurrency", int, where), passes=list(_get(raw, "passes", list, where) or []))
+                concurrency=_get(raw, "concurrency", int, where), passes=list(passes))
 
 
 def _local(base: Path, value: str) -> str:

@@ -1,9 +1,12 @@
 """One model's work in a sweep, and the two ways to run every model's: Ray tasks, or one after another here.
 
 A model's work (``evaluate_model``): start its server if the plan gives a ``serve`` command (on a port derived
-from the model's name, so that a retry on the same machine asks the same URL and its stored answers are
-reused; the server dies with the worker, ``PR_SET_PDEATHSIG``), wait until ``/v1/models`` answers, generate
-every run, stop the server, then judge and run the passes (no GPU held meanwhile). Here, a model with a
+from the model's name, the next free one when another process holds it; the server dies with the worker,
+``PR_SET_PDEATHSIG``), wait until ``/v1/models`` answers, generate every run, stop the server, then judge and
+run the passes (no GPU held meanwhile). A served model's requests are identified by what is served (its name
+and ``serve`` command: ``RunRequest.served_as``), not by the port, so that a retry or a rerun on another port
+reuses every stored answer. A server that dies mid-generation fails that model's work within a second (its
+process is watched), instead of its requests being retried against a dead port for minutes. Here, a model with a
 ``base_url`` runs all stages in one go. Each run is ``pipeline.run``, exactly what ``shaberi run`` does, so the
 rows are the same whoever runs it; its lock names the sweep's work (``owner``) so that Ray's retry of a task
 whose worker died takes the run over at once and resumes it from what was stored.
@@ -25,11 +28,12 @@ import shlex
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ..errors import EndpointError
 from ..llm.client import ClientConfig
@@ -38,7 +42,7 @@ from ..pipeline import Outcome, RunRequest, repeated, run
 from .plan import ModelSpec, Plan
 from .progress import counts
 
-__all__ = ["evaluate_model", "requests", "run_local", "run_on_ray", "serving"]
+__all__ = ["Served", "evaluate_model", "requests", "run_local", "run_on_ray", "serving"]
 
 Report = Callable[..., Any]  # report("update", model, tag, stages): a SweepProgress method, local or remote
 
@@ -56,7 +60,8 @@ def requests(plan: Plan, spec: ModelSpec, base_url: str, stages: list[str] | Non
                       stages=stages, client=client, judges=list(plan.judges), judge_api_key_env=plan.judge_api_key_env,
                       judge_concurrency=plan.judge_concurrency,
                       passes=build(",".join(plan.passes)) if plan.passes else [],
-                      judge_lease=judge_lease, owner=f"sweep {sweep or plan.tag}: {spec.model}")
+                      judge_lease=judge_lease, owner=f"sweep {sweep or plan.tag}: {spec.model}",
+                      served_as=served_identity(spec) if spec.serve else None)
     return repeated(base, plan.runs)
 
 
@@ -82,45 +87,72 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+class Served(NamedTuple):
+    """A model's base URL, and ``check``: raises EndpointError once the server the sweep started has exited."""
+
+    url: str
+    check: Callable[[], None] | None = None
+
+
+def served_identity(spec: ModelSpec) -> str:
+    """What a served model's requests are identified by: its name and serve command, ``{port}`` unexpanded."""
+    return f"served:{spec.model}\n{spec.serve}"
+
+
+def _tail(log: Any) -> str:
+    log.seek(0)
+    lines = log.read().decode(errors="replace").strip().splitlines()
+    return f": {lines[-1][:300]}" if lines else ""
+
+
 @contextlib.contextmanager
-def serving(spec: ModelSpec) -> Iterator[str]:
+def serving(spec: ModelSpec) -> Iterator[Served]:
     """The model's base URL: the plan's, or a server started from ``serve`` until it answers, stopped after."""
     if spec.serve is None:
-        yield spec.base_url or ""
+        yield Served(spec.base_url or "")
         return
     port = _port(spec.model)
     command = spec.serve.replace("{port}", str(port))
-    proc = subprocess.Popen(shlex.split(command), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True, preexec_fn=_die_with_parent)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + spec.ready_timeout
-        while True:
+    # its output to a file, not a pipe nobody reads while it serves: a chatty server would block on a full pipe
+    with tempfile.TemporaryFile(prefix="shaberi-serve-") as log:
+        proc = subprocess.Popen(shlex.split(command), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=log, start_new_session=True, preexec_fn=_die_with_parent)
+        url = f"http://127.0.0.1:{port}/v1"
+
+        def check() -> None:
             if proc.poll() is not None:
-                tail = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace").strip().splitlines()
-                raise EndpointError(f"the server of {spec.model} ({command}) exited with {proc.returncode}"
-                                    f"{': ' + tail[-1] if tail else ''}")
-            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/models", timeout=2) as resp:
-                if resp.status == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise EndpointError(f"the server of {spec.model} ({command}) did not answer {url}/models within "
-                                    f"{spec.ready_timeout:g} s (ready_timeout)")
-            time.sleep(0.5)
-        yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+                raise EndpointError(f"the server of {spec.model} ({command}) exited with {proc.returncode} while "
+                                    f"answering{_tail(log)}; what it answered is kept: run the sweep again to resume")
+
         try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
+            deadline = time.monotonic() + spec.ready_timeout
+            while True:
+                if proc.poll() is not None:
+                    raise EndpointError(f"the server of {spec.model} ({command}) exited with {proc.returncode}"
+                                        f"{_tail(log)}")
+                with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/models", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+                if time.monotonic() > deadline:
+                    raise EndpointError(f"the server of {spec.model} ({command}) did not answer {url}/models "
+                                        f"within {spec.ready_timeout:g} s (ready_timeout)")
+                time.sleep(0.5)
+            yield Served(url, check)
+        finally:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
-async def _run(req: RunRequest, report: Report) -> Outcome:
-    """``pipeline.run``, reporting its counters every second while it runs."""
+async def _run(req: RunRequest, report: Report, check: Callable[[], None] | None = None) -> Outcome:
+    """``pipeline.run``, reporting its counters every second while it runs; ``check`` (the served model's
+    ``Served.check``) is called twice a second, and what it raises stops the run (cancelled: what was answered
+    is kept) and is raised here."""
     live: list[Outcome] = []
 
     async def tick() -> None:
@@ -129,11 +161,29 @@ async def _run(req: RunRequest, report: Report) -> Outcome:
             if live:
                 report("update", req.model, req.tag, counts(live[0]))
 
+    async def watch(check: Callable[[], None]) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            check()
+
+    work = asyncio.create_task(run(req, on_start=live.append))
     ticker = asyncio.create_task(tick())
+    watcher = asyncio.create_task(watch(check)) if check else None
     try:
-        outcome = await run(req, on_start=live.append)
+        if watcher is not None:
+            await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if watcher.done() and not work.done():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+                watcher.result()  # the server's death
+            elif watcher.done():  # it died as the run ended: the run's outcome stands
+                watcher.exception()
+        outcome = await work
     finally:
         ticker.cancel()
+        if watcher is not None:
+            watcher.cancel()
     report("update", req.model, req.tag, counts(outcome))
     return outcome
 
@@ -153,9 +203,9 @@ def evaluate_model(plan: Plan, spec: ModelSpec, report: Report, judge_lease: Cal
     try:
         if half != "judge":
             first = ["generate"] if later and (spec.serve or half == "generate") else None
-            with serving(spec) as url:
-                for req in requests(plan, spec, url, first, judge_lease, sweep):
-                    outcomes[req.tag] = asyncio.run(_run(req, report))
+            with serving(spec) as served:
+                for req in requests(plan, spec, served.url, first, judge_lease, sweep):
+                    outcomes[req.tag] = asyncio.run(_run(req, report, served.check))
         if half != "generate" and later and (spec.serve or half == "judge"):
             for req in requests(plan, spec, "", later, judge_lease, sweep):
                 outcomes[req.tag] = asyncio.run(_run(req, report))

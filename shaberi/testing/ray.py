@@ -1,0 +1,82 @@
+"""A Ray cluster of its own on 127.0.0.1, for tests and benchmarks, which stops without touching any other.
+
+``ray stop`` stops every Ray cluster of the user on the machine and cannot name one. Here ``ray start --head``
+leads a session of its own (every process of the cluster, workers included, stays in it) with a temp dir and
+free ports of its own, so it runs beside any other cluster; ``stop`` kills that session's processes only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["RayCluster", "session_processes"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def session_processes(sid: int) -> list[int]:
+    """The live processes of session ``sid`` (the fourth field after the name in /proc/PID/stat), zombies left
+    out."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":
+                pids.append(int(entry.name))
+    return pids
+
+
+class RayCluster:
+    """``with RayCluster(cpus, env) as c``: ``c.address`` to connect to, ``c.session`` its processes' session."""
+
+    def __init__(self, cpus: int = 2, env: dict[str, str] | None = None) -> None:
+        self.cpus, self.env = cpus, {**(env or os.environ), "RAY_USAGE_STATS_ENABLED": "0"}
+        self.address, self.session, self.temp = "", 0, ""
+
+    def start(self) -> RayCluster:
+        port, self.temp = _free_port(), tempfile.mkdtemp(prefix="ray-")  # short: socket paths must fit 107 bytes
+        head = subprocess.Popen(
+            [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", str(self.cpus), "--port",
+             str(port), "--node-ip-address", "127.0.0.1", "--include-dashboard=false", "--disable-usage-stats",
+             "--temp-dir", self.temp, "--ray-client-server-port", str(_free_port()), "--dashboard-port",
+             str(_free_port()), "--dashboard-agent-listen-port", str(_free_port())],
+            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        out, _ = head.communicate(timeout=180)
+        self.address, self.session = f"127.0.0.1:{port}", head.pid
+        if head.returncode != 0:
+            self.stop()
+            raise RuntimeError(f"ray start failed: {out[-2000:]}")
+        return self
+
+    def stop(self) -> None:
+        """SIGKILL every process of the cluster's session until none is left, then remove its temp dir."""
+        deadline = time.monotonic() + 30
+        while self.session and (pids := session_processes(self.session)) and time.monotonic() < deadline:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+    def __enter__(self) -> RayCluster:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
