@@ -198,7 +198,10 @@ def test_reuse_is_counted_from_the_tables_once_however_often_a_run_is_resumed(se
                           "ORDER BY model") == [("j", 3, 0), ("j2", 3, 0)]
 
 
-def test_a_run_killed_during_its_export_reads_as_interrupted(server, tmp_path):
+def test_a_run_killed_during_its_export_keeps_the_status_its_stages_gave_it(server, tmp_path):
+    """The export is written from the tables after the run's status is: a kill there loses no work and changes
+    no status (before, the run read as interrupted though every stage had ended ok); the same command again
+    calls nothing and writes the export."""
     data = write_rakuda(tmp_path / "d", ["質問1", "質問2"])
     results = tmp_path / "r"
     kill_in_export = textwrap.dedent(f"""
@@ -214,19 +217,20 @@ def test_a_run_killed_during_its_export_reads_as_interrupted(server, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     proc = subprocess.run([sys.executable, "-c", kill_in_export], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == -9
-    # One status everywhere: the row holds running, every reader shows interrupted (sql, the API, view).
-    assert query(results, "SELECT status, stored_status FROM runs") == [("interrupted", "running")]
+    # One status everywhere: the row, sql, the API, view and the manifest (written before the export).
+    assert query(results, "SELECT status, stored_status FROM runs") == [("ok", "ok")]
     assert shaberi("sql", "SELECT status FROM runs", "--format", "csv", "--results-dir",
-                   str(results)).stdout.split() == ["status", "interrupted"]
-    assert shaberi_api.open(results).runs()["status"].to_list() == ["interrupted"]
+                   str(results)).stdout.split() == ["status", "ok"]
+    assert shaberi_api.open(results).runs()["status"].to_list() == ["ok"]
     view = json.loads(shaberi("view", "--format", "json", "--results-dir", str(results)).stdout)
-    assert view["scores"][0]["status"] == "interrupted"
-    assert manifest(results, "m", "default")["status"] != "ok"
-    # Running the same command again finishes it: nothing is called again, the export is written.
+    assert view["scores"][0]["status"] == "ok"
+    assert manifest(results, "m", "default")["status"] == "ok"
+    assert not (results / "m" / "default" / "artifacts" / "shaberi" / "answers").exists()  # no export yet
+    # Running the same command again calls nothing and writes the export.
     server.reset()
     again = run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j", tag="default")
     assert again.returncode == 0 and server.stats()["calls"] == 0
-    assert manifest(results, "m", "default")["status"] == "ok"
+    assert (results / "m" / "default" / "artifacts" / "shaberi" / "answers" / "rakuda.jsonl").is_file()
 
 
 def test_family_statistics_use_complete_runs_only(server, tmp_path, data_dir):
