@@ -46,7 +46,8 @@ class _Spill:
         self.runs: list[IO[bytes]] = []
 
     def add(self, rank: int, blob: bytes) -> None:
-        self.pending.append((rank, blob))
+        # A copy of exactly its length: orjson's bytes keep the buffer it grew (2 KB for a short answer).
+        self.pending.append((rank, bytes(memoryview(blob))))
         self.size += len(blob) + 64
         if self.size > self.budget:
             self._flush()
