@@ -17,7 +17,8 @@ from urllib.parse import unquote, urlsplit
 __all__ = ["REDACTED", "redact", "strip_credentials", "url_secrets"]
 
 REDACTED = "[redacted]"
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s\"']+@")
+# To the last "@" before the path: a password may hold "@" (``urlsplit`` reads it so, and so do clients).
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s\"']*@")
 # An Authorization header as a server may echo it, whatever its scheme: the credentials after the scheme word.
 _AUTHORIZATION = re.compile(r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?\s*(?:[a-z][\w-]*\s+)?)[^\s\"',;}]+")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;}]+")

@@ -238,3 +238,44 @@ def test_a_single_valued_option_given_twice_is_bad_input(tmp_path, args, named):
                            "silently): give it once") and not (tmp_path / "r").exists()
     board = shaberi("leaderboard", "--tag", "a", "--tag", "b", "--results-dir", str(tmp_path / "r"))
     assert board.returncode == 2 and "no runs tagged 'a'" in board.stderr  # read as two tags, not refused
+
+
+@pytest.mark.parametrize(("option", "url", "said"), [
+    ("--base-url", "htp://alice:Pa55SECRETword@127.0.0.1:9/v1", "not an http(s) URL"),
+    ("--base-url", "http://alice:Pa55SECRETword@/v1", "not an http(s) URL"),
+    ("--base-url", "alice:Pa55SECRETword@127.0.0.1:9/v1", "not an http(s) URL"),
+    ("--base-url", "http://alice:Pa55SECRETword@[::1/v1", "not a valid URL"),
+    ("--base-url", "http://alice:Pa 55SECRETword@127.0.0.1:9/v1", "holds a space"),
+    ("--base-url", "http://127.0.0.1:9/v1?api-key=Pa55SECRETword", "takes no query"),
+    ("--judge", "j@http://bob:Pa55SECRETword@127.0.0.1:1/v1", "cannot reach http://127.0.0.1:1/v1"),
+    ("--judge", "j@htp://bob:Pa55SECRETword@127.0.0.1:1/v1", "not an http(s) URL"),
+])
+def test_a_url_refused_is_said_without_its_password(server, tmp_path, data_dir, option, url, said):
+    args = run_args(server, tmp_path, data_dir, "--benchmark", "rakuda", "--limit", "1")
+    if option == "--base-url":
+        args[args.index("--base-url") + 1] = url
+    else:
+        args += [option, url]
+    proc = shaberi(*args)
+    assert_clean_refusal(proc, tmp_path, said)
+    assert "SECRET" not in proc.stderr + proc.stdout and not (tmp_path / "results").exists()
+
+
+def test_a_key_holding_a_line_break_is_refused_before_any_call(server, tmp_path, data_dir):
+    proc = shaberi(*run_args(server, tmp_path, data_dir, "--api-key-env", "MY_KEY"), env={"MY_KEY": "sk-a\nsk-b"})
+    assert_clean_refusal(proc, tmp_path, "the key in MY_KEY holds a control character")
+    assert "sk-a" not in proc.stderr and server.stats()["calls"] == 0
+
+
+def test_a_password_holding_an_at_sign_is_stripped_whole_from_what_a_run_stores(server, tmp_path):
+    from shaberi.redact import strip_credentials
+
+    assert strip_credentials("see http://alice:Pa@55SECRET@h:1/v1 and https://h/v1 me@x") == (
+        "see http://h:1/v1 and https://h/v1 me@x")
+    data = write_rakuda(tmp_path / "d", ["質問"])
+    url = server.base_url.replace("http://", "http://alice:Pa@55SECRET@")
+    proc = shaberi("run", "--model", "m", "--base-url", url, "--judge", "j", "--benchmark", "rakuda",
+                   "--results-dir", str(tmp_path / "r"), "--data-dir", str(data))
+    assert proc.returncode == 0, proc.stderr
+    written = b"".join(p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file())
+    assert b"55SECRET" not in written and "55SECRET" not in proc.stdout + proc.stderr

@@ -153,7 +153,7 @@ def test_a_missing_bucket_or_unreachable_endpoint_is_one_line_and_exit_2(s3):
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("root", ["ftp://x/y", "s3://", "gs:///", "http://host/results"])
+@pytest.mark.parametrize("root", ["ftp://x/y", "s3://", "gs:///", "s3:///p", "", "http://host/results"])
 def test_a_results_root_that_is_no_folder_nor_a_bucket_is_one_line_and_creates_nothing(server, tmp_path, root):
     import subprocess
     import sys

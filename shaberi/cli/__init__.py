@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - typer before 0.28 runs on click itself
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
 from ..errors import ShaberiError, storage_error
+from ..redact import redact
 from . import ensemble, local, results, run, sweep  # noqa: F401  (each registers its commands on the application)
 from .common import HELP, app
 
@@ -47,7 +48,7 @@ def _invoke(command: click_core.Command, argv: list[str] | None, prog_name: str 
     try:
         code = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except ShaberiError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {redact(str(exc))}", err=True)  # an option echoed back may hold a URL's password
         sys.exit(exc.exit_code)
     except click_exceptions.UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:  # a group called bare: its help

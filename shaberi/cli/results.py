@@ -268,7 +268,7 @@ def export(
         typer.echo(f"{r.tag} ({r.model}): {folder.parent.parent}")
     for run_model, base_tag in sorted({(r.model, r.base_tag) for r in runs if r.tag != r.base_tag}):
         if path := export_summary(results_dir, base_tag, run_model):
-            typer.echo(f"{base_tag} ({run_model}), {len([r for r in runs if r.base_tag == base_tag])} runs: {path}")
+            typer.echo(f"{base_tag} ({run_model}), the family's summary: {path}")
     if failed:
         raise typer.Exit(1)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from typing import NamedTuple
 from urllib.parse import urlparse
 
@@ -33,6 +34,9 @@ def resolve_api_key(base_url: str, env_var: str | None, option: str = "--api-key
     """The key from the named variable; a loopback endpoint may do without one unless a variable is named."""
     name = env_var or DEFAULT_KEY_ENV
     key = os.environ.get(name)
+    if key and any(ord(c) < 32 or ord(c) == 127 for c in key):
+        raise UsageError(f"the key in {name} holds a control character (a newline?): an HTTP header cannot carry "
+                         "it; set the key alone")
     if key:
         return key
     if env_var is None and is_loopback(base_url):
@@ -64,9 +68,21 @@ def parse_judge(spec: str, default_url: str) -> ModelAt:
 
 
 def check_base_url(base_url: str, option: str = "--base-url") -> None:
-    parsed = urlparse(base_url)
+    """An http(s) URL that paths can be appended to (``/chat/completions``): no query or fragment, no space.
+    The message shows the URL without its ``user:password@``, however malformed the URL is."""
+    shown = repr(re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/]*@", r"\1", base_url))
+    try:
+        parsed = urlparse(base_url)
+        parsed.port  # noqa: B018  # a port that is no number raises here
+    except ValueError as exc:
+        raise UsageError(f"{option} {shown} is not a valid URL ({exc})") from None
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise UsageError(f"{option} {base_url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
+        raise UsageError(f"{option} {shown} is not an http(s) URL such as http://127.0.0.1:8000/v1")
+    if any(c.isspace() for c in base_url):
+        raise UsageError(f"{option} {shown} holds a space or a line break: percent-encode it (%20)")
+    if parsed.query or parsed.fragment:
+        raise UsageError(f"{option} {parsed.scheme}://{parsed.hostname}…: a base URL takes no query or fragment "
+                         "(the paths of the API are appended to it); give a key with --api-key-env")
 
 
 def shared_llm(spec: str, default_url: str | None, key_env: str | None, config: ClientConfig,

@@ -43,6 +43,7 @@ __all__ = ["EXPORT_ERRORS", "export_connection", "export_failure", "export_run",
 
 # What writing an export can raise that is no bug of ours: the disk, the object store, memory.
 EXPORT_ERRORS: tuple[type[BaseException], ...] = (duckdb.Error, OSError, pa.ArrowException, MemoryError)
+_QUESTION_ORDER = "length(question_id), question_id"  # q2 before q10, as inspect lists them
 _STORE_FOLDERS = {"tables", "journal", "locks", "quick-eval"}
 
 
@@ -215,7 +216,7 @@ def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | 
                a.completion_tokens AS answer_completion_tokens, a.answer_hash, a.created_at::VARCHAR AS created_at,
                l._file, l._row
         FROM answers a LEFT JOIN questions q USING (run_id, benchmark, question_id)
-             JOIN {{located}} l ON {{match:a}}""", "benchmark, question_id, sample_index, strategy",
+             JOIN {{located}} l ON {{match:a}}""", f"benchmark, {_QUESTION_ORDER}, sample_index, strategy",
                       ["content", "reasoning"], _ANSWER_FIELDS)
     _write_grouped(answers, root / "normalized" / "answers.jsonl",
                    lambda r: root / "answers" / f"{r['benchmark']}.jsonl")
@@ -227,17 +228,17 @@ def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | 
                j.prompt_tokens AS judge_prompt_tokens, j.completion_tokens AS judge_completion_tokens,
                j.created_at::VARCHAR AS created_at, j.sample_index, j.strategy, l._file, l._row
         FROM judgements j LEFT JOIN answers a ON {same_answer} JOIN {{located}} l ON {{match:j}}""",
-                         "judge_model, benchmark, question_id, sample_index, strategy, created_at",
+                         f"judge_model, benchmark, {_QUESTION_ORDER}, sample_index, strategy, created_at",
                          ["judge_output", "fallback_output"], _JUDGEMENT_FIELDS, _judge_reasoning)
     _write_grouped(judgements, root / "normalized" / "judgements.jsonl",
                    lambda r: root / "judgements" / f"judge_{folder_name(r['judge_model'])}" / f"{r['benchmark']}.jsonl")
     con.execute(f"""CREATE OR REPLACE TEMP VIEW x_scores AS
         SELECT {_answer_id()} AS answer_id, benchmark, question_id, judge AS judge_model, original_score, pass_delta,
                score, score_10, passes, error, prompt_hash FROM scores
-        ORDER BY judge, benchmark, question_id, sample_index""")
+        ORDER BY judge, benchmark, {_QUESTION_ORDER}, sample_index""")
     con.execute(f"""CREATE OR REPLACE TEMP VIEW x_passes AS
         SELECT {_answer_id()} AS answer_id, * EXCLUDE (run_id) FROM pass_deltas ORDER BY pass_name, benchmark,
-        question_id""")
+        {_QUESTION_ORDER}""")
     for name, bench in con.execute("SELECT DISTINCT pass_name, benchmark FROM x_passes").fetchall():
         _copy(con, f"SELECT * FROM x_passes WHERE pass_name = {_lit(name)} AND benchmark = {_lit(bench)}",
               root / "passes" / folder_name(name) / f"{bench}.jsonl")

@@ -40,12 +40,14 @@ def as_root(value: str | os.PathLike[str] | Root) -> Root:
     if not isinstance(value, str | os.PathLike) or isinstance(value, Path):
         return value
     text = os.fspath(value)
+    if not text.strip():
+        raise UsageError("--results-dir is empty: give a folder (e.g. results) or s3://bucket/prefix")
     if not text.startswith(REMOTE_SCHEMES):
         if _SCHEME.match(text):  # ftp://x/y would become the local folders ftp:/x/y
             raise UsageError(f"--results-dir {text}: not a folder, and {text.split(':', 1)[0]}:// is no storage "
                              "Shaberi writes to; give a folder, or s3://bucket/prefix (gs:// too)")
         return Path(text)
-    if not text.split("://", 1)[1].strip("/"):  # s3:// alone would become the local folder s3:
+    if not text.split("://", 1)[1].split("/")[0]:  # s3:// alone would become the local folder s3:
         raise UsageError(f"--results-dir {text}: name the bucket (and a prefix): {text.split('://')[0]}://bucket/prefix")
     try:
         from upath import UPath
