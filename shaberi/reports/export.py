@@ -257,15 +257,13 @@ def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | 
     return root
 
 
-# The fields of an exported answer and judgement, in this order.
+# The short fields of an exported answer and judgement, in this order (the texts follow them).
 _ANSWER_FIELDS = ["answer_id", "run_id", "benchmark", "question_id", "sample_index", "strategy", "model", "turns",
-                  "reference", "criteria", "category", "content", "reasoning", "finish_reason", "error", "error_type",
-                  "attempts", "latency_ms", "answer_prompt_tokens", "answer_completion_tokens", "answer_hash",
-                  "created_at"]
+                  "reference", "criteria", "category", "finish_reason", "error", "error_type", "attempts",
+                  "latency_ms", "answer_prompt_tokens", "answer_completion_tokens", "answer_hash", "created_at"]
 _JUDGEMENT_FIELDS = ["answer_id", "benchmark", "question_id", "judge_model", "score", "score_scale", "parse_method",
-                     "error", "reasoning", "judge_output", "judge_finish_reason", "fallback_output", "prompt_hash",
-                     "answer_hash", "answer_prompt_tokens", "answer_completion_tokens", "judge_prompt_tokens",
-                     "judge_completion_tokens", "created_at"]
+                     "error", "judge_finish_reason", "prompt_hash", "answer_hash", "answer_prompt_tokens",
+                     "answer_completion_tokens", "judge_prompt_tokens", "judge_completion_tokens", "created_at"]
 _SCORE_LINE = re.compile(r"\s*FINAL SCORE\s*[:：]\s*[^\n]*\s*\Z")
 
 
@@ -275,9 +273,10 @@ def _judge_reasoning(texts: dict) -> dict:
 
 
 def _stream(con: duckdb.DuckDBPyConnection, parts: list[Root], table: str, query: str, order: str, texts: list[str],
-            fields: list[str], derive: Callable[[dict], dict] | None = None) -> Iterator[dict]:
-    """``query``'s rows in ``order`` with ``table``'s long ``texts`` added (``tables.stream``), as ``fields``.
-    In ``query``, ``{located}`` is each stored row's place in its part and ``{match:X}`` joins it to view X."""
+            fields: list[str], derive: Callable[[dict], dict] | None = None) -> Iterator[tuple[dict, bytes]]:
+    """``query``'s rows in ``order`` with ``table``'s long ``texts`` (``tables.stream``): each row, and its JSON
+    line (``fields``, then the texts). In ``query``, ``{located}`` is each stored row's place in its part and
+    ``{match:X}`` joins it to view X."""
     if not parts:
         return iter(())
     spec = TABLES[table]
@@ -291,16 +290,16 @@ def _stream(con: duckdb.DuckDBPyConnection, parts: list[Root], table: str, query
     assert alias is not None
     match = " AND ".join(f"{alias[1]}.{c} IS NOT DISTINCT FROM l.{c}" for c in identity)
     rows = with_texts(con, query.replace("{located}", located).replace(alias[0], match), order, parts, texts, derive)
-    return ({f: row.get(f) for f in fields} for row in rows)
+    # The texts' JSON object spliced in after the short fields: never parsed and serialized again.
+    return ((row, orjson.dumps({f: row[f] for f in fields})[:-1] + b"," + blob[1:] + b"\n") for row, blob in rows)
 
 
-def _write_grouped(rows: Iterator[dict], every: Root, path: Callable[[dict], Root]) -> None:
-    """Each row as a JSON line into ``every`` and into its group's file ``path(row)`` (rows come grouped)."""
+def _write_grouped(lines: Iterator[tuple[dict, bytes]], every: Root, path: Callable[[dict], Root]) -> None:
+    """Each line into ``every`` and into its group's file ``path(row)`` (rows come grouped)."""
     with published(every) as all_tmp, open(all_tmp, "wb") as all_fh:
-        for target, group in itertools.groupby(rows, key=path):
+        for target, group in itertools.groupby(lines, key=lambda pair: path(pair[0])):
             with published(target) as tmp, open(tmp, "wb") as fh:
-                for row in group:
-                    line = orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
+                for _, line in group:
                     fh.write(line)
                     all_fh.write(line)
 

@@ -6,14 +6,17 @@ them. DuckDB materializes whatever a sort, a window or a join holds (2,048 rows 
 answers at once), so it is asked only for the short columns, with the view rules and joins, in order and with
 each row's place in its Parquet part (``_file``, ``_row``). The long texts are read by pyarrow, a few rows at a
 time, straight from the parts, serialized at once, and put back in the query's order through a sort that
-spills to disk beyond ``budget`` bytes. Memory: the budget, one small batch, and 16 bytes per row for the
-places.
+spills to disk beyond ``budget`` bytes; they stay serialized to the end (a writer splices them into its line).
+Memory: the budget, one small batch, and 16 bytes per row for the places. The texts are serialized by the
+standard library's ``json``, whose output is allocated at its size: orjson grows a buffer for each, and
+tens of thousands of 60 KB buffers grown and freed fragment the heap by 100 MB.
 """
 
 from __future__ import annotations
 
 import contextlib
 import heapq
+import json
 import struct
 import tempfile
 from array import array
@@ -22,7 +25,6 @@ from pathlib import Path
 from typing import IO
 
 import duckdb
-import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -32,7 +34,7 @@ from .location import Root, open_for_read
 __all__ = ["with_texts"]
 
 _HEAD = struct.Struct("<qI")  # rank, length of the serialized texts
-BUDGET = 32 << 20
+BUDGET = 16 << 20
 _BATCH = 32  # rows read at a time from a part: 32 answers of a few MB each at worst
 
 
@@ -46,8 +48,7 @@ class _Spill:
         self.runs: list[IO[bytes]] = []
 
     def add(self, rank: int, blob: bytes) -> None:
-        # A copy of exactly its length: orjson's bytes keep the buffer it grew (2 KB for a short answer).
-        self.pending.append((rank, bytes(memoryview(blob))))
+        self.pending.append((rank, blob))
         self.size += len(blob) + 64
         if self.size > self.budget:
             self._flush()
@@ -73,6 +74,10 @@ class _Spill:
             run.close()
 
 
+def _json(record: dict, derive: Callable[[dict], dict] | None) -> bytes:
+    return json.dumps(record | derive(record) if derive else record, ensure_ascii=False).encode()
+
+
 def _read_run(run: IO[bytes]) -> Iterator[tuple[int, bytes]]:
     while head := run.read(_HEAD.size):
         rank, size = _HEAD.unpack(head)
@@ -80,10 +85,10 @@ def _read_run(run: IO[bytes]) -> Iterator[tuple[int, bytes]]:
 
 
 def with_texts(con: duckdb.DuckDBPyConnection, query: str, order: str, parts: list[Root], texts: list[str],
-               derive: Callable[[dict], dict] | None = None, budget: int = BUDGET) -> Iterator[dict]:
+               derive: Callable[[dict], dict] | None = None, budget: int = BUDGET) -> Iterator[tuple[dict, bytes]]:
     """The rows of ``query`` (each with ``_file`` and ``_row``: the part and row its texts are in) in the
-    order ``order`` (an ORDER BY list over its columns), as dicts with the columns ``texts`` of that row
-    added (``derive`` adds more from them).
+    order ``order`` (an ORDER BY list over its columns): each as a dict of the query's other columns and a
+    JSON object (UTF-8) of the columns ``texts`` of that row (and what ``derive`` makes of them).
 
     ``parts``: the table's Parquet parts that ``_file`` names (matched by file name, unique in a partition)."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE _ordered AS SELECT row_number() OVER (ORDER BY {order}) - 1 AS _rank,"
@@ -104,9 +109,7 @@ def with_texts(con: duckdb.DuckDBPyConnection, query: str, order: str, parts: li
         reader = con.sql("SELECT * EXCLUDE (_file, _row, _rank) FROM _ordered ORDER BY _rank").to_arrow_reader(1024)
         for batch in reader:
             for row in batch.to_pylist():
-                _, blob = next(fragments)
-                row.update(orjson.loads(blob))
-                yield row
+                yield row, next(fragments)[1]
     con.execute("DROP TABLE _ordered")
 
 
@@ -120,7 +123,7 @@ def _read_texts(part: Root, rows: array, ranks: array, texts: list[str], derive:
         present = [t for t in texts if t in file.schema_arrow.names]
         if not present:  # parts older than these columns
             for rank in ranks:
-                spill.add(rank, orjson.dumps(dict.fromkeys(texts) | (derive(dict.fromkeys(texts)) if derive else {})))
+                spill.add(rank, _json(dict.fromkeys(texts), derive))
             return
         start, i = 0, 0
         for batch in file.iter_batches(batch_size=_BATCH, columns=present):
@@ -130,7 +133,7 @@ def _read_texts(part: Root, rows: array, ranks: array, texts: list[str], derive:
                 values = values or batch.to_pydict()
                 at = rows[order[i]] - start
                 record = {t: values[t][at] if t in values else None for t in texts}
-                spill.add(ranks[order[i]], orjson.dumps(record | derive(record) if derive else record))
+                spill.add(ranks[order[i]], _json(record, derive))
                 i += 1
             start = end
             if i == len(order):
