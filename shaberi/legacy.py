@@ -21,8 +21,12 @@ numbers differ between the two (repeats, set-aside scores). Tengu 61–65 are ke
 scores by the views. Models are processed one at a time, so memory follows the largest model, not the tree.
 
 The tree is read twice: first checked whole, then imported, so that bad input (a file that is not a regular
-file, a line over ``MAX_LINE`` bytes, a row without its question key, a ``judge_output`` that is not text, a file
-none of whose scores is on the benchmark's scale) stops the import with one line before anything is written.
+file, a JSON array where JSON Lines are expected, a line over ``MAX_LINE`` bytes, a row without its question key,
+a ``judge_output`` that is not text, a file none of whose scores is on the benchmark's scale) stops the import with
+one line before anything is written. A JSON array is refused, not read: the original tooling read every file with
+``pd.read_json(path, lines=True)``, which never reads its rows (``_rows``). An empty file (nothing but whitespace,
+most often 0 bytes) holds no model's results: it is skipped, counted (``empty files``) and named in the report
+(the first few), and adds no run, no judge and no file to the counts.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ __all__ = ["MAX_LINE", "ImportReport", "folders", "import_tree", "report_lines"]
 TAG = "legacy"
 MAX_LINE = 64 << 20  # bytes per JSON line: a longer one is no legacy row (a legacy row is a few kB)
 _WARNED_PER_FILE = 3  # set-aside scores named by line per file; the rest are counted
+_WARNED_EMPTY = 3  # empty files named; the rest are counted
+_BOM = b"\xef\xbb\xbf"
 
 
 def folders() -> dict[str, str]:
@@ -88,6 +94,11 @@ def _files(root: Path, report: ImportReport) -> dict[str, list[tuple[str | None,
             report.counts["unknown_folder_files"] += 1
             continue
         _regular(path)
+        if _empty(path):  # no rows, so no model's results: no run (a phantom model with no scores) from it
+            report.counts["empty_files"] += 1
+            if report.counts["empty_files"] <= _WARNED_EMPTY:
+                report.warnings.append(f"skipped empty file {path}: it holds no rows, so it adds no run")
+            continue
         judge = path.parent.parent.name.removeprefix("judge_") if path.parts[-4] == "judgements" else None
         by_model[path.stem.replace("__", "/", 1)].append((judge, folder, path))
     return by_model
@@ -108,6 +119,18 @@ def _regular(path: Path) -> None:
         raise DataError(f"{path} is {kind}, not a JSON Lines file: move it out of the tree, then import again")
 
 
+def _empty(path: Path) -> bool:
+    """Whether a regular file holds nothing but whitespace (most often 0 bytes): no rows at all."""
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 16):
+                if chunk.strip():
+                    return False
+    except OSError:
+        return False  # read again by _rows, which says why it cannot be
+    return True
+
+
 @dataclass(frozen=True)
 class _Row:
     """One legacy row, where it is, and for a judgement what it counts as."""
@@ -122,14 +145,25 @@ class _Row:
 
 def _rows(path: Path, report: ImportReport) -> list[tuple[int, dict]]:
     """(line number, row) of a JSON Lines file; a line that is not a JSON object is reported and skipped, one
-    over ``MAX_LINE`` bytes refused (read line by line, never more than that at once)."""
+    over ``MAX_LINE`` bytes refused (read line by line, never more than that at once), and so is a file that is a
+    JSON array (its first non-blank line opens one): the original tooling's ``pd.read_json(path, lines=True)``
+    never read its rows (it fails on an array over several lines; one on a single line it makes one row of
+    numbered columns, no score), and read by line it would be malformed lines, nothing imported, exit 0."""
     rows: list[tuple[int, dict]] = []
     try:
         with open(path, "rb") as fh:
             if b"\\u" in fh.read(4096):
                 report.counts["ascii_escaped_files"] += 1
             fh.seek(0)
+            started = False  # a non-blank line seen
             for number, line in enumerate(iter(lambda: fh.readline(MAX_LINE + 1), b""), start=1):
+                if not started and line.strip():
+                    started = True
+                    if line.removeprefix(_BOM).lstrip().startswith(b"["):
+                        raise DataError(f"{path} is a JSON array, where JSON Lines (one JSON object per line) are "
+                                        "expected: the original tooling's pandas.read_json(path, lines=True) did not "
+                                        "read its rows either; write one row per line, or remove it from the tree, "
+                                        "then import again")
                 if len(line) > MAX_LINE and not line.endswith(b"\n"):
                     raise DataError(f"{path}:{number}: a line longer than {MAX_LINE / 2**20:g} MB, which no legacy row "
                                     "is: is it a JSON Lines file? Remove it from the tree, then import again")

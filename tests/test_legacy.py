@@ -7,6 +7,7 @@ import io
 import json
 import shutil
 
+import openpyxl
 import pytest
 
 from shaberi.legacy import import_tree
@@ -272,8 +273,19 @@ def _bad_every_score_off_the_scale(folder, rows, tmp_path):
     return "z__bad.json: none of its scores is on Rakuda's 1–10 scale (line 1: score 85 outside the 1–10 scale)"
 
 
+def _bad_json_array(folder, rows, tmp_path):
+    (folder / "z__bad.json").write_text(json.dumps(rows[:3], ensure_ascii=False) + "\n", encoding="utf-8")
+    return "z__bad.json is a JSON array, where JSON Lines (one JSON object per line) are expected"
+
+
+def _bad_json_array_over_lines(folder, rows, tmp_path):
+    (folder / "z__bad.json").write_text("\n" + json.dumps(rows[:3], ensure_ascii=False, indent=2), encoding="utf-8")
+    return "z__bad.json is a JSON array, where JSON Lines (one JSON object per line) are expected"
+
+
 @pytest.mark.parametrize("make", [_bad_directory, _bad_dangling_symlink, _bad_device, _bad_no_question_key,
-                                  _bad_dict_judge_output, _bad_every_score_off_the_scale],
+                                  _bad_dict_judge_output, _bad_every_score_off_the_scale, _bad_json_array,
+                                  _bad_json_array_over_lines],
                          ids=lambda f: f.__name__.removeprefix("_bad_"))
 def test_bad_legacy_input_is_one_line_exit_2_and_nothing_written(tmp_path, data_dir, make):
     folder, rows = _rakuda_tree(tmp_path, data_dir)
@@ -390,3 +402,112 @@ def test_scores_off_the_scale_or_not_numbers_are_set_aside_and_as_published_coun
     book = tmp_path / "b.xlsx"  # inf as Excel's #DIV/0!
     workbook = shaberi("leaderboard", "--as-published", "--out", str(book), "--results-dir", str(results))
     assert workbook.returncode == 0 and book.stat().st_size > 0, workbook.stderr
+
+
+def test_an_empty_file_is_skipped_and_counted_adding_no_run_and_no_judge(tmp_path, data_dir):
+    """An empty judgement file (0 bytes, or only blank lines) holds no model's results: e.json made a model e with
+    no judge and 0/4, and a__good's empty file under a second judge made that judge one of its judges."""
+    folder, _ = _rakuda_tree(tmp_path, data_dir)
+    (folder / "e.json").write_bytes(b"")
+    (folder / "w.json").write_text("\n  \n", encoding="utf-8")
+    other = folder.parent.parent / "judge_k" / RAKUDA
+    other.mkdir(parents=True)
+    (other / "a__good.json").write_bytes(b"")
+    results = tmp_path / "results"
+    proc = shaberi("import-legacy", str(tmp_path / "tree"), "--results-dir", str(results), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "imported 1 models (1 files): 40 answers, 40 judgements" in proc.stdout
+    assert "empty files: 3" in proc.stdout
+    for path in (folder / "e.json", folder / "w.json", other / "a__good.json"):
+        assert f"skipped empty file {path}: it holds no rows, so it adds no run" in proc.stdout
+    assert query(results, "SELECT model, judges FROM runs") == [("a/good", ["j"])]
+    rows = list(csv.DictReader(io.StringIO(shaberi("leaderboard", "--format", "csv", "--results-dir",
+                                                   str(results)).stdout)))
+    assert [(r["model_name"], r["Judges"]) for r in rows] == [("a/good", "1")]
+
+
+def _as_the_original(path, elyza: bool = False) -> float:
+    """multijudge-viz.py's number for this one file: read_json(lines=True), ELYZA's column × 2, groupby mean."""
+    import warnings
+
+    pd = pytest.importorskip("pandas")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's overflow, which is the point
+        df = pd.read_json(path, lines=True)
+        df["model_name"], df["eval_dataset"] = "m", "d"
+        if elyza:
+            df["score"] = df["score"] * 2
+        return float(df.groupby(["model_name", "eval_dataset"]).score.mean().iloc[0])
+
+
+def test_as_published_one_board_gives_one_number_in_every_format_the_original_pandas_mean(tmp_path, data_dir):
+    """A Rakuda file whose first three scores are 1e308, 1e308, -1e308: DuckDB's avg summed the rows in whatever
+    order a plan gave (1e308 + 1e308 is inf), so the table and markdown said inf, csv and xlsx 2.5e+306, json null
+    and the import report inf. The number is pandas' groupby mean, 1e308 / 40: the same in every format and in
+    the report. An inf (ELYZA's 1e308 × 2) and a nan (1e308 × 2 and -1e308 × 2) are the text inf / nan in every
+    format, json's string included, never null (missing)."""
+    folder, rows = _rakuda_tree(tmp_path, data_dir)
+    (folder / "a__good.json").unlink()
+    (folder / "m.json").write_text(_with_scores(rows, {0: 1e308, 1: 1e308, 2: -1e308}), encoding="utf-8")
+    elyza = data_dir / "legacy" / "samples" / "judgements" / "judge_gpt-4.1-2025-04-14" / "elyza__ELYZA-tasks-100"
+    elyza_rows = [json.loads(line) for line in (elyza / "shisa-ai__shisa-v2-llama3.1-8b.json").read_text(
+        encoding="utf-8").splitlines() if line.strip()]
+    (folder.parent / elyza.name).mkdir()
+    (folder.parent / elyza.name / "e.json").write_text(_with_scores(elyza_rows, {0: 1e308}), encoding="utf-8")
+    (folder.parent / elyza.name / "n.json").write_text(_with_scores(elyza_rows, {0: 1e308, 1: -1e308}),
+                                                       encoding="utf-8")
+    m = _as_the_original(folder / "m.json")
+    assert m == 2.5e306  # what pandas gives: its sum is 1e308, the small scores lost beside it
+    assert _as_the_original(folder.parent / elyza.name / "e.json", elyza=True) == float("inf")
+    assert str(_as_the_original(folder.parent / elyza.name / "n.json", elyza=True)) == "nan"
+
+    results = tmp_path / "results"
+    proc = shaberi("import-legacy", str(tmp_path / "tree"), "--results-dir", str(results), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "  m: Rakuda (all judges) 5.0811 by default, 2.5e+306 as published (+2.5e+306)" in proc.stdout
+    assert "  m: Rakuda (j) 5.0811 by default, 2.5e+306 as published (+2.5e+306)" in proc.stdout
+    said = {line.split(" by default, ")[0].strip().rsplit(" ", 1)[0]: line.split(" by default, ")[1]
+            for line in proc.stdout.splitlines() if " by default, " in line}  # what, its default left out
+    assert said["e: ELYZA-tasks-100 (all judges)"] == said["e: ELYZA-tasks-100 (j)"] == "inf as published (+inf)"
+    assert said["n: ELYZA-tasks-100 (all judges)"] == said["n: ELYZA-tasks-100 (j)"] == "nan as published (+nan)"
+    scored = {"m": ["Average (All)", "Rakuda (All)", "Average (j)", "Rakuda (j)"],
+              "e": ["Average (All)", "ELYZA 100 (All)", "Average (j)", "ELYZA 100 (j)"]}
+    scored["n"] = scored["e"]
+    expected = {"m": m, "e": float("inf"), "n": float("nan")}
+
+    def run(fmt: str, *args: str) -> str:
+        out = shaberi("leaderboard", "--as-published", "--format", fmt, "--results-dir", str(results), *args)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    for _ in range(3):  # the same number at every call, whatever order a plan gives (DuckDB's avg did not)
+        header, board_rows = leaderboard(results, as_published=True)
+        got = {r[0]: dict(zip(header, r, strict=True)) for r in board_rows}
+        for model, columns in scored.items():
+            for column in columns:
+                assert str(got[model][column]) == str(expected[model]), (model, column)
+    assert [r[0] for r in board_rows] == ["e", "m", "n"]  # inf ranks first, nan last (as pandas sorts)
+    shown = {"m": "2.5e+306", "e": "inf", "n": "nan"}
+    for fmt in ("table", "markdown"):
+        text = run(fmt, "--judges", "all")
+        for model, cell in shown.items():
+            line = next(x for x in text.splitlines() if x.strip("|│ ").startswith(f"{model} "))
+            cells = [c.strip() for c in line.strip("|│ ").replace("│", "|").split("|")]
+            assert cells.count(cell) == 4, (fmt, model, cells)  # its 4 columns, no other number for it
+    for row in csv.DictReader(io.StringIO(run("csv"))):
+        for column in scored[row["model_name"]]:
+            assert row[column] == str(expected[row["model_name"]]), (row["model_name"], column)
+            assert str(float(row[column])) == str(expected[row["model_name"]])
+    for row in json.loads(run("json")):
+        for column in scored[row["model_name"]]:
+            value = row[column]
+            assert (value == m) if row["model_name"] == "m" else value == shown[row["model_name"]], (row, column)
+    book = tmp_path / "b.xlsx"
+    assert shaberi("leaderboard", "--as-published", "--out", str(book), "--results-dir", str(results)).returncode == 0
+    sheet = openpyxl.load_workbook(book).active
+    names = [c.value for c in sheet[1]]
+    for line in sheet.iter_rows(min_row=2, values_only=True):
+        cells = dict(zip(names, line, strict=True))
+        for column in scored[cells["model_name"]]:
+            value = cells[column]
+            assert (value == m) if cells["model_name"] == "m" else value == shown[cells["model_name"]], (cells, column)

@@ -18,8 +18,23 @@ A question a legacy file repeats counts once, and a legacy score off its benchma
 is set aside (unscored); ``as_published`` counts as the original tooling did (``multijudge-viz.py``: pandas
 means of the files' score columns): every row, repeats included (kept as superseded judgements), and each
 set-aside score it averaged, as it averaged it (``legacy._published``: -7, 1e308, true as 1, "7" as 7; not
-NaN or inf). Its means are plain means of doubles, as pandas' are: a 1e308 it counted gives 2.5e306, or inf
-where ELYZA's × 2 overflows, as the original printed, never an error; ``notes`` says how many such scores count.
+NaN or inf). Its means are computed in one place, ``published_mean``, for every format and for the import
+report (``published_differences``): each row's value as pandas held it (the score × ``to_ten`` in doubles, as the
+original multiplied ELYZA's column by 2 before averaging: 1e308 × 2 is inf), summed exactly (``math.fsum``) and
+rounded once to a double (inf beyond the doubles' range), divided by the count; an inf among the values gives
+inf, inf and -inf together nan. That is pandas' ``groupby(...).score.mean()`` to the last bit wherever its sum
+does not overflow midway (every score on a scale, a lone 1e308 among them: 1e308 / n), and it depends on no row
+order. Where pandas' own sum overflows midway its answer depends on the order and layout of its frame (1e308,
+1e308, -1e308 first in a file of 40: 2.5e306 from the file alone, nan from its Kahan kernel once the frame
+holds a NaN or other models' rows); a DuckDB ``avg`` gave inf or 2.5e306 by the order a plan happened to give,
+so formats and the import report disagreed. Here it is 2.5e306 everywhere. ``notes`` says how many such scores
+count. The Averages of these means are ``published_mean`` too (pandas' ``mean(axis=1)``).
+
+A non-finite number (inf, -inf, nan: only --as-published makes one) is shown as the text ``inf``, ``-inf`` or
+``nan`` in every format: JSON has no infinity (orjson writes null, which reads as "missing"), so the board as
+shown (``Board.select``) holds it as a ``NonFinite``, a ``str`` that ``float()`` reads back: the table, Markdown
+and csv print it, json writes it as that string, the workbook as that text in the cell. ``board`` itself (the
+Python API) keeps the float.
 
 A tag that names no run but a family ``{tag}-run1 … N`` ranks the family: every score column is the mean
 over its complete runs with the 95 % t-interval, straight from ``multi_run_stats`` (an Average is the mean
@@ -35,7 +50,8 @@ held), or chosen judges' blocks after the pooled ones. The command shows ``poole
 formats (table, markdown, where an interval reads ``6.12 ± 0.31``) and ``all`` in the exports (csv, json,
 xlsx). ``write_xlsx`` writes the workbook with XlsxWriter: a bold header row (the original's fill,
 #DDE8CB), panes frozen below it and right of the model column, fitted widths, numbers as numbers (``0.00``;
-``% JA`` and ``GPT4 delta`` as ``0.0%``, as the original formatted them), missing values as empty cells, and
+``% JA`` and ``GPT4 delta`` as ``0.0%``, as the original formatted them; a non-finite one as its text, ``inf``),
+missing values as empty cells, and
 a 3-colour scale per score column, Excel's default (red #F8696B low, yellow #FFEB84 at the median, green
 #63BE7B high), and, as the original's ``multijudge-viz.py`` (output-multi.xlsx) marked it, each score
 column's best value in bold green (#127622). The original had no colour scale; its % JA below 50 % / 80 %
@@ -46,8 +62,11 @@ shares one DuckDB database between finding the runs and reading them.
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -59,8 +78,8 @@ from ..tables.selection import RunRef, select_runs, tags_there
 from ..tables.sql import connect, score_mean
 from .output import write_atomic
 
-__all__ = ["AS_PUBLISHED_MARK", "FORMATS", "JUDGE_TITLES", "Board", "Column", "board", "columns", "leaderboard",
-           "output_format", "published_differences", "write_xlsx"]
+__all__ = ["AS_PUBLISHED_MARK", "FORMATS", "JUDGE_TITLES", "Board", "Column", "NonFinite", "board", "columns",
+           "leaderboard", "output_format", "published_differences", "published_mean", "write_xlsx"]
 
 # Column names of the original leaderboard for the judge folders it knew.
 JUDGE_TITLES = {"gpt-4-turbo-preview": "GPT4", "gpt-4.1-2025-04-14": "GPT4.1", "gpt-5.1-2025-11-13": "GPT5.1",
@@ -78,6 +97,20 @@ def columns() -> list[tuple[str, str]]:
     ``leaderboard_column`` in data/datasets.toml."""
     return sorted(((name, entry["leaderboard_column"]) for name, entry in bm.registry().items()
                    if "leaderboard_column" in entry), key=lambda c: c[1])
+
+
+class NonFinite(str):
+    """A non-finite number as the board shows it: the text ``inf``, ``-inf`` or ``nan`` (``float()`` reads it back),
+    so that every format says what it is (module docstring); JSON has no infinity."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, value: object) -> object:
+        """``value``, or its NonFinite where it is a non-finite float."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return cls("nan" if math.isnan(value) else "inf" if value > 0 else "-inf")
+        return value
 
 
 class Column(NamedTuple):
@@ -123,7 +156,7 @@ class Board:
                                  f"give pooled, all or judges among: {there or 'none'}")
             blocks = {"", "*", *(names[n.lower()] for n in asked)}
         keep = [i for i, c in enumerate(self.columns) if blocks is None or c.block in blocks]
-        return Board(self.tag, [self.columns[i] for i in keep], [[r[i] for i in keep] for r in self.rows],
+        return Board(self.tag, [self.columns[i] for i in keep], [[NonFinite.of(r[i]) for i in keep] for r in self.rows],
                      self.family, self.judges, self.notes)
 
     def text(self) -> tuple[list[str], list[list[str]]]:
@@ -140,16 +173,16 @@ class Board:
                 high = row[at[f"{column.name} CI high"]] if f"{column.name} CI high" in at else None
                 if value is None:
                     line.append("")
-                elif isinstance(value, int | str):
-                    line.append(str(value))
+                elif isinstance(value, int | str) or not math.isfinite(value):  # inf: as every format shows it
+                    line.append(str(NonFinite.of(value)))
                 elif column.kind == "ratio":  # a share, as the workbook shows it
                     line.append(f"{value:.1%}")
                 elif high is not None:  # an interval clipped at the scale's end is not symmetric
                     low = row[at[f"{column.name} CI low"]]
                     line.append(f"{value:.2f} ± {high - value:.2f}" if abs(high + low - 2 * value) < 1e-9
                                 else f"{value:.2f} ({low:.2f}–{high:.2f})")
-                else:
-                    line.append(f"{value:.2f}")
+                else:  # a 1e308 --as-published counted: its digits, not 300 of them
+                    line.append(f"{value:.2f}" if abs(value) < 1e9 else f"{value:.4g}")
             cells.append(line)
         return [self.columns[i].name for i in shown], cells
 
@@ -169,22 +202,57 @@ _PUBLISHED_ROWS = f"""
     FROM judgement_history h JOIN runs r USING (run_id)
     ANTI JOIN excluded_questions x ON x.benchmark = h.benchmark AND x.question_id = h.question_id
     WHERE h.strategy = '' AND (h.lineage = 'current' OR (h.parse_method = 'legacy' AND h.lineage = 'superseded'))"""
-_AS_PUBLISHED = f"""
-    SELECT p.tag, p.model, coalesce(p.judge, '*') AS judge, p.benchmark, avg(p.published * b.to_ten) AS score
-    FROM ({_PUBLISHED_ROWS}) p JOIN benchmark_info b USING (benchmark)
-    GROUP BY GROUPING SETS ((p.tag, p.model, p.judge, p.benchmark), (p.tag, p.model, p.benchmark))"""
+
+
+def published_mean(values: Iterable[float | None]) -> float | None:
+    """The mean of ``values`` (None skipped; None for none) as --as-published takes it, the one rule of every format
+    and of the import report (module docstring): the exact sum rounded once to a double (inf beyond its range),
+    divided by the count; an inf among the values makes it inf, inf and -inf nan. Independent of their order."""
+    present = [float(v) for v in values if v is not None]
+    if not present:
+        return None
+    if not all(math.isfinite(v) for v in present):
+        total = sum(v for v in present if not math.isfinite(v))  # inf, -inf, or nan (inf + -inf), as pandas sums
+    else:
+        try:
+            total = math.fsum(present)
+        except OverflowError:  # a partial sum beyond the doubles (1e308 + 1e308): the exact sum, rounded once
+            exact = sum(map(Fraction, present), Fraction(0))
+            try:
+                total = float(exact)
+            except OverflowError:
+                total = math.copysign(math.inf, exact)
+    return total / len(present)
+
+
+def _published_means(con: duckdb.DuckDBPyConnection, tags: list[str] | None = None
+                     ) -> dict[tuple[str, str, str, str], float]:
+    """(tag, model, judge or '*', benchmark) -> ``published_mean`` of the rows --as-published counts, each the value
+    pandas averaged (the score × ``to_ten`` in doubles: ELYZA's × 2 of a 1e308 is inf); '*' pools every judge's
+    rows. Computed here alone: the board, in every format, and the import report read these numbers."""
+    values: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    for tag, model, judge, benchmark, published, to_ten in con.execute(f"""
+            SELECT p.tag, p.model, p.judge, p.benchmark, list(p.published), any_value(b.to_ten)
+            FROM ({_PUBLISHED_ROWS}) p JOIN benchmark_info b USING (benchmark)
+            WHERE p.published IS NOT NULL AND ($tags IS NULL OR list_contains($tags, p.tag)) GROUP BY ALL""",
+                                                                    {"tags": tags}).fetchall():
+        scaled = [v * to_ten for v in published]  # in Python's doubles: an overflow is inf, never an error
+        values[(tag, model, judge, benchmark)] += scaled
+        values[(tag, model, "*", benchmark)] += scaled
+    return {key: mean for key, found in values.items() if (mean := published_mean(found)) is not None}
 
 
 def published_differences(results_dir: Path, run_ids: list[str]) -> list[tuple[str, str, str, float, float]]:
     """(model, judge, benchmark title, score counting each question once, score as published) wherever the two
-    differ, for these runs."""
+    differ, for these runs; the published score is the board's (``_published_means``), to the last bit."""
     con = connect(results_dir, None, run_ids, upto="score_means")
-    return con.execute(f"""
-        SELECT r.model, s.judge, b.title, s.score, p.score FROM score_means s JOIN runs r USING (run_id)
-        JOIN ({_AS_PUBLISHED}) p ON p.tag = r.tag AND p.model = r.model AND p.judge = s.judge
-                                 AND p.benchmark = s.benchmark
+    published = _published_means(con)
+    return [(model, judge, title, ours, theirs) for tag, model, judge, benchmark, title, ours in con.execute("""
+        SELECT r.tag, r.model, s.judge, s.benchmark, b.title, s.score FROM score_means s JOIN runs r USING (run_id)
         JOIN benchmark_info b ON b.benchmark = s.benchmark
-        WHERE abs(s.score - p.score) > 1e-12 ORDER BY r.model, s.judge = '*' DESC, s.judge, b.position""").fetchall()
+        WHERE s.score IS NOT NULL ORDER BY r.model, s.judge = '*' DESC, s.judge, b.position""").fetchall()
+        if (theirs := published.get((tag, model, judge, benchmark))) is not None
+        and not abs(theirs - ours) <= 1e-12]  # inf and nan differ
 
 
 class _Stat(NamedTuple):
@@ -244,18 +312,19 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
             "WHERE NOT c.complete AND c.judge = '*' AND r.tag <> r.base_tag AND list_contains($tags, r.base_tag) "
             "ORDER BY r.model, r.run_index", {"tags": family_tags}).fetchall() if (base, model) in families]
     if singles := [k for k in ranked if k not in families]:
-        query = _AS_PUBLISHED if as_published else (
-            "SELECT r.tag, r.model, s.judge, s.benchmark, s.score FROM score_means s JOIN runs r USING (run_id)")
-        single = {(t, m, j, b): _Stat(sc) for t, m, j, b, sc in con.execute(
-            f"SELECT * FROM ({query}) WHERE list_contains($tags, tag)", {"tags": sorted({t for t, _ in singles})}
-        ).fetchall() if sc is not None and (t, m) in singles}
+        single_tags = sorted({t for t, _ in singles})
+        found = _published_means(con, single_tags).items() if as_published else (
+            ((t, m, j, b), sc) for t, m, j, b, sc in con.execute(
+                "SELECT r.tag, r.model, s.judge, s.benchmark, s.score FROM score_means s JOIN runs r USING (run_id) "
+                "WHERE list_contains($tags, r.tag)", {"tags": single_tags}).fetchall())
+        single = {(t, m, j, b): _Stat(sc) for (t, m, j, b), sc in found if sc is not None and (t, m) in singles}
         scores |= single
         judged |= {(t, m, j) for t, m, j, b in single if j != "*"}
     if as_published:
         notes.append(_published_note(con, sorted({t for t, _ in singles})))
-    # An Average of the published means: a plain mean of doubles, as pandas took it (a 1e308 the original counted
+    # An Average of the published means: published_mean, as every published number (a 1e308 the original counted
     # is beyond score_mean's decimals); otherwise score_mean, the one rule of every view.
-    mean_of = _double_mean if as_published else score_mean
+    mean_of = published_mean if as_published else score_mean
     judges = sorted({j for _, _, j in judged}, key=lambda j: JUDGE_TITLES.get(j, j))
     gpt4 = any(JUDGE_TITLES.get(j) == GPT4 for j in judges)
     board_columns = columns()  # read once: the same columns for every row
@@ -325,14 +394,14 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
         rows.append(row)
     # Complete rows first: an average over fewer benchmarks does not rank against one over all four.
     average_at = [c.name for c in head].index("Average (All)")
-    rows.sort(key=lambda r: (r[-1] != f"{len(board_columns)}/{len(board_columns)}", -(r[average_at] or 0)))
+
+    def rank(r: list) -> tuple[bool, bool, float]:  # a nan Average (--as-published) last, as pandas sorts it
+        average = r[average_at] or 0
+        return r[-1] != f"{len(board_columns)}/{len(board_columns)}", math.isnan(average), \
+            0 if math.isnan(average) else -average
+
+    rows.sort(key=rank)
     return Board(", ".join(tags), head, rows, family, judges, notes)
-
-
-def _double_mean(values: Iterable[float | None]) -> float | None:
-    """The mean of ``values`` (None skipped; None for none) in doubles, as pandas' ``mean``: inf where they overflow."""
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
 
 
 def _published_note(con: duckdb.DuckDBPyConnection, tags: list[str]) -> str:
@@ -373,7 +442,7 @@ def write_xlsx(path: Path, shown: Board) -> Path:
     import xlsxwriter  # type: ignore[import-untyped]  # no type information published
 
     def write(tmp: Path) -> None:
-        book = xlsxwriter.Workbook(str(tmp), {"nan_inf_to_errors": True})  # an inf --as-published mean: #DIV/0!
+        book = xlsxwriter.Workbook(str(tmp))
         sheet = book.add_worksheet("Leaderboard")
         formats = {"header": book.add_format({"bold": True, "bg_color": "#DDE8CB", "text_wrap": True,
                                               "valign": "top"}),
@@ -387,7 +456,7 @@ def write_xlsx(path: Path, shown: Board) -> Path:
             width = len(column.name) if column.kind == "text" else max(min(len(column.name), 14), 6)
             cell_format = formats[column.kind] if column.kind != "text" or col == 0 else None
             for n, row in enumerate(shown.rows, start=1):
-                value = row[col]
+                value = NonFinite.of(row[col])  # inf as its text, as every format shows it
                 if value is None or value == "":
                     continue  # an empty cell, not a zero or an empty string
                 if isinstance(value, str) and value.isdigit():  # JA-MT questions: 60 or 80, a number
