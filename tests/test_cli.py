@@ -150,6 +150,9 @@ def test_demo_on_the_loopback_server_runs_every_stage_on_the_shipped_samples(tmp
     assert "12 answers (0 reused, 12 called, 0 errors)" in proc.stdout and "judged 12" in proc.stdout
     assert "passes over 12 answers" in proc.stdout
     assert "Overall" in proc.stdout and (tmp_path / "shaberi-loopback" / "demo" / "manifest.json").is_file()
+    # Again: the server comes up on another free port, and is the same model: every answer is reused.
+    again = shaberi("demo", "--loopback", "--limit", "3", "--results-dir", str(tmp_path), env={"SHABERI_DATA_DIR": ""})
+    assert again.returncode == 0 and "12 answers (12 reused, 0 called, 0 errors)" in again.stdout, again.stdout
 
 
 @pytest.mark.parametrize(("option", "value"), [("--timeout", "0"), ("--max-tokens", "-1"), ("--judge-max-tokens", "0"),

@@ -158,6 +158,38 @@ def test_a_judge_worker_killed_mid_request_gives_the_judge_slots_back_within_sec
     assert summary(results)["judges"][judge.base_url]["reclaimed"] == 2
 
 
+def test_the_sweeps_judge_budget_actor_killed_is_one_line_and_a_rerun_resumes(cluster, tmp_path, data_dir):
+    """The actor that holds the judges' slots dies (kill -9): the sweep stops with one line saying so (exit 1), no
+    Ray traceback; the next sweep judges what is left, and every judgement is made once."""
+    results = tmp_path / "r"
+    with LoopbackServer() as candidate, LoopbackServer(latency_ms=1500) as judge:
+        plan = write_plan(tmp_path / "plan.toml", judge.base_url, {"k3": candidate.base_url}, data_dir, limit=5,
+                          benchmarks=["rakuda", "elyza"])
+        env = {**os.environ, **cluster["env"]}
+        proc = subprocess.Popen([sys.executable, "-m", "shaberi", "sweep", str(plan), "--results-dir", str(results)],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 180
+            while judge.stats()["in_flight"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            actors = subprocess.run(["pgrep", "-s", str(cluster["session"]), "-f", "ray::JudgeBudget"],
+                                    capture_output=True, text=True).stdout.split()
+            assert actors, "the budget actor's process (its title names the class)"
+            for pid in actors:
+                os.kill(int(pid), signal.SIGKILL)
+            _, err = proc.communicate(timeout=300)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert proc.returncode == 1, err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert "Traceback" not in err and lines[-1].startswith("error: the sweep's JudgeBudget actor died"), err
+        again = shaberi("sweep", str(plan), "--results-dir", str(results), env=cluster["env"], timeout=600)
+        assert again.returncode == 0, again.stderr
+    assert query(results, "SELECT count(*), count(DISTINCT (benchmark, question_id)) FROM judgements "
+                          "WHERE error IS NULL") == [(10, 10)]
+
+
 # A served model for the sweep's ``serve``: forwards to a loopback server (whose calls the test counts) and writes
 # its pid, so that a test can kill it and only it.
 FORWARD = """
@@ -225,13 +257,17 @@ def test_a_rerun_whose_served_port_is_taken_pays_for_no_answer_again(cluster, tm
     assert query(results, "SELECT count(*) FROM answers WHERE error IS NULL") == [(10,)]
 
 
-def test_a_served_model_that_dies_mid_run_fails_that_model_at_once(tmp_path, data_dir):
-    """The served model's process is killed while it answers: the sweep notices the process is gone and fails the
+@pytest.mark.parametrize("wrapped", [False, True], ids=["direct", "behind a shell"])
+def test_a_served_model_that_dies_mid_run_fails_that_model_at_once(tmp_path, data_dir, wrapped):
+    """The served model's process is killed while it answers: the sweep notices the server is gone and fails the
     model with the reason (exit 1) within seconds, instead of retrying every request against a dead port for
-    minutes; what was answered is kept, and the next sweep resumes from it."""
+    minutes; what was answered is kept, and the next sweep resumes from it. Behind a shell that outlives it
+    (``bash -c 'vllm serve …; sleep'``), the port that no longer answers says so."""
     results = tmp_path / "r"
     with LoopbackServer(latency_ms=300) as backend, LoopbackServer() as judge:
         serve, pids = served(tmp_path, backend)
+        if wrapped:
+            serve = f"bash -c '{serve}; sleep 300'"
         plan = write_plan(tmp_path / "plan.toml", judge.base_url, {"s2": serve}, data_dir, limit=5,
                           benchmarks=["rakuda", "elyza"], concurrency=1)
         proc = subprocess.Popen([sys.executable, "-m", "shaberi", "sweep", str(plan), "--local", "--results-dir",
@@ -250,7 +286,7 @@ def test_a_served_model_that_dies_mid_run_fails_that_model_at_once(tmp_path, dat
         print(f"a dead served model noticed {noticed:.1f} s after the kill")
         assert noticed < 90, "far below the ~5 minutes of retries against a dead port"
         assert proc.returncode == 1, err
-        assert "the server of s2" in err and "exited with -9" in err, err
+        assert "the server of s2" in err and ("stopped listening" if wrapped else "exited with -9") in err, err
         answered = backend.stats()["calls"]
         assert 3 <= answered < 10
         again = shaberi("sweep", str(plan), "--local", "--results-dir", str(results), timeout=300)
@@ -276,6 +312,9 @@ JUDGE = "[[judges]]\nmodel = 'j'\nbase_url = 'http://h/v1'\n"
     ("tag = 'x'\n[[models]]\nmodel = 'm'\nbase_url = 'gpu-3:8000'\n", "is not an http(s) URL"),
     (f"tag = 'x'\n[[judges]]\nmodel = 'j'\nbase_url = 'gpt-4.1'\n{MODEL}", "is not an http(s) URL"),
     (f"tag = 'x'\n{JUDGE}{JUDGE}{MODEL}", "judge 'j' is listed twice"),
+    ("tag = 'x'\n[[models]]\nmodel = 'm'\nserve = '\"unterminated {port}'\n", "cannot be read as a command"),
+    ("tag = 'x'\n[[models]]\nmodel = 'm'\nbase_url = 'http://h:99999/v1'\n", "is not a valid URL"),
+    ("tag = 'x'\n[[models]]\nmodel = 'm'\nbase_url = 'http://h /v1'\n", "holds a space"),
 ])
 def test_a_bad_plan_is_one_line_and_exit_2_with_nothing_written(tmp_path, body, says):
     plan = tmp_path / "plan.toml"

@@ -90,7 +90,7 @@ def demo(
         server, model, judge_model, note = LoopbackServer(
             latency_ms=20, models=("shaberi-loopback", "shaberi-loopback-judge")), "shaberi-loopback", \
             "shaberi-loopback-judge", "the project's loopback test server (answers are canned, scores meaningless)"
-        served_as = None
+        served_as = "loopback:shaberi.testing.server"  # a free port each time: the requests are what it serves
     else:
         from ..llm.local import LocalServer
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -58,8 +59,15 @@ def sweep(
 
         progress = ray.remote(SweepProgress).options(num_cpus=0).remote()
         budget = ray.remote(JudgeBudget).options(num_cpus=0, max_concurrency=1000).remote()
-        results = run_on_ray(plan, progress, budget, sweep_id, lambda: live.show(ray.get(progress.snapshot.remote())))
-        snapshot, judges = ray.get([progress.snapshot.remote(), budget.stats.remote()])
+        try:
+            results = run_on_ray(plan, progress, budget, sweep_id,
+                                 lambda: live.show(ray.get(progress.snapshot.remote())))
+            snapshot, judges = ray.get([progress.snapshot.remote(), budget.stats.remote()])
+        except ray.exceptions.RayActorError as exc:  # the sweep's own coordinators: no model's work can go on
+            actor = re.search(r"class_name: (\w+)", str(exc))
+            typer.echo(f"error: the sweep's {actor[1] if actor else 'coordinating'} actor died ({type(exc).__name__});"
+                       " what was stored is kept: run the same sweep again to resume", err=True)
+            raise typer.Exit(1) from None
     else:
         from ..sweep.runner import run_local
 

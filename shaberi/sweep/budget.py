@@ -13,7 +13,8 @@ A worker killed mid-request never releases its slots, and the kernel does not dr
 process's file locks. So slots are leased to a holder (one ``ClusterLease``, with an id of its own) that heart-
 beats from a thread every ``BEAT`` seconds while it lives; the actor takes back every slot of a holder it has not
 heard from for ``lease`` seconds (15), so the rest of the sweep judges again within seconds of a death, while a
-live worker keeps a slot through a request of any length.
+live worker keeps a slot through a request of any length. The price: a worker frozen longer than the lease
+(SIGSTOP, a partition) is taken for dead, and its request still in flight exceeds the limit until it ends.
 """
 
 from __future__ import annotations

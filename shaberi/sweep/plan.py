@@ -31,6 +31,7 @@ listed twice, a value of the wrong type) is one UsageError here, before a cluste
 
 from __future__ import annotations
 
+import shlex
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,11 @@ def load_plan(path: Path, results_dir: Root | None = None, data_dir: Path | None
                              "with {port} that the worker runs), not both nor neither")
         if spec.serve is not None and "{port}" not in spec.serve:
             raise UsageError(f"{at} ({spec.model}): serve must contain {{port}}, the free port the worker gives it")
+        if spec.serve is not None:
+            try:
+                shlex.split(spec.serve)  # as the worker splits it
+            except ValueError as exc:
+                raise UsageError(f"{at} ({spec.model}): serve cannot be read as a command ({exc})") from None
         if spec.base_url is not None:
             check_base_url(spec.base_url, f"{at} ({spec.model}): base_url")
         for key in ("num_gpus", "num_cpus", "ready_timeout"):

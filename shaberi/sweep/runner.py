@@ -119,9 +119,23 @@ def serving(spec: ModelSpec) -> Iterator[Served]:
                                 stderr=log, start_new_session=True, preexec_fn=_die_with_parent)
         url = f"http://127.0.0.1:{port}/v1"
 
+        refused = [0]  # checks in a row that found nothing listening on the port
+
         def check() -> None:
+            """Raise when the server is gone: its process exited, or nothing listens on its port any more (a
+            ``bash -c``/docker wrapper outlives the server it started)."""
             if proc.poll() is not None:
                 raise EndpointError(f"the server of {spec.model} ({command}) exited with {proc.returncode} while "
+                                    f"answering{_tail(log)}; what it answered is kept: run the sweep again to resume")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                refused[0] = 0
+            except ConnectionRefusedError:
+                refused[0] += 1
+            except OSError:  # a timeout: a busy host, not a dead server
+                pass
+            if refused[0] >= 4:
+                raise EndpointError(f"the server of {spec.model} ({command}) stopped listening on port {port} while "
                                     f"answering{_tail(log)}; what it answered is kept: run the sweep again to resume")
 
         try:
