@@ -141,7 +141,7 @@ def test_a_reasoning_models_run_exports_its_thinking_whole_in_bounded_memory(ser
     (long,) = read_jsonl(results / "m" / "one-long" / "artifacts" / "shaberi" / "answers" / "rakuda.jsonl")
     assert 4_999_990 <= len(long["reasoning"]) <= 5_000_000
     # Memory: exporting 19 MB of thinking (as JSON) costs little more than exporting short answers (measured:
-    # +52 MB; the old export ran out of its 128 MB at this size).
+    # +31 MB in bench/export_memory.py; the old export ran out of its 128 MB at this size).
     (rc_long, long_mb), (rc_short, short_mb) = _export_peak_mb(results, "thinking"), _export_peak_mb(results, "short")
     assert rc_long == rc_short == 0
     assert long_mb < short_mb + 100, (long_mb, short_mb)
