@@ -31,6 +31,16 @@ MODELS = ["m1", "m2", "m3", "m4"]
 
 
 
+def kill_titled(cluster: dict, title: str) -> list[str]:
+    """SIGKILL the processes of the test's cluster whose command line matches ``title`` (Ray titles a worker by
+    its task or actor); return their pids."""
+    pids = subprocess.run(["pgrep", "-s", str(cluster["session"]), "-f", title], capture_output=True,
+                          text=True).stdout.split()
+    for pid in pids:
+        os.kill(int(pid), signal.SIGKILL)
+    return pids
+
+
 @pytest.fixture(scope="module")
 def cluster(s3):
     """A Ray cluster of the test's own (``testing.ray``: stopping it stops no other), its workers seeing the S3
@@ -102,11 +112,7 @@ def test_a_worker_killed_mid_task_is_retried_by_ray_and_resumes_without_duplicat
         deadline = time.monotonic() + 120
         while slow.stats()["calls"] < 4 and time.monotonic() < deadline:
             time.sleep(0.05)
-        workers = subprocess.run(["pgrep", "-s", str(cluster["session"]), "-f", "ray::shaberi k1"],
-                                 capture_output=True, text=True).stdout.split()
-        assert workers, "the task's worker process (its title names the task)"
-        for pid in workers:
-            os.kill(int(pid), signal.SIGKILL)
+        assert kill_titled(cluster, "ray::shaberi k1"), "the task's worker process (its title names the task)"
         seen = slow.stats()["calls"]
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
@@ -134,11 +140,7 @@ def test_a_judge_worker_killed_mid_request_gives_the_judge_slots_back_within_sec
             deadline = time.monotonic() + 180
             while judge.stats()["in_flight"] < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            workers = subprocess.run(["pgrep", "-s", str(cluster["session"]), "-f", r"ray::shaberi k2 \(judge\)"],
-                                     capture_output=True, text=True).stdout.split()
-            assert workers, "the judging task's worker (its title names the task)"
-            for pid in workers:
-                os.kill(int(pid), signal.SIGKILL)
+            assert kill_titled(cluster, r"ray::shaberi k2 \(judge\)"), "the judging task's worker (its title names it)"
             killed, seen = time.monotonic(), judge.stats()["calls"]
             while judge.stats()["calls"] == seen and time.monotonic() < killed + 120:
                 time.sleep(0.1)
@@ -172,11 +174,7 @@ def test_the_sweeps_judge_budget_actor_killed_is_one_line_and_a_rerun_resumes(cl
             deadline = time.monotonic() + 180
             while judge.stats()["in_flight"] < 1 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            actors = subprocess.run(["pgrep", "-s", str(cluster["session"]), "-f", "ray::JudgeBudget"],
-                                    capture_output=True, text=True).stdout.split()
-            assert actors, "the budget actor's process (its title names the class)"
-            for pid in actors:
-                os.kill(int(pid), signal.SIGKILL)
+            assert kill_titled(cluster, "ray::JudgeBudget"), "the budget actor's process (its title names the class)"
             _, err = proc.communicate(timeout=300)
         finally:
             proc.kill()

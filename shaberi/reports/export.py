@@ -20,7 +20,9 @@ record carries ``answer_id`` = ``<run_id>/<benchmark>/<question_id>/<sample_inde
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -100,9 +102,9 @@ def export_connection(results_dir: Path, run_id: str) -> duckdb.DuckDBPyConnecti
 
 
 def _spill_dir() -> str:
-    import tempfile
-
-    return str(Path(tempfile.gettempdir()) / "shaberi-duckdb")
+    """This process's own (DuckDB removes the folder it created when it closes; two processes must not share
+    one)."""
+    return str(Path(tempfile.gettempdir()) / f"shaberi-duckdb-{os.getpid()}")
 
 
 def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | None = None,
