@@ -31,6 +31,9 @@ __all__ = ["REMOTE_SCHEMES", "Root", "as_root", "attach", "glob_in", "glob_liter
            "open_for_read", "publish", "published", "put_new", "remove", "unglob", "write_bytes", "write_whole"]
 
 REMOTE_SCHEMES = ("s3://", "gs://", "gcs://")
+# The storage clients log each retry with its traceback on stderr; the error is said once, in one line.
+for _name in ("gcsfs", "s3fs", "aiobotocore", "botocore"):
+    logging.getLogger(_name).addHandler(logging.NullHandler())
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")  # two letters at least: C:\ is a Windows drive
 Root: TypeAlias = Any  # a pathlib.Path, or a upath.UPath (same methods: /, exists, open; glob_in, remove for these)
 
@@ -56,8 +59,6 @@ def as_root(value: str | os.PathLike[str] | Root) -> Root:
         options: dict[str, Any] = {"use_listings_cache": False}
         if text.startswith("s3://") and os.environ.get("AWS_ENDPOINT_URL"):
             options["endpoint_url"] = os.environ["AWS_ENDPOINT_URL"]
-        for name in ("gcsfs", "s3fs", "aiobotocore", "botocore"):  # their retries' tracebacks: the error is said once
-            logging.getLogger(name).addHandler(logging.NullHandler())
         path = UPath(text.rstrip("/"), **options)
         path.fs  # noqa: B018  # imports the filesystem's package (s3fs, gcsfs): missing -> ImportError now
     except ImportError as exc:
