@@ -5,11 +5,11 @@ from the model's name, the next free one when another process holds it; the serv
 ``PR_SET_PDEATHSIG``), wait until ``/v1/models`` answers, generate every run, stop the server, then judge and
 run the passes (no GPU held meanwhile). A served model's requests are identified by what is served (its name
 and ``serve`` command: ``RunRequest.served_as``), not by the port, so that a retry or a rerun on another port
-reuses every stored answer. A server that dies mid-generation fails that model's work within a second (its
-process is watched), instead of its requests being retried against a dead port for minutes. Here, a model with a
-``base_url`` runs all stages in one go. Each run is ``pipeline.run``, exactly what ``shaberi run`` does, so the
-rows are the same whoever runs it; its lock names the sweep's work (``owner``) so that Ray's retry of a task
-whose worker died takes the run over at once and resumes it from what was stored.
+reuses every stored answer. A server that dies mid-generation fails that model's work within seconds (its
+process and its port are watched), instead of its requests being retried against a dead port for minutes.
+Here, a model with a ``base_url`` runs all stages in one go. Each run is ``pipeline.run``, exactly what
+``shaberi run`` does, so the rows are the same whoever runs it; its lock names the sweep's work (``owner``) so
+that Ray's retry of a task whose worker died takes the run over at once and resumes it from what was stored.
 
 ``run_local``: each model in turn in this process, the judges sharing slots through the machine's file
 leases. ``run_on_ray``: per model, a generation task with the resources the plan asks (``num_gpus``,
@@ -88,7 +88,8 @@ def _die_with_parent() -> None:
 
 
 class Served(NamedTuple):
-    """A model's base URL, and ``check``: raises EndpointError once the server the sweep started has exited."""
+    """A model's base URL, and ``check``: raises EndpointError once the server the sweep started is gone (its
+    process exited, or its port stopped answering)."""
 
     url: str
     check: Callable[[], None] | None = None
