@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import duckdb
@@ -23,7 +23,9 @@ import orjson
 from . import benchmarks as bm
 from .generate import BenchmarkProgress, GenerationConfig, Progress, existing_answers, plan_calls
 from .judge import pending, rejudge_since
+from .original import Ask
 from .prompts import judge_messages
+from .promptsets import SHABERI, PromptSet
 from .run import run_id_for
 from .tables.rows import AnswerKey
 from .tables.sql import connect
@@ -64,11 +66,19 @@ def stored_questions(results_dir: Path, model: str, tag: str, benchmarks: list[s
             and (scope is None or (r["benchmark"], r["question_id"]) in scope)]
 
 
+def _judge_sample(prompts: PromptSet, q: bm.Question) -> list[dict]:
+    """The first judge request for ``q`` with an answer of about 400 characters, under ``prompts``."""
+    if prompts.clone is not None:
+        step = prompts.clone.read(q.benchmark, prompts.clone.row(q.benchmark, asdict(q), "回答" * 200), "judge", [])
+        return step.messages if isinstance(step, Ask) else []
+    return judge_messages(q.benchmark, q, "回答" * 200, bm.BENCHMARKS[q.benchmark].scale, (), prompts.folder)
+
+
 def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list[bm.Question],
              config: GenerationConfig, judges: list[str], judge_max_tokens: int,
              pricing: Path | None, generating: bool = True, rejudge: bool = False,
              questions: set[tuple[str, str]] | None = None, rerun: bool = False,
-             retry_errors: int = 2) -> list[Estimate]:
+             retry_errors: int = 2, prompts: PromptSet = SHABERI) -> list[Estimate]:
     """The generation row (unless ``generating`` is off: ``--rejudge``, ``--stages judge``) and one row per
     judge, for these questions. ``questions``: the (benchmark, question id) pairs the judge stage is limited
     to (``--limit``)."""
@@ -93,8 +103,9 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
     stored = pending(store, run_id, judges, rejudge=rejudge, benchmarks=sorted({q.benchmark for q in items}),
                      questions=questions, rejudged_since=rejudge_since(run[0]) if run and rejudge else None,
                      replaced=frozenset(AnswerKey(w.question.benchmark, w.question.question_id, w.sample_index)
-                                        for w in planned)) if run else {j: Counter[str]() for j in judges}
-    sample = [judge_messages(q.benchmark, q, "回答" * 200, bm.BENCHMARKS[q.benchmark].scale) for q in items]
+                                        for w in planned), prompts=prompts
+                     ) if run else {j: Counter[str]() for j in judges}
+    sample = [_judge_sample(prompts, q) for q in items]
     per_call = sum(estimate_tokens(m["content"]) for msgs in sample for m in msgs) / max(1, len(sample))
     for name in judges:
         calls = stored[name]["call"] + len(planned)  # a new or retried answer is a new text to judge

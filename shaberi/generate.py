@@ -276,6 +276,7 @@ def _record(journal: Journal, run_id: str, model: str, progress: Progress, item:
     else:
         content, reasoning = split_reasoning(done.content, done.reasoning)
         row = rows.answer(run_id, key, model, request_hash=item.request_hash, calls=item.calls, content=content or "",
+                          raw_content=done.content if content != done.content else None,
                           answer_hash=conversation_hash(item.earlier, content), reasoning=reasoning,
                           finish_reason=done.finish_reason, attempts=item.attempts_before + done.attempts,
                           latency_ms=done.latency_ms, prompt_tokens=done.prompt_tokens,

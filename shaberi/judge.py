@@ -12,6 +12,12 @@ judge's own words (``shaberi.extract``: none, quoted, ambiguous, out of scale, s
 follow-up call in the same conversation with ``fallback.jinja``; when that fails too the score is null
 and ``error`` says why. Error answers are never sent: their row has a null score and
 ``error = 'answer_error'``.
+
+Under another prompt set (``shaberi.promptsets``, ``--judge-prompts``) judgements are stored under the judge's name
+qualified by the set's label. A team's templates are rendered and read as above. An original Shaberi clone's
+evaluators build the requests and read the replies themselves (``shaberi.original``: its conversation, its
+request fields, its fallback call, its ``round()``); Shaberi's own reading of the same replies is stored beside
+the score (``shaberi_score``), and a reply the original read no score from is final (its calls were made).
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ from .lineage import conversation_hash, earlier_turns
 from .llm.client import ChatClient, Completion
 from .llm.dispatch import Dispatcher
 from .llm.params import Sampling, chat_body
-from .prompts import judge_fallback, judge_messages, judging_hash
+from .original import MAX_CALLS, Ask, Clone, Verdict
+from .prompts import judge_fallback, judge_messages
+from .promptsets import SHABERI, PromptSet
 from .tables.rows import ANSWER_COLUMNS, AnswerKey, judgement, token_usage
 from .tables.schema import TABLES
 from .tables.store import Journal, Store
@@ -77,10 +85,13 @@ class JudgeProgress:
 class _Item:
     answer: dict
     judge: Judge
+    label: str  # the judge's name in the tables (qualified by the prompt set's label)
     messages: list[dict]
     prompt_hash: str
     answer_hash: str
     shown: str  # every candidate text the judge sees (earlier turns too): what it may copy a verdict from
+    prompts: PromptSet = SHABERI
+    row: dict | None = None  # an original clone's answer-file row: its evaluator reads the replies
 
 
 @dataclass(frozen=True)
@@ -89,6 +100,7 @@ class _Verdict:
     extraction: Extraction
     fallback: Completion | None = None
     fallback_error: LLMError | None = None
+    own: Extraction | None = None  # Shaberi's reading, where the counted one is another prompt set's
 
 
 async def judge(
@@ -102,10 +114,12 @@ async def judge(
     questions: set[tuple[str, str]] | None = None,
     progress: JudgeProgress | None = None,
     rejudged_since: int | None = None,
+    prompts: PromptSet = SHABERI,
 ) -> JudgeProgress:
     """Judge the run's answers with every judge; returns the counters. ``benchmarks`` and ``questions``
     ((benchmark, question_id) pairs), when given, limit which answers. ``rejudged_since`` (µs): a ``rejudge``
-    resuming one that was killed keeps what that one judged from then on instead of paying for it again."""
+    resuming one that was killed keeps what that one judged from then on instead of paying for it again.
+    ``prompts``: the prompt set (checked by the caller before anything is written: ``PromptSet.check``)."""
     progress = progress or JudgeProgress()
     rows, answers, texts, existing = _stored(store, run_id, benchmarks, questions, rejudged_since)
     progress.total += len(answers) * len(judges)
@@ -114,7 +128,8 @@ async def judge(
         record = functools.partial(_record, journal, run_id, progress)
         call = functools.partial(_call, config)
         plan = functools.partial(_plan, run_id=run_id, answers=answers, questions=rows, texts=texts,
-                                 existing=existing, rejudge=rejudge, journal=journal, progress=progress)
+                                 existing=existing, rejudge=rejudge, journal=journal, progress=progress,
+                                 prompts=prompts)
         clients = list(dict.fromkeys(j.client for j in judges))  # one dispatcher per endpoint and its controller
         await asyncio.gather(*(
             Dispatcher(plan([j for j in judges if j.client is c]), call, record, c.max_in_flight).run()
@@ -139,13 +154,14 @@ def _stored(store: Store, run_id: str, benchmarks: list[str] | None, questions: 
     included) -> (is it unfinished, does a resumed rejudge keep it)."""
     rows = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
             for q in store.read("questions", run_id).to_pylist()}
-    answers = store.read("answers", run_id, [*ANSWER_COLUMNS, "content", "error", "answer_hash"]).to_pylist()
+    answers = store.read("answers", run_id, [*ANSWER_COLUMNS, "content", "raw_content", "error", "answer_hash"]
+                         ).to_pylist()
     texts = {AnswerKey.of(a): a["content"] for a in answers}
     existing = {
         (AnswerKey.of(r), r["judge"], r["prompt_hash"], r["answer_hash"]): (
             _unfinished(r), rejudged_since is not None and r["created_at"].timestamp() * 1e6 >= rejudged_since)
         for r in store.read("judgements", run_id, [*ANSWER_COLUMNS, "judge", "prompt_hash", "answer_hash", "error",
-                                                   "fallback_output", "created_at"]).to_pylist()
+                                                   "fallback_output", "prompt_set", "created_at"]).to_pylist()
     }
     # An answer whose benchmark or question this version does not know has nothing to be judged against.
     answers = [a for a in answers
@@ -155,11 +171,11 @@ def _stored(store: Store, run_id: str, benchmarks: list[str] | None, questions: 
     return rows, answers, texts, existing
 
 
-def _hashes(answer: dict, questions: dict, texts: dict) -> tuple[list[dict], str, str]:
+def _hashes(answer: dict, questions: dict, texts: dict, prompts: PromptSet) -> tuple[list[dict], str, str]:
     """The earlier turns the judge sees, the judging prompt's hash and the judged text's hash."""
     history = earlier_turns(questions[(answer["benchmark"], answer["question_id"])], answer, questions, texts)
     a_hash = answer["answer_hash"] or conversation_hash([h["assistant"] for h in history], answer["content"])
-    return history, judging_hash(answer["benchmark"]), a_hash
+    return history, prompts.prompt_hash(answer["benchmark"]), a_hash
 
 
 def _decide(answer: dict, judge_name: str, prompt_hash: str, a_hash: str, existing: dict, rejudge: bool) -> str:
@@ -176,7 +192,8 @@ def _decide(answer: dict, judge_name: str, prompt_hash: str, a_hash: str, existi
 
 def pending(store: Store, run_id: str, judges: list[str], *, rejudge: bool = False,
             benchmarks: list[str] | None = None, questions: set[tuple[str, str]] | None = None,
-            rejudged_since: int | None = None, replaced: frozenset[AnswerKey] = frozenset()) -> dict[str, Counter]:
+            rejudged_since: int | None = None, replaced: frozenset[AnswerKey] = frozenset(),
+            prompts: PromptSet = SHABERI) -> dict[str, Counter]:
     """What ``judge`` would do now, per judge, without a call or a write (``--dry-run``): the counts of
     ``_decide``'s outcomes over the stored answers. ``replaced``: answers the generate stage asks for again
     first; they are left out here (each is a new text: a call)."""
@@ -185,34 +202,44 @@ def pending(store: Store, run_id: str, judges: list[str], *, rejudge: bool = Fal
     for answer in answers:
         if AnswerKey.of(answer) in replaced:
             continue
-        _, prompt_hash, a_hash = _hashes(answer, rows, texts)
+        _, prompt_hash, a_hash = _hashes(answer, rows, texts, prompts)
         for j in judges:
-            out[j][_decide(answer, j, prompt_hash, a_hash, existing, rejudge)] += 1
+            out[j][_decide(answer, prompts.judge(j), prompt_hash, a_hash, existing, rejudge)] += 1
     return out
 
 
 def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: dict, texts: dict, existing: dict,
-          rejudge: bool, journal: Journal, progress: JudgeProgress) -> Iterator[_Item]:
+          rejudge: bool, journal: Journal, progress: JudgeProgress, prompts: PromptSet) -> Iterator[_Item]:
     """Yield the judge calls still needed, lazily; reused judgements and answer errors are handled here."""
     for answer in answers:
         name = answer["benchmark"]
         question = questions[(name, answer["question_id"])]
-        history, prompt_hash, a_hash = _hashes(answer, questions, texts)
+        history, prompt_hash, a_hash = _hashes(answer, questions, texts, prompts)
         for j in judges:
-            decided = _decide(answer, j.name, prompt_hash, a_hash, existing, rejudge)
+            label = prompts.judge(j.name)
+            decided = _decide(answer, label, prompt_hash, a_hash, existing, rejudge)
             if decided == "reused":
                 progress.done += 1
                 progress.reused += 1
                 continue
             if decided.startswith("answer_error"):  # never sent to a judge; counted, not averaged as zero
                 if decided == "answer_error":
-                    journal.append("judgements", _row(run_id, answer, j.name, prompt_hash, a_hash, error=ANSWER_ERROR))
+                    journal.append("judgements", _row(run_id, answer, label, prompt_hash, a_hash, error=ANSWER_ERROR,
+                                                      prompt_set=prompts.label))
                 progress.done += 1
                 progress.answer_errors += 1
                 continue
-            messages = judge_messages(name, question, answer["content"], bm.BENCHMARKS[name].scale, history)
+            if prompts.clone is not None:  # the original inserts the reply as the endpoint returned it
+                text = answer["raw_content"] if answer["raw_content"] is not None else answer["content"]
+                row = prompts.clone.row(name, question, text)
+                first = prompts.clone.read(name, row, j.name, [])
+                messages = first.messages if isinstance(first, Ask) else []  # a Verdict: check() let none through
+                yield _Item(answer, j, label, messages, prompt_hash, a_hash, row["ModelAnswer"], prompts, row)
+                continue
+            messages = judge_messages(name, question, answer["content"], bm.BENCHMARKS[name].scale, history,
+                                      prompts.folder)
             shown = "\n".join([*(h["assistant"] or "" for h in history), answer["content"] or ""])
-            yield _Item(answer, j, messages, prompt_hash, a_hash, shown)
+            yield _Item(answer, j, label, messages, prompt_hash, a_hash, shown, prompts)
 
 
 def _call_failed(error: str | None) -> bool:
@@ -221,9 +248,10 @@ def _call_failed(error: str | None) -> bool:
 
 def _unfinished(row: dict) -> bool:
     """A judgement to ask again: its call failed, or ``reprocess`` found no score in a reply whose fallback
-    was never asked (the rules of its day read one)."""
+    was never asked (the rules of its day read one). The original's reading is final: it made its calls."""
     return _call_failed(row["error"]) or (
-        (row["error"] or "").startswith("unparseable") and row["fallback_output"] is None)
+        (row["error"] or "").startswith("unparseable") and row["fallback_output"] is None
+        and not (row.get("prompt_set") or "").startswith("original:"))
 
 
 def _body(item: _Item, config: JudgeConfig, messages: list[dict]) -> bytes:
@@ -233,18 +261,73 @@ def _body(item: _Item, config: JudgeConfig, messages: list[dict]) -> bytes:
 async def _call(config: JudgeConfig, item: _Item) -> _Verdict:
     """The primary call, and the fallback call when the reply has no readable score."""
     spec = bm.BENCHMARKS[item.answer["benchmark"]]
+    if item.row is not None:
+        assert item.prompts.clone is not None
+        return await _call_original(item.prompts.clone, item, spec)
     client = item.judge.client
     reply = await client.chat(_body(item, config, item.messages))
     found = extract(reply.content, spec.scale, spec.rules, item.shown, reply.finish_reason == "length")
     if found.ok:
         return _Verdict(reply, found)
     follow_up = [*item.messages, {"role": "assistant", "content": reply.content or ""},
-                 {"role": "user", "content": judge_fallback(spec.name, spec.scale)}]
+                 {"role": "user", "content": judge_fallback(spec.name, spec.scale, item.prompts.folder)}]
     try:
         fallback = await client.chat(_body(item, config, follow_up))
     except LLMError as exc:
         return _Verdict(reply, found, None, exc)
     return _Verdict(reply, _with_fallback(found, fallback.content, spec, fallback.finish_reason), fallback)
+
+
+async def _call_original(clone: Clone, item: _Item, spec: bm.Benchmark) -> _Verdict:
+    """The original's evaluator drives the calls: each reply is replayed into it until it returns its score."""
+    request = clone.request(item.judge.name)
+    replies: list[Completion] = []
+    messages = item.messages
+    while True:
+        try:
+            reply = await item.judge.client.chat(orjson.dumps(request.body(item.judge.name, messages)), request.api)
+        except LLMError as exc:
+            if not replies:
+                raise
+            return _original_verdict(replies, None, exc, item, spec)
+        replies.append(reply)
+        step = clone.read(spec.name, item.row or {}, item.judge.name, [r.content for r in replies])
+        if isinstance(step, Ask) and len(replies) < MAX_CALLS:
+            messages = step.messages
+            continue
+        return _original_verdict(replies, step, None, item, spec)
+
+
+def _original_verdict(replies: list[Completion], step: Ask | Verdict | None, failed: LLMError | None, item: _Item,
+                      spec: bm.Benchmark) -> _Verdict:
+    """The original's score, checked against the scale (off it: no score, the value kept as published), with
+    Shaberi's reading of the same replies beside it."""
+    primary, fallback = replies[0], replies[1] if len(replies) > 1 else None
+    counted = original_extraction(step, len(replies), spec)
+    own = extract(primary.content, spec.scale, spec.rules, item.shown, primary.finish_reason == "length")
+    if not own.ok and fallback is not None:
+        own = _with_fallback(own, fallback.content, spec, fallback.finish_reason)
+    return _Verdict(primary, counted, fallback, failed, own)
+
+
+def original_extraction(step: Ask | Verdict | None, calls: int, spec: bm.Benchmark) -> Extraction:
+    """An original evaluator's outcome as an ``Extraction``: ``original`` (``original:fallback`` when it needed
+    its fallback call); a score off the benchmark's scale is no score (its value ends the reason, as a legacy
+    import's does: ``leaderboard --as-published`` counts it)."""
+    from .reports.leaderboard import AS_PUBLISHED_MARK
+
+    if step is None:
+        return Extraction(None, None, "the original's fallback call failed")
+    if isinstance(step, Ask):
+        return Extraction(None, None, f"the original's evaluator asked for more than {MAX_CALLS} calls")
+    if step.score is None:
+        return Extraction(None, None, step.error or "the original read no score")
+    low, high = spec.scale
+    if not low <= step.score <= high:
+        shown = f"{step.score:g}"
+        return Extraction(None, None, f"the original read {shown}, outside the {low}–{high} scale"
+                                      f"{AS_PUBLISHED_MARK}{shown}")
+    return Extraction(step.score, "original" if calls == 1 else "original:fallback", None)
 
 
 def _with_fallback(first: Extraction, fallback_reply: str | None, spec: bm.Benchmark,
@@ -265,10 +348,10 @@ def _row(run_id: str, answer: dict, judge_name: str, prompt_hash: str, a_hash: s
 def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item, verdict: _Verdict | None,
             exc: LLMError | None) -> None:
     """Journal one judgement with its token usage (primary and fallback calls together)."""
-    name = item.judge.name
+    name = item.label
     if verdict is None:
         assert exc is not None
-        row = _row(run_id, item.answer, name, item.prompt_hash, item.answer_hash,
+        row = _row(run_id, item.answer, name, item.prompt_hash, item.answer_hash, prompt_set=item.prompts.label,
                    error=f"judge_error: {exc.error_type}: {exc}"[:2000])
         requests, prompt, completion, reasoning, cached = exc.attempts, 0, 0, 0, 0
         progress.failed += 1
@@ -284,6 +367,7 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
             error = (f"judge_error on fallback: {verdict.fallback_error.error_type}; reply: {found.reason}"
                      if verdict.fallback_error else f"unparseable: {found.reason}")
         row = _row(run_id, item.answer, name, item.prompt_hash, item.answer_hash, score=found.score,
+                   shaberi_score=verdict.own.score if verdict.own else None, prompt_set=item.prompts.label,
                    parse_method=found.method, judge_output=verdict.reply.content,
                    finish_reason=verdict.reply.finish_reason,
                    fallback_output=verdict.fallback.content if verdict.fallback else None,
@@ -294,8 +378,9 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
         if verdict.fallback_error is not None:  # the judgement has no score because a call failed
             progress.failed += 1
             progress.failures[f"fallback {verdict.fallback_error.error_type}: {str(verdict.fallback_error)[:100]}"] += 1
-    usage = token_usage(run_id, "judging", item.answer["benchmark"], name, requests=requests, prompt_tokens=prompt,
-                        completion_tokens=completion, reasoning_tokens=reasoning, cached_prompt_tokens=cached)
+    usage = token_usage(run_id, "judging", item.answer["benchmark"], item.judge.name, requests=requests,
+                        prompt_tokens=prompt, completion_tokens=completion, reasoning_tokens=reasoning,
+                        cached_prompt_tokens=cached)
     journal.append_many([("judgements", row), ("token_usage", usage)])
     progress.done += 1
     progress.judged += 1
@@ -304,11 +389,14 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
     progress.by_judge[name] = progress.by_judge.get(name, 0) + 1
 
 
-def reprocess(store: Store, run_id: str) -> int:
-    """Re-parse every stored judge reply of the run with the current rules; no API call. Returns rows changed."""
+def reprocess(store: Store, run_id: str, prompts: PromptSet = SHABERI) -> int:
+    """Re-parse every stored judge reply of the run with the current rules; no API call. Returns rows changed.
+    A judgement under an original clone's prompts is re-read by that clone (``prompts``), replaying its replies;
+    without it, it is left as it is."""
     rows = store.read("judgements", run_id).to_pylist()
-    current = {AnswerKey.of(a): a
-               for a in store.read("answers", run_id, [*ANSWER_COLUMNS, "answer_hash", "content"]).to_pylist()}
+    current = {AnswerKey.of(a): a for a in store.read(
+        "answers", run_id, [*ANSWER_COLUMNS, "answer_hash", "content", "raw_content"]).to_pylist()}
+    questions = {(q["benchmark"], q["question_id"]): q for q in store.read("questions", run_id).to_pylist()}
     changed = 0
     for row in rows:
         spec = bm.BENCHMARKS.get(row["benchmark"])
@@ -316,14 +404,30 @@ def reprocess(store: Store, run_id: str) -> int:
             continue  # answer errors and failed judge calls hold no reply to re-read
         answer = current.get(AnswerKey.of(row))
         judged = answer["content"] if answer and answer["answer_hash"] in (None, row["answer_hash"]) else None
-        found = extract(row["judge_output"], spec.scale, spec.rules, judged, row["finish_reason"] == "length")
-        if not found.ok and row["fallback_output"] is not None:
-            found = _with_fallback(found, row["fallback_output"], spec, row["fallback_finish_reason"])
+        own = None
+        if (row["prompt_set"] or "").startswith("original:"):
+            question = questions.get((row["benchmark"], row["question_id"]))
+            if prompts.clone is None or row["prompt_set"] != prompts.label or judged is None or question is None:
+                continue  # read only by the clone that made it, on the text it judged
+            assert answer is not None
+            replies = [r for r in (row["judge_output"], row["fallback_output"]) if r is not None]
+            text = answer["raw_content"] if answer["raw_content"] is not None else judged
+            step = prompts.clone.read(spec.name, prompts.clone.row(spec.name, question, text), row["judge"], replies)
+            if isinstance(step, Ask) and len(replies) < MAX_CALLS:
+                continue  # its fallback call failed: the next run asks it, not this
+            found = original_extraction(step, len(replies), spec)
+            own = extract(row["judge_output"], spec.scale, spec.rules, judged, row["finish_reason"] == "length")
+            if not own.ok and row["fallback_output"] is not None:
+                own = _with_fallback(own, row["fallback_output"], spec, row["fallback_finish_reason"])
+        else:
+            found = extract(row["judge_output"], spec.scale, spec.rules, judged, row["finish_reason"] == "length")
+            if not found.ok and row["fallback_output"] is not None:
+                found = _with_fallback(found, row["fallback_output"], spec, row["fallback_finish_reason"])
         error = None if found.ok else (
             row["error"] if _call_failed(row["error"]) else f"unparseable: {found.reason}")
-        new = (found.score, found.method, error)
-        if new != (row["score"], row["parse_method"], row["error"]):
-            row["score"], row["parse_method"], row["error"] = new
+        new = (found.score, found.method, error, own.score if own else row["shaberi_score"])
+        if new != (row["score"], row["parse_method"], row["error"], row["shaberi_score"]):
+            row["score"], row["parse_method"], row["error"], row["shaberi_score"] = new
             changed += 1
     if changed:
         store.replace("judgements", run_id, pa.Table.from_pylist(rows, schema=TABLES["judgements"].schema))

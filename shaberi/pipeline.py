@@ -24,7 +24,8 @@ from .llm.endpoints import ModelAt, check_base_url, resolve_api_key, shared_llm
 from .llm.lease import EndpointLease, Lease
 from .passes import Pass
 from .passes.runner import PassProgress, run_passes
-from .prompts import generation_template, judging_hash, template_hash
+from .prompts import generation_template, template_hash
+from .promptsets import SHABERI, PromptSet
 from .redact import strip_credentials
 from .reports.export import (
     EXPORT_ERRORS,
@@ -69,6 +70,7 @@ class RunRequest:
     judge_concurrency: int | None = None  # default: the candidate's maximum
     judging: JudgeConfig = field(default_factory=JudgeConfig)
     rejudge: bool = False
+    judge_prompts: PromptSet = SHABERI  # the judging prompt set (``--judge-prompts``: promptsets.load)
     passes: list[Pass] = field(default_factory=list)  # run after the other stages (or alone: stages ["passes"])
     model_base_url: str | None = None  # a pass option's model given without @URL [default: base_url]
     export: bool = True  # manifest and JSONL artifacts at the end (the benchmarks time the stages without)
@@ -171,6 +173,9 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
         judges = _judges(req, judge_clients) if "judge" in stages else []
         pass_list = _passes(req, judge_clients) if "passes" in stages else []
         clients += [c for c in judge_clients.values() if c not in clients]
+        if judges:
+            req.judge_prompts.check(names, {d.benchmark: [asdict(q) for q in d.questions] for d in datasets},
+                                    [j.name for j in judges])
         for client in clients:
             await client.check()
         info = RunInfo(
@@ -182,10 +187,11 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             benchmarks=names,
             datasets={d.benchmark: d.provenance() for d in datasets},
             prompt_hashes={generation_template(n): template_hash(generation_template(n)) for n in names}
-            | {f"judging/{n}": judging_hash(n) for n in names},
-            judges=tuple(f"{j.name}@{j.client.base_url}" for j in judges),
+            | _judging_hashes(req.judge_prompts, names),
+            judges=tuple(f"{req.judge_prompts.judge(j.name)}@{j.client.base_url}" for j in judges),
             passes=tuple(f"{p.name}@{p.version}" for p in pass_list),
             pass_config={p.name: p.config for p in pass_list},
+            judge_prompts=_provenance(req.judge_prompts) if judges else {},
         )
         outcome = Outcome(info, clients=clients)
         store = Store(req.results_dir)
@@ -194,7 +200,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             if on_start:
                 on_start(outcome)
             tracker = _Stages(req.results_dir, store, info.run_id, stages, previous, benchmarks=names,
-                              judges=[j.name for j in judges])
+                              judges=[req.judge_prompts.judge(j.name) for j in judges])
             row = lambda status: info.row(status, limits=endpoint_limits(clients, limits_before))  # noqa: E731
             async def do(stage: str) -> None:
                 if stage == "generate":
@@ -203,7 +209,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
                                    served_as=req.served_as)
                 elif stage == "judge":
                     await judge(store, info.run_id, judges, req.judging, rejudge=req.rejudge, benchmarks=names,
-                                questions=scope, progress=outcome.judging)
+                                questions=scope, progress=outcome.judging, prompts=req.judge_prompts)
                 else:
                     await run_passes(store, info.run_id, pass_list, outcome.passes, benchmarks=names,
                                      questions=scope)
@@ -300,6 +306,12 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
     try:
         judges = _judges(req, clients) if "judge" in stages else []
         pass_list = _passes(req, clients) if "passes" in stages else []
+        if judges:
+            stored: dict[str, list[dict]] = {}
+            for q in store.read("questions", run_id).to_pylist():
+                stored.setdefault(q["benchmark"], []).append(q)
+            req.judge_prompts.check([n for n in (names or sorted(have)) if n in bm.BENCHMARKS], stored,
+                                    [j.name for j in judges])
         for client in clients.values():
             await client.check()
         row = scope.row
@@ -307,12 +319,14 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
                        generation_config=orjson.loads(row["generation_config"] or "{}"),
                        benchmarks=list(row["benchmarks"] or []), datasets=orjson.loads(row["datasets"] or "{}"),
                        prompt_hashes=orjson.loads(row["prompt_hashes"] or "{}")
-                       | {f"judging/{n}": judging_hash(n) for n in (names or sorted(have))
-                          if judges and n in bm.BENCHMARKS},
-                       judges=tuple(dict.fromkeys([*(row["judges"] or []),
-                                                   *(f"{j.name}@{j.client.base_url}" for j in judges)])),
+                       | _judging_hashes(req.judge_prompts, [n for n in (names or sorted(have))
+                                                             if judges and n in bm.BENCHMARKS]),
+                       judges=tuple(dict.fromkeys([*(row["judges"] or []), *(
+                           f"{req.judge_prompts.judge(j.name)}@{j.client.base_url}" for j in judges)])),
                        passes=tuple(f"{p.name}@{p.version}" for p in pass_list),
-                       pass_config={p.name: p.config for p in pass_list})
+                       pass_config={p.name: p.config for p in pass_list},
+                       judge_prompts=orjson.loads(row.get("judge_prompts") or "{}")
+                       | (_provenance(req.judge_prompts) if judges else {}))
         _merge_passes(info, row)
         outcome = Outcome(info, clients=list(clients.values()))
         with store.lock(run_id, f"run {req.model!r} tag {req.tag!r}", owner=req.owner):
@@ -321,11 +335,12 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
                 on_start(outcome)
             previous = orjson.loads(row.get("stages") or "{}")
             tracker = _Stages(req.results_dir, store, run_id, stages, previous, rejudge=req.rejudge, benchmarks=names,
-                              judges=[j.name for j in judges])
+                              judges=[req.judge_prompts.judge(j.name) for j in judges])
             since = rejudge_since(row)
 
             def updated(status: str) -> dict:
                 return row | {"judges": [strip_credentials(j) for j in info.judges], "passes": list(info.passes),
+                              "judge_prompts": orjson.dumps(info.judge_prompts).decode(),
                               "pass_config": strip_credentials(orjson.dumps(info.pass_config).decode()),
                               "prompt_hashes": orjson.dumps(info.prompt_hashes).decode(), "status": status,
                               "concurrency_history": strip_credentials(orjson.dumps(endpoint_limits(
@@ -335,7 +350,8 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
             async def do(stage: str) -> None:
                 if stage == "judge":
                     await judge(store, run_id, judges, req.judging, rejudge=req.rejudge, benchmarks=names,
-                                questions=questions, progress=outcome.judging, rejudged_since=since)
+                                questions=questions, progress=outcome.judging, rejudged_since=since,
+                                prompts=req.judge_prompts)
                 else:
                     await run_passes(store, run_id, pass_list, outcome.passes, benchmarks=names, questions=questions)
 
@@ -466,8 +482,9 @@ def repeated(req: RunRequest, runs: int) -> list[RunRequest]:
             for i in range(1, runs + 1)]
 
 
-async def reprocess_run(results_dir: Path, model: str, tag: str) -> int:
-    """Re-parse a run's stored judge replies with the current rules: zero API calls."""
+async def reprocess_run(results_dir: Path, model: str, tag: str, prompts: PromptSet = SHABERI) -> int:
+    """Re-parse a run's stored judge replies with the current rules (an original clone's judgements: with that
+    clone, ``prompts``): zero API calls."""
     validate_name("model", model)
     validate_name("tag", tag)
     store = Store(results_dir)
@@ -476,7 +493,7 @@ async def reprocess_run(results_dir: Path, model: str, tag: str) -> int:
         raise UsageError(f"no run for model {model!r} tag {tag!r} under {results_dir}; check --model, --tag and "
                          "--results-dir")
     with store.lock(run_id, f"run {model!r} tag {tag!r}"):
-        return reprocess(store, run_id)
+        return reprocess(store, run_id, prompts)
 
 
 def execute(req: RunRequest, on_start: Callable[[Outcome], object] | None = None) -> Outcome:
@@ -506,9 +523,21 @@ def _merge_previous(store: Store, info: RunInfo) -> tuple[dict, str | None]:
     info.benchmarks = list(dict.fromkeys([*(prev["benchmarks"] or []), *info.benchmarks]))
     info.datasets = orjson.loads(prev["datasets"] or "{}") | info.datasets
     info.prompt_hashes = orjson.loads(prev["prompt_hashes"] or "{}") | info.prompt_hashes
+    info.judge_prompts = orjson.loads(prev.get("judge_prompts") or "{}") | info.judge_prompts
     info.judges = tuple(dict.fromkeys([*(prev["judges"] or []), *info.judges]))
     _merge_passes(info, prev)
     return orjson.loads(prev.get("stages") or "{}"), prev.get("concurrency_history")
+
+
+def _judging_hashes(prompts: PromptSet, names: list[str]) -> dict[str, str]:
+    """``runs.prompt_hashes``' judging entries: ``judging/<benchmark>``, qualified by a prompt set's label."""
+    suffix = f" [{prompts.label}]" if prompts.label else ""
+    return {f"judging/{n}{suffix}": prompts.prompt_hash(n) for n in names}
+
+
+def _provenance(prompts: PromptSet) -> dict[str, dict]:
+    """``runs.judge_prompts``' entry for the prompt set judged with ("" for Shaberi's own)."""
+    return {prompts.label or "": prompts.provenance()}
 
 
 def _merge_passes(info: RunInfo, prev: dict) -> None:

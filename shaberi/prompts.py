@@ -3,6 +3,8 @@
 A template is looked up in shaberi's ``prompts/`` first, then in the plugins' folders (``PROMPTS``, entry
 point group ``shaberi.prompts``), laid out the same way: ``generation/<name>.jinja``,
 ``judging/<benchmark>/primary.jinja`` and ``fallback.jinja``, and whatever a strategy or pass renders.
+A team's own judging templates (``--judge-prompts FOLDER``, ``judging=FOLDER`` here) are a folder laid out like
+``judging/``, read before all of these for every ``judging/…`` name.
 """
 
 from __future__ import annotations
@@ -100,9 +102,12 @@ def _roots() -> list[Path]:
 
 
 @cache
-def _env() -> jinja2.Environment:
+def _env(judging: str | None = None) -> jinja2.Environment:
+    loader: jinja2.BaseLoader = jinja2.FileSystemLoader(_roots())  # shaberi's own first: a plugin replaces none
+    if judging is not None:
+        loader = jinja2.ChoiceLoader([jinja2.PrefixLoader({"judging": jinja2.FileSystemLoader(judging)}), loader])
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(_roots()),  # shaberi's own first: a plugin adds templates, replaces none
+        loader=loader,
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         auto_reload=False,  # templates do not change during a run; skips a stat() per render
@@ -112,13 +117,14 @@ def _env() -> jinja2.Environment:
 
 
 @cache
-def template_hash(name: str) -> str:
+def template_hash(name: str, judging: str | None = None) -> str:
     """sha256 prefix of a template's source, stored with every row it produced."""
     try:
-        source, _, _ = _env().loader.get_source(_env(), name)  # type: ignore[union-attr]
+        source, _, _ = _env(judging).loader.get_source(_env(judging), name)  # type: ignore[union-attr]
     except jinja2.TemplateNotFound:  # checked before a run writes anything: one line, not a traceback
-        raise UsageError(f"no template {name} in {', '.join(map(str, _roots()))}; a benchmark brings its "
-                         "generation and judging templates (docs/plugins.md)") from None
+        where = ", ".join(map(str, [*([judging] if judging else []), *_roots()]))
+        raise UsageError(f"no template {name} in {where}; a benchmark brings its generation and judging "
+                         "templates (docs/plugins.md)") from None
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
@@ -136,13 +142,16 @@ def generation_messages(question: Question, earlier_answers: Sequence[str] = ())
 
 
 @cache
-def judging_hash(benchmark: str) -> str:
-    """One hash over every template a benchmark's judging reads (its folder and the shared ``_*.jinja``)."""
-    shared = resource_dir("prompts") / "judging"
-    own = next((root / "judging" for root in _roots() if (root / "judging" / benchmark).is_dir()), shared)
+def judging_hash(benchmark: str, judging: str | None = None) -> str:
+    """One hash over every template a benchmark's judging reads (its folder and the shared ``_*.jinja``; with
+    ``judging``, that folder's where it has them)."""
+    folders = [Path(judging)] if judging else []
+    folders += [root / "judging" for root in _roots()]
     for needed in (f"judging/{benchmark}/primary.jinja", f"judging/{benchmark}/fallback.jinja"):
-        template_hash(needed)  # present, or one line naming it
-    files = sorted([(path.relative_to(shared), path) for path in shared.glob("_*.jinja")]
+        template_hash(needed, judging)  # present, or one line naming it
+    shared = {path.name: path for folder in reversed(folders) for path in folder.glob("_*.jinja")}  # first wins
+    own = next(f for f in folders if (f / benchmark).is_dir())
+    files = sorted([(Path(name), path) for name, path in shared.items()]
                    + [(path.relative_to(own), path) for path in (own / benchmark).glob("*.jinja")])
     digest = hashlib.sha256()
     for name, path in files:
@@ -152,16 +161,16 @@ def judging_hash(benchmark: str) -> str:
 
 
 def judge_messages(benchmark: str, question: Mapping | Question, answer: str, scale: tuple[int, int],
-                   history: Sequence[Mapping[str, str]] = ()) -> list[dict[str, str]]:
+                   history: Sequence[Mapping[str, str]] = (), judging: str | None = None) -> list[dict[str, str]]:
     """The primary judging prompt: system instructions, then question, reference, criteria and the answer;
     for a later turn of a conversation, ``history`` holds the earlier turns ({user, assistant})."""
     context = {"question": question, "answer": answer, "scale": scale, "history": list(history)}
-    return _messages(f"judging/{benchmark}/primary.jinja", context)
+    return _messages(f"judging/{benchmark}/primary.jinja", context, judging)
 
 
-def judge_fallback(benchmark: str, scale: tuple[int, int]) -> str:
+def judge_fallback(benchmark: str, scale: tuple[int, int], judging: str | None = None) -> str:
     """The follow-up asking only for the score, sent after the judge's unparseable reply."""
-    return _env().get_template(f"judging/{benchmark}/fallback.jinja").render(scale=scale).strip()
+    return _env(judging).get_template(f"judging/{benchmark}/fallback.jinja").render(scale=scale).strip()
 
 
 def render(template: str, **context: object) -> str:
@@ -169,8 +178,8 @@ def render(template: str, **context: object) -> str:
     return _env().get_template(template).render(**context).strip()
 
 
-def _messages(template: str, context: dict) -> list[dict[str, str]]:
-    module = _env().get_template(template).make_module(context)
+def _messages(template: str, context: dict, judging: str | None = None) -> list[dict[str, str]]:
+    module = _env(judging).get_template(template).make_module(context)
     messages = []
     system = str(getattr(module, "system", "") or "").strip()
     if system:

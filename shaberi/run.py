@@ -113,6 +113,7 @@ class RunInfo:
     judges: tuple[str, ...] = ()
     passes: tuple[str, ...] = ()
     pass_config: dict = field(default_factory=dict)
+    judge_prompts: dict = field(default_factory=dict)  # prompt set label ("" for Shaberi's own) -> provenance
 
     def __post_init__(self) -> None:
         self.run_id = run_id_for(self.model, self.tag)
@@ -142,6 +143,7 @@ class RunInfo:
             "pass_config": strip_credentials(orjson.dumps(self.pass_config).decode()),
             "datasets": orjson.dumps(self.datasets).decode(),
             "prompt_hashes": orjson.dumps(self.prompt_hashes).decode(),
+            "judge_prompts": orjson.dumps(self.judge_prompts).decode(),
             "git_commit": commit,
             "git_dirty": dirty,
             "package_versions": orjson.dumps(package_versions()).decode(),

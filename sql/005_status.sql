@@ -9,3 +9,10 @@ CREATE OR REPLACE MACRO shown_status(stored, alive) AS
         WHEN 'complete' THEN 'ok'
         WHEN 'error' THEN 'failed'
         ELSE coalesce(stored, 'ok') END;
+
+-- pooled_judge(judge): the pooled row a judge's scores go into: '*' for judges under Shaberi's own prompts,
+-- '* [LABEL]' for those under another prompt set ('gpt-4.1 [original:451c0aa]' pools into '* [original:451c0aa]':
+-- shaberi/promptsets.py), so that pooling never mixes prompt sets. is_pooled(judge): a pooled row.
+CREATE OR REPLACE MACRO pooled_judge(judge) AS
+    CASE WHEN regexp_matches(judge, ' \[[^\]]+\]$') THEN '* ' || regexp_extract(judge, '\[[^\]]+\]$') ELSE '*' END;
+CREATE OR REPLACE MACRO is_pooled(judge) AS starts_with(judge, '*');

@@ -4,7 +4,8 @@
 -- A pass delta with judge = '' applies to every judge, and only to judgements of the text it checked
 -- (answer_hash; legacy judgements have none); passes lists the passes that changed the score.
 -- A null judge score stays null whatever the passes say (never 0). Questions in excluded_questions
--- (Tengu 61–65, present in legacy imports) are left out. prompt_hash says which judging prompt gave it.
+-- (Tengu 61–65, present in legacy imports) are left out. prompt_hash says which judging prompt gave it, prompt_set
+-- which prompt set (null: Shaberi's own); shaberi_score is Shaberi's reading of a reply the original's code read.
 -- scores_using(['name@version', …]) applies only those passes (compare: the passes both sides ran);
 -- scores_using(NULL) applies every pass, and is the scores view.
 CREATE OR REPLACE MACRO scores_using(use_passes) AS TABLE
@@ -29,7 +30,7 @@ SELECT j.run_id, j.benchmark, j.question_id, j.sample_index, j.strategy, j.judge
        CASE WHEN d.pass_delta IS NULL OR j.score IS NULL THEN j.score
             ELSE least(greatest(j.score + d.pass_delta, b.scale_min), b.scale_max) END * b.to_ten AS score_10,
        b.scale_min, b.scale_max, j.parse_method, j.error, coalesce(d.passes, []) AS passes,
-       j.prompt_hash, j.answer_hash
+       j.prompt_hash, j.answer_hash, j.prompt_set, j.shaberi_score
 FROM judgements j
 JOIN benchmark_info b USING (benchmark)
 LEFT JOIN deltas d USING ({key:answers}, judge)

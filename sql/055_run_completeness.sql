@@ -1,4 +1,5 @@
--- run_completeness: per run and judge (judge = '*': every judge of its family), whether the run did all the
+-- run_completeness: per run and judge (judge = '*': every judge of its family; '* [LABEL]': those under a prompt
+-- set, pooled_judge), whether the run did all the
 -- work of its family: every question that any member has, per benchmark, answered and judged by that judge
 -- (an answer error counts as done: it has its row; a failed judge call does not), and every benchmark × judge
 -- holding a score (a member whose Rakuda replies were all unreadable would mix a 3-benchmark Overall in). A
@@ -29,7 +30,7 @@ WITH fam AS (
     JOIN family_judges j USING (model, base_tag, member)
     LEFT JOIN done d ON d.run_id = f.run_id AND d.judge = j.judge AND d.benchmark = p.benchmark
 )
-SELECT run_id, coalesce(judge, '*') AS judge, sum(expected)::BIGINT AS expected, sum(done)::BIGINT AS done,
+SELECT run_id, coalesce(judge, pooled) AS judge, sum(expected)::BIGINT AS expected, sum(done)::BIGINT AS done,
        bool_and(done = expected AND scored > 0) AS complete,
        list(DISTINCT benchmark ORDER BY benchmark) FILTER (WHERE done < expected OR scored = 0) AS incomplete_benchmarks,
        list(CASE WHEN done < expected
@@ -37,5 +38,5 @@ SELECT run_id, coalesce(judge, '*') AS judge, sum(expected)::BIGINT AS expected,
                              expected, judge)
                  ELSE format('{}: no score by {}', benchmark, judge) END
             ORDER BY benchmark, judge) FILTER (WHERE done < expected OR scored = 0) AS reasons
-FROM slots
-GROUP BY GROUPING SETS ((run_id, judge), (run_id));
+FROM (SELECT *, pooled_judge(judge) AS pooled FROM slots)
+GROUP BY GROUPING SETS ((run_id, judge), (run_id, pooled));

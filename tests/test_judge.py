@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from shaberi import judge as judge_module
+from shaberi import prompts as prompts_module
 from shaberi.llm.client import ClientConfig
 from shaberi.llm.endpoints import ModelAt
 from shaberi.pipeline import RunRequest, run
@@ -128,7 +129,7 @@ def test_a_changed_judging_prompt_or_a_new_judge_is_judged_again(server, tmp_pat
     assert server.stats()["calls"] == 2  # only the new judge
     (judges,) = query(results, "SELECT judges FROM runs")[0]
     assert [j.partition("@")[0] for j in judges] == ["judge-a", "judge-new"]  # the run keeps both
-    monkeypatch.setattr(judge_module, "judging_hash", lambda benchmark: "edited-template")
+    monkeypatch.setattr(prompts_module, "judging_hash", lambda benchmark, judging=None: "edited-template")
     server.reset()
     evaluate(server, results, data, judges=["judge-a", "judge-new"])
     assert server.stats()["calls"] == 4

@@ -124,7 +124,7 @@ def test_regenerated_answers_leave_no_stale_score_counted(server, tmp_path):
 def test_the_latest_judging_prompt_counts_and_an_older_one_is_kept(server, tmp_path, monkeypatch):
     import asyncio
 
-    from shaberi import judge as judge_module
+    from shaberi import prompts as prompts_module
     from shaberi.llm.client import ClientConfig
     from shaberi.llm.endpoints import ModelAt
     from shaberi.pipeline import RunRequest
@@ -141,7 +141,8 @@ def test_the_latest_judging_prompt_counts_and_an_older_one_is_kept(server, tmp_p
     evaluate("old")
     evaluate("both")
     old_hash = query(results, "SELECT DISTINCT prompt_hash FROM judgements")[0][0]
-    monkeypatch.setattr(judge_module, "judging_hash", lambda benchmark: "prompt-v2")  # an upgrade's new prompt
+    # an upgrade's new prompt
+    monkeypatch.setattr(prompts_module, "judging_hash", lambda benchmark, judging=None: "prompt-v2")
     evaluate("both", stages=["judge"])
     rows = query(results, "SELECT r.tag, h.prompt_hash, h.lineage, count(*) FROM judgement_history h JOIN runs r "
                           "USING (run_id) GROUP BY ALL ORDER BY 1, 2")

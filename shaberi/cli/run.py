@@ -65,6 +65,11 @@ def run(
                                                     "MODEL (on --judge-base-url) or MODEL@BASE_URL.")] = None,
     judge_base_url: Annotated[str | None, typer.Option(help="Endpoint of judges given without @URL [default: "
                                                        "--base-url].")] = None,
+    judge_prompts: Annotated[str | None, typer.Option(
+        help="The judging prompt set: a clone of the original Shaberi (its prompts, requests and score reading: "
+             "scores comparable with its published ones) or a folder of judging templates laid out like "
+             "prompts/judging/ [default: Shaberi's own]. Judgements are kept per prompt set.",
+        metavar="PATH")] = None,
     judge_api_key_env: Annotated[str | None, typer.Option(help="Variable holding the judges' key [default: "
                                                           "the candidate's; optional on loopback].")] = None,
     judge_concurrency: Annotated[int | None, typer.Option(help="Most judge requests in flight per judge endpoint, "
@@ -144,12 +149,21 @@ def run(
     from ..llm.params import load_families
     from ..passes import build
     from ..pipeline import RunRequest, check_stored, parse_stages, repeated, reprocess_run
+    from ..promptsets import load as load_prompts
     from ..run import run_id_for
 
+    prompt_set = load_prompts(judge_prompts)
+    if prompt_set.clone is not None and (given := [name for name, value in (
+            ("--judge-temperature", judge_temperature != "0"), ("--judge-max-tokens", judge_max_tokens),
+            ("--judge-max-completion-tokens", judge_max_completion_tokens), ("--judge-top-p", judge_top_p),
+            ("--judge-reasoning-effort", judge_reasoning_effort), ("--judge-extra-body", judge_extra_body))
+            if value not in (None, False)]):
+        raise UsageError(f"{given[0]} does not apply with --judge-prompts {judge_prompts}: the judges are sent what "
+                         "the original sends them (its llm_functions.py); drop it, or judge with Shaberi's prompts")
     if reprocess:
         import asyncio
 
-        changed = asyncio.run(reprocess_run(results_dir, model, tag))
+        changed = asyncio.run(reprocess_run(results_dir, model, tag, prompt_set))
         typer.echo(f"reprocessed run {run_id_for(model, tag)}: {changed} judgements changed, 0 API calls")
         return
     stages_run = parse_stages(stages, bool(judge), bool(passes), rejudge)
@@ -183,7 +197,7 @@ def run(
         rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
         judging=JudgeConfig(**judge_params),
-        rejudge=rejudge,
+        rejudge=rejudge, judge_prompts=prompt_set,
         passes=build(passes, pass_option or []) if passes is not None else [], model_base_url=judge_base_url,
     )
     if dry_run:
@@ -283,7 +297,7 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
             each.results_dir, each.model, each.tag, each.base_url, items, each.generation,
             [j.name for j in each.judges] if "judge" in stages else [], each.judging.max_tokens, pricing,
             generating="generate" in stages, rejudge=each.rejudge, questions=scope, rerun=each.rerun,
-            retry_errors=each.retry_errors)]
+            retry_errors=each.retry_errors, prompts=each.judge_prompts)]
     family = runs > 1
 
     def cells(rows: list[Estimate]) -> list[str]:

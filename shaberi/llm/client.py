@@ -196,8 +196,10 @@ class ChatClient:
             self.notes.append(f"{shown} does not list model {model!r} in /models (it lists {listed}); "
                               "a misspelt name fails every call")
 
-    async def chat(self, body: bytes) -> Completion:
-        """POST one pre-encoded chat-completions body; retry what is worth retrying."""
+    async def chat(self, body: bytes, api: str = "chat") -> Completion:
+        """POST one pre-encoded body; retry what is worth retrying. ``api``: ``chat`` (``/chat/completions``) or
+        ``responses`` (OpenAI's ``/responses``, for the original Shaberi's GPT-5.1 judge requests)."""
+        path, parse = _APIS[api]
         attempts = failures = refusals = 0
         refused_since = 0.0
         refused: errors.RateLimitError | None = None
@@ -216,11 +218,11 @@ class ChatClient:
                 sent = time.perf_counter()
                 self.requests += 1
                 resp = await self.transport.request(
-                    "POST", f"{self.base_url}/chat/completions", body, self.headers, self.config.timeout
+                    "POST", f"{self.base_url}{path}", body, self.headers, self.config.timeout
                 )
                 if (spent := self.pacing.observe(resp.headers)) is not None:
                     self._hold(spent, "x-ratelimit-reset")
-                content, reasoning, finish, usage = _parse(resp)
+                content, reasoning, finish, usage = parse(resp)
             except errors.RateLimitError as exc:
                 self.control.rate_limited(ticket)
                 answer = Answer(refused=True)
@@ -324,15 +326,7 @@ class LLM:
 
 def _parse(resp: Response) -> tuple[str | None, str | None, str | None, dict]:
     """Turn a response into (content, reasoning_content, finish_reason, usage) or raise the right error."""
-    if resp.status >= 400:
-        message = f"HTTP {resp.status}: {_error_message(resp.body)}"
-        if resp.status == 429 and not _quota_spent(resp.body):
-            raise errors.RateLimitError(message, status=429, retry_after=_retry_after(resp.headers))
-        if resp.status >= 500:
-            raise errors.ServerError(message, status=resp.status, retry_after=_retry_after(resp.headers))
-        if resp.status in (408, 409):  # request timeout / conflict: transient by definition
-            raise errors.ServerError(message, status=resp.status)
-        raise errors.PermanentError(message, status=resp.status)
+    _raise_for_status(resp)
     try:
         data = orjson.loads(resp.body)
         choice = data["choices"][0]
@@ -348,6 +342,46 @@ def _parse(resp: Response) -> tuple[str | None, str | None, str | None, dict]:
         ) from None
 
 
+def _parse_responses(resp: Response) -> tuple[str | None, str | None, str | None, dict]:
+    """The same from a Responses API answer: the text parts of its ``message`` items joined, as the original
+    Shaberi joins them; ``incomplete`` for ``max_output_tokens`` is a cut-off reply (``length``); the usage
+    renamed to chat completions' names."""
+    _raise_for_status(resp)
+    try:
+        data = orjson.loads(resp.body)
+        texts, thoughts = [], []
+        for item in data["output"]:
+            if item.get("type") == "reasoning":
+                thoughts += [s.get("text") or "" for s in item.get("summary") or []]
+            for part in item.get("content") or [] if item.get("type") == "message" else []:
+                if isinstance(part.get("text"), str):
+                    texts.append(part["text"])
+        cut = (data.get("incomplete_details") or {}).get("reason") == "max_output_tokens"
+        finish = "length" if cut else "stop" if data.get("status") == "completed" else _finish(data.get("status"))
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        renamed = {"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens"),
+                   "completion_tokens_details": usage.get("output_tokens_details"),
+                   "prompt_tokens_details": usage.get("input_tokens_details")}
+        return "".join(texts) if texts else None, "\n\n".join(t for t in thoughts if t) or None, finish, renamed
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        raise errors.BadResponseError(
+            f"HTTP {resp.status} body is not a Responses API answer: {resp.body[:120]!r}", status=resp.status
+        ) from None
+
+
+def _raise_for_status(resp: Response) -> None:
+    if resp.status >= 400:
+        message = f"HTTP {resp.status}: {_error_message(resp.body)}"
+        if resp.status == 429 and not _quota_spent(resp.body):
+            raise errors.RateLimitError(message, status=429, retry_after=_retry_after(resp.headers))
+        if resp.status >= 500:
+            raise errors.ServerError(message, status=resp.status, retry_after=_retry_after(resp.headers))
+        if resp.status in (408, 409):  # request timeout / conflict: transient by definition
+            raise errors.ServerError(message, status=resp.status)
+        raise errors.PermanentError(message, status=resp.status)
+
+
+_APIS = {"chat": ("/chat/completions", _parse), "responses": ("/responses", _parse_responses)}
 _TEXT_BLOCKS = ("text", "output_text")
 _THOUGHT_BLOCKS = ("thinking", "reasoning")
 

@@ -194,6 +194,7 @@ def _write_manifest(results_dir: Path, run: dict, benchmarks: dict, judged: dict
         "pass_config": orjson.loads(run.get("pass_config") or "{}"),
         "benchmarks": benchmarks, "tokens": tokens, "token_totals": totals,
         "template_hashes": orjson.loads(run["prompt_hashes"] or "{}"),
+        "judge_prompts": orjson.loads(run["judge_prompts"] or "{}"),
         "git": {"commit": run["git_commit"], "dirty": run["git_dirty"]},
         "package_versions": orjson.loads(run["package_versions"] or "{}"),
         "created_at": run["created_at"], "updated_at": run["updated_at"],
@@ -225,7 +226,8 @@ def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | 
     same_answer = " AND ".join(f"a.{c} = j.{c}" for c in TABLES["answers"].key)
     judgements = _stream(con, store.parts("judgements", run_id), "judgements", f"""
         SELECT {_answer_id('j')} AS answer_id, j.benchmark, j.question_id, j.judge AS judge_model, j.score,
-               j.score_scale, j.parse_method, j.error, j.finish_reason AS judge_finish_reason, j.prompt_hash,
+               j.shaberi_score, j.score_scale, j.parse_method, j.error, j.finish_reason AS judge_finish_reason,
+               coalesce(j.prompt_set, 'shaberi') AS prompt_set, j.prompt_hash,
                j.answer_hash, a.prompt_tokens AS answer_prompt_tokens, a.completion_tokens AS answer_completion_tokens,
                j.prompt_tokens AS judge_prompt_tokens, j.completion_tokens AS judge_completion_tokens,
                j.created_at::VARCHAR AS created_at, j.sample_index, j.strategy, l._file, l._row
@@ -263,9 +265,10 @@ def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | 
 _ANSWER_FIELDS = ["answer_id", "run_id", "benchmark", "question_id", "sample_index", "strategy", "model", "turns",
                   "reference", "criteria", "category", "finish_reason", "error", "error_type", "attempts",
                   "latency_ms", "answer_prompt_tokens", "answer_completion_tokens", "answer_hash", "created_at"]
-_JUDGEMENT_FIELDS = ["answer_id", "benchmark", "question_id", "judge_model", "score", "score_scale", "parse_method",
-                     "error", "judge_finish_reason", "prompt_hash", "answer_hash", "answer_prompt_tokens",
-                     "answer_completion_tokens", "judge_prompt_tokens", "judge_completion_tokens", "created_at"]
+_JUDGEMENT_FIELDS = ["answer_id", "benchmark", "question_id", "judge_model", "score", "shaberi_score", "score_scale",
+                     "parse_method", "error", "judge_finish_reason", "prompt_set", "prompt_hash", "answer_hash",
+                     "answer_prompt_tokens", "answer_completion_tokens", "judge_prompt_tokens",
+                     "judge_completion_tokens", "created_at"]
 _SCORE_LINE = re.compile(r"\s*FINAL SCORE\s*[:：]\s*[^\n]*\s*\Z")
 
 

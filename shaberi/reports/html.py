@@ -126,7 +126,8 @@ def _block(results_dir: Path, inspector: Inspector, tag: str, model: str) -> Blo
     con = inspector.con(*chosen.run_ids)
     titles = dict(con.execute("SELECT title, benchmark FROM benchmark_info").fetchall())
     judges = [j for (j,) in con.execute("SELECT DISTINCT judge FROM benchmark_scores WHERE list_contains($ids, "
-                                        "run_id) AND judge <> '*' ORDER BY 1", {"ids": chosen.run_ids}).fetchall()]
+                                        "run_id) AND NOT is_pooled(judge) ORDER BY 1",
+                                        {"ids": chosen.run_ids}).fetchall()]
     section = report.sections[0]
     tables = [_table(s, chosen.family, titles) for s in report.sections]
     # A family member that did less than the others is left out of the scores (view): of everything else too.

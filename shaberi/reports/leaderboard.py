@@ -304,8 +304,9 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
             "WHERE mean IS NOT NULL AND list_contains($tags, base_tag)", {"tags": family_tags}).fetchall()
             if (t, m) in families}
         judged |= {(t, m, j) for t, m, j in con.execute(
-            "SELECT DISTINCT base_tag, model, judge FROM benchmark_scores WHERE judge <> '*' AND score IS NOT NULL "
-            "AND tag <> base_tag AND list_contains($tags, base_tag)", {"tags": family_tags}).fetchall()
+            "SELECT DISTINCT base_tag, model, judge FROM benchmark_scores WHERE NOT is_pooled(judge) "
+            "AND score IS NOT NULL AND tag <> base_tag AND list_contains($tags, base_tag)",
+            {"tags": family_tags}).fetchall()
             if (t, m) in families}
         notes = [f"{model}: {member} left out ({'; '.join(why)})" for base, model, member, why in con.execute(
             "SELECT r.base_tag, r.model, r.tag, c.reasons FROM run_completeness c JOIN runs r USING (run_id) "

@@ -89,7 +89,7 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
         run_ids = [r.run_id for r in chosen.runs if r.model == m]
         family = chosen.of(m).family
         failed_judges = _failed_judges(con, chosen.of(m).runs, family)
-        for j in _judges(judged[m], judge, every_judge):
+        for j in _judges(con, judged[m], judge, every_judge):
             section = _multi(con, m, j, run_ids, tag, clustered) if family else _single(con, m, j, run_ids[0],
                                                                                        clustered)
             section.status = worst([statuses[r] for r in run_ids])
@@ -118,7 +118,7 @@ def _failed_judges(con: duckdb.DuckDBPyConnection, runs: list[RunRef], family: b
     could be read), with its most common error: beside judges that scored, the run is partial, not failed,
     and the failed judge is named (``status.run_statuses``)."""
     suspects = [r for (r,) in con.execute(  # a judge with no score where it judged: the statuses say why (costly)
-        "SELECT DISTINCT run_id FROM benchmark_scores WHERE list_contains($ids, run_id) AND judge <> '*' "
+        "SELECT DISTINCT run_id FROM benchmark_scores WHERE list_contains($ids, run_id) AND NOT is_pooled(judge) "
         "AND score IS NULL AND n > 0", {"ids": [r.run_id for r in runs]}).fetchall()]
     if not suspects:
         return {}
@@ -139,18 +139,24 @@ def _failed_judges(con: duckdb.DuckDBPyConnection, runs: list[RunRef], family: b
 def _present(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[str]:
     """The judges with judgements in these runs."""
     return [j for (j,) in con.execute(
-        "SELECT DISTINCT judge FROM benchmark_scores WHERE list_contains($ids, run_id) AND judge <> '*' ORDER BY 1",
+        "SELECT DISTINCT judge FROM benchmark_scores WHERE list_contains($ids, run_id) AND NOT is_pooled(judge) "
+        "ORDER BY 1",
         {"ids": run_ids}).fetchall()]
 
 
-def _judges(present: list[str], judge: str | None, every: bool = False) -> list[str]:
-    """The sections of one model's runs, judged by ``present``: ``judge``'s (none when it did not judge them), or the
-    pooled one and, with ``every``, each judge's."""
+def _judges(con: duckdb.DuckDBPyConnection, present: list[str], judge: str | None, every: bool = False) -> list[str]:
+    """The sections of one model's runs, judged by ``present``: ``judge``'s (none when it did not judge them), or
+    per prompt set the pooled one and, with ``every``, each judge's (one judge: its own)."""
+    pools = dict(con.execute("SELECT j, pooled_judge(j) FROM unnest($js::VARCHAR[]) t(j)", {"js": present}).fetchall())
     if judge is not None:
-        return [judge] if judge in present or judge == ALL_JUDGES else []
-    if every and len(present) > 1:
-        return [ALL_JUDGES, *present]
-    return present if len(present) == 1 else [ALL_JUDGES]  # several judges: their rows pooled
+        return [judge] if judge in present or judge in pools.values() or judge == ALL_JUDGES else []
+    groups: dict[str, list[str]] = {}
+    for j in present:
+        groups.setdefault(pools[j], []).append(j)
+    if not groups:
+        return [ALL_JUDGES]
+    return [s for pooled, members in groups.items()
+            for s in (members if len(members) == 1 else [pooled, *members] if every else [pooled])]
 
 
 def _benchmarks(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[tuple[str, str]]:
@@ -187,7 +193,7 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str,
     none = [None] * len(QUESTION_COLUMNS)
     got = {r[0]: r[1:] for r in con.execute(
         "SELECT benchmark, score, baseline_score, n, n_null, n_error + n_judge_error, n_not_judged, n_stale, "
-        "prompt_hashes FROM benchmark_scores WHERE run_id = $run AND judge = $judge",
+        "prompt_hashes, n_readings_differ FROM benchmark_scores WHERE run_id = $run AND judge = $judge",
         {"run": run_id, "judge": judge}).fetchall()}
     coverage = _answered(con, [run_id])
     by_judge = _not_judged_by_judge(con, [run_id]) if judge == ALL_JUDGES else {}
@@ -197,7 +203,7 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str,
             n = coverage.get(bench, (0, 0))[0]
             section.rows.append([title, None, None, 0, 0, 0, n, *none, state])
             continue
-        score, baseline, n, null, errors, not_judged, stale, prompts = got[bench]
+        score, baseline, n, null, errors, not_judged, stale, prompts, differ = got[bench]
         if score is None:  # judged, yet no score: the judges' calls failed, or their replies held none
             why = f"all {n} judgements failed" if errors >= n else f"no scores ({null} unparsed, {errors} failed)"
         else:
@@ -209,6 +215,8 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str,
                          + (f", {stale} of them judged as an earlier answer: stale" if stale else ""))
         if len(prompts) > 1:
             notes.append(f"{len(prompts)} judging prompt versions")
+        if differ:
+            notes.append(f"Shaberi's reading differs on {differ}")
         section.prompt_hashes[bench] = prompts
         section.rows.append([title, score, baseline, n, null, errors, not_judged, *by_question.get(bench, none),
                              "; ".join(x for x in notes if x)])
@@ -244,8 +252,9 @@ def _state(answered: tuple[int, int] | None, judged: bool) -> str | None:
 
 def _not_judged_by_judge(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, str]:
     """Pooled judges count an answer once per judge: per benchmark, which judges left how many out."""
-    rows = con.execute("SELECT benchmark, judge, sum(n_not_judged)::BIGINT FROM benchmark_scores WHERE judge <> '*' "
-                       "AND list_contains($ids, run_id) GROUP BY ALL HAVING sum(n_not_judged) > 0 ORDER BY 1, 2",
+    rows = con.execute("SELECT benchmark, judge, sum(n_not_judged)::BIGINT FROM benchmark_scores "
+                       "WHERE NOT is_pooled(judge) AND list_contains($ids, run_id) GROUP BY ALL "
+                       "HAVING sum(n_not_judged) > 0 ORDER BY 1, 2",
                        {"ids": run_ids}).fetchall()
     out: dict[str, list[str]] = {}
     for bench, judge, n in rows:

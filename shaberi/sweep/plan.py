@@ -6,6 +6,7 @@
     limit = 20                       # first N questions of each benchmark (optional)
     passes = ["format_validation"]
     judge_concurrency = 8            # per judge endpoint, across the whole cluster
+    judge_prompts = "../shaberi-original"   # a prompt set (run --judge-prompts): an original clone or templates
     concurrency = 40                 # each candidate's maximum in flight
     data_dir = "datasets"            # relative paths: to the plan's folder
     results_dir = "s3://team/evals"  # --results-dir overrides
@@ -71,13 +72,14 @@ class Plan:
     judge_concurrency: int | None = None
     concurrency: int | None = None
     passes: list[str] = field(default_factory=list)
+    judge_prompts: str | None = None  # the prompt set's path (loaded by each task: a loaded clone is no pickle)
 
     def tags(self) -> list[str]:
         return [self.tag] if self.runs == 1 else [f"{self.tag}-run{i}" for i in range(1, self.runs + 1)]
 
 
 _TOP = {"tag", "runs", "benchmarks", "limit", "passes", "judge_concurrency", "concurrency", "data_dir", "results_dir",
-        "judges", "models", "judge_api_key_env"}
+        "judges", "models", "judge_api_key_env", "judge_prompts"}
 _MODEL = {"model", "base_url", "serve", "num_gpus", "num_cpus", "ready_timeout", "api_key_env"}
 _JUDGE = {"model", "base_url"}
 
@@ -166,6 +168,15 @@ def load_plan(path: Path, results_dir: Root | None = None, data_dir: Path | None
     data = data_dir or (base / _get(raw, "data_dir", str, where) if "data_dir" in raw else None)
     if data is None:
         raise UsageError(f"{where}: data_dir is missing (the folder holding ja/…), or give --data-dir")
+    prompts = _get(raw, "judge_prompts", str, where)
+    if prompts is not None:
+        from ..promptsets import load  # here: checked once before any task, loaded again by each
+
+        prompts = _local(base, prompts)
+        try:
+            load(prompts)
+        except UsageError as exc:
+            raise UsageError(f"{where}: judge_prompts: {exc}") from None
     results = results_dir if results_dir is not None else as_root(_local(base, _get(raw, "results_dir", str, where)
                                                                           or "results"))
     return Plan(tag=tag, models=models, data_dir=Path(data), results_dir=results,
@@ -173,7 +184,7 @@ def load_plan(path: Path, results_dir: Root | None = None, data_dir: Path | None
                 judges=judges,
                 judge_api_key_env=_get(raw, "judge_api_key_env", str, where),
                 judge_concurrency=_get(raw, "judge_concurrency", int, where),
-                concurrency=_get(raw, "concurrency", int, where), passes=list(passes))
+                concurrency=_get(raw, "concurrency", int, where), passes=list(passes), judge_prompts=prompts)
 
 
 def _local(base: Path, value: str) -> str:

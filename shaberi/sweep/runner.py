@@ -39,6 +39,7 @@ from ..errors import EndpointError
 from ..llm.client import ClientConfig
 from ..passes import build
 from ..pipeline import Outcome, RunRequest, repeated, run
+from ..promptsets import load as load_prompts
 from .plan import ModelSpec, Plan
 from .progress import counts
 
@@ -60,6 +61,7 @@ def requests(plan: Plan, spec: ModelSpec, base_url: str, stages: list[str] | Non
                       stages=stages, client=client, judges=list(plan.judges), judge_api_key_env=plan.judge_api_key_env,
                       judge_concurrency=plan.judge_concurrency,
                       passes=build(",".join(plan.passes)) if plan.passes else [],
+                      judge_prompts=load_prompts(plan.judge_prompts),
                       judge_lease=judge_lease, owner=f"sweep {sweep or plan.tag}: {spec.model}",
                       served_as=served_identity(spec) if spec.serve else None)
     return repeated(base, plan.runs)

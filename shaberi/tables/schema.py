@@ -98,6 +98,7 @@ TABLES: dict[str, Table] = {
                 ("pass_config", STR),  # JSON: pass -> {version, options}
                 ("datasets", STR),  # JSON: benchmark -> {file, sha256, rows, questions}
                 ("prompt_hashes", STR),  # JSON: template path -> sha256 prefix
+                ("judge_prompts", STR),  # JSON: prompt set label ("" for Shaberi's own) -> its provenance
                 ("git_commit", STR),
                 ("git_dirty", BOOL),
                 ("package_versions", STR),  # JSON
@@ -133,6 +134,7 @@ TABLES: dict[str, Table] = {
                 *_ANSWER_FIELDS,  # strategy is "" for raw answers
                 ("model", STR),
                 ("content", STR),  # null when the call failed
+                ("raw_content", STR),  # the reply as returned, where a think block was split off content (else null)
                 ("japanese_chars", I32),  # kana and kanji in content, counted when written
                 ("letter_chars", I32),  # letters and digits of any script in content
                 ("reasoning", STR),  # stripped <think> text and reasoning_content
@@ -163,6 +165,7 @@ TABLES: dict[str, Table] = {
                 *_ANSWER_FIELDS,
                 ("judge", STR),
                 ("score", F64),  # null when unparseable, never 0
+                ("shaberi_score", F64),  # under another prompt set's reading: the same replies read by Shaberi's
                 ("score_scale", STR),
                 ("parse_method", STR),
                 ("judge_output", STR),
@@ -170,6 +173,7 @@ TABLES: dict[str, Table] = {
                 ("finish_reason", STR),  # of the judge's first reply: "length" (cut off) is never read for a score
                 ("fallback_finish_reason", STR),
                 ("prompt_hash", STR),  # of the judging templates (null: no prompt, a rule grader)
+                ("prompt_set", STR),  # the prompt set's label (null: Shaberi's own; shaberi.promptsets)
                 ("grader_version", STR),  # of an ensemble rule grader's rules (null: a judge model)
                 ("answer_hash", STR),  # of the judged text: a regenerated answer is judged again
                 ("prompt_tokens", I64),

@@ -18,9 +18,11 @@ class LoopbackServer:
     """
 
     def __init__(self, latency_ms: float = 0.0, capacity: int = 0, *, queue: int = 0, rpm: float = 0,
-                 tpm: float = 0, models: tuple[str, ...] = ("fake-model",)) -> None:
+                 tpm: float = 0, models: tuple[str, ...] = ("fake-model",), judges: tuple[str, ...] = (),
+                 odd_answers: bool = False) -> None:
         self.args = ["--latency-ms", str(latency_ms), "--capacity", str(capacity), "--queue", str(queue),
-                     "--rpm", str(rpm), "--tpm", str(tpm), "--models", ",".join(models)]
+                     "--rpm", str(rpm), "--tpm", str(tpm), "--models", ",".join(models), "--judges", ",".join(judges),
+                     *(["--odd-answers"] if odd_answers else [])]
         self.proc: subprocess.Popen[str] | None = None
         self.base_url = ""
 
@@ -58,6 +60,12 @@ class LoopbackServer:
         """The other fields (model, temperature, max_tokens …) of the most recent chat requests, oldest first."""
         root = self.base_url.removesuffix("/v1")
         with urllib.request.urlopen(f"{root}/_bodies", timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def replies(self) -> list[dict]:
+        """The model and content of the most recent answers, oldest first."""
+        root = self.base_url.removesuffix("/v1")
+        with urllib.request.urlopen(f"{root}/_replies", timeout=10) as resp:
             return json.loads(resp.read())
 
     def fail_next(self, *statuses: int) -> None:

@@ -35,7 +35,14 @@ body so that a retry of the same request sees the next outcome::
     <<answer#N: TEXT>>  the reply to a request with seed N (before ``<<answer:``): one question text, a reply
                         per run of a family, as the same question gets from a sampling model
 
-A request whose system message contains ``FINAL SCORE`` is a judge call. Its reply is
+``POST /v1/responses`` (OpenAI's Responses API: ``input`` for ``messages``, ``max_output_tokens``) answers the
+same way in that API's shape; the original Shaberi asks its GPT-5.1 judges there.
+``--odd-answers``: every candidate reply ends in what a judging template must pass through unchanged (braces,
+``{{ … }}``, ``{% … %}``, ``%``, backslashes, the original's end-of-answer marker, trailing spaces), and two in
+three start with a ``<think>`` block (one of them as ``<THINKING>``).
+
+A request whose system message contains ``FINAL SCORE``, or one to a model named in ``--judges``, is a judge
+call. Its reply is
 ``<<judge: PRIMARY || FALLBACK>>`` from the prompt when present (FALLBACK once the conversation already
 holds the judge's first reply; ``<<judge@MODEL: …>>`` applies to that judge model only and comes first;
 ``<<judge@MODEL?TEXT: …>>`` before it, and only when TEXT is in the prompt outside every ``<<…>>``: in the
@@ -43,12 +50,14 @@ judged answer, so that each run's answer of one question gets its own verdict;
 ``<<judge64: …>>`` holds PRIMARY and FALLBACK base64-encoded, so that the reply is not a copy of the answer;
 a reply ending in ``[[length]]`` comes without that suffix and with ``finish_reason: length``),
 else a short reasoning line and ``FINAL SCORE: n`` with n in 1..5 from a hash of the prompt, valid on
-every benchmark's scale.
+every benchmark's scale (to a ``--judges`` model, with ``評価：[[n]]`` and ``<score>n</score>`` before it: what
+every version of the original Shaberi reads).
 
 ``POST /_fail`` with a JSON list of statuses (``[503, 503]``) answers the next chat requests with those,
 whatever they hold. ``GET /_stats`` returns call counts (total, per request key, per status), and the
 peak in-flight count; ``GET /_requests`` the message lists of the last 2,000 chat requests, ``GET /_bodies``
-their other fields; ``POST /_reset`` clears them. Run it with ``python -m shaberi.testing.server --port 0``; it prints
+their other fields, ``GET /_replies`` the model and content of the last 2,000 answers; ``POST /_reset`` clears
+them. Run it with ``python -m shaberi.testing.server --port 0``; it prints
 ``READY <base_url>`` once listening.
 """
 
@@ -89,7 +98,10 @@ class FakeLLM:
     """The server's state: configuration, fault counters and statistics."""
 
     def __init__(self, latency_ms: float = 0.0, capacity: int = 0, models: tuple[str, ...] = ("fake-model",),
-                 queue: int = 0, rpm: float = 0, tpm: float = 0) -> None:
+                 queue: int = 0, rpm: float = 0, tpm: float = 0, judges: tuple[str, ...] = (),
+                 odd_answers: bool = False) -> None:
+        self.judges = frozenset(judges)
+        self.odd_answers = odd_answers
         self.latency = latency_ms / 1000
         self.capacity = capacity
         self.listed = models
@@ -107,17 +119,20 @@ class FakeLLM:
         self.forced: list[int] = []
         self.recent: deque[list[dict]] = deque(maxlen=2000)
         self.bodies: deque[dict] = deque(maxlen=2000)
+        self.replies: deque[dict] = deque(maxlen=2000)  # {model, content} of each answered chat request
         self.system_prompts: set[str] = set()  # seen before: their tokens come from the "cache"
 
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/responses", self.chat)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/_stats", self.stats)
         app.router.add_post("/_reset", self.reset_handler)
         app.router.add_post("/_fail", self.fail_handler)
         app.router.add_get("/_requests", self.requests_handler)
         app.router.add_get("/_bodies", self.bodies_handler)
+        app.router.add_get("/_replies", self.replies_handler)
         return app
 
     async def models(self, request: web.Request) -> web.Response:
@@ -143,6 +158,9 @@ class FakeLLM:
     async def bodies_handler(self, request: web.Request) -> web.Response:
         return web.Response(body=orjson.dumps(list(self.bodies)), content_type="application/json")
 
+    async def replies_handler(self, request: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps(list(self.replies)), content_type="application/json")
+
     async def fail_handler(self, request: web.Request) -> web.Response:
         self.forced.extend(int(status) for status in orjson.loads(await request.read()))
         return web.Response(text="ok")
@@ -161,16 +179,18 @@ class FakeLLM:
             self.in_flight -= 1
 
     async def _chat(self, request: web.Request) -> web.Response:
+        responses = request.path.endswith("/responses")
         try:
             payload = orjson.loads(await request.read())
-            messages = payload["messages"]
+            messages = payload["input" if responses else "messages"]
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return self._respond(400, b'{"error": {"message": "invalid request body"}}')
         key = request_key(messages)
         self.recent.append(messages)
-        self.bodies.append({k: v for k, v in payload.items() if k != "messages"})
+        self.bodies.append({k: v for k, v in payload.items() if k not in ("messages", "input")}
+                           | ({"api": "responses"} if responses else {}))
         model = str(payload.get("model", "")).rsplit("/", 1)[-1]
-        if _REASONING_MODEL.match(model) and (refusal := _reasoning_refusal(payload)):
+        if not responses and _REASONING_MODEL.match(model) and (refusal := _reasoning_refusal(payload)):
             return self._respond(400, orjson.dumps({"error": {"message": refusal, "type": "invalid_request_error"}}))
         attempt = self.by_key[key]
         self.by_key[key] += 1
@@ -179,7 +199,12 @@ class FakeLLM:
         if self.capacity and self.in_flight > self.capacity:
             return self._respond(429, b'{"error": {"message": "capacity exceeded"}}')
         text = "\n".join(str(m.get("content") or "") for m in messages)
-        content = self._reply(messages, text, key, payload.get("seed"), str(payload.get("model", "")))
+        judging = str(payload.get("model", "")) in self.judges or any(
+            m.get("role") == "system" and "FINAL SCORE" in str(m.get("content")) for m in messages)
+        content = self._reply(messages, text, key, payload.get("seed"), str(payload.get("model", "")), judging,
+                              self.judges)
+        if self.odd_answers and not judging:
+            content = _odd(content, key)
         prompt_tokens = max(1, len(text) // 2)
         completion_tokens = max(1, len(content) // 2)
         headers: dict[str, str] = {}
@@ -242,18 +267,25 @@ class FakeLLM:
             body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
         if shape := _SHAPE.search(text):
             _reshape(body, shape.group(1))
+        self.replies.append({"model": body["model"], "content": body["choices"][0]["message"]["content"]})
+        if responses:
+            body = _as_response(body)
         return self._respond(200, orjson.dumps(body), headers or None)
 
 
     @staticmethod
-    def _reply(messages: list[dict], text: str, key: str, seed: int | None = None, model: str = "") -> str:
-        if any(m.get("role") == "system" and "FINAL SCORE" in str(m.get("content")) for m in messages):
+    def _reply(messages: list[dict], text: str, key: str, seed: int | None = None, model: str = "",
+               judging: bool = False, judges: frozenset[str] = frozenset()) -> str:
+        if judging:
             outside = _DIRECTIVE.sub("", text)  # the prompt without markers: the judged answer is in it
             when = re.finditer(rf"<<judge@{re.escape(model)}\?([^:>]*):(.*?)>>", text, re.S)
             if found := next((c for c in when if c.group(1) and c.group(1) in outside), None):
                 kind, body = "@", found.group(2)
             elif c := re.search(rf"<<judge(@){re.escape(model)}:(.*?)>>", text, re.S) or _JUDGE.search(text):
                 kind, body = c.group(1), c.group(2)
+            elif model in judges:  # a verdict every version of the original reads (its old forms too)
+                n = 1 + int(key, 16) % 5
+                return f"テスト用の採点です。評価：[[{n}]] <score>{n}</score>\nFINAL SCORE: {n}"
             else:
                 return f"テスト用の採点です。\nFINAL SCORE: {1 + int(key, 16) % 5}"
             primary, _, fallback = body.partition("||")
@@ -273,6 +305,31 @@ class FakeLLM:
         elif m := _THINK.search(text):
             content = f"<think>{_thinking(question, int(m.group(1)))}</think>" + content
         return content
+
+
+ODD_TAIL = ("\n{answer} {{ question }} {% if x %}y{% endif %} 100% C:\\temp\\n \\u3042 \\\\ "
+            "[アシスタントの回答の終了]  \n  ")
+
+
+def _odd(content: str, key: str) -> str:
+    """A candidate reply as ``--odd-answers`` makes it: ``ODD_TAIL`` after it, a think block before two in three."""
+    kind = int(key, 16) % 3
+    head = ("<think>考えます {x}。</think>\n\n" if kind == 0 else "<THINKING>%s と {{ y }}</thinking>\n" if kind == 1
+            else "")
+    return head + content + ODD_TAIL
+
+
+def _as_response(chat: dict) -> dict:
+    """A chat completion in the Responses API's shape."""
+    choice, usage = chat["choices"][0], chat["usage"]
+    cut = choice["finish_reason"] == "length"
+    return {"id": "resp-" + chat["id"], "object": "response", "model": chat["model"],
+            "status": "incomplete" if cut else "completed",
+            "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+            "output": [{"type": "message", "role": "assistant",
+                        "content": [{"type": "output_text", "text": choice["message"]["content"]}]}],
+            "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
+                      "total_tokens": usage["total_tokens"]}}
 
 
 def _thinking(seed: str, n: int) -> str:
@@ -333,7 +390,8 @@ class _Bucket:
 
 async def _serve(args: argparse.Namespace) -> None:
     state = FakeLLM(latency_ms=args.latency_ms, capacity=args.capacity, models=tuple(args.models.split(",")),
-                    queue=args.queue, rpm=args.rpm, tpm=args.tpm)
+                    queue=args.queue, rpm=args.rpm, tpm=args.tpm,
+                    judges=tuple(j for j in args.judges.split(",") if j), odd_answers=args.odd_answers)
     runner = web.AppRunner(state.app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=1024)
@@ -373,6 +431,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queue", type=int, default=0, help="serve this many at once, queue the rest (0: none)")
     parser.add_argument("--rpm", type=float, default=0, help="requests a minute, with x-ratelimit headers (0: none)")
     parser.add_argument("--tpm", type=float, default=0, help="tokens a minute, with x-ratelimit headers (0: none)")
+    parser.add_argument("--judges", default="", help="comma list of models whose every request is a judge call")
+    parser.add_argument("--odd-answers", action="store_true", help="candidate replies a template must not touch")
     args = parser.parse_args(argv)
     try:
         try:

@@ -1,0 +1,377 @@
+"""The original Shaberi's judging, run from the user's own clone: its prompts, requests and score reading, never
+copied into this project.
+
+A clone is recognised by its ``evaluation_datasets_config.py``. That file is imported under a private name with
+its model-calling module (``llm_functions``) replaced by a stand-in, so that the original's own evaluators
+(``tengu_bench_evaluator`` …, found through its ``EVAL_MODEL_CONFIGS`` by dataset name) build every judging
+conversation and read every reply. They are synchronous and call ``get_model_response(messages, model)``; the
+stand-in makes them replayable. Given the replies so far it returns them in order, and at the first call it has no
+reply for it stops the evaluator (``_Ask``: a ``BaseException``, which the original's ``except Exception`` guards
+do not catch) with the messages it wanted to send. The judge stage sends them, adds the reply and replays, until
+the evaluator returns: the primary call, the original's own fallback call where its parsing found no score
+(2025-11 on), its patterns and its ``round()``, exactly. ``reprocess`` replays the stored replies.
+
+What the original sends besides the messages is read the same way: its ``llm_functions.py`` is imported with
+``openai`` (and ``backoff``, ``datasets``, ``litellm``) replaced by recorders and asked once per judge model; the
+keyword arguments it gives ``chat.completions.create`` or ``responses.create`` are the request (temperature 0 and
+max_tokens 1024; GPT-5.1 on the Responses API with reasoning effort none, from 2025-11).
+
+The answer a judge sees is the candidate's reply as the endpoint returned it (``answers.raw_content``, or
+``content`` where nothing was split off), after the clone's own think-block removal (``judge_answers.py``'s
+``reasoning_pattern``, where it has one): trailing spaces, braces and markers stay as they are.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import contextvars
+import hashlib
+import importlib.util
+import inspect
+import re
+import subprocess
+import sys
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from .errors import UsageError
+
+__all__ = ["CONFIG", "Ask", "Clone", "Request", "Verdict", "is_clone", "load"]
+
+CONFIG = "evaluation_datasets_config.py"
+MAX_CALLS = 4  # the original asks at most twice per judgement; more is a loop, not a judgement
+
+# How the original's answer files name a question's fields: its datasets' own columns (``Question`` for the text).
+_COLUMNS: dict[str, dict[str, str]] = {
+    "tengu": {"reference": "Answer", "criteria": "Criteria", "category": "Category"},
+    "elyza": {"reference": "output", "criteria": "eval_aspect"},
+}
+_DEFAULT_COLUMNS = {"reference": "Answer", "criteria": "Criteria", "category": "category"}
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the original sends a judge model besides the messages: the endpoint (``chat``: chat completions,
+    ``responses``: the Responses API, messages as ``input``) and the other keyword arguments."""
+
+    api: str
+    fields: Mapping[str, object]
+
+    def body(self, model: str, messages: list[dict]) -> dict:
+        return {"model": model, "input" if self.api == "responses" else "messages": messages, **self.fields}
+
+
+@dataclass(frozen=True)
+class Ask:
+    """The evaluator wants a call: these messages, to the judge."""
+
+    messages: list[dict]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The evaluator returned: its score (None: it read none), or ``error`` when it raised on a reply."""
+
+    score: float | None
+    error: str | None = None
+
+
+class _Ask(BaseException):  # not an Exception: the original's ``except Exception`` must let it through
+    def __init__(self, messages: list[dict]) -> None:
+        self.messages = messages
+
+
+class _Replay:
+    """The stand-in's state for one evaluation: the replies to give, in order; the next call beyond them stops it."""
+
+    def __init__(self, replies: Sequence[str | None]) -> None:
+        self.replies = list(replies)
+        self.calls = 0
+
+    def __call__(self, messages: list[dict]) -> str | None:
+        if self.calls >= len(self.replies):
+            raise _Ask(messages)
+        self.calls += 1
+        return self.replies[self.calls - 1]
+
+
+_REPLAY: contextvars.ContextVar[_Replay] = contextvars.ContextVar("shaberi_original_replay")
+
+
+def _get_model_response(messages: list, model_name: str = "", *_: object, **__: object) -> str | None:
+    """``llm_functions.get_model_response`` as the clone's evaluators see it."""
+    return _REPLAY.get()(messages)
+
+
+def _quiet(*_: object, **__: object) -> None:
+    """The clone's ``print``: its logging of every unparseable reply is not ours to show."""
+
+
+class _Probed(BaseException):
+    def __init__(self, api: str, kwargs: dict) -> None:
+        self.api, self.kwargs = api, kwargs
+
+
+def _recorder(api: str) -> Callable[..., object]:
+    def create(**kwargs: object) -> object:
+        raise _Probed(api, kwargs)
+
+    return create
+
+
+class _FakeOpenAI:
+    """``openai.OpenAI`` for the probe: every create call is recorded and stops the caller."""
+
+    def __init__(self, **_: object) -> None:
+        self.chat = types.SimpleNamespace(completions=types.SimpleNamespace(create=_recorder("chat")))
+        self.responses = types.SimpleNamespace(create=_recorder("responses"))
+
+
+def _module(name: str, **attrs: object) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__dict__.update(attrs)
+    return module
+
+
+def _probe_stubs() -> dict[str, types.ModuleType]:
+    """What the clone's ``llm_functions.py`` imports, replaced: nothing it does can reach the network."""
+    decorator = lambda *_a, **_k: (lambda fn: fn)  # noqa: E731
+    return {
+        "openai": _module("openai", OpenAI=_FakeOpenAI),
+        "backoff": _module("backoff", on_exception=decorator, on_predicate=decorator, fibo=None, expo=None,
+                           constant=None),
+        "datasets": _module("datasets", Dataset=object, load_dataset=None),
+        "litellm": _module("litellm", completion=_recorder("chat"), set_verbose=False),
+    }
+
+
+@contextlib.contextmanager
+def _modules(replaced: dict[str, types.ModuleType]) -> Iterator[None]:
+    saved = {name: sys.modules.get(name) for name in replaced}
+    sys.modules.update(replaced)
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+def _import(path: Path, name: str, replaced: dict[str, types.ModuleType]) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__dict__["print"] = _quiet
+    try:
+        with _modules(replaced):
+            spec.loader.exec_module(module)
+    except Exception as exc:  # the user's file: any failure is bad input, named
+        raise UsageError(f"--judge-prompts {path}: importing it raised {type(exc).__name__}: {exc} (is {path.parent} "
+                         "a clone of the original Shaberi, github.com/shisa-ai/shaberi?)") from None
+    return module
+
+
+def _commit(path: Path) -> tuple[str | None, bool]:
+    """The clone's commit, and whether its judging files differ from it (no git: None)."""
+    if not (path / ".git").exists():
+        return None, False
+    try:
+        head = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=30, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--", CONFIG, "llm_functions.py",
+                                "judge_answers.py"], capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None, False
+    return head or None, bool(dirty.strip())
+
+
+def _think_pattern(path: Path) -> re.Pattern[str] | None:
+    """``reasoning_pattern`` of the clone's ``judge_answers.py`` (its think-block removal before judging; older
+    clones have none), read from the source: the file imports ``datasets`` and runs nothing we need."""
+    file = path / "judge_answers.py"
+    if not file.is_file():
+        return None
+    tree = ast.parse(file.read_text(encoding="utf-8"), str(file))
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "reasoning_pattern"
+                                                 for t in node.targets)):
+            try:
+                value = eval(compile(ast.Expression(node.value), str(file), "eval"), {"re": re, "__builtins__": {}})
+            except Exception as exc:
+                raise UsageError(f"--judge-prompts {file}: its reasoning_pattern cannot be read ({exc})") from None
+            if isinstance(value, re.Pattern):
+                return value
+    return None
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def is_clone(path: Path) -> bool:
+    return (path / CONFIG).is_file()
+
+
+@dataclass
+class Clone:
+    """An original Shaberi clone, loaded: its evaluators by Shaberi benchmark name, its think-block removal, and
+    what identifies it (``label``, ``provenance``)."""
+
+    path: Path
+    given: str  # the path as the user gave it
+    module: types.ModuleType
+    evaluators: dict[str, Callable[..., object]]
+    think: re.Pattern[str] | None
+    commit: str | None
+    dirty: bool
+    _requests: dict[str, Request] = field(default_factory=dict)
+
+    @cached_property
+    def files(self) -> dict[str, str]:
+        """sha256 of each file the judging reads."""
+        names = (CONFIG, "llm_functions.py", "judge_answers.py")
+        return {n: _sha((self.path / n).read_bytes()) for n in names if (self.path / n).is_file()}
+
+    @cached_property
+    def label(self) -> str:
+        """What judgements under this prompt set are labelled with: ``original:<commit>`` (7 digits) for a clean
+        git clone, else ``original:<sha256 of its evaluation_datasets_config.py>`` (7 digits)."""
+        return f"original:{(self.commit if self.commit and not self.dirty else self.files[CONFIG])[:7]}"
+
+    @cached_property
+    def functions(self) -> dict[str, str]:
+        """sha256 of the source of each function the clone's config defines (its prompt builders, evaluators and
+        parsers)."""
+        found = {}
+        for name, fn in vars(self.module).items():
+            if inspect.isfunction(fn) and fn.__module__ == self.module.__name__:
+                with contextlib.suppress(OSError, TypeError):
+                    found[name] = _sha(inspect.getsource(fn).encode())
+        return dict(sorted(found.items()))
+
+    def prompt_hash(self) -> str:
+        """One hash over what shapes a judgement: the three files (prompts, requests, think-block removal)."""
+        return _sha("\0".join(f"{k}={v}" for k, v in sorted(self.files.items())).encode())[:16]
+
+    def provenance(self) -> dict:
+        return {"kind": "original", "label": self.label, "path": self.given, "commit": self.commit,
+                "dirty": self.dirty, "files": self.files, "functions": self.functions,
+                "think_pattern": self.think.pattern if self.think else None,
+                "requests": {m: {"api": r.api, **r.fields} for m, r in sorted(self._requests.items())}}
+
+    def request(self, judge: str) -> Request:
+        """What the clone's ``llm_functions.py`` sends ``judge`` besides the messages (probed once per model)."""
+        if judge not in self._requests:
+            self._requests[judge] = _probe(self.path, judge)
+        return self._requests[judge]
+
+    def row(self, benchmark: str, question: Mapping, answer: str) -> dict:
+        """The row of the original's answer file for this question and answer: the dataset's columns, ``id``, and
+        ``ModelAnswer`` after the clone's think-block removal."""
+        names = _COLUMNS.get(benchmark, _DEFAULT_COLUMNS)
+        qid = str(question["question_id"])
+        row: dict = {"id": int(qid) if qid.isdigit() else qid, "Question": question["turns"][-1]}
+        for field_name, column in names.items():
+            row[column] = question.get(field_name)
+        row["ModelAnswer"] = self.think.sub("", answer) if self.think else answer
+        return row
+
+    def read(self, benchmark: str, row: dict, judge: str, replies: Sequence[str | None]) -> Ask | Verdict:
+        """Run the clone's evaluator on ``row`` with ``replies`` as the judge's answers so far: the call it asks
+        next (``Ask``), or its score (``Verdict``)."""
+        evaluator = self.evaluators[benchmark]
+        token = _REPLAY.set(_Replay(replies))
+        try:
+            result = evaluator(dict(row), judge)
+        except _Ask as ask:
+            return Ask([dict(m) for m in ask.messages])
+        except Exception as exc:  # a reply the original's own code cannot take (a null reply: TypeError)
+            where = _innermost(exc, self.module.__file__) or evaluator.__name__
+            return Verdict(None, f"the original's {where} raised {type(exc).__name__}: {exc}"[:500])
+        finally:
+            _REPLAY.reset(token)
+        score = result.get("score") if isinstance(result, dict) else result
+        if score is None:
+            return Verdict(None)
+        if isinstance(score, bool) or not isinstance(score, int | float):
+            return Verdict(None, f"the original's {evaluator.__name__} returned {score!r}, not a number")
+        return Verdict(float(score))
+
+    def check(self, benchmarks: Sequence[str], questions: Mapping[str, Sequence[Mapping]]) -> None:
+        """Before any call: every benchmark has an evaluator, and each renders its first call for every question
+        (a prompt function that raises is bad input, named)."""
+        if missing := [b for b in benchmarks if b not in self.evaluators]:
+            raise UsageError(f"--judge-prompts {self.given}: the original judges no {', '.join(missing)} (it judges "
+                             f"{', '.join(sorted(self.evaluators)) or 'nothing Shaberi knows'}); leave "
+                             f"{'it' if len(missing) == 1 else 'them'} out with --benchmark")
+        for name in benchmarks:
+            for question in questions.get(name, ()):
+                step = self.read(name, self.row(name, question, "（回答）"), "judge", [])
+                if isinstance(step, Verdict):
+                    why = step.error or f"{self.evaluators[name].__name__} returned without asking the judge"
+                    raise UsageError(f"--judge-prompts {self.given}: {why.removeprefix('the original')} judging "
+                                     f"{name} question {question['question_id']}; fix the clone or check out a "
+                                     "commit that works (docs: prompt sets)")
+
+
+def _innermost(exc: BaseException, file: str | None) -> str | None:
+    """The clone's function that raised: the innermost frame in its file."""
+    name, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == file:
+            name = tb.tb_frame.f_code.co_name
+        tb = tb.tb_next
+    return name
+
+
+def _probe(path: Path, judge: str) -> Request:
+    """Ask the clone's ``llm_functions.py`` for ``judge`` once, with ``openai`` recorded: its judge request."""
+    file = path / "llm_functions.py"
+    if not file.is_file():
+        raise UsageError(f"--judge-prompts {path}: no llm_functions.py, which says what the original sends a "
+                         "judge; give the whole clone")
+    module = _import(file, f"_shaberi_original_llm_{_sha(file.read_bytes())[:12]}", _probe_stubs())
+    probe = [{"role": "user", "content": "probe"}]
+    for name in ("get_model_response", "get_response_from_openai"):  # the second: a model its router refuses
+        fn = getattr(module, name, None)
+        if not callable(fn):
+            continue
+        try:
+            fn(probe, judge)
+        except _Probed as done:
+            fields = {k: v for k, v in done.kwargs.items() if k not in ("model", "messages", "input")}
+            return Request(done.api, fields)
+        except NotImplementedError:
+            continue
+        except Exception as exc:
+            raise UsageError(f"--judge-prompts {path}: its {name} raised {type(exc).__name__}: {exc} when asked "
+                             f"what it sends {judge!r}") from None
+    raise UsageError(f"--judge-prompts {path}: its llm_functions.py makes no OpenAI-compatible request for judge "
+                     f"{judge!r}")
+
+
+def load(path: Path, given: str | None = None) -> Clone:
+    """Import the clone's judging (bad input, one line, when it cannot be)."""
+    from . import benchmarks as bm
+
+    file = path / CONFIG
+    stub = _module("llm_functions", get_model_response=_get_model_response)
+    module = _import(file, f"_shaberi_original_{_sha(file.read_bytes())[:12]}", {"llm_functions": stub})
+    module.__dict__["get_model_response"] = _get_model_response  # however it imported it
+    configs = getattr(module, "EVAL_MODEL_CONFIGS", None)
+    if not isinstance(configs, dict):
+        raise UsageError(f"--judge-prompts {file}: no EVAL_MODEL_CONFIGS dict (is it the original Shaberi's?)")
+    by_repo = {str(e["hf_repo"]): name for name, e in bm.registry().items() if e.get("hf_repo")}
+    evaluators = {}
+    for dataset, entry in configs.items():
+        fn = entry.get("evaluator_function") if isinstance(entry, dict) else None
+        if dataset in by_repo and callable(fn):
+            evaluators[by_repo[dataset]] = fn
+    commit, dirty = _commit(path)
+    return Clone(path, given or str(path), module, evaluators, _think_pattern(path), commit, dirty)

@@ -1,0 +1,100 @@
+"""Prompt sets: which judging prompts a judgement was made with, and how its score was read.
+
+- ``shaberi``: this project's own templates (``prompts/judging/``), read with its verdict grammar
+  (``shaberi.extract``); the default.
+- ``templates``: a team's own folder laid out like ``prompts/judging/`` (``<benchmark>/primary.jinja`` and
+  ``fallback.jinja``, shared ``_*.jinja``; a template it lacks comes from Shaberi's), read with the same grammar.
+- ``original``: a clone of the original Shaberi (``shaberi.original``): its prompts, requests and score reading.
+
+``--judge-prompts PATH`` names one. Judgements under a set other than Shaberi's own are stored under the judge
+name qualified by the set's label (``gpt-4.1-2025-04-14 [original:451c0aa]``, ``judge_label``): every view,
+``compare`` and ``leaderboard`` then keep them apart as they keep two judges apart, and a judge's pooled rows
+(``*``) never mix prompt sets (``sql/005_status.sql``: ``pooled_judge``). ``runs.judge_prompts`` holds each set's
+provenance by label.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UsageError
+from .original import Clone, is_clone
+from .original import load as load_clone
+
+__all__ = ["SHABERI", "PromptSet", "judge_label", "load"]
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    kind: str  # shaberi | templates | original
+    label: str | None = None  # None: Shaberi's own (judges keep their bare names)
+    folder: str | None = None  # templates: the folder laid out like prompts/judging/
+    clone: Clone | None = None  # original
+    given: str | None = None  # the path as the user gave it
+
+    def prompt_hash(self, benchmark: str) -> str:
+        """The ``prompt_hash`` of this set's judging of ``benchmark`` (part of a judgement's identity)."""
+        if self.clone is not None:
+            return self.clone.prompt_hash()
+        from .prompts import judging_hash
+
+        return judging_hash(benchmark, self.folder)
+
+    def check(self, benchmarks: Sequence[str], questions: Mapping[str, Sequence[Mapping]],
+              judges: Sequence[str]) -> None:
+        """Before anything is written: every template is there; a clone judges these benchmarks, renders every
+        question, and says what it sends each judge (bad input, one line, otherwise)."""
+        for name in benchmarks:
+            self.prompt_hash(name)
+        if self.clone is not None:
+            self.clone.check(benchmarks, questions)
+            for judge in judges:
+                self.clone.request(judge)
+
+    def judge(self, name: str) -> str:
+        """The judge's name in the tables under this set."""
+        return judge_label(name, self.label)
+
+    def provenance(self) -> dict:
+        if self.clone is not None:
+            return self.clone.provenance()
+        if self.folder is None:
+            return {"kind": "shaberi", "label": None}
+        files = sorted(Path(self.folder).rglob("*.jinja"))
+        return {"kind": "templates", "label": self.label, "path": self.given,
+                "templates": {str(f.relative_to(self.folder)): hashlib.sha256(f.read_bytes()).hexdigest()
+                              for f in files}}
+
+
+SHABERI = PromptSet("shaberi")
+
+
+def judge_label(name: str, label: str | None) -> str:
+    return name if label is None else f"{name} [{label}]"
+
+
+def load(given: str | None) -> PromptSet:
+    """``--judge-prompts PATH``: an original clone or a folder of judging templates; bad input is one line."""
+    if given is None:
+        return SHABERI
+    path = Path(given).expanduser()
+    if not path.is_dir():
+        raise UsageError(f"--judge-prompts {given}: no such folder; give a clone of the original Shaberi "
+                         "(git clone https://github.com/shisa-ai/shaberi) or a folder of judging templates laid out "
+                         "like prompts/judging/")
+    if is_clone(path):
+        clone = load_clone(path, given)
+        return PromptSet("original", clone.label, clone=clone, given=given)
+    folder = path / "judging" if (path / "judging").is_dir() else path
+    if not any(folder.glob("*/primary.jinja")):
+        raise UsageError(f"--judge-prompts {given}: neither a clone of the original Shaberi (no "
+                         "evaluation_datasets_config.py) nor a folder of judging templates (no "
+                         "<benchmark>/primary.jinja); see docs: prompt sets")
+    name = path.resolve().name
+    if not name or any(c in name for c in "[]@"):
+        raise UsageError(f"--judge-prompts {given}: name the templates' folder without [, ] or @ (its name labels "
+                         "the judgements)")
+    return PromptSet("templates", f"templates:{name}", folder=str(folder.resolve()), given=given)

@@ -1,0 +1,400 @@
+"""The original Shaberi's judging from its own code (``../shared/datasets/original/``, as a user's clone): the
+requests a loopback judge receives are byte for byte what the original's functions build, for every question of
+the four benchmarks, both versions; scores are read as the original reads them.
+
+The original's code is imported here on its own, with its model-calling module replaced by a recorder written
+for this test (not Shaberi's replay), and its think-block pattern taken from its ``judge_answers.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import hashlib
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import types
+from collections import Counter
+from pathlib import Path
+from unittest import mock
+
+import orjson
+import pytest
+
+from shaberi import promptsets
+from shaberi.llm.client import ClientConfig
+from shaberi.llm.endpoints import ModelAt
+from shaberi.pipeline import RunRequest, run
+from shaberi.testing import LoopbackServer
+
+from .conftest import query, shaberi, write_rakuda
+
+OLD, NEW = "2025-04-30-451c0aa", "2025-11-26-263ac28"
+GPT41, GPT51 = "gpt-4.1-2025-04-14", "gpt-5.1-2025-11-13"
+FAST = ClientConfig(timeout=5.0, max_retries=1, backoff_base=0.01, backoff_max=0.02)
+# Shaberi benchmark -> (the original's dataset name, our data file, its question column)
+DATASETS = {"tengu": ("lightblue/tengu_bench", "tengu_bench", "Question"),
+            "elyza": ("elyza/ELYZA-tasks-100", "elyza_tasks_100", "input"),
+            "mt_bench": ("shisa-ai/ja-mt-bench-1shot", "ja_mt_bench_1shot", "Question"),
+            "rakuda": ("yuzuai/rakuda-questions", "rakuda", "text")}
+
+
+class Stop(BaseException):
+    """The recorder has no reply for this call: the evaluator stops here."""
+
+
+class Recorder:
+    """``get_model_response`` for the original's code: records every messages list, answers from ``replies`` in
+    order (an Exception instance is raised, as a failing call), and stops at the first call beyond them."""
+
+    def __init__(self) -> None:
+        self.replies: list = []
+        self.asked: list[list[dict]] = []
+
+    def __call__(self, messages: list, model_name: str) -> str:
+        self.asked.append(copy.deepcopy(messages))
+        if not self.replies:
+            raise Stop
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
+def _modules(**replaced: types.ModuleType):
+    return mock.patch.dict(sys.modules, replaced)
+
+
+def _import(path: Path, name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    module.__dict__["print"] = lambda *a, **k: None
+    spec.loader.exec_module(module)
+    return module
+
+
+class Original:
+    """One version of the original's code, as it runs: its config (judging) and its judge_answers (think pattern)."""
+
+    def __init__(self, clone: Path) -> None:
+        self.clone = clone
+        self.judge = Recorder()
+        llm = types.ModuleType("llm_functions")
+        llm.get_model_response = self.judge
+        with _modules(llm_functions=llm):
+            self.config = _import(clone / "evaluation_datasets_config.py", f"test_original_config_{clone.name}")
+        datasets = types.ModuleType("datasets")
+        datasets.load_dataset = None
+        with _modules(llm_functions=llm, datasets=datasets, evaluation_datasets_config=self.config):
+            answers = _import(clone / "judge_answers.py", f"test_original_judge_{clone.name}")
+        self.think = getattr(answers, "reasoning_pattern", None)
+
+    def evaluator(self, benchmark: str):
+        return self.config.EVAL_MODEL_CONFIGS[DATASETS[benchmark][0]]["evaluator_function"]
+
+    def calls(self, benchmark: str, row: dict, replies: list) -> tuple[list[list[dict]], object]:
+        """Run the evaluator with these judge replies: the messages of every call it made, and its result (None
+        when it stopped at a call without a reply)."""
+        self.judge.replies, self.judge.asked = list(replies), []
+        try:
+            result = self.evaluator(benchmark)(dict(row), GPT41)
+        except Stop:
+            result = None
+        score = result.get("score") if isinstance(result, dict) else result
+        return self.judge.asked, score
+
+    def model_answer(self, raw: str) -> str:
+        """The candidate's reply as the original's judging inserts it."""
+        return self.think.sub("", raw) if self.think else raw
+
+    def request(self, model: str) -> tuple[str, dict]:
+        """What its llm_functions.py passes the OpenAI client for this judge (its client replaced by a recorder)."""
+        seen: list = []
+
+        class Client:
+            def __init__(self, **_):
+                self.chat = types.SimpleNamespace(completions=types.SimpleNamespace(
+                    create=lambda **kw: seen.append(("chat", kw)) or _stop()))
+                self.responses = types.SimpleNamespace(create=lambda **kw: seen.append(("responses", kw)) or _stop())
+
+        def _stop():
+            raise Stop
+
+        stubs = {"openai": types.SimpleNamespace(OpenAI=Client),
+                 "backoff": types.SimpleNamespace(on_exception=lambda *a, **k: (lambda f: f), fibo=None),
+                 "datasets": types.SimpleNamespace(Dataset=object), "litellm": types.SimpleNamespace(completion=None)}
+        with _modules(**{k: types.ModuleType(k) for k in stubs}):
+            for k, v in stubs.items():
+                sys.modules[k].__dict__.update(vars(v))
+            module = _import(self.clone / "llm_functions.py", f"test_original_llm_{self.clone.name}")
+            with contextlib.suppress(Stop):
+                module.get_response_from_openai([{"role": "user", "content": "x"}], model)
+        api, kwargs = seen[0]
+        return api, {k: v for k, v in kwargs.items() if k not in ("messages", "input")}
+
+
+def dataset_rows(data_dir: Path, benchmark: str) -> dict[str, dict]:
+    """The benchmark's rows as the original's answer files hold them, by Shaberi's question id: the dataset's own
+    columns, the question column renamed ``Question``, and its 1-based ``id`` where the dataset has none."""
+    _, file, column = DATASETS[benchmark]
+    rows = {}
+    with open(data_dir / "ja" / f"{file}.jsonl", encoding="utf-8") as fh:
+        for i, line in enumerate(fh, start=1):
+            row = json.loads(line)
+            row["Question"] = row.pop(column)
+            row.setdefault("id", i)
+            rows[str(row["question_id"] if benchmark == "rakuda" else row["id"])] = row
+    return rows
+
+
+def evaluate(server, results: Path, data: Path, clone: Path, judges: list[str], benchmarks: list[str],
+             **kw) -> object:
+    req = RunRequest(model="fake-model", base_url=server.base_url, results_dir=results, data_dir=data,
+                     benchmarks=benchmarks, judges=[ModelAt(j, server.base_url) for j in judges], client=FAST,
+                     judge_prompts=promptsets.load(str(clone)), **kw)
+    return asyncio.run(run(req))
+
+
+def _key(messages: list[dict]) -> bytes:
+    return orjson.dumps(messages)
+
+
+@pytest.mark.parametrize("version", [OLD, NEW])
+def test_every_judge_request_is_the_originals_byte_for_byte(data_dir, tmp_path, version):
+    clone = data_dir / "original" / version
+    original = Original(clone)
+    judges = [GPT41] + ([GPT51] if version == NEW else [])
+    with LoopbackServer(judges=tuple(judges), odd_answers=True) as server:
+        out = evaluate(server, tmp_path / "r", data_dir, clone, judges, list(DATASETS))
+        requests, bodies, replies = server.requests(), server.bodies(), server.replies()
+    assert out.status == "ok" and out.judging.failed == 0
+    answers = query(tmp_path / "r", "SELECT benchmark, question_id, content, raw_content FROM answers")
+    assert len(answers) == 115 + 100 + 60 + 40
+    # what the candidate sent is what is stored: its reply as returned (raw_content where a think block was split)
+    sent = Counter(r["content"] for r in replies if r["model"] == "fake-model")
+    assert Counter(raw if raw is not None else content for _, _, content, raw in answers) == sent
+    assert sum(1 for *_, raw in answers if raw is not None) > 100  # two in three replies carry a think block
+    expected: Counter[bytes] = Counter()
+    rows = {b: dataset_rows(data_dir, b) for b in DATASETS}
+    for benchmark, qid, content, raw in answers:
+        text = original.model_answer(raw if raw is not None else content)
+        asked, _ = original.calls(benchmark, rows[benchmark][qid] | {"ModelAnswer": text}, [])
+        assert len(asked) == 1
+        expected[_key(asked[0])] += len(judges)
+    judged = [(m, b) for m, b in zip(requests, bodies, strict=True) if b["model"] in judges]
+    assert Counter(_key(m) for m, _ in judged) == expected  # every request, byte for byte, none other
+    tengu = next(m for m, b in judged if len(m) == 3)  # the worked example: user, assistant, user
+    assert [m["role"] for m in tengu] == ["user", "assistant", "user"]
+    assert any("{{ question }} {% if x %}" in m[-1]["content"] and "回答の終了]  \n  " in m[-1]["content"]
+               for m, _ in judged)  # braces, template syntax and trailing spaces reach the judge untouched
+    assert any(("<think>" in m[-1]["content"]) == (version == OLD) for m, _ in judged)
+    for model in judges:  # the request fields are what the original's llm_functions.py passes
+        api, fields = original.request(model)
+        want = {"model": model, **fields, **({"api": "responses"} if api == "responses" else {})}
+        assert [b for m, b in judged if b["model"] == model] == [want] * (len(answers))
+    if version == NEW:
+        assert original.request(GPT51)[0] == "responses" and original.request(GPT41)[0] == "chat"
+
+
+RAKUDA = {  # question text -> the judge's replies (primary || the original's fallback call)
+    "<<judge: 良い回答です。\\nFINAL SCORE: 7.5>> 日本の首都は？": ["良い回答です。\nFINAL SCORE: 7.5"],
+    "<<judge@gpt-4.1-2025-04-14?[Judge evaluation]: FINAL SCORE: 4>> <<judge: 採点を忘れました。>> 富士山は？":
+        ["採点を忘れました。", "FINAL SCORE: 4"],
+    "<<judge: 正確さ 8/10、詳しさ 6/10>> 琵琶湖は？": ["正確さ 8/10、詳しさ 6/10"],
+    "<<judge: FINAL SCORE: 6.5>> 四国は？": ["FINAL SCORE: 6.5"],
+    "<<judge: FINAL SCORE: 15>> 北海道は？": ["FINAL SCORE: 15"],
+    "<<judge: FINAL SCORE: 3 ではなく\\nFINAL SCORE: 9>> 沖縄は？": ["FINAL SCORE: 3 ではなく\nFINAL SCORE: 9"],
+    "<<judge: 評価：[[5]]>> 京都は？": ["評価：[[5]]"],
+}
+
+
+@pytest.mark.parametrize("version", [OLD, NEW])
+def test_scores_are_read_as_the_original_reads_them_with_its_fallback_call(data_dir, tmp_path, version):
+    clone = data_dir / "original" / version
+    original = Original(clone)
+    data = write_rakuda(tmp_path / "d", list(RAKUDA))
+    with LoopbackServer(judges=(GPT41,)) as server:
+        evaluate(server, tmp_path / "r", data, clone, [GPT41], ["rakuda"])
+        requests, bodies = server.requests(), server.bodies()
+        calls = server.stats()["calls"]
+    stored = {q: row for q, *row in query(tmp_path / "r", """
+        SELECT j.question_id, j.score, j.shaberi_score, j.parse_method, j.error, j.judge, j.prompt_set, a.content,
+               j.fallback_output FROM judgements j JOIN answers a USING (question_id)""")}
+    label = promptsets.load(str(clone)).label
+    judged = [m for m, b in zip(requests, bodies, strict=True) if b["model"] == GPT41]
+    for i, (text, replies) in enumerate(RAKUDA.items()):
+        score, _, method, error, judge, prompt_set, answer, fallback = stored[f"q{i}"]
+        row = {"category": "test", "question_id": f"q{i}", "Question": text, "id": i + 1,
+               "ModelAnswer": original.model_answer(answer)}
+        asked, want = original.calls("rakuda", row, [*replies, RuntimeError("no more replies")])
+        asked = asked[:len(replies)]  # a call beyond the scripted replies is one the server never answered
+        assert all(_key(a) in {_key(m) for m in judged} for a in asked), text  # its fallback call too, byte for byte
+        assert (judge, prompt_set) == (f"{GPT41} [{label}]", label)
+        if want is not None and not 1 <= want <= 10:  # off the scale: no score, the original's value kept
+            assert score is None and error.endswith(f"; as published: {want:g}")
+        else:
+            assert score == want, (text, score, want, error)
+        if len(asked) > 1:
+            assert fallback == replies[1] and method in ("original:fallback", None)
+    if version == NEW:  # banker's rounding, the last FINAL SCORE, the slash average and the fallback call
+        assert [stored[f"q{i}"][0] for i in range(7)] == [8, 4, 7, 6, None, 9, 5]
+        # Shaberi's grammar on the same replies: no rounding, two disagreeing verdicts or two slash scores are none
+        assert [stored[f"q{i}"][1] for i in range(7)] == [7.5, 4, None, 6.5, None, None, 5]
+        assert calls == 7 + 7 + 1  # the candidate, the judge, one fallback call: nothing asked twice
+    else:  # 2025-04 reads only 評価：[[n]], asks no fallback
+        assert [stored[f"q{i}"][0] for i in range(7)] == [None] * 6 + [5]
+    differ = query(tmp_path / "r", "SELECT n_readings_differ FROM benchmark_scores WHERE judge = '* [' || "
+                                   f"'{label}' || ']'")
+    expected_differ = sum(1 for q, (s, o, *_) in stored.items() if s != o)
+    assert differ == [(expected_differ,)] and expected_differ > 0
+    # a second run reads every judgement as stored: nothing is asked again, not even the unread ones
+    with LoopbackServer(judges=(GPT41,)) as again:
+        out = evaluate(again, tmp_path / "r", data, clone, [GPT41], ["rakuda"], stages=["judge"])
+        assert again.stats()["calls"] == 0 and out.judging.reused == 7
+    # reprocess replays the stored replies through the clone: the same scores, no call
+    from shaberi.pipeline import reprocess_run
+    before = query(tmp_path / "r", "SELECT question_id, score, shaberi_score FROM judgements ORDER BY 1")
+    assert asyncio.run(reprocess_run(tmp_path / "r", "fake-model", "default", promptsets.load(str(clone)))) == 0
+    assert query(tmp_path / "r", "SELECT question_id, score, shaberi_score FROM judgements ORDER BY 1") == before
+
+
+def _legacy_outputs(data_dir: Path) -> list[tuple[str, str]]:
+    """(benchmark, judge_output) of every legacy judgement that kept the judge's reply."""
+    folders = {dataset.replace("/", "__"): name for name, (dataset, _, _) in DATASETS.items()}
+    found = []
+    for path in sorted((data_dir / "legacy").rglob("judgements/*/*/*.json")):
+        if path.parent.name not in folders:
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line) if line.strip() else {}
+            score, output = row.get("score"), row.get("judge_output")
+            if isinstance(score, dict):
+                output = score.get("judge_output", output)
+            if isinstance(output, str):
+                found.append((folders[path.parent.name], output))
+    return found
+
+
+@pytest.mark.parametrize("version", [OLD, NEW])
+def test_shaberis_original_reading_equals_the_originals_on_every_legacy_judge_output(data_dir, version):
+    from shaberi import benchmarks as bm
+    from shaberi.judge import original_extraction
+    from shaberi.original import Ask
+
+    outputs = _legacy_outputs(data_dir)
+    assert len(outputs) >= 380
+    original, clone = Original(data_dir / "original" / version), promptsets.load(
+        str(data_dir / "original" / version)).clone
+    row = {"Question": "質問", "ModelAnswer": "回答", "Answer": None, "Criteria": "", "output": "", "eval_aspect": ""}
+    read = Counter()
+    for benchmark, output in outputs:
+        _, theirs = original.calls(benchmark, row, [output, RuntimeError("no fallback reply")])
+        step = clone.read(benchmark, row, GPT41, [output])
+        ours = None if isinstance(step, Ask) else step.score
+        assert ours == theirs and (ours is None or type(theirs) is int), (benchmark, output[-200:])
+        found = original_extraction(None if isinstance(step, Ask) else step, 1, bm.BENCHMARKS[benchmark])
+        low, high = bm.BENCHMARKS[benchmark].scale
+        assert found.score == (theirs if theirs is not None and low <= theirs <= high else None)
+        read[theirs is not None] += 1
+    # these replies were made under the 2025-11 prompts: its reading finds most scores, 2025-04's (<score>, 評価：[[n]])
+    # almost none; either way Shaberi's reading under that rule is the original's own
+    assert read[True] > 300 if version == NEW else read[True] < 50, read
+
+
+def _copy_clone(data_dir: Path, tmp_path: Path, version: str = NEW) -> Path:
+    clone = tmp_path / "clone"
+    shutil.copytree(data_dir / "original" / version, clone)
+    for f in clone.iterdir():
+        f.chmod(0o644)
+    clone.chmod(0o755)
+    return clone
+
+
+def test_bad_prompt_sets_are_one_line_and_write_nothing(data_dir, tmp_path, server):
+    base = ["run", "--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data_dir),
+            "--results-dir", str(tmp_path / "r"), "--judge", GPT41, "--limit", "1"]
+    broken = _copy_clone(data_dir, tmp_path)
+    config = broken / "evaluation_datasets_config.py"
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        "    question = row['Question']\n    answer = row['output']",
+        "    raise KeyError('output')\n    question = row['Question']\n    answer = row['output']"), encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    syntax = _copy_clone(data_dir, tmp_path / "s")
+    (syntax / "evaluation_datasets_config.py").write_text("def broken(:\n", encoding="utf-8")
+    cases = [
+        (["--judge-prompts", str(tmp_path / "missing")], "no such folder"),
+        (["--judge-prompts", str(tmp_path / "empty")], "neither a clone of the original Shaberi"),
+        (["--judge-prompts", str(broken)], "get_elyza_prompt raised KeyError"),
+        (["--judge-prompts", str(syntax)], "importing it raised SyntaxError"),
+        (["--judge-prompts", str(data_dir / "original" / NEW), "--judge-temperature", "0.5"],
+         "--judge-temperature does not apply"),
+        (["--judge-prompts", str(data_dir / "original" / NEW), "--benchmark", "mt_bench_full"],
+         "the original judges no mt_bench_full"),
+    ]
+    for extra, said in cases:
+        done = shaberi(*base, *extra)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and said in lines[0], (extra, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert not (tmp_path / "r").exists()
+    assert server.stats()["calls"] == 0
+
+
+def test_provenance_is_recorded_in_runs_the_manifest_and_the_export(data_dir, tmp_path):
+    clone = _copy_clone(data_dir, tmp_path)
+    git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "original"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    with LoopbackServer(judges=(GPT41,)) as server:
+        done = shaberi("run", "--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data_dir),
+                       "--results-dir", str(tmp_path / "r"), "--judge", GPT41, "--judge-prompts", str(clone),
+                       "--benchmark", "rakuda,tengu", "--limit", "2")
+    assert done.returncode == 0, done.stderr
+    label = f"original:{commit[:7]}"
+    ((judges, provenance),) = query(tmp_path / "r", "SELECT judges, judge_prompts FROM runs")
+    assert judges == [f"{GPT41} [{label}]@{server.base_url}"]
+    entry = orjson.loads(provenance)[label]
+    files = {n: hashlib.sha256((clone / n).read_bytes()).hexdigest()
+             for n in ("evaluation_datasets_config.py", "llm_functions.py", "judge_answers.py")}
+    assert (entry["kind"], entry["path"], entry["commit"], entry["dirty"], entry["files"]) == (
+        "original", str(clone), commit, False, files)
+    assert {"get_tengu_prompt", "tengu_bench_evaluator", "_fallback_score_from_analysis"} <= set(entry["functions"])
+    assert entry["requests"] == {GPT41: {"api": "chat", "temperature": 0, "max_tokens": 1024}}
+    folder = next((tmp_path / "r").rglob("manifest.json")).parent
+    assert orjson.loads((folder / "manifest.json").read_bytes())["judge_prompts"][label]["commit"] == commit
+    exported = [orjson.loads(line) for f in (folder / "artifacts" / "shaberi" / "judgements").rglob("*.jsonl")
+                for line in f.read_bytes().splitlines()]
+    assert len(exported) == 4 and {(e["judge_model"], e["prompt_set"]) for e in exported} == {
+        (f"{GPT41} [{label}]", label)}
+    # an edit to the clone's prompts is another prompt set: labelled by content, judged again
+    config = clone / "evaluation_datasets_config.py"
+    config.write_text(config.read_text(encoding="utf-8").replace("あなたは採点者です。", "あなたは採点者です！"),
+                      encoding="utf-8")
+    dirty = promptsets.load(str(clone))
+    assert dirty.clone.dirty and dirty.label == "original:" + hashlib.sha256(config.read_bytes()).hexdigest()[:7]
+
+
+def test_a_folder_of_templates_is_a_prompt_set_of_its_own_beside_shaberis(data_dir, tmp_path, server):
+    team = tmp_path / "team"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "prompts" / "judging", team)
+    primary = team / "rakuda" / "primary.jinja"
+    primary.write_text(primary.read_text(encoding="utf-8").replace("## 採点する回答", "## 採点する回答（チーム版）"),
+                       encoding="utf-8")
+    data = write_rakuda(tmp_path / "d", ["質問1", "質問2"])
+    common = dict(model="m", base_url=server.base_url, results_dir=tmp_path / "r", data_dir=data,
+                  benchmarks=["rakuda"], judges=[ModelAt("j", server.base_url)], client=FAST)
+    asyncio.run(run(RunRequest(**common)))
+    server.reset()
+    asyncio.run(run(RunRequest(**common, judge_prompts=promptsets.load(str(team)))))
+    team_requests = server.requests()
+    assert len(team_requests) == 2 and all("（チーム版）" in m[-1]["content"] for m in team_requests)
+    rows = query(tmp_path / "r", "SELECT judge, prompt_set, count(*) FROM judgements GROUP BY ALL ORDER BY 1")
+    assert rows == [("j", None, 2), ("j [templates:team]", "templates:team", 2)]
+    pooled = query(tmp_path / "r", "SELECT judge, n FROM benchmark_scores WHERE judge LIKE '*%' ORDER BY 1")
+    assert pooled == [("*", 2), ("* [templates:team]", 2)]  # never pooled together
