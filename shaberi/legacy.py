@@ -20,6 +20,11 @@ last row; its earlier rows are kept as superseded judgements (``prompt_hash`` ``
 numbers differ between the two (repeats, set-aside scores). Tengu 61–65 are kept in the tables and left out of
 scores by the views. Models are processed one at a time, so memory follows the largest model, not the tree.
 
+``--judge-prompts [JUDGE=]PATH`` says which prompts a judge folder's judgements were made with (the published
+GPT-4.1 judgements: the original's 2025-04 prompts): they are stored under that prompt set's label (``gpt-4.1-2025-04-14
+[original:451c0aa]``, ``shaberi.promptsets``), so that a new run judged with the same clone and judge lands in the
+same leaderboard columns; unnamed, a judge's prompts are unknown and it keeps its bare name.
+
 The tree is read twice: first checked whole, then imported, so that bad input (a file that is not a regular
 file, a JSON array where JSON Lines are expected, a line over ``MAX_LINE`` bytes, a row without its question key,
 a ``judge_output`` that is not text, a file none of whose scores is on the benchmark's scale) stops the import with
@@ -43,6 +48,7 @@ import orjson
 
 from . import benchmarks as bm
 from .errors import DataError
+from .promptsets import PromptSet
 from .reports.leaderboard import AS_PUBLISHED_MARK, published_differences
 from .run import RunInfo
 from .tables.rows import AnswerKey, answer, judgement, question
@@ -343,7 +349,8 @@ def _published(value: object) -> float | None:
     return None
 
 
-def import_tree(path: Path, results_dir: Path) -> ImportReport:
+def import_tree(path: Path, results_dir: Path, prompts: dict[str | None, PromptSet] | None = None) -> ImportReport:
+    """Import the tree; ``prompts``: the prompt set of each judge folder's judgements (key None: every judge's)."""
     root = path / "data" if (path / "data").is_dir() else path
     if not (root / "model_answers").is_dir() and not (root / "judgements").is_dir():
         raise DataError(f"{path} is not an original Shaberi result tree: expected {path}/data/model_answers and "
@@ -355,7 +362,7 @@ def import_tree(path: Path, results_dir: Path) -> ImportReport:
             _file(judge, folder, file, ImportReport())
     store = Store(results_dir)
     for model, files in by_model.items():
-        _import_model(store, model, files, report)
+        _import_model(store, model, files, report, prompts or {})
     if differ := list(dict.fromkeys([*report.repeated, *report.counted])):
         report.differences = [
             f"{model}: {title} ({'all judges' if judge == '*' else judge}) {_shown_mean(ours)} by default, "
@@ -370,7 +377,8 @@ def _shown_mean(value: float, sign: str = "") -> str:
     return f"{value:{sign}.4f}" if abs(value) < 1e9 else f"{value:{sign}.4g}"
 
 
-def _import_model(store: Store, model: str, files: list[tuple[str | None, str, Path]], report: ImportReport) -> None:
+def _import_model(store: Store, model: str, files: list[tuple[str | None, str, Path]], report: ImportReport,
+                  prompts: dict[str | None, PromptSet]) -> None:
     info = RunInfo(model=model, tag=TAG, base_url="", api_key=None, generation_config={}, benchmarks=[],
                    datasets={}, prompt_hashes={})
     at = now_us()
@@ -389,12 +397,18 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
                 answers[(name, qid)] = _answer(info.run_id, model, name, qid, row, at, report)
             if judge is None:
                 continue
-            judges.add(judge)
+            prompt_set = prompts.get(judge) or prompts.get(None)
+            label = prompt_set.judge(judge) if prompt_set else judge
+            judges.add(label)
+            if prompt_set is not None:
+                info.judge_prompts[prompt_set.label or ""] = prompt_set.provenance()
             key = AnswerKey(name, qid)
             for k, each in enumerate(repeats):  # the last counts; the earlier ones are its history
                 repeat = len(repeats) - 1 - k
                 judgements[(name, qid, judge, repeat)] = judgement(
-                    info.run_id, key, judge, None, f"legacy:repeat{repeat}" if repeat else None, None,
+                    info.run_id, key, label, None, f"legacy:repeat{repeat}" if repeat else (
+                        prompt_set.prompt_hash(name) if prompt_set else None), None,
+                    prompt_set=prompt_set.label if prompt_set else None,
                     score=each.score, parse_method="legacy", judge_output=each.output,
                     error=None if each.score is not None else f"legacy: {each.problem or 'no score'}" + (
                         "" if each.published is None else f"{AS_PUBLISHED_MARK}{_number(each.published)}"),

@@ -398,3 +398,102 @@ def test_a_folder_of_templates_is_a_prompt_set_of_its_own_beside_shaberis(data_d
     assert rows == [("j", None, 2), ("j [templates:team]", "templates:team", 2)]
     pooled = query(tmp_path / "r", "SELECT judge, n FROM benchmark_scores WHERE judge LIKE '*%' ORDER BY 1")
     assert pooled == [("*", 2), ("* [templates:team]", 2)]  # never pooled together
+
+
+def _judged_twice(data_dir: Path, tmp_path: Path, server: LoopbackServer, clone: Path) -> Path:
+    """Ten questions of each benchmark answered once, judged by one judge under Shaberi's prompts and under the
+    clone's (``--stages judge --judge-prompts``)."""
+    results = tmp_path / "r"
+    common = ["--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data_dir), "--results-dir",
+              str(results), "--tag", "t", "--judge", GPT41, "--limit", "10"]
+    assert shaberi("run", *common).returncode == 0
+    done = shaberi("run", *common, "--stages", "judge", "--judge-prompts", str(clone))
+    assert done.returncode == 0, done.stderr
+    return results
+
+
+def test_compare_shows_what_changing_prompts_does_to_the_same_answers(data_dir, tmp_path):
+    import numpy as np
+    from scipy import stats
+
+    clone = data_dir / "original" / NEW
+    label = promptsets.load(str(clone)).label
+    with LoopbackServer(judges=(GPT41,)) as server:
+        results = _judged_twice(data_dir, tmp_path, server, clone)
+        assert server.stats()["calls"] == 40 + 40 + 40  # answers, Shaberi's judging, the original's
+    qualified = f"{GPT41} [{label}]"
+    plain = shaberi("compare", "t", "t", "--results-dir", str(results))
+    assert plain.returncode == 2 and "name another tag" in plain.stderr  # one judge, two prompt sets: asked by name
+    done = shaberi("compare", "t", "t", "--judge-a", GPT41, "--judge-b", qualified, "--results-dir", str(results),
+                   "--format", "json")
+    assert done.returncode == 0, done.stderr
+    report = orjson.loads(done.stdout)
+    assert (report["a"]["judge"], report["b"]["judge"]) == (GPT41, qualified)
+    scores = query(results, "SELECT benchmark, question_id, judge, score_10 FROM scores")
+    k = len(report["benchmarks"])
+    assert k == 4
+    for c in report["benchmarks"]:
+        by = {(q, j): s for b, q, j, s in scores if b == c["benchmark"]}
+        paired = sorted(q for q, j in by if j == GPT41 and (q, qualified) in by and by[(q, GPT41)] is not None
+                        and by[(q, qualified)] is not None)
+        d = np.array([by[(q, qualified)] - by[(q, GPT41)] for q in paired])
+        assert c["n"] == len(paired) == 10 and c["diff"] == pytest.approx(d.mean(), abs=1e-9)
+        if np.ptp(d) > 0:  # the interval, recomputed: BCa at the Bonferroni-adjusted level
+            boot = stats.bootstrap((d,), np.mean, confidence_level=1 - 0.05 / k, n_resamples=9999, method="BCa",
+                                   random_state=0)
+            assert (c["ci_low"], c["ci_high"]) == pytest.approx(
+                (boot.confidence_interval.low, boot.confidence_interval.high), abs=1e-9)
+    # two tags judged under different prompt sets share no judge: refused, never pooled
+    with LoopbackServer(judges=(GPT41,)) as server:
+        assert shaberi("run", "--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data_dir),
+                       "--results-dir", str(results), "--tag", "u", "--judge", GPT41, "--limit", "10",
+                       "--judge-prompts", str(clone)).returncode == 0
+    mixed = shaberi("compare", "t", "u", "--judge", GPT41, "--results-dir", str(results))
+    assert mixed.returncode == 2 and f"judge {GPT41!r} has no judgements for 'u'" in mixed.stderr
+
+
+def test_rejudge_under_a_prompt_set_asks_again_and_keeps_the_history(data_dir, tmp_path):
+    clone = data_dir / "original" / NEW
+    label = promptsets.load(str(clone)).label
+    with LoopbackServer(judges=(GPT41,)) as server:
+        results = _judged_twice(data_dir, tmp_path, server, clone)
+        server.reset()
+        again = shaberi("run", "--model", "fake-model", "--data-dir", str(data_dir), "--results-dir", str(results),
+                        "--tag", "t", "--judge", f"{GPT41}@{server.base_url}", "--rejudge", "--judge-prompts",
+                        str(clone))
+        assert again.returncode == 0, again.stderr
+        assert server.stats()["calls"] == 40  # every answer asked again under the clone's prompts, nothing else
+    rows = query(results, "SELECT judge, lineage, count(*) FROM judgement_history GROUP BY ALL ORDER BY ALL")
+    assert rows == [(GPT41, "current", 40), (f"{GPT41} [{label}]", "current", 40),
+                    (f"{GPT41} [{label}]", "superseded", 40)]
+
+
+def test_a_legacy_tree_and_a_new_run_under_the_same_prompt_set_share_the_leaderboards_columns(data_dir, tmp_path):
+    old = data_dir / "original" / OLD
+    label = promptsets.load(str(old)).label
+    results = tmp_path / "r"
+    done = shaberi("import-legacy", str(data_dir / "legacy" / "subset20"), "--results-dir", str(results),
+                   "--judge-prompts", f"{GPT41}={old}")
+    assert done.returncode == 0, done.stderr
+    with LoopbackServer(judges=(GPT41,)) as server:
+        base = ["run", "--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data_dir),
+                "--results-dir", str(results), "--judge", GPT41, "--limit", "5"]
+        assert shaberi(*base, "--tag", "new", "--judge-prompts", str(old)).returncode == 0
+        assert shaberi(*base, "--tag", "own").returncode == 0
+    board = shaberi("leaderboard", "--tag", "legacy", "--tag", "new", "--tag", "own", "--results-dir", str(results),
+                    "--format", "json")
+    assert board.returncode == 0, board.stderr
+    rows = orjson.loads(board.stdout)
+    original_columns = f"Average (GPT4.1 [{label}])"
+    under_original = sorted((r["Tag"], r["model_name"]) for r in rows if r.get(original_columns) is not None)
+    legacy_gpt41 = sorted({p.stem.replace("__", "/") for p in (
+        data_dir / "legacy" / "subset20" / "data" / "judgements" / f"judge_{GPT41}").rglob("*.json")})
+    assert under_original == sorted([("legacy", m) for m in legacy_gpt41] + [("new", "fake-model")])
+    own = next(r for r in rows if r["Tag"] == "own")
+    assert own["Average (GPT4.1)"] is not None and own[original_columns] is None  # its own column group
+    assert all(r["Average (GPT4.1)"] is None for r in rows if r["Tag"] != "own")  # the legacy GPT4.1 is labelled
+    new = next(r for r in rows if r["Tag"] == "new")
+    ((elyza,),) = query(results, "SELECT avg(j.score) * 2 FROM judgements j JOIN runs r USING (run_id) "
+                                 f"WHERE r.tag = 'new' AND j.benchmark = 'elyza' AND j.judge = '{GPT41} [{label}]'")
+    assert new[f"ELYZA 100 (GPT4.1 [{label}])"] == pytest.approx(elyza, abs=1e-9)
+    assert new[f"Average (All [{label}])"] == new[original_columns]  # its one judge is its pool

@@ -175,6 +175,10 @@ def compare(
     judge: Annotated[str | None, typer.Option("--judge", help="Only this judge [default: the judges both sides "
                                               "have, averaged per question over those that scored it on both].")
                      ] = None,
+    judge_a: Annotated[str | None, typer.Option("--judge-a", help="Side A's judge, with --judge-b for side B's: one "
+                                                "judge under two prompt sets (the same tag on both sides: the same "
+                                                "answers), or two judges.")] = None,
+    judge_b: Annotated[str | None, typer.Option("--judge-b", help="Side B's judge (see --judge-a).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
     format: FormatOption = Format.table,
     results_dir: ResultsDir = DEFAULT_RESULTS,
@@ -185,7 +189,8 @@ def compare(
     (Holm), MDE at the verdict's level, and the questions dropped per side."""
     from ..reports.compare import compare as run_compare
 
-    report = run_compare(results_dir, side_a, side_b, model, judge, seed, model_a=model_a, model_b=model_b)
+    report = run_compare(results_dir, side_a, side_b, model, judge, seed, model_a=model_a, model_b=model_b,
+                         judge_a=judge_a, judge_b=judge_b)
     if format == "json":
         sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return
@@ -279,13 +284,26 @@ def import_legacy(
                                          "data/judgements).")],
     export: Annotated[bool, typer.Option("--export", help="Also write the JSONL + manifest layout of every "
                                          "imported model.")] = False,
+    judge_prompts: Annotated[list[str] | None, typer.Option(
+        "--judge-prompts", metavar="[JUDGE=]PATH",
+        help="The prompt set the judgements were made with (a clone of the original Shaberi at that commit): "
+             "JUDGE=PATH for one judge folder's (judge_JUDGE), PATH for every judge's; repeatable. Its judgements are "
+             "then labelled with it, in the columns of new runs judged with the same prompt set.")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """Import original Shaberi results as runs tagged 'legacy' (one per model); re-importing adds nothing."""
     arrow_without_pandas()
     from ..legacy import TAG, import_tree, report_lines
+    from ..promptsets import load
 
-    report = import_tree(path, results_dir)
+    prompts = {}
+    for spec in judge_prompts or []:
+        judge, _, where = spec.partition("=") if "=" in spec and not Path(spec).exists() else ("", "", spec)
+        if (judge or None) in prompts:
+            raise UsageError(f"--judge-prompts names {'judge ' + repr(judge) if judge else 'every judge'} twice: "
+                             "give one prompt set each")
+        prompts[judge or None] = load(where)
+    report = import_tree(path, results_dir, prompts)
     for line in report_lines(report):
         typer.echo(line)
     if export:

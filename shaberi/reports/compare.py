@@ -7,7 +7,10 @@ models, a fine-tune and its base, on the same questions. Paired per question on 
 Like for like, or not at all: both sides are scored by the same judges (those both have, or ``--judge``),
 under the same judging prompts (per judge and benchmark, the prompt hashes both sides have) and with the
 same passes (the ``name@version`` both ran; a pass only one side ran is left out of both). What was used
-and what was left out is reported (``Basis``); sides with nothing in common are refused.
+and what was left out is reported (``Basis``); sides with nothing in common are refused. A judge under another
+prompt set is another judge (``shaberi.promptsets``): two prompt sets are never pooled. What changing prompts (or
+judges) does is asked for by name: ``--judge-a`` / ``--judge-b`` score side A by one judge and side B by another,
+each under its own prompts (the same tag on both sides: the same answers judged twice).
 
 Per question, each side's score (0–10 scale) is the mean over its runs and over the judges that scored the
 question on **both** sides: a judge that scored it on one side only is left out of both for that question
@@ -157,6 +160,7 @@ class Basis:
     runs_a: list[str]
     runs_b: list[str]
     excluded_runs: list[str]  # incomplete family members left out
+    crossed: bool = False  # each side scored by its own judge (--judge-a / --judge-b), under its own prompts
 
     def lines(self) -> list[str]:
         def left(a: list[str], b: list[str]) -> str:
@@ -166,8 +170,9 @@ class Basis:
         out = [f"judges: {', '.join(self.judges)}{left(self.judges_only_a, self.judges_only_b)}",
                f"passes: {', '.join(self.passes) or 'none'}{left(self.passes_only_a, self.passes_only_b)}"]
         varied = {b: h for b, h in self.prompts.items() if len(h) > 1}
-        out.append("judging prompts: the same on both sides" + "".join(
-            f"; {b}: {len(h)} versions" for b, h in varied.items()))
+        out.append("judging prompts: each side its judge's own (what the comparison measures)" if self.crossed else
+                   "judging prompts: the same on both sides" + "".join(
+                       f"; {b}: {len(h)} versions" for b, h in varied.items()))
         out += [f"{b}: not compared, {why}" for b, why in self.not_compared.items()]
         if self.excluded_runs:
             out.append(f"left out, incomplete runs: {', '.join(self.excluded_runs)}")
@@ -182,18 +187,22 @@ class ComparisonReport:
     model_b: str
     basis: Basis
     benchmarks: list[Comparison]
+    judge_a: str | None = None  # each side's judge, when compared by name (--judge-a / --judge-b)
+    judge_b: str | None = None
 
     @property
     def label_a(self) -> str:
-        return self.a.label if self.model_a == self.model_b else f"{self.model_a}@{self.a.tag}"
+        return (self.a.label if self.model_a == self.model_b else f"{self.model_a}@{self.a.tag}") + (
+            f" judged by {self.judge_a}" if self.judge_a else "")
 
     @property
     def label_b(self) -> str:
-        return self.b.label if self.model_a == self.model_b else f"{self.model_b}@{self.b.tag}"
+        return (self.b.label if self.model_a == self.model_b else f"{self.model_b}@{self.b.tag}") + (
+            f" judged by {self.judge_b}" if self.judge_b else "")
 
     def to_dict(self) -> dict:
-        return {"a": {"tag": self.a.tag, "model": self.model_a, "label": self.label_a},
-                "b": {"tag": self.b.tag, "model": self.model_b, "label": self.label_b},
+        return {"a": {"tag": self.a.tag, "model": self.model_a, "label": self.label_a, "judge": self.judge_a},
+                "b": {"tag": self.b.tag, "model": self.model_b, "label": self.label_b, "judge": self.judge_b},
                 "basis": asdict(self.basis), "benchmarks": [asdict(c) for c in self.benchmarks]}
 
 
@@ -221,24 +230,32 @@ def _complete(con: duckdb.DuckDBPyConnection, side: Selection, judge: str | None
 
 
 def compare(results_dir: Path, a: str | Side, b: str | Side, model: str | None = None, judge: str | None = None,
-            seed: int = 0, model_a: str | None = None, model_b: str | None = None) -> ComparisonReport:
+            seed: int = 0, model_a: str | None = None, model_b: str | None = None, judge_a: str | None = None,
+            judge_b: str | None = None) -> ComparisonReport:
     """Side ``b`` against side ``a`` (the baseline). A side given as text is ``TAG`` or ``MODEL@TAG``; ``model``
-    names the model of both sides, ``model_a`` / ``model_b`` of one."""
+    names the model of both sides, ``model_a`` / ``model_b`` of one; ``judge_a`` / ``judge_b``: the judge of each
+    side (both, instead of ``judge``), e.g. one judge under two prompt sets."""
+    if (judge_a is None) != (judge_b is None) or (judge is not None and judge_a is not None):
+        raise UsageError("--judge names the judge of both sides, --judge-a and --judge-b one each: give --judge, or "
+                         "both --judge-a and --judge-b")
     if isinstance(a, Side) and isinstance(b, Side):
         side_a, side_b = a, b
     else:
         side_a, side_b = parse_sides(results_dir, str(a), str(b), model, model_a, model_b)
     chosen_a, chosen_b = select_side(results_dir, side_a), select_side(results_dir, side_b)
-    if chosen_a.run_ids == chosen_b.run_ids:
+    if chosen_a.run_ids == chosen_b.run_ids and judge_a == judge_b:
         raise UsageError(f"both sides are {side_a.label!r} ({chosen_a.models[0]}): name another tag or model to "
-                         "compare with")
+                         "compare with (or two judges of it: --judge-a, --judge-b)")
     con = connect(results_dir, None, list(dict.fromkeys(chosen_a.run_ids + chosen_b.run_ids)))
-    runs_a, excluded_a = _complete(con, chosen_a, judge)
-    runs_b, excluded_b = _complete(con, chosen_b, judge)
+    runs_a, excluded_a = _complete(con, chosen_a, judge_a or judge)
+    runs_b, excluded_b = _complete(con, chosen_b, judge_b or judge)
     label_a, label_b = side_a.label, side_b.label
-    basis, keys = _basis(con, label_a, label_b, runs_a, runs_b, judge)
+    if judge_a is not None and judge_b is not None:
+        basis, keys = _crossed_basis(con, label_a, label_b, runs_a, runs_b, judge_a, judge_b)
+    else:
+        basis, keys = _basis(con, label_a, label_b, runs_a, runs_b, judge)
     basis.excluded_runs = excluded_a + excluded_b
-    rows = _per_question(con, runs_a, runs_b, basis, keys)
+    rows = _per_question(con, runs_a, runs_b, basis, keys, (judge_a, judge_b) if judge_a else None)
     for bench, _, paired, _, dropped, _, _ in rows:  # a benchmark both judged, with no question to pair: say why
         if not paired:
             other = (dropped or {}).get("other question text")
@@ -249,7 +266,7 @@ def compare(results_dir: Path, a: str | Side, b: str | Side, model: str | None =
         why = "; ".join(f"{b}: {w}" for b, w in basis.not_compared.items())
         raise UsageError(f"{label_a!r} and {label_b!r} share no scored question"
                          f"{f' for judge {judge!r}' if judge else ''}{f' ({why})' if why else ''}; nothing to compare")
-    return ComparisonReport(side_a, side_b, chosen_a.models[0], chosen_b.models[0], basis, results)
+    return ComparisonReport(side_a, side_b, chosen_a.models[0], chosen_b.models[0], basis, results, judge_a, judge_b)
 
 
 def _basis(con: duckdb.DuckDBPyConnection, tag_a: str, tag_b: str, runs_a: list[str], runs_b: list[str],
@@ -304,10 +321,46 @@ def _basis(con: duckdb.DuckDBPyConnection, tag_a: str, tag_b: str, runs_a: list[
     return basis, keys
 
 
+def _crossed_basis(con: duckdb.DuckDBPyConnection, tag_a: str, tag_b: str, runs_a: list[str], runs_b: list[str],
+                   judge_a: str, judge_b: str) -> tuple[Basis, list[str]]:
+    """``--judge-a`` / ``--judge-b``: side A scored by one judge, side B by another, each under its own prompts;
+    the keys of both sides' judgements, per benchmark both judged."""
+    found: dict[str, dict[bool, set[str]]] = {}
+    for bench, is_a, h in con.execute(
+            f"SELECT DISTINCT benchmark, is_a, coalesce(prompt_hash, '') FROM judgements JOIN ({_SIDES}) "
+            "USING (run_id) WHERE strategy = '' AND score IS NOT NULL AND judge = CASE WHEN is_a THEN $ja ELSE $jb END",
+            {"a": runs_a, "b": runs_b, "ja": judge_a, "jb": judge_b}).fetchall():
+        found.setdefault(bench, {True: set(), False: set()})[is_a].add(h)
+    for tag, judge, is_a in ((tag_a, judge_a, True), (tag_b, judge_b, False)):
+        if not any(by[is_a] for by in found.values()):
+            present = [j for (j,) in con.execute(
+                "SELECT DISTINCT judge FROM judgements WHERE list_contains($r, run_id) AND score IS NOT NULL "
+                "ORDER BY 1", {"r": runs_a if is_a else runs_b}).fetchall()]
+            raise UsageError(f"judge {judge!r} has no scores for {tag!r}; judges there: {', '.join(present) or 'none'}")
+    common = {b: sorted(by[True] | by[False]) for b, by in sorted(found.items()) if by[True] and by[False]}
+    not_compared = {b: f"judged for {tag_a if by[True] else tag_b} only" for b, by in sorted(found.items())
+                    if b not in common}
+
+    def passes(runs: list[str]) -> list[str]:
+        return [p for (p,) in con.execute(
+            "SELECT DISTINCT pass_name || '@' || coalesce(pass_version, '') FROM pass_deltas "
+            "WHERE list_contains($r, run_id) AND strategy = '' ORDER BY 1", {"r": runs}).fetchall()]
+
+    pa_, pb = passes(runs_a), passes(runs_b)
+    basis = Basis([f"A: {judge_a}", f"B: {judge_b}"], [], [], [p for p in pa_ if p in pb],
+                  [p for p in pa_ if p not in pb], [p for p in pb if p not in pa_], common, not_compared, runs_a,
+                  runs_b, [], crossed=True)
+    keys = [_SEP.join((j, bench, h)) for bench, by in found.items() if bench in common
+            for j, side in ((judge_a, True), (judge_b, False)) for h in by[side]]
+    return basis, keys
+
+
 def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: list[str], basis: Basis,
-                  keys: list[str]) -> list[tuple]:
+                  keys: list[str], crossed: tuple[str | None, str | None] | None = None) -> list[tuple]:
     """Per benchmark: the paired scores of each side, the dropped questions by reason per side, and the judge
-    scores left out of paired questions (a judge that scored the question on one side only)."""
+    scores left out of paired questions (a judge that scored the question on one side only). ``crossed``: side
+    A's judge and side B's (``--judge-a`` / ``--judge-b``), paired as one."""
+    ja, jb = crossed or (None, None)
     return con.execute(f"""
         WITH side_runs AS ({_SIDES}),
         q AS (  -- every question either side answered or judged
@@ -321,10 +374,12 @@ def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: lis
             SELECT benchmark, question_id, is_a, bool_and(error IS NOT NULL) AS failed
             FROM answers JOIN side_runs USING (run_id) WHERE strategy = '' AND sample_index = 0 GROUP BY ALL
         ), s AS (  -- per side, question and judge: the mean over the side's runs (NULL: no score)
-            SELECT benchmark, question_id, is_a, judge, avg(score_10) AS score
+            SELECT benchmark, question_id, is_a, CASE WHEN $ja IS NULL THEN judge ELSE '' END AS judge,
+                   avg(score_10) AS score
             FROM scores_using($passes) JOIN side_runs USING (run_id)
             WHERE strategy = '' AND sample_index = 0
               AND list_contains($keys, judge || '{_SEP}' || benchmark || '{_SEP}' || coalesce(prompt_hash, ''))
+              AND ($ja IS NULL OR judge = CASE WHEN is_a THEN $ja ELSE $jb END)
             GROUP BY ALL
         ), both_judged AS (  -- the judges that scored the question on both sides: the only ones compared
             SELECT x.benchmark, x.question_id, x.judge, x.score AS score_a, y.score AS score_b
@@ -374,7 +429,7 @@ def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: lis
         FROM benchmark_info b
         WHERE list_contains($benchmarks, b.benchmark)
         ORDER BY b.position""",
-        {"a": runs_a, "b": runs_b, "passes": basis.passes, "keys": keys,
+        {"a": runs_a, "b": runs_b, "passes": basis.passes, "keys": keys, "ja": ja, "jb": jb,
          "benchmarks": sorted(basis.prompts)}).fetchall()
 
 

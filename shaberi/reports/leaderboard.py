@@ -79,7 +79,7 @@ from ..tables.sql import connect, score_mean
 from .output import write_atomic
 
 __all__ = ["AS_PUBLISHED_MARK", "FORMATS", "JUDGE_TITLES", "Board", "Column", "NonFinite", "board", "columns",
-           "leaderboard", "output_format", "published_differences", "published_mean", "write_xlsx"]
+           "judge_title", "leaderboard", "output_format", "published_differences", "published_mean", "write_xlsx"]
 
 # Column names of the original leaderboard for the judge folders it knew.
 JUDGE_TITLES = {"gpt-4-turbo-preview": "GPT4", "gpt-4.1-2025-04-14": "GPT4.1", "gpt-5.1-2025-11-13": "GPT5.1",
@@ -90,6 +90,15 @@ FORMATS = ("table", "markdown", "csv", "json", "xlsx")
 _SUFFIXES = {".xlsx": "xlsx", ".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}
 # Excel's default 3-colour scale (XlsxWriter's too), low to high.
 COLOR_SCALE = {"type": "3_color_scale", "min_color": "#F8696B", "mid_color": "#FFEB84", "max_color": "#63BE7B"}
+
+
+def judge_title(judge: str) -> str:
+    """A judge's column title: the original's name for the judge folders it knew (``JUDGE_TITLES``), ``All`` for
+    the pooled rows, with a prompt set's label after it (``GPT4.1 [original:451c0aa]``, ``All [original:451c0aa]``:
+    ``shaberi.promptsets``)."""
+    name, _, label = judge.partition(" [")
+    title = "All" if name == "*" else JUDGE_TITLES.get(name, name)
+    return f"{title} [{label}" if label else title
 
 
 def columns() -> list[tuple[str, str]]:
@@ -144,17 +153,20 @@ class Board:
         wanted = judges.strip()
         if wanted.lower() == "all":
             blocks = None
+        pooled = {"", *(c.block for c in self.columns if c.block.startswith("*"))}
+        if wanted.lower() == "all":
+            blocks = None
         elif wanted.lower() == "pooled":
-            blocks = {"", "*"}
+            blocks = pooled
         else:
-            names = {n.lower(): j for j in self.judges for n in (j, JUDGE_TITLES.get(j, j))}
+            names = {n.lower(): j for j in self.judges for n in (j, judge_title(j))}
             asked = [n.strip() for n in wanted.split(",") if n.strip()]
             unknown = [n for n in asked if n.lower() not in names]
             if unknown or not asked:
-                there = ", ".join(f"{j} ({JUDGE_TITLES[j]})" if j in JUDGE_TITLES else j for j in self.judges)
+                there = ", ".join(f"{j} ({judge_title(j)})" if judge_title(j) != j else j for j in self.judges)
                 raise UsageError(f"--judges {', '.join(unknown) or repr(judges)}: not a judge of tag {self.tag!r}; "
                                  f"give pooled, all or judges among: {there or 'none'}")
-            blocks = {"", "*", *(names[n.lower()] for n in asked)}
+            blocks = pooled | {names[n.lower()] for n in asked}
         keep = [i for i, c in enumerate(self.columns) if blocks is None or c.block in blocks]
         return Board(self.tag, [self.columns[i] for i in keep], [[NonFinite.of(r[i]) for i in keep] for r in self.rows],
                      self.family, self.judges, self.notes)
@@ -320,14 +332,16 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
                 "WHERE list_contains($tags, r.tag)", {"tags": single_tags}).fetchall())
         single = {(t, m, j, b): _Stat(sc) for (t, m, j, b), sc in found if sc is not None and (t, m) in singles}
         scores |= single
-        judged |= {(t, m, j) for t, m, j, b in single if j != "*"}
+        judged |= {(t, m, j) for t, m, j, b in single if not j.startswith("*")}
     if as_published:
         notes.append(_published_note(con, sorted({t for t, _ in singles})))
     # An Average of the published means: published_mean, as every published number (a 1e308 the original counted
     # is beyond score_mean's decimals); otherwise score_mean, the one rule of every view.
     mean_of = published_mean if as_published else score_mean
-    judges = sorted({j for _, _, j in judged}, key=lambda j: JUDGE_TITLES.get(j, j))
-    gpt4 = any(JUDGE_TITLES.get(j) == GPT4 for j in judges)
+    judges = sorted({j for _, _, j in judged}, key=judge_title)
+    # the pooled rows: every judge's ('*'), and those of each other prompt set ('* [LABEL]'): never one pool
+    pools = ["*", *sorted({j for (_, _, j, _) in scores if j.startswith("* ")})]
+    gpt4 = any(judge_title(j) == GPT4 for j in judges)
     board_columns = columns()  # read once: the same columns for every row
 
     def score(name: str, block: str) -> list[Column]:
@@ -338,9 +352,9 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
     head = [Column("model_name", "text", ""), *([Column("Tag", "text", "")] if len(tags) > 1 else []),
             *([Column("Runs", "count", "")] if family else []),
             Column("Judges", "count", ""), *([Column("Average (ex-GPT4)", "score", GPT4)] if gpt4 else [])]
-    for j in ["*", *judges]:
-        title = "All" if j == "*" else JUDGE_TITLES.get(j, j)
-        head += [Column(f"Runs ({title})", "count", j)] if family and j != "*" else []
+    for j in [*pools, *judges]:
+        title = judge_title(j)
+        head += [Column(f"Runs ({title})", "count", j)] if family and not j.startswith("*") else []
         head += score(f"Average ({title})", j)
         for _, t in board_columns:
             head += score(f"{t} ({title})", j)
@@ -378,10 +392,10 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
                      len({j for tt, m, j in judged if (tt, m) == (t, model)})]
         row += [None] if gpt4 else []
         row += pooled
-        for j in judges:
-            cells, averages[JUDGE_TITLES.get(j, j)], runs_j = block(j)
-            row += [runs_j, *cells] if family else cells
-        complete = sum(scores.get((t, model, "*", b)) is not None for b in shown)
+        for j in [*pools[1:], *judges]:
+            cells, averages[judge_title(j)], runs_j = block(j)
+            row += [runs_j, *cells] if family and not j.startswith("*") else cells
+        complete = max(sum(scores.get((t, model, p, b)) is not None for b in shown) for p in pools)
         if gpt4:
             # As the original computed them: the mean of every Average column whose name lacks "GPT4" (so
             # GPT4.1 is left out too), "All" included; and its difference from GPT4's, relative to it.
@@ -393,11 +407,12 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
         questions = {"mt_bench": "60", "mt_bench_80": "80"}.get(ja_mt) if ja_mt in has else ""
         row += [ja.get((t, model)), questions, f"{complete}/{len(board_columns)}"]
         rows.append(row)
-    # Complete rows first: an average over fewer benchmarks does not rank against one over all four.
-    average_at = [c.name for c in head].index("Average (All)")
+    # Complete rows first: an average over fewer benchmarks does not rank against one over all four. Ranked by
+    # Average (All), or for a row with none (judged only under another prompt set) by its first pooled Average.
+    averages_at = [[c.name for c in head].index(f"Average ({judge_title(p)})") for p in pools]
 
     def rank(r: list) -> tuple[bool, bool, float]:  # a nan Average (--as-published) last, as pandas sorts it
-        average = r[average_at] or 0
+        average = next((r[i] for i in averages_at if r[i] is not None), 0)
         return r[-1] != f"{len(board_columns)}/{len(board_columns)}", math.isnan(average), \
             0 if math.isnan(average) else -average
 
