@@ -134,8 +134,12 @@ def generation_template(benchmark: str) -> str:
 
 def generation_messages(question: Question, earlier_answers: Sequence[str] = ()) -> list[dict[str, str]]:
     """System message (the template's ``system`` variable), then for a multi-turn question each earlier user
-    turn followed by the model's own answer to it, then the rendered current turn."""
+    turn followed by the model's own answer to it, then the rendered current turn. A turn that renders as the
+    question itself is the question as the benchmark has it, its edge whitespace too (9 ELYZA tasks end in a
+    newline or spaces): the original Shaberi sends them so."""
     messages = _messages(generation_template(question.benchmark), {"question": question})
+    if messages[-1]["content"] == question.turns[-1].strip():
+        messages[-1]["content"] = question.turns[-1]
     earlier = [m for user, answer in zip(question.turns[:-1], earlier_answers, strict=True)
                for m in ({"role": "user", "content": user}, {"role": "assistant", "content": answer})]
     return [*messages[:-1], *earlier, messages[-1]]
