@@ -107,6 +107,10 @@ def _get_model_response(messages: list, model_name: str = "", *_: object, **__: 
     return _REPLAY.get()(messages)
 
 
+def _missing(name: str) -> object:
+    raise AttributeError(name)
+
+
 def _quiet(*_: object, **__: object) -> None:
     """The clone's ``print``: its logging of every unparseable reply is not ours to show."""
 
@@ -197,7 +201,11 @@ def _think_pattern(path: Path) -> re.Pattern[str] | None:
     file = path / "judge_answers.py"
     if not file.is_file():
         return None
-    tree = ast.parse(file.read_text(encoding="utf-8"), str(file))
+    try:
+        tree = ast.parse(file.read_text(encoding="utf-8"), str(file))
+    except (SyntaxError, ValueError, UnicodeDecodeError) as exc:  # the original could not have run it either
+        raise UsageError(f"--judge-prompts {file}: it cannot be read as Python ({type(exc).__name__}: {exc})"
+                         ) from None
     for node in tree.body:
         if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "reasoning_pattern"
                                                  for t in node.targets)):
@@ -361,7 +369,9 @@ def load(path: Path, given: str | None = None) -> Clone:
     from . import benchmarks as bm
 
     file = path / CONFIG
-    stub = _module("llm_functions", get_model_response=_get_model_response)
+    # every model-calling function it may import (the first versions imported get_response_from_openai)
+    stub = _module("llm_functions", get_model_response=_get_model_response,
+                   __getattr__=lambda name: _get_model_response if name.startswith("get_") else _missing(name))
     module = _import(file, f"_shaberi_original_{_sha(file.read_bytes())[:12]}", {"llm_functions": stub})
     module.__dict__["get_model_response"] = _get_model_response  # however it imported it
     configs = getattr(module, "EVAL_MODEL_CONFIGS", None)

@@ -269,6 +269,10 @@ def test_scores_are_read_as_the_original_reads_them_with_its_fallback_call(data_
                                    f"'{label}' || ']'")
     expected_differ = sum(1 for q, (s, o, *_) in stored.items() if s != o)
     assert differ == [(expected_differ,)] and expected_differ > 0
+    shown = shaberi("view", "--tag", "default", "--results-dir", str(tmp_path / "r"), "--format", "csv")
+    assert f"Shaberi's reading differs on {expected_differ}" in shown.stdout, shown.stdout
+    page = shaberi("report", "--tag", "default", "--results-dir", str(tmp_path / "r"), "--out", str(tmp_path / "r.html"))
+    assert page.returncode == 0 and f"reading differs on {expected_differ}" in (tmp_path / "r.html").read_text()
     # a second run reads every judgement as stored: nothing is asked again, not even the unread ones
     with LoopbackServer(judges=(GPT41,)) as again:
         out = evaluate(again, tmp_path / "r", data, clone, [GPT41], ["rakuda"], stages=["judge"])
@@ -538,3 +542,16 @@ def test_the_readmes_generation_flags_send_what_the_original_sends(data_dir, tmp
     expected = Counter(orjson.dumps(original.generation(rows[b][q]["Question"], "fake-model", 1.0),
                                     option=orjson.OPT_SORT_KEYS) for b, q in asked)
     assert len(asked) == 315 and sent == expected
+
+
+def test_a_clone_that_imports_another_model_calling_function_is_read_the_same(data_dir, tmp_path):
+    """The first versions imported ``get_response_from_openai`` from llm_functions: any such function is the seam."""
+    clone = _copy_clone(data_dir, tmp_path)
+    config = clone / "evaluation_datasets_config.py"
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        "from llm_functions import get_model_response",
+        "from llm_functions import get_response_from_openai as get_model_response"), encoding="utf-8")
+    row = {"Question": "質問 {x}", "ModelAnswer": "回答  ", "category": "c", "question_id": "1", "id": 1}
+    step = promptsets.load(str(clone)).clone.read("rakuda", row, GPT41, [])
+    asked, _ = Original(data_dir / "original" / NEW).calls("rakuda", row, [])
+    assert step.messages == asked[0]
