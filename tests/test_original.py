@@ -271,7 +271,8 @@ def test_scores_are_read_as_the_original_reads_them_with_its_fallback_call(data_
     assert differ == [(expected_differ,)] and expected_differ > 0
     shown = shaberi("view", "--tag", "default", "--results-dir", str(tmp_path / "r"), "--format", "csv")
     assert f"Shaberi's reading differs on {expected_differ}" in shown.stdout, shown.stdout
-    page = shaberi("report", "--tag", "default", "--results-dir", str(tmp_path / "r"), "--out", str(tmp_path / "r.html"))
+    page = shaberi("report", "--tag", "default", "--results-dir", str(tmp_path / "r"), "--out",
+                   str(tmp_path / "r.html"))
     assert page.returncode == 0 and f"reading differs on {expected_differ}" in (tmp_path / "r.html").read_text()
     # a second run reads every judgement as stored: nothing is asked again, not even the unread ones
     with LoopbackServer(judges=(GPT41,)) as again:
