@@ -43,7 +43,7 @@ from .errors import UsageError
 __all__ = ["CONFIG", "Ask", "Clone", "Request", "Verdict", "is_clone", "load"]
 
 CONFIG = "evaluation_datasets_config.py"
-MAX_CALLS = 4  # the original asks at most twice per judgement; more is a loop, not a judgement
+MAX_CALLS = 2  # the original asks at most twice per judgement (a reply and its fallback: both stored)
 
 # How the original's answer files name a question's fields: its datasets' own columns (``Question`` for the text).
 _COLUMNS: dict[str, dict[str, str]] = {
