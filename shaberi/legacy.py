@@ -47,7 +47,7 @@ from typing import TypeGuard
 import orjson
 
 from . import benchmarks as bm
-from .errors import DataError
+from .errors import DataError, UsageError
 from .promptsets import PromptSet
 from .reports.leaderboard import AS_PUBLISHED_MARK, published_differences
 from .run import RunInfo
@@ -357,6 +357,10 @@ def import_tree(path: Path, results_dir: Path, prompts: dict[str | None, PromptS
                         f"{path}/data/judgements")
     report = ImportReport()
     by_model = _files(root, report)
+    judges = sorted({judge for files in by_model.values() for judge, _, _ in files if judge is not None})
+    if unknown := sorted(j for j in prompts or {} if j is not None and j not in judges):
+        raise UsageError(f"--judge-prompts names judge {unknown[0]!r}, which {path} has no judge_{unknown[0]} folder "
+                         f"for; its judges: {', '.join(judges) or 'none'}")
     for files in by_model.values():  # the whole tree checked first: bad input stops it before anything is written
         for judge, folder, file in files:
             _file(judge, folder, file, ImportReport())
@@ -401,7 +405,7 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
             label = prompt_set.judge(judge) if prompt_set else judge
             judges.add(label)
             if prompt_set is not None:
-                info.judge_prompts[prompt_set.label or ""] = prompt_set.provenance()
+                info.judge_prompts[prompt_set.label or "shaberi"] = prompt_set.provenance()
             key = AnswerKey(name, qid)
             for k, each in enumerate(repeats):  # the last counts; the earlier ones are its history
                 repeat = len(repeats) - 1 - k

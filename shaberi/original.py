@@ -249,8 +249,8 @@ class Clone:
     @cached_property
     def label(self) -> str:
         """What judgements under this prompt set are labelled with: ``original:<commit>`` (7 digits) for a clean
-        git clone, else ``original:<sha256 of its evaluation_datasets_config.py>`` (7 digits)."""
-        return f"original:{(self.commit if self.commit and not self.dirty else self.files[CONFIG])[:7]}"
+        git clone, else ``original:<prompt_hash>`` (7 digits of the hash over its judging files)."""
+        return f"original:{(self.commit if self.commit and not self.dirty else self.prompt_hash())[:7]}"
 
     @cached_property
     def functions(self) -> dict[str, str]:

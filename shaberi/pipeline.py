@@ -325,8 +325,7 @@ async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Calla
                            f"{req.judge_prompts.judge(j.name)}@{j.client.base_url}" for j in judges)])),
                        passes=tuple(f"{p.name}@{p.version}" for p in pass_list),
                        pass_config={p.name: p.config for p in pass_list},
-                       judge_prompts=orjson.loads(row.get("judge_prompts") or "{}")
-                       | (_provenance(req.judge_prompts) if judges else {}))
+                       judge_prompts=_prompt_sets(row, _provenance(req.judge_prompts) if judges else {}))
         _merge_passes(info, row)
         outcome = Outcome(info, clients=list(clients.values()))
         with store.lock(run_id, f"run {req.model!r} tag {req.tag!r}", owner=req.owner):
@@ -523,7 +522,7 @@ def _merge_previous(store: Store, info: RunInfo) -> tuple[dict, str | None]:
     info.benchmarks = list(dict.fromkeys([*(prev["benchmarks"] or []), *info.benchmarks]))
     info.datasets = orjson.loads(prev["datasets"] or "{}") | info.datasets
     info.prompt_hashes = orjson.loads(prev["prompt_hashes"] or "{}") | info.prompt_hashes
-    info.judge_prompts = orjson.loads(prev.get("judge_prompts") or "{}") | info.judge_prompts
+    info.judge_prompts = _prompt_sets(prev, info.judge_prompts)
     info.judges = tuple(dict.fromkeys([*(prev["judges"] or []), *info.judges]))
     _merge_passes(info, prev)
     return orjson.loads(prev.get("stages") or "{}"), prev.get("concurrency_history")
@@ -536,8 +535,20 @@ def _judging_hashes(prompts: PromptSet, names: list[str]) -> dict[str, str]:
 
 
 def _provenance(prompts: PromptSet) -> dict[str, dict]:
-    """``runs.judge_prompts``' entry for the prompt set judged with ("" for Shaberi's own)."""
-    return {prompts.label or "": prompts.provenance()}
+    """``runs.judge_prompts``' entry for the prompt set judged with (``shaberi`` for Shaberi's own)."""
+    return {prompts.label or "shaberi": prompts.provenance()}
+
+
+def _prompt_sets(prev: dict, now: dict[str, dict]) -> dict[str, dict]:
+    """The run's prompt sets (``runs.judge_prompts``) with this invocation's: one folder per label, or a second
+    folder of templates named alike would take the first one's judgements over (bad input, one line)."""
+    before = orjson.loads(prev.get("judge_prompts") or "{}")
+    for label, entry in now.items():
+        if before.get(label, {}).get("folder") not in (None, entry.get("folder")):
+            raise UsageError(f"--judge-prompts {entry.get('path')}: this run's prompt set {label} is the folder "
+                             f"{before[label]['folder']}; rename one of the two folders (a folder's name labels its "
+                             "judgements)")
+    return before | now
 
 
 def _merge_passes(info: RunInfo, prev: dict) -> None:

@@ -49,10 +49,36 @@ class PromptSet:
         question, and says what it sends each judge (bad input, one line, otherwise)."""
         for name in benchmarks:
             self.prompt_hash(name)
+        if self.folder is not None:
+            self._render(benchmarks, questions)
         if self.clone is not None:
             self.clone.check(benchmarks, questions)
             for judge in judges:
                 self.clone.request(judge)
+
+    def _render(self, benchmarks: Sequence[str], questions: Mapping[str, Sequence[Mapping]]) -> None:
+        """A team's templates, rendered for every question with a stand-in answer: a template that does not
+        compile or reads what a question lacks is bad input, named, before any call."""
+        import jinja2
+        import orjson
+
+        from . import benchmarks as bm
+        from .prompts import judge_fallback, judge_messages
+
+        for name in benchmarks:
+            scale = bm.BENCHMARKS[name].scale
+            template = f"{name}/primary.jinja"
+            try:
+                for question in questions.get(name, ()):
+                    extra = question.get("extra")
+                    shown = dict(question) | {"extra": orjson.loads(extra) if isinstance(extra, str) else extra or {}}
+                    judge_messages(name, shown, "（回答）", scale, (), self.folder)
+                template = f"{name}/fallback.jinja"
+                judge_fallback(name, scale, self.folder)
+            except jinja2.TemplateError as exc:
+                where = f", line {exc.lineno}" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
+                raise UsageError(f"--judge-prompts {self.given}: {template}{where} cannot be rendered "
+                                 f"({type(exc).__name__}: {exc})") from None
 
     def judge(self, name: str) -> str:
         """The judge's name in the tables under this set."""
@@ -64,7 +90,7 @@ class PromptSet:
         if self.folder is None:
             return {"kind": "shaberi", "label": None}
         files = sorted(Path(self.folder).rglob("*.jinja"))
-        return {"kind": "templates", "label": self.label, "path": self.given,
+        return {"kind": "templates", "label": self.label, "path": self.given, "folder": self.folder,
                 "templates": {str(f.relative_to(self.folder)): hashlib.sha256(f.read_bytes()).hexdigest()
                               for f in files}}
 
@@ -82,9 +108,10 @@ def load(given: str | None) -> PromptSet:
         return SHABERI
     path = Path(given).expanduser()
     if not path.is_dir():
-        raise UsageError(f"--judge-prompts {given}: no such folder; give a clone of the original Shaberi "
-                         "(git clone https://github.com/shisa-ai/shaberi) or a folder of judging templates laid out "
-                         "like prompts/judging/")
+        what = "not a folder" if path.exists() else "no such folder"
+        raise UsageError(f"--judge-prompts {given}: {what}; give a clone of the original Shaberi (git clone "
+                         "https://github.com/shisa-ai/shaberi) or a folder of judging templates laid out like "
+                         "prompts/judging/")
     if is_clone(path):
         clone = load_clone(path, given)
         return PromptSet("original", clone.label, clone=clone, given=given)

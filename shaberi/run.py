@@ -113,7 +113,7 @@ class RunInfo:
     judges: tuple[str, ...] = ()
     passes: tuple[str, ...] = ()
     pass_config: dict = field(default_factory=dict)
-    judge_prompts: dict = field(default_factory=dict)  # prompt set label ("" for Shaberi's own) -> provenance
+    judge_prompts: dict = field(default_factory=dict)  # prompt set label ("shaberi": its own prompts) -> provenance
 
     def __post_init__(self) -> None:
         self.run_id = run_id_for(self.model, self.tag)

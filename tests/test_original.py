@@ -357,6 +357,7 @@ def test_bad_prompt_sets_are_one_line_and_write_nothing(data_dir, tmp_path, serv
          "--judge-temperature does not apply"),
         (["--judge-prompts", str(data_dir / "original" / NEW), "--benchmark", "mt_bench_full"],
          "the original judges no mt_bench_full"),
+        (["--judge-prompts", str(config)], "not a folder"),
     ]
     for extra, said in cases:
         done = shaberi(*base, *extra)
@@ -365,6 +366,14 @@ def test_bad_prompt_sets_are_one_line_and_write_nothing(data_dir, tmp_path, serv
         assert "Traceback" not in done.stderr
         assert not (tmp_path / "r").exists()
     assert server.stats()["calls"] == 0
+    alone = shaberi("run", "--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data_dir),
+                    "--results-dir", str(tmp_path / "r"), "--judge-prompts", str(data_dir / "original" / NEW))
+    assert alone.returncode == 2 and "give --judge MODEL too" in alone.stderr and not (tmp_path / "r").exists()
+    tree = str(data_dir / "legacy" / "subset20")
+    for spec, said in [(f"nosuch={data_dir / 'original' / OLD}", "has no judge_nosuch folder"),
+                       (f"={data_dir / 'original' / OLD}", "give JUDGE=PATH")]:
+        done = shaberi("import-legacy", tree, "--results-dir", str(tmp_path / "r"), "--judge-prompts", spec)
+        assert done.returncode == 2 and said in done.stderr and not (tmp_path / "r").exists(), done.stderr
 
 
 def test_provenance_is_recorded_in_runs_the_manifest_and_the_export(data_dir, tmp_path):
@@ -400,7 +409,14 @@ def test_provenance_is_recorded_in_runs_the_manifest_and_the_export(data_dir, tm
     config.write_text(config.read_text(encoding="utf-8").replace("あなたは採点者です。", "あなたは採点者です！"),
                       encoding="utf-8")
     dirty = promptsets.load(str(clone))
-    assert dirty.clone.dirty and dirty.label == "original:" + hashlib.sha256(config.read_bytes()).hexdigest()[:7]
+    assert dirty.clone.dirty and dirty.label == f"original:{dirty.clone.prompt_hash()[:7]}" != label
+    # without git, every judging file is in the label: a copy whose request code differs is another prompt set
+    copy, other = _copy_clone(data_dir, tmp_path / "a"), _copy_clone(data_dir, tmp_path / "b")
+    llm = other / "llm_functions.py"
+    llm.write_text(llm.read_text(encoding="utf-8").replace("evaluation_max_tokens = 1024",
+                                                           "evaluation_max_tokens = 2048"), encoding="utf-8")
+    assert promptsets.load(str(copy)).label != promptsets.load(str(other)).label
+    assert promptsets.load(str(other)).clone.request(GPT41).fields["max_tokens"] == 2048
 
 
 def test_a_folder_of_templates_is_a_prompt_set_of_its_own_beside_shaberis(data_dir, tmp_path, server):
@@ -421,6 +437,25 @@ def test_a_folder_of_templates_is_a_prompt_set_of_its_own_beside_shaberis(data_d
     assert rows == [("j", None, 2), ("j [templates:team]", "templates:team", 2)]
     pooled = query(tmp_path / "r", "SELECT judge, n FROM benchmark_scores WHERE judge LIKE '*%' ORDER BY 1")
     assert pooled == [("*", 2), ("* [templates:team]", 2)]  # never pooled together
+    shown = shaberi("view", "--tag", "default", "--results-dir", str(tmp_path / "r"), "--judge", "* [templates:team]")
+    assert shown.returncode == 0 and "judge: * [templates:team]" in shown.stdout, shown.stderr
+    # another folder of the same name would take its judgements over: refused, nothing asked
+    elsewhere = tmp_path / "other" / "team"
+    shutil.copytree(team, elsewhere)
+    server.reset()
+    done = shaberi("run", "--model", "m", "--data-dir", str(data), "--results-dir", str(tmp_path / "r"),
+                   "--benchmark", "rakuda", "--stages", "judge", "--judge", f"j@{server.base_url}",
+                   "--judge-prompts", str(elsewhere))
+    assert done.returncode == 2 and "rename one of the two folders" in done.stderr and server.stats()["calls"] == 0
+    # a template that does not compile is bad input before any call, named, and nothing is written
+    broken = tmp_path / "broken"
+    shutil.copytree(team, broken)
+    (broken / "rakuda" / "primary.jinja").write_text("{% if %}", encoding="utf-8")
+    done = shaberi("run", "--model", "m", "--base-url", server.base_url, "--data-dir", str(data), "--results-dir",
+                   str(tmp_path / "r2"), "--benchmark", "rakuda", "--judge", "j", "--judge-prompts", str(broken))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "rakuda/primary.jinja, line 1 cannot be rendered" in lines[0]
+    assert not (tmp_path / "r2").exists() and server.stats()["calls"] == 0
 
 
 def _judged_twice(data_dir: Path, tmp_path: Path, server: LoopbackServer, clone: Path) -> Path:
@@ -513,13 +548,24 @@ def test_a_legacy_tree_and_a_new_run_under_the_same_prompt_set_share_the_leaderb
         data_dir / "legacy" / "subset20" / "data" / "judgements" / f"judge_{GPT41}").rglob("*.json")})
     assert under_original == sorted([("legacy", m) for m in legacy_gpt41] + [("new", "fake-model")])
     own = next(r for r in rows if r["Tag"] == "own")
-    assert own["Average (GPT4.1)"] is not None and own[original_columns] is None  # its own column group
-    assert all(r["Average (GPT4.1)"] is None for r in rows if r["Tag"] != "own")  # the legacy GPT4.1 is labelled
+    # its own column group: beside legacy judges whose prompts the import does not name, labelled [shaberi]
+    assert own["Average (GPT4.1 [shaberi])"] is not None and own[original_columns] is None
+    assert all(r["Average (GPT4.1 [shaberi])"] is None for r in rows if r["Tag"] != "own")
     new = next(r for r in rows if r["Tag"] == "new")
     ((elyza,),) = query(results, "SELECT avg(j.score) * 2 FROM judgements j JOIN runs r USING (run_id) "
                                  f"WHERE r.tag = 'new' AND j.benchmark = 'elyza' AND j.judge = '{GPT41} [{label}]'")
     assert new[f"ELYZA 100 (GPT4.1 [{label}])"] == pytest.approx(elyza, abs=1e-9)
     assert new[f"Average (All [{label}])"] == new[original_columns]  # its one judge is its pool
+    # imported without naming its prompts, a legacy judge's column is not a Shaberi-prompts run's
+    bare = shaberi("import-legacy", str(data_dir / "legacy" / "subset20"), "--results-dir", str(results))
+    assert bare.returncode == 0, bare.stderr
+    board = orjson.loads(shaberi("leaderboard", "--tag", "legacy", "--tag", "own", "--results-dir", str(results),
+                                 "--format", "json").stdout)
+    own = next(r for r in board if r["Tag"] == "own")
+    assert own["Average (GPT4.1 [shaberi])"] is not None and own["Average (GPT4.1)"] is None
+    assert own["Average (All)"] is None and own["Average (All [shaberi])"] is not None
+    assert all(r["Average (GPT4.1 [shaberi])"] is None for r in board if r["Tag"] == "legacy")
+    assert [r["Tag"] for r in board][-1] == "own"  # ranked after the legacy rows' All, not among them
 
 
 # The flags that make Shaberi's generation request the original's (README: prompt sets), beside its defaults

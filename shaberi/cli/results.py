@@ -299,6 +299,8 @@ def import_legacy(
     prompts = {}
     for spec in judge_prompts or []:
         judge, _, where = spec.partition("=") if "=" in spec and not Path(spec).exists() else ("", "", spec)
+        if spec.startswith("=") or not where:
+            raise UsageError(f"--judge-prompts {spec!r}: give JUDGE=PATH (a judge folder's name, judge_JUDGE) or PATH")
         if (judge or None) in prompts:
             raise UsageError(f"--judge-prompts names {'judge ' + repr(judge) if judge else 'every judge'} twice: "
                              "give one prompt set each")

@@ -152,6 +152,8 @@ def run(
     from ..promptsets import load as load_prompts
     from ..run import run_id_for
 
+    if judge_prompts is not None and not judge and not reprocess:
+        raise UsageError("--judge-prompts chooses the prompts the judges are asked with: give --judge MODEL too")
     prompt_set = load_prompts(judge_prompts)
     if prompt_set.clone is not None and (given := [name for name, value in (
             ("--judge-temperature", judge_temperature != "0"), ("--judge-max-tokens", judge_max_tokens),
@@ -226,14 +228,26 @@ def run(
 
 def _family_notes(request: RunRequest) -> None:
     """Say when the model family table changes what a model is sent (it never happens silently)."""
-    from ..llm.params import Sampling, family_note
+    from ..llm.params import Sampling, family_for, family_note
 
-    asked: list[tuple[str, str, Sampling]] = [("judge", j.name, request.judging) for j in request.judges]
+    clone = request.judge_prompts.clone
+    asked: list[tuple[str, str, Sampling]] = [("judge", j.name, request.judging) for j in request.judges
+                                              if clone is None]
     if "generate" in (request.stages or []):
         asked.insert(0, ("candidate", request.model, request.generation))
     for role, model, sampling in asked:
         if note := family_note(model, sampling):
             typer.echo(f"note: {role} {note}", err=True)
+    if clone is None:
+        return
+    for j in request.judges:  # sent as the original sends it, the family table aside
+        sent = clone.request(j.name)
+        fields, family = sent.fields, family_for(j.name, request.judging.families)
+        if sent.api == "chat" and family and (
+                clashes := sorted(set(fields) & {*family.omit, "max_tokens" if family.tokens_field else ""})):
+            typer.echo(f"note: judge {j.name} is sent {', '.join(f'{k}={fields[k]}' for k in clashes)} as "
+                       f"{request.judge_prompts.label} sends it; model family {family.name!r} says it takes none "
+                       f"({family.why}): the endpoint may refuse every judge call", err=True)
 
 
 def _sampling(prefix: str, temperature: str, max_tokens: int | None, max_completion_tokens: int | None,

@@ -70,6 +70,7 @@ class Block:
     judges: list[str]
     tables: list[Table]  # pooled first, then each judge's when there are several
     notes: list[str] = field(default_factory=list)
+    pooled: list[str] = field(default_factory=list)  # the judges its analyses pool: the headline's prompt set
     categories: list[dict] = field(default_factory=list)  # title, category, score, low, high, n
     histograms: list[dict] = field(default_factory=list)  # title, counts[0..10], null, total, peak
     spread: list[dict] = field(default_factory=list)  # family: title, mean, low, high, values [(tag, score)]
@@ -129,6 +130,12 @@ def _block(results_dir: Path, inspector: Inspector, tag: str, model: str) -> Blo
                                         "run_id) AND NOT is_pooled(judge) ORDER BY 1",
                                         {"ids": chosen.run_ids}).fetchall()]
     section = report.sections[0]
+    # what the block's analyses pool: the judges of the headline's prompt set, never two sets in one number
+    (pool,) = (section.judge,) if section.judge.startswith("*") else con.execute(
+        "SELECT pooled_judge($j)", {"j": section.judge}).fetchall()[0]
+    pooled = [j for (j,) in con.execute("SELECT DISTINCT judge FROM judgements WHERE list_contains($ids, run_id) "
+                                        "AND pooled_judge(judge) = $pool ORDER BY 1",
+                                        {"ids": chosen.run_ids, "pool": pool}).fetchall()]
     tables = [_table(s, chosen.family, titles) for s in report.sections]
     # A family member that did less than the others is left out of the scores (view): of everything else too.
     excluded = {run_id for run_id, _, _ in left_out(con, "*", model)} if chosen.family else set()
@@ -136,11 +143,12 @@ def _block(results_dir: Path, inspector: Inspector, tag: str, model: str) -> Blo
     runs = [r.run_id for r in counted]
     block = Block(tag, model, runs, [r.tag for r in counted], chosen.family, section.status, judges, tables,
                   notes=list(section.notes), all_runs=len(chosen.runs), complete=section.complete)
-    block.categories = _categories(con, runs)
-    block.histograms = _histograms(con, runs)
-    block.spread = _spread(con, runs, tag, model) if chosen.family else []
-    if len(judges) > 1:
-        block.agreement = agreement(ratings(con, runs))
+    block.pooled = pooled
+    block.categories = _categories(con, runs, pooled)
+    block.histograms = _histograms(con, runs, pooled)
+    block.spread = _spread(con, runs, tag, model, pool) if chosen.family else []
+    if len(pooled) > 1:
+        block.agreement = agreement([r for r in ratings(con, runs) if r[2] in pooled])
         named = {b: t for t, b in titles.items()}  # shown by title, as everywhere in the report
         block.agreement.alpha_by_benchmark = {named.get(b, b): v for b, v in block.agreement.alpha_by_benchmark.items()}
     block.passes = _passes(con, runs)
@@ -149,14 +157,15 @@ def _block(results_dir: Path, inspector: Inspector, tag: str, model: str) -> Blo
     return block
 
 
-def _histograms(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[dict]:
-    """Per benchmark: how many judgements scored 0, 1, … 10 (rounded), how many have no score, and how many of
-    those stand for answers that errored (never sent to a judge)."""
+def _histograms(con: duckdb.DuckDBPyConnection, run_ids: list[str], judges: list[str]) -> list[dict]:
+    """Per benchmark: how many of these judges' judgements scored 0, 1, … 10 (rounded), how many have no score,
+    and how many of those stand for answers that errored (never sent to a judge)."""
     counts: dict[str, list[int]] = {}
     for title, bin_, answer_error, n in con.execute(
             "SELECT b.title, round(s.score_10)::INTEGER, s.error = 'answer_error', count(*) FROM scores s "
             "JOIN benchmark_info b USING (benchmark) WHERE list_contains($ids, s.run_id) AND s.strategy = '' "
-            "GROUP BY ALL ORDER BY min(b.position)", {"ids": run_ids}).fetchall():
+            "AND list_contains($judges, s.judge) GROUP BY ALL ORDER BY min(b.position)",
+            {"ids": run_ids, "judges": judges}).fetchall():
         bins = counts.setdefault(title, [0] * 13)  # 0–10, then the null scores, then the answer errors among them
         bins[11 if bin_ is None else min(max(bin_, 0), 10)] += n
         bins[12] += n if bin_ is None and answer_error else 0
@@ -164,22 +173,22 @@ def _histograms(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[dict
              "peak": max(c[:11])} for t, c in counts.items()]
 
 
-def _spread(con: duckdb.DuckDBPyConnection, run_ids: list[str], tag: str, model: str) -> list[dict]:
+def _spread(con: duckdb.DuckDBPyConnection, run_ids: list[str], tag: str, model: str, pool: str) -> list[dict]:
     """A family's run-to-run spread: per benchmark (and Overall) each run's score, with the family's mean and
     interval over its complete runs."""
     rows = con.execute("""
         WITH per_run AS (
             SELECT title, position, run_index, score FROM benchmark_scores
-            WHERE list_contains($ids, run_id) AND judge = '*' AND score IS NOT NULL
+            WHERE list_contains($ids, run_id) AND judge = $pool AND score IS NOT NULL
             UNION ALL
             SELECT 'Overall', 1000, run_index, overall FROM run_scores
-            WHERE list_contains($ids, run_id) AND judge = '*' AND overall IS NOT NULL
+            WHERE list_contains($ids, run_id) AND judge = $pool AND overall IS NOT NULL
         )
         SELECT p.title, m.mean, m.ci_low, m.ci_high, list(p.run_index ORDER BY p.run_index),
                list(p.score ORDER BY p.run_index)
         FROM per_run p LEFT JOIN multi_run_stats m
-          ON m.title = p.title AND m.base_tag = $tag AND m.model = $model AND m.judge = '*'
-        GROUP BY ALL ORDER BY min(p.position)""", {"ids": run_ids, "tag": tag, "model": model}).fetchall()
+          ON m.title = p.title AND m.base_tag = $tag AND m.model = $model AND m.judge = $pool
+        GROUP BY ALL ORDER BY min(p.position)""", {"ids": run_ids, "tag": tag, "model": model, "pool": pool}).fetchall()
     return [{"title": t, "mean": m, "low": lo, "high": hi,
              "values": [(f"run{i}", v) for i, v in zip(idx, values, strict=True)]}
             for t, m, lo, hi, idx, values in rows]
@@ -422,8 +431,8 @@ def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = N
         movers, movers_notes = _movers(inspector, blocks[0], blocks[1], overlap)
         unlike = _unlike(blocks[0], blocks[1], overlap)
     category_judges = None
-    if compare and blocks[0].judges != blocks[1].judges and (shared := sorted(set(blocks[0].judges)
-                                                                              & set(blocks[1].judges))):
+    if compare and blocks[0].pooled != blocks[1].pooled and (shared := sorted(set(blocks[0].pooled)
+                                                                              & set(blocks[1].pooled))):
         category_judges = shared  # the change between two tags is over the judges both have
         for block in blocks:
             block.categories = _categories(inspector.con(*block.runs), block.runs, shared)

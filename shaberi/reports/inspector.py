@@ -92,6 +92,11 @@ class Inspector:
         return [j for (j,) in self.con(run_id).execute(
             "SELECT DISTINCT judge FROM judgements WHERE run_id = ? ORDER BY 1", [run_id]).fetchall()]
 
+    def pools(self, run_id: str) -> list[str]:
+        """The pooled rows of the run's judges: '*' (Shaberi's prompts), '* [LABEL]' per other prompt set."""
+        return [p for (p,) in self.con(run_id).execute(
+            "SELECT DISTINCT pooled_judge(judge) FROM judgements WHERE run_id = ? ORDER BY 1", [run_id]).fetchall()]
+
     def rows(self, run_id: str, benchmark: str | None = None, judge: str = ALL_JUDGES, sort: str = "score ↑",
              compare_run: str | None = None, compare_judge: str | None = None, errors_only: bool = False,
              limit: int = 500, search: str | None = None) -> list[dict]:
@@ -127,12 +132,13 @@ class Inspector:
             WITH per AS (
                 SELECT run_id, benchmark, question_id, avg(score_10) AS score,
                        avg(original_score_10) AS original, any_value(error) FILTER (WHERE error IS NOT NULL) AS jerr
-                FROM scores WHERE strategy = '' AND sample_index = 0 AND ($judge = '*' OR judge = $judge)
+                FROM scores WHERE strategy = '' AND sample_index = 0
+                  AND (judge = $judge OR pooled_judge(judge) = $judge)
                 GROUP BY ALL
             ), other AS (
                 SELECT benchmark, question_id, avg(score_10) AS score FROM scores
                 WHERE run_id = $other_run AND strategy = '' AND sample_index = 0
-                  AND ($other_judge = '*' OR judge = $other_judge) GROUP BY ALL
+                  AND (judge = $other_judge OR pooled_judge(judge) = $other_judge) GROUP BY ALL
             ), keys AS (  -- answered or judged: a partial run shows what it has
                 SELECT benchmark, question_id FROM answers WHERE run_id = $run AND strategy = '' AND sample_index = 0
                 UNION

@@ -335,12 +335,16 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
         judged |= {(t, m, j) for t, m, j, b in single if not j.startswith("*")}
     if as_published:
         notes.append(_published_note(con, sorted({t for t, _ in singles})))
+    scores, judged = _apart(con, ranked, scores, judged, notes)
     # An Average of the published means: published_mean, as every published number (a 1e308 the original counted
     # is beyond score_mean's decimals); otherwise score_mean, the one rule of every view.
     mean_of = published_mean if as_published else score_mean
     judges = sorted({j for _, _, j in judged}, key=judge_title)
     # the pooled rows: every judge's ('*'), and those of each other prompt set ('* [LABEL]'): never one pool
     pools = ["*", *sorted({j for (_, _, j, _) in scores if j.startswith("* ")})]
+    present = {(t, m, j) for t, m, j, _ in scores}
+    first_pool = {(t, m): next((i for i, p in enumerate(pools) if (t, m, p) in present), len(pools))
+                  for t, m in ranked}  # the pooled group a row is ranked in
     gpt4 = any(judge_title(j) == GPT4 for j in judges)
     board_columns = columns()  # read once: the same columns for every row
 
@@ -364,7 +368,7 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
         f"SELECT r.{by}, r.model, sum(a.japanese_chars) / nullif(sum(a.letter_chars), 0) FROM answers a "
         "JOIN runs r USING (run_id) GROUP BY ALL").fetchall()}  # counted as each answer was written (scripts.py)
 
-    rows = []
+    rows: list[tuple[int, list]] = []  # (the pooled group it is ranked in, its cells)
     for t, model in ranked:
         in_family = (t, model) in families
         # The original read whatever file its MT-Bench folder held, for some models the older 80-question
@@ -406,18 +410,38 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
             row += [(ex_gpt4 - base) / base if base and ex_gpt4 is not None else None]
         questions = {"mt_bench": "60", "mt_bench_80": "80"}.get(ja_mt) if ja_mt in has else ""
         row += [ja.get((t, model)), questions, f"{complete}/{len(board_columns)}"]
-        rows.append(row)
+        rows.append((first_pool[(t, model)], row))
     # Complete rows first: an average over fewer benchmarks does not rank against one over all four. Ranked by
-    # Average (All), or for a row with none (judged only under another prompt set) by its first pooled Average.
+    # Average (All); rows judged under another prompt set only after them, by their own pooled Average: two
+    # prompt sets' numbers are not ranked against each other.
     averages_at = [[c.name for c in head].index(f"Average ({judge_title(p)})") for p in pools]
 
-    def rank(r: list) -> tuple[bool, bool, float]:  # a nan Average (--as-published) last, as pandas sorts it
-        average = next((r[i] for i in averages_at if r[i] is not None), 0)
-        return r[-1] != f"{len(board_columns)}/{len(board_columns)}", math.isnan(average), \
+    def rank(ranked_row: tuple[int, list]) -> tuple[bool, int, bool, float]:  # a nan Average last, as pandas sorts
+        group, r = ranked_row
+        average = (r[averages_at[group]] if group < len(pools) else None) or 0
+        return r[-1] != f"{len(board_columns)}/{len(board_columns)}", group, math.isnan(average), \
             0 if math.isnan(average) else -average
 
     rows.sort(key=rank)
-    return Board(", ".join(tags), head, rows, family, judges, notes)
+    return Board(", ".join(tags), head, [r for _, r in rows], family, judges, notes)
+
+
+def _apart(con: duckdb.DuckDBPyConnection, ranked: dict, scores: dict, judged: set, notes: list[str]
+           ) -> tuple[dict, set]:
+    """Imported results whose prompts are unknown (``import-legacy`` without ``--judge-prompts``) and runs judged
+    with Shaberi's own prompts never share a column: ranked together, the runs' judges (and their pooled rows) are
+    labelled ``[shaberi]``."""
+    imported = set(con.execute("SELECT tag, model FROM runs WHERE generation_config = '{}'").fetchall())
+    if all(k in imported for k in ranked) or not any(k in imported for k in ranked):
+        return scores, judged
+
+    def own(t: str, m: str, j: str) -> str:
+        return j if (t, m) in imported or " [" in j else f"{j} [shaberi]"
+
+    notes.append("judges of runs under Shaberi's own prompts are labelled [shaberi]: the imported results' prompts "
+                 "are not known (import-legacy --judge-prompts names them)")
+    return ({(t, m, own(t, m, j), b): v for (t, m, j, b), v in scores.items()},
+            {(t, m, own(t, m, j)) for t, m, j in judged})
 
 
 def _published_note(con: duckdb.DuckDBPyConnection, tags: list[str]) -> str:

@@ -180,8 +180,9 @@ class InspectApp(App):
         judges = self.inspector.judges(self.run_id)
         self.query_one("#benchmark", Select).set_options([(Text(b), b) for b in self.inspector.benchmarks(self.run_id)])
         judge = self.query_one("#judge", Select)
-        judge.set_options([("all judges", ALL_JUDGES), *((Text(j), j) for j in judges)])
-        judge.value = ALL_JUDGES
+        pools = self.inspector.pools(self.run_id) or [ALL_JUDGES]  # never two prompt sets in one mean
+        judge.set_options([*((Text("all judges" + p[1:]), p) for p in pools), *((Text(j), j) for j in judges)])
+        judge.value = pools[0]
         others = [(Text(f"run {r.label}"), f"run:{r.run_id}") for r in self.inspector.runs if r.run_id != self.run_id]
         self.query_one("#compare", Select).set_options(others + [(Text(f"judge {j}"), f"judge:{j}") for j in judges])
         self.refresh_rows()

@@ -77,11 +77,12 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
     statuses = {r.run_id: r.status or "ok" for r in chosen.runs}
     by_model: dict[str, list[Section]] = {}
     judged = {m: _present(con, chosen.of(m).run_ids) for m in chosen.models}
-    if judge is not None and judge != ALL_JUDGES and not any(judge in js for js in judged.values()):
-        there = sorted({j for js in judged.values() for j in js})
+    pooled = set(_pools(con, [j for js in judged.values() for j in js]).values())
+    if judge not in (None, ALL_JUDGES, *pooled) and not any(judge in js for js in judged.values()):
+        there = sorted({j for js in judged.values() for j in js} | pooled)
         raise UsageError(f"judge {judge!r} has no judgements in these runs; judges there: {', '.join(there) or 'none'}")
     notes = [f"{m}: not judged by {judge} (its judges: {', '.join(js) or 'none'})" for m, js in judged.items()
-             if judge is not None and judge != ALL_JUDGES and judge not in js]
+             if judge not in (None, ALL_JUDGES, *pooled) and judge not in js]
     if len({tuple(js) for js in judged.values()}) > 1 and judge in (None, ALL_JUDGES):
         notes.append("the models were judged by different judges (" + "; ".join(
             f"{m}: {', '.join(js) or 'none'}" for m, js in judged.items()) + "): their scores are not like for like")
@@ -147,7 +148,7 @@ def _present(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[str]:
 def _judges(con: duckdb.DuckDBPyConnection, present: list[str], judge: str | None, every: bool = False) -> list[str]:
     """The sections of one model's runs, judged by ``present``: ``judge``'s (none when it did not judge them), or
     per prompt set the pooled one and, with ``every``, each judge's (one judge: its own)."""
-    pools = dict(con.execute("SELECT j, pooled_judge(j) FROM unnest($js::VARCHAR[]) t(j)", {"js": present}).fetchall())
+    pools = _pools(con, present)
     if judge is not None:
         return [judge] if judge in present or judge in pools.values() or judge == ALL_JUDGES else []
     groups: dict[str, list[str]] = {}
@@ -155,8 +156,15 @@ def _judges(con: duckdb.DuckDBPyConnection, present: list[str], judge: str | Non
         groups.setdefault(pools[j], []).append(j)
     if not groups:
         return [ALL_JUDGES]
+    several = every and len(groups) > 1  # every prompt set's pooled table, then its judges'
     return [s for pooled, members in groups.items()
-            for s in (members if len(members) == 1 else [pooled, *members] if every else [pooled])]
+            for s in ([pooled, *members] if several or (every and len(members) > 1) else
+                      members if len(members) == 1 else [pooled])]
+
+
+def _pools(con: duckdb.DuckDBPyConnection, judges: list[str]) -> dict[str, str]:
+    """Each judge's pooled row ('*', or '* [LABEL]' under another prompt set: ``pooled_judge``)."""
+    return dict(con.execute("SELECT j, pooled_judge(j) FROM unnest($js::VARCHAR[]) t(j)", {"js": judges}).fetchall())
 
 
 def _benchmarks(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[tuple[str, str]]:

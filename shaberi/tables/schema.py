@@ -98,7 +98,7 @@ TABLES: dict[str, Table] = {
                 ("pass_config", STR),  # JSON: pass -> {version, options}
                 ("datasets", STR),  # JSON: benchmark -> {file, sha256, rows, questions}
                 ("prompt_hashes", STR),  # JSON: template path -> sha256 prefix
-                ("judge_prompts", STR),  # JSON: prompt set label ("" for Shaberi's own) -> its provenance
+                ("judge_prompts", STR),  # JSON: prompt set label ("shaberi": its own prompts) -> its provenance
                 ("git_commit", STR),
                 ("git_dirty", BOOL),
                 ("package_versions", STR),  # JSON
