@@ -233,8 +233,13 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
                 text = answer["raw_content"] if answer["raw_content"] is not None else answer["content"]
                 row = prompts.clone.row(name, question, text)
                 first = prompts.clone.read(name, row, j.name, [])
-                messages = first.messages if isinstance(first, Ask) else []  # a Verdict: check() let none through
-                yield _Item(answer, j, label, messages, prompt_hash, a_hash, row["ModelAnswer"], prompts, row)
+                if isinstance(first, Verdict):  # its prompt functions fail on this answer: nothing to send
+                    journal.append("judgements", _row(run_id, answer, label, prompt_hash, a_hash,
+                                                      prompt_set=prompts.label, error=f"prompt_error: {first.error}"))
+                    progress.done += 1
+                    progress.null_scores += 1
+                    continue
+                yield _Item(answer, j, label, first.messages, prompt_hash, a_hash, row["ModelAnswer"], prompts, row)
                 continue
             messages = judge_messages(name, question, answer["content"], bm.BENCHMARKS[name].scale, history,
                                       prompts.folder)

@@ -29,6 +29,7 @@ import contextvars
 import hashlib
 import importlib.util
 import inspect
+import math
 import re
 import subprocess
 import sys
@@ -37,6 +38,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+
+import orjson
 
 from .errors import UsageError
 
@@ -175,7 +178,7 @@ def _import(path: Path, name: str, replaced: dict[str, types.ModuleType]) -> typ
     try:
         with _modules(replaced):
             spec.loader.exec_module(module)
-    except Exception as exc:  # the user's file: any failure is bad input, named
+    except (Exception, SystemExit) as exc:  # the user's file: any failure, an exit too, is bad input, named
         raise UsageError(f"--judge-prompts {path}: importing it raised {type(exc).__name__}: {exc} (is {path.parent} "
                          "a clone of the original Shaberi, github.com/shisa-ai/shaberi?)") from None
     return module
@@ -206,15 +209,22 @@ def _think_pattern(path: Path) -> re.Pattern[str] | None:
     except (SyntaxError, ValueError, UnicodeDecodeError) as exc:  # the original could not have run it either
         raise UsageError(f"--judge-prompts {file}: it cannot be read as Python ({type(exc).__name__}: {exc})"
                          ) from None
+    constants: dict[str, object] = {}  # module-level literals before it (a pattern's text given a name)
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "reasoning_pattern"
-                                                 for t in node.targets)):
-            try:
-                value = eval(compile(ast.Expression(node.value), str(file), "eval"), {"re": re, "__builtins__": {}})
-            except Exception as exc:
-                raise UsageError(f"--judge-prompts {file}: its reasoning_pattern cannot be read ({exc})") from None
-            if isinstance(value, re.Pattern):
-                return value
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        if name != "reasoning_pattern":
+            with contextlib.suppress(ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                constants[name] = ast.literal_eval(node.value)
+            continue
+        try:
+            value = eval(compile(ast.Expression(node.value), str(file), "eval"),
+                         {"re": re, "__builtins__": {}, **constants})
+        except Exception as exc:
+            raise UsageError(f"--judge-prompts {file}: its reasoning_pattern cannot be read ({exc})") from None
+        if isinstance(value, re.Pattern):
+            return value
     return None
 
 
@@ -248,9 +258,10 @@ class Clone:
 
     @cached_property
     def label(self) -> str:
-        """What judgements under this prompt set are labelled with: ``original:<commit>`` (7 digits) for a clean
-        git clone, else ``original:<prompt_hash>`` (7 digits of the hash over its judging files)."""
-        return f"original:{(self.commit if self.commit and not self.dirty else self.prompt_hash())[:7]}"
+        """What judgements under this prompt set are labelled with: ``original:`` and 7 digits of the hash over its
+        judging files (``prompt_hash``), whatever the clone's commit (recorded in ``provenance``): the same prompts
+        are one prompt set, from any checkout or copy, and a commit that changes none of them changes nothing."""
+        return f"original:{self.prompt_hash()[:7]}"
 
     @cached_property
     def functions(self) -> dict[str, str]:
@@ -298,8 +309,8 @@ class Clone:
         try:
             result = evaluator(dict(row), judge)
         except _Ask as ask:
-            return Ask([dict(m) for m in ask.messages])
-        except Exception as exc:  # a reply the original's own code cannot take (a null reply: TypeError)
+            return _asked(ask.messages, evaluator.__name__)
+        except (Exception, SystemExit) as exc:  # a reply the original's own code cannot take (a null reply)
             where = _innermost(exc, self.module.__file__) or evaluator.__name__
             return Verdict(None, f"the original's {where} raised {type(exc).__name__}: {exc}"[:500])
         finally:
@@ -307,8 +318,8 @@ class Clone:
         score = result.get("score") if isinstance(result, dict) else result
         if score is None:
             return Verdict(None)
-        if isinstance(score, bool) or not isinstance(score, int | float):
-            return Verdict(None, f"the original's {evaluator.__name__} returned {score!r}, not a number")
+        if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+            return Verdict(None, f"the original's {evaluator.__name__} returned {str(score)[:80]}, not a number")
         return Verdict(float(score))
 
     def check(self, benchmarks: Sequence[str], questions: Mapping[str, Sequence[Mapping]]) -> None:
@@ -322,10 +333,27 @@ class Clone:
             for question in questions.get(name, ()):
                 step = self.read(name, self.row(name, question, "（回答）"), "judge", [])
                 if isinstance(step, Verdict):
-                    why = step.error or f"{self.evaluators[name].__name__} returned without asking the judge"
-                    raise UsageError(f"--judge-prompts {self.given}: {why.removeprefix('the original')} judging "
+                    why = step.error or f"its {self.evaluators[name].__name__} returned without asking the judge"
+                    raise UsageError(f"--judge-prompts {self.given}: {why.replace('the original', 'its', 1)} judging "
                                      f"{name} question {question['question_id']}; fix the clone or check out a "
                                      "commit that works (docs: prompt sets)")
+
+
+def _asked(messages: object, evaluator: str) -> Ask | Verdict:
+    """The messages an evaluator asked a call with, if they are what a chat request holds (a list of role and text
+    content, encodable as JSON); else no judgement, and the reason."""
+    listed = messages if isinstance(messages, list) else []
+    ok = bool(listed) and all(isinstance(m, dict) and isinstance(m.get("role"), str)
+                              and isinstance(m.get("content"), str) for m in listed)
+    if ok:
+        try:
+            orjson.dumps(listed)
+        except TypeError:
+            ok = False
+    if not ok:
+        return Verdict(None, f"the original's {evaluator} asked the judge with {str(messages)[:80]!r}, not a list of "
+                             "{role, content} messages")
+    return Ask([dict(m) for m in listed])
 
 
 def _innermost(exc: BaseException, file: str | None) -> str | None:
@@ -345,23 +373,49 @@ def _probe(path: Path, judge: str) -> Request:
         raise UsageError(f"--judge-prompts {path}: no llm_functions.py, which says what the original sends a "
                          "judge; give the whole clone")
     module = _import(file, f"_shaberi_original_llm_{_sha(file.read_bytes())[:12]}", _probe_stubs())
-    probe = [{"role": "user", "content": "probe"}]
-    for name in ("get_model_response", "get_response_from_openai"):  # the second: a model its router refuses
-        fn = getattr(module, name, None)
-        if not callable(fn):
-            continue
-        try:
-            fn(probe, judge)
-        except _Probed as done:
-            fields = {k: v for k, v in done.kwargs.items() if k not in ("model", "messages", "input")}
-            return Request(done.api, fields)
-        except NotImplementedError:
-            continue
-        except Exception as exc:
-            raise UsageError(f"--judge-prompts {path}: its {name} raised {type(exc).__name__}: {exc} when asked "
-                             f"what it sends {judge!r}") from None
-    raise UsageError(f"--judge-prompts {path}: its llm_functions.py makes no OpenAI-compatible request for judge "
-                     f"{judge!r}")
+    # Its OpenAI-compatible judge request (every version's gpt-*/gemini judges; its router is not asked: its other
+    # branches call hosts of their own). The clone's code runs here: it is trusted as the user's own.
+    fn = getattr(module, "get_response_from_openai", None) or getattr(module, "get_model_response", None)
+    if not callable(fn):
+        raise UsageError(f"--judge-prompts {path}: its llm_functions.py has no get_response_from_openai, which says "
+                         "what the original sends a judge")
+    try:
+        fn([{"role": "user", "content": "probe"}], judge)
+    except _Probed as done:
+        return Request(done.api, _fields(path, done.api, done.kwargs))
+    except (Exception, SystemExit) as exc:
+        raise UsageError(f"--judge-prompts {path}: its {fn.__name__} raised {type(exc).__name__}: {exc} when asked "
+                         f"what it sends {judge!r}") from None
+    raise UsageError(f"--judge-prompts {path}: its {fn.__name__} makes no OpenAI client request for judge {judge!r} "
+                     "(chat.completions.create or responses.create), so what it sends cannot be read")
+
+
+# What an OpenAI client's create call puts in the request body, per API; its client options (the key, the URL, the
+# timeout, extra headers) are the user's own endpoint's here, never sent, never stored.
+_BODY = {"chat": {"temperature", "max_tokens", "max_completion_tokens", "top_p", "frequency_penalty",
+                  "presence_penalty", "seed", "stop", "reasoning_effort", "n", "response_format", "min_p", "top_k",
+                  "repetition_penalty"},
+         "responses": {"temperature", "max_output_tokens", "reasoning", "top_p", "text", "truncation"}}
+_CLIENT = {"model", "messages", "input", "api_key", "api_base", "base_url", "timeout", "extra_headers",
+           "extra_query", "extra_body"}
+
+
+def _fields(path: Path, api: str, kwargs: dict) -> dict:
+    """The body fields of a recorded create call (``extra_body`` merged, as the client merges it); a keyword that
+    is neither a body field nor a client option is refused rather than guessed at."""
+    extra = kwargs.get("extra_body") or {}
+    if not isinstance(extra, dict):
+        raise UsageError(f"--judge-prompts {path}: its judge request's extra_body is a {type(extra).__name__}, "
+                         "not a dict")
+    fields = {k: v for k, v in kwargs.items() if k not in _CLIENT} | extra
+    if unknown := sorted(k for k in fields if k not in _BODY[api] and k not in extra):
+        raise UsageError(f"--judge-prompts {path}: its judge request passes {', '.join(unknown)}, which Shaberi does "
+                         f"not send (it sends {', '.join(sorted(_BODY[api]))} and extra_body)")
+    try:
+        orjson.dumps(fields)
+    except TypeError as exc:
+        raise UsageError(f"--judge-prompts {path}: its judge request's fields are not JSON ({exc})") from None
+    return fields
 
 
 def load(path: Path, given: str | None = None) -> Clone:

@@ -72,9 +72,12 @@ class PromptSet:
                 for question in questions.get(name, ()):
                     extra = question.get("extra")
                     shown = dict(question) | {"extra": orjson.loads(extra) if isinstance(extra, str) else extra or {}}
-                    judge_messages(name, shown, "（回答）", scale, (), self.folder)
+                    if not judge_messages(name, shown, "（回答）", scale, (), self.folder)[-1]["content"]:
+                        raise UsageError(f"--judge-prompts {self.given}: {template} renders an empty prompt for "
+                                         f"{name} question {question.get('question_id')}")
                 template = f"{name}/fallback.jinja"
-                judge_fallback(name, scale, self.folder)
+                if not judge_fallback(name, scale, self.folder):
+                    raise UsageError(f"--judge-prompts {self.given}: {template} renders an empty prompt")
             except jinja2.TemplateError as exc:
                 where = f", line {exc.lineno}" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
                 raise UsageError(f"--judge-prompts {self.given}: {template}{where} cannot be rendered "

@@ -388,7 +388,8 @@ def test_provenance_is_recorded_in_runs_the_manifest_and_the_export(data_dir, tm
                        "--results-dir", str(tmp_path / "r"), "--judge", GPT41, "--judge-prompts", str(clone),
                        "--benchmark", "rakuda,tengu", "--limit", "2")
     assert done.returncode == 0, done.stderr
-    label = f"original:{commit[:7]}"
+    label = promptsets.load(str(clone)).label
+    assert label == f"original:{promptsets.load(str(data_dir / 'original' / NEW)).clone.prompt_hash()[:7]}"
     ((judges, provenance),) = query(tmp_path / "r", "SELECT judges, judge_prompts FROM runs")
     assert judges == [f"{GPT41} [{label}]@{server.base_url}"]
     entry = orjson.loads(provenance)[label]
@@ -404,6 +405,11 @@ def test_provenance_is_recorded_in_runs_the_manifest_and_the_export(data_dir, tm
                 for line in f.read_bytes().splitlines()]
     assert len(exported) == 4 and {(e["judge_model"], e["prompt_set"]) for e in exported} == {
         (f"{GPT41} [{label}]", label)}
+    # a commit that changes no judging file changes nothing: the same label, nothing judged again
+    (clone / "README.md").write_text("notes\n", encoding="utf-8")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "docs"], check=True)
+    assert promptsets.load(str(clone)).label == label
     # an edit to the clone's prompts is another prompt set: labelled by content, judged again
     config = clone / "evaluation_datasets_config.py"
     config.write_text(config.read_text(encoding="utf-8").replace("あなたは採点者です。", "あなたは採点者です！"),
@@ -602,3 +608,64 @@ def test_a_clone_that_imports_another_model_calling_function_is_read_the_same(da
     step = promptsets.load(str(clone)).clone.read("rakuda", row, GPT41, [])
     asked, _ = Original(data_dir / "original" / NEW).calls("rakuda", row, [])
     assert step.messages == asked[0]
+
+
+
+def _clone_with(data_dir: Path, tmp_path: Path, name: str, old: str, new: str, file: str = "llm_functions.py",
+                version: str = NEW) -> Path:
+    clone = _copy_clone(data_dir, tmp_path / name, version)
+    path = clone / file
+    text = path.read_text(encoding="utf-8")
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return clone
+
+
+def test_what_a_clones_code_does_wrong_is_bad_input_or_an_unscored_judgement_never_a_lost_call(data_dir, tmp_path):
+    """The clone's code is run: its client options are never sent or stored, an exit is not ours, and a call it
+    asks after a reply it cannot take still lands in the tables."""
+    data = write_rakuda(tmp_path / "d", ["<<judge: 採点できません>> 質問1"])
+    secret = "sk-SECRETSECRET123456"
+    keyed = _clone_with(data_dir, tmp_path, "keyed", "    response = client.chat.completions.create(\n"
+                        "        messages=messages,\n        model=model_name,",
+                        "    response = client.chat.completions.create(\n        messages=messages,\n"
+                        "        model=model_name, api_key=os.environ.get('OPENAI_API_KEY'), timeout=30, "
+                        "extra_headers={'x-a': '1'}, extra_body={'top_k': 20},")
+    exits = _clone_with(data_dir, tmp_path, "exits", "import re\n", "import re, sys\nsys.exit(0)\n",
+                        "evaluation_datasets_config.py")
+    asks_badly = _clone_with(data_dir, tmp_path, "asks", "        fallback_output = get_model_response(messages, "
+                             "judge_model_name)", "        fallback_output = get_model_response(fallback_prompt, "
+                             "judge_model_name)", "evaluation_datasets_config.py")
+    raw_call = _clone_with(data_dir, tmp_path, "raw", "def get_response_from_openai(messages: list, model_name: str)"
+                           " -> str:\n", "def get_response_from_openai(messages: list, model_name: str) -> str:\n"
+                           "    return 'no client at all'\n")
+    with LoopbackServer(judges=(GPT41,)) as server:
+        base = ["run", "--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data), "--benchmark",
+                "rakuda", "--judge", GPT41]
+        for clone, said in [(exits, "importing it raised SystemExit"), (raw_call, "makes no OpenAI client request")]:
+            done = shaberi(*base, "--results-dir", str(tmp_path / clone.name), "--judge-prompts", str(clone))
+            assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1, (
+                done.stderr)
+            assert not (tmp_path / clone.name).exists()
+        assert server.stats()["calls"] == 0
+        done = shaberi(*base, "--results-dir", str(tmp_path / "k"), "--judge-prompts", str(keyed),
+                       env={"OPENAI_API_KEY": secret})
+        assert done.returncode == 1 and "nothing usable" in done.stderr, done.stderr  # the judge gave no score
+        sent = [b for b in server.bodies() if b["model"] == GPT41]
+        assert sent == [{"model": GPT41, "temperature": 0, "max_tokens": 1024, "top_k": 20}] * 2  # and its fallback
+        assert not any(secret.encode() in f.read_bytes() for f in (tmp_path / "k").rglob("*") if f.is_file())
+        server.reset()
+        done = shaberi(*base, "--results-dir", str(tmp_path / "a"), "--judge-prompts", str(asks_badly))
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert server.stats()["calls"] == 2  # the candidate, the judge: its fallback call was never sent
+        ((error, requests),) = query(tmp_path / "a", "SELECT j.error, (SELECT sum(requests) FROM token_usage WHERE "
+                                                     "stage = 'judging') FROM judgements j")
+        assert requests == 1 and "not a list of {role, content} messages" in error  # the paid call is in the table
+
+
+def test_a_judge_answers_pattern_built_from_a_named_constant_is_read(data_dir, tmp_path):
+    clone = _clone_with(data_dir, tmp_path, "named", "reasoning_pattern = re.compile(r'<(think|thinking|reason)>.*?"
+                        "</(think|thinking|reason)>', re.DOTALL | re.IGNORECASE)",
+                        "THINK = r'<think>.*?</think>'\nreasoning_pattern = re.compile(THINK, re.DOTALL)",
+                        "judge_answers.py")
+    assert promptsets.load(str(clone)).clone.think.pattern == "<think>.*?</think>"

@@ -287,6 +287,27 @@ def _temperature(option: str, text: str) -> float | None:
     return value
 
 
+def _judged_questions(request: RunRequest, stages: list[str]) -> dict[str, list[dict]]:
+    """The questions the judges would see, by benchmark: the data files' when generating, else the stored run's."""
+    from dataclasses import asdict
+
+    from ..benchmarks import load, resolve
+    from ..pipeline import check_stored
+    from ..run import run_id_for
+    from ..tables.store import Store
+
+    found: dict[str, list[dict]] = {}
+    if "generate" in stages:
+        for name in request.benchmarks or resolve("all"):
+            found[name] = [asdict(q) for q in load(name, request.data_dir, request.limit).questions]
+        return found
+    names = check_stored(request, stages).benchmarks
+    for q in Store(request.results_dir).read("questions", run_id_for(request.model, request.tag)).to_pylist():
+        if not names or q["benchmark"] in names:
+            found.setdefault(q["benchmark"], []).append(q)
+    return found
+
+
 def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
     """One table: a row per run, stage and model (a family's members one after another), then the total."""
     from ..benchmarks import load, resolve
@@ -298,6 +319,9 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
     validate_name("tag", request.tag)
     stages = request.stages or []
     found = []
+    if "judge" in stages:  # the prompt set as a run checks it: a dry run of a run that would be refused is refused
+        questions = _judged_questions(repeated(request, runs)[0], stages)
+        request.judge_prompts.check(sorted(questions), questions, [j.name for j in request.judges])
     for each in repeated(request, runs):
         if "generate" in stages:
             names = each.benchmarks or resolve("all")
