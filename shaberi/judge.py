@@ -10,8 +10,9 @@ calls the candidate.
 Per answer and judge: one call with ``primary.jinja``; when the reply holds no single valid verdict in the
 judge's own words (``shaberi.extract``: none, quoted, ambiguous, out of scale, several that disagree), one
 follow-up call in the same conversation with ``fallback.jinja``; when that fails too the score is null
-and ``error`` says why. Error answers are never sent: their row has a null score and
-``error = 'answer_error'``.
+and ``error`` says why. A reply that needs the follow-up is journaled before it is asked (``AWAITING``, with its
+tokens): a run killed meanwhile keeps what it paid for, and its resume asks only the follow-up. Error answers
+are never sent: their row has a null score and ``error = 'answer_error'``.
 
 Under another prompt set (``shaberi.promptsets``, ``--judge-prompts``) judgements are stored under the judge's name
 qualified by the set's label. A team's templates are rendered and read as above. An original Shaberi clone's
@@ -25,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -48,6 +49,7 @@ from .tables.store import Journal, Store
 __all__ = ["ANSWER_ERROR", "Judge", "JudgeConfig", "JudgeProgress", "judge", "pending", "rejudge_since", "reprocess"]
 
 ANSWER_ERROR = "answer_error"
+AWAITING = "judge_error: awaiting its fallback call"  # a paid first reply, kept; the next run asks the rest
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class _Item:
     shown: str  # every candidate text the judge sees (earlier turns too): what it may copy a verdict from
     prompts: PromptSet = SHABERI
     row: dict | None = None  # an original clone's answer-file row: its evaluator reads the replies
+    primary: Completion | None = None  # the first reply, journaled by a run killed before its fallback call
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ async def judge(
     journal = store.journal(run_id)
     try:
         record = functools.partial(_record, journal, run_id, progress)
-        call = functools.partial(_call, config)
+        call = functools.partial(_call, config, functools.partial(_awaiting, journal, run_id))
         plan = functools.partial(_plan, run_id=run_id, answers=answers, questions=rows, texts=texts,
                                  existing=existing, rejudge=rejudge, journal=journal, progress=progress,
                                  prompts=prompts)
@@ -157,11 +160,17 @@ def _stored(store: Store, run_id: str, benchmarks: list[str] | None, questions: 
     answers = store.read("answers", run_id, [*ANSWER_COLUMNS, "content", "raw_content", "error", "answer_hash"]
                          ).to_pylist()
     texts = {AnswerKey.of(a): a["content"] for a in answers}
+    judged = store.read("judgements", run_id, [*ANSWER_COLUMNS, "judge", "prompt_hash", "answer_hash", "error",
+                                               "fallback_output", "prompt_set", "created_at"])
+    awaiting = [i for i, e in enumerate(judged.column("error").to_pylist()) if e == AWAITING]
+    replies = dict(zip(awaiting, store.read("judgements", run_id, ["judge_output", "finish_reason"]).take(
+        awaiting).to_pylist(), strict=True)) if awaiting else {}  # the texts only of replies a fallback awaits
     existing = {
         (AnswerKey.of(r), r["judge"], r["prompt_hash"], r["answer_hash"]): (
-            _unfinished(r), rejudged_since is not None and r["created_at"].timestamp() * 1e6 >= rejudged_since)
-        for r in store.read("judgements", run_id, [*ANSWER_COLUMNS, "judge", "prompt_hash", "answer_hash", "error",
-                                                   "fallback_output", "prompt_set", "created_at"]).to_pylist()
+            _unfinished(r), rejudged_since is not None and r["created_at"].timestamp() * 1e6 >= rejudged_since,
+            Completion(replies[i]["judge_output"], None, replies[i]["finish_reason"], 0, 0, 0, 0.0)
+            if i in replies else None)
+        for i, r in enumerate(judged.to_pylist())
     }
     # An answer whose benchmark or question this version does not know has nothing to be judged against.
     answers = [a for a in answers
@@ -218,6 +227,8 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
         for j in judges:
             label = prompts.judge(j.name)
             decided = _decide(answer, label, prompt_hash, a_hash, existing, rejudge)
+            old = existing.get((AnswerKey.of(answer), label, prompt_hash, a_hash))
+            primary = old[2] if old and (not rejudge or old[1]) else None  # paid for: only its fallback is asked
             if decided == "reused":
                 progress.done += 1
                 progress.reused += 1
@@ -239,12 +250,13 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
                     progress.done += 1
                     progress.null_scores += 1
                     continue
-                yield _Item(answer, j, label, first.messages, prompt_hash, a_hash, row["ModelAnswer"], prompts, row)
+                yield _Item(answer, j, label, first.messages, prompt_hash, a_hash, row["ModelAnswer"], prompts, row,
+                            primary)
                 continue
             messages = judge_messages(name, question, answer["content"], bm.BENCHMARKS[name].scale, history,
                                       prompts.folder)
             shown = "\n".join([*(h["assistant"] or "" for h in history), answer["content"] or ""])
-            yield _Item(answer, j, label, messages, prompt_hash, a_hash, shown, prompts)
+            yield _Item(answer, j, label, messages, prompt_hash, a_hash, shown, prompts, None, primary)
 
 
 def _call_failed(error: str | None) -> bool:
@@ -263,17 +275,20 @@ def _body(item: _Item, config: JudgeConfig, messages: list[dict]) -> bytes:
     return orjson.dumps(chat_body(item.judge.name, messages, config))
 
 
-async def _call(config: JudgeConfig, item: _Item) -> _Verdict:
-    """The primary call, and the fallback call when the reply has no readable score."""
+async def _call(config: JudgeConfig, awaiting: Callable[[_Item, Completion], None], item: _Item) -> _Verdict:
+    """The primary call, and the fallback call when the reply has no readable score (the reply journaled first:
+    ``awaiting``)."""
     spec = bm.BENCHMARKS[item.answer["benchmark"]]
     if item.row is not None:
         assert item.prompts.clone is not None
-        return await _call_original(item.prompts.clone, item, spec)
+        return await _call_original(item.prompts.clone, item, spec, awaiting)
     client = item.judge.client
-    reply = await client.chat(_body(item, config, item.messages))
+    reply = item.primary or await client.chat(_body(item, config, item.messages))
     found = extract(reply.content, spec.scale, spec.rules, item.shown, reply.finish_reason == "length")
     if found.ok:
         return _Verdict(reply, found)
+    if item.primary is None:
+        awaiting(item, reply)
     follow_up = [*item.messages, {"role": "assistant", "content": reply.content or ""},
                  {"role": "user", "content": judge_fallback(spec.name, spec.scale, item.prompts.folder)}]
     try:
@@ -283,24 +298,28 @@ async def _call(config: JudgeConfig, item: _Item) -> _Verdict:
     return _Verdict(reply, _with_fallback(found, fallback.content, spec, fallback.finish_reason), fallback)
 
 
-async def _call_original(clone: Clone, item: _Item, spec: bm.Benchmark) -> _Verdict:
-    """The original's evaluator drives the calls: each reply is replayed into it until it returns its score."""
+async def _call_original(clone: Clone, item: _Item, spec: bm.Benchmark,
+                         awaiting: Callable[[_Item, Completion], None]) -> _Verdict:
+    """The original's evaluator drives the calls: each reply is replayed into it until it returns its score; a
+    reply it asks a further call after is journaled first (``awaiting``)."""
     request = clone.request(item.judge.name)
-    replies: list[Completion] = []
-    messages = item.messages
-    while True:
+    replies: list[Completion] = [item.primary] if item.primary else []
+    step: Ask | Verdict = Ask(item.messages)
+    if replies:
+        step = clone.read(spec.name, item.row or {}, item.judge.name, [r.content for r in replies])
+    while isinstance(step, Ask) and len(replies) < MAX_CALLS:
+        if len(replies) == 1 and item.primary is None:
+            awaiting(item, replies[0])
         try:
-            reply = await item.judge.client.chat(orjson.dumps(request.body(item.judge.name, messages)), request.api)
+            reply = await item.judge.client.chat(orjson.dumps(request.body(item.judge.name, step.messages)),
+                                                 request.api)
         except LLMError as exc:
             if not replies:
                 raise
             return _original_verdict(replies, None, exc, item, spec)
         replies.append(reply)
         step = clone.read(spec.name, item.row or {}, item.judge.name, [r.content for r in replies])
-        if isinstance(step, Ask) and len(replies) < MAX_CALLS:
-            messages = step.messages
-            continue
-        return _original_verdict(replies, step, None, item, spec)
+    return _original_verdict(replies, step, None, item, spec)
 
 
 def _original_verdict(replies: list[Completion], step: Ask | Verdict | None, failed: LLMError | None, item: _Item,
@@ -345,6 +364,19 @@ def _with_fallback(first: Extraction, fallback_reply: str | None, spec: bm.Bench
     return Extraction(None, None, f"reply: {first.reason}; fallback: {second.reason}")
 
 
+def _awaiting(journal: Journal, run_id: str, item: _Item, reply: Completion) -> None:
+    """Journal a paid first reply before its fallback call, with its tokens: a kill meanwhile loses nothing paid,
+    and the next run asks only the fallback (``_stored`` reads it back). Its row is a failed call's (``AWAITING``)
+    until the judgement's supersedes it."""
+    row = _row(run_id, item.answer, item.label, item.prompt_hash, item.answer_hash, prompt_set=item.prompts.label,
+               judge_output=reply.content, finish_reason=reply.finish_reason, prompt_tokens=reply.prompt_tokens,
+               completion_tokens=reply.completion_tokens, error=AWAITING)
+    usage = token_usage(run_id, "judging", item.answer["benchmark"], item.judge.name, requests=reply.attempts,
+                        prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+                        reasoning_tokens=reply.reasoning_tokens, cached_prompt_tokens=reply.cached_tokens)
+    journal.append_many([("judgements", row), ("token_usage", usage)])
+
+
 def _row(run_id: str, answer: dict, judge_name: str, prompt_hash: str, a_hash: str, **values: object) -> dict:
     return judgement(run_id, AnswerKey.of(answer), judge_name, bm.BENCHMARKS[answer["benchmark"]].scale, prompt_hash,
                      a_hash, **values)
@@ -352,20 +384,27 @@ def _row(run_id: str, answer: dict, judge_name: str, prompt_hash: str, a_hash: s
 
 def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item, verdict: _Verdict | None,
             exc: LLMError | None) -> None:
-    """Journal one judgement with its token usage (primary and fallback calls together)."""
+    """Journal one judgement (its tokens: primary and fallback calls together) and the token usage of the calls
+    not journaled yet."""
     name = item.label
     if verdict is None:
         assert exc is not None
         row = _row(run_id, item.answer, name, item.prompt_hash, item.answer_hash, prompt_set=item.prompts.label,
                    error=f"judge_error: {exc.error_type}: {exc}"[:2000])
         requests, prompt, completion, reasoning, cached = exc.attempts, 0, 0, 0, 0
+        spent = (0, 0, 0, 0)
         progress.failed += 1
         progress.failures[f"{exc.error_type}: {str(exc)[:120]}"] += 1
     else:
         calls = [c for c in (verdict.reply, verdict.fallback) if c is not None]
-        requests = sum(c.attempts for c in calls) + (verdict.fallback_error.attempts if verdict.fallback_error else 0)
         prompt, completion = sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls)
         reasoning, cached = sum(c.reasoning_tokens for c in calls), sum(c.cached_tokens for c in calls)
+        # token_usage: the first reply is there already when a fallback call followed it (``_awaiting``), or when it
+        # was read back from a killed run's journal
+        new = calls[1:] if verdict.fallback is not None or verdict.fallback_error is not None else calls
+        requests = sum(c.attempts for c in new) + (verdict.fallback_error.attempts if verdict.fallback_error else 0)
+        spent = (sum(c.prompt_tokens for c in new), sum(c.completion_tokens for c in new),
+                 sum(c.reasoning_tokens for c in new), sum(c.cached_tokens for c in new))
         found = verdict.extraction
         error = None
         if not found.ok:
@@ -384,8 +423,8 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
             progress.failed += 1
             progress.failures[f"fallback {verdict.fallback_error.error_type}: {str(verdict.fallback_error)[:100]}"] += 1
     usage = token_usage(run_id, "judging", item.answer["benchmark"], item.judge.name, requests=requests,
-                        prompt_tokens=prompt, completion_tokens=completion, reasoning_tokens=reasoning,
-                        cached_prompt_tokens=cached)
+                        prompt_tokens=spent[0], completion_tokens=spent[1], reasoning_tokens=spent[2],
+                        cached_prompt_tokens=spent[3])
     journal.append_many([("judgements", row), ("token_usage", usage)])
     progress.done += 1
     progress.judged += 1

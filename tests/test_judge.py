@@ -237,8 +237,8 @@ def test_a_reply_reprocess_cannot_read_is_asked_again_with_its_fallback(server, 
     store = Store(results)
     run_id = query(results, "SELECT run_id FROM runs")[0][0]
     rows = store.read("judgements", run_id).to_pylist()
-    for row in rows:
-        if row["question_id"] == "q0":  # as an older version stored it, without asking the fallback
+    for row in rows:  # (its first reply, journaled before the fallback call, stays as it is: history)
+        if row["question_id"] == "q0" and row["error"] != judge_module.AWAITING:  # as an older version stored it
             row |= {"score": 7.0, "parse_method": "final_score", "error": None, "fallback_output": None}
     store.replace("judgements", run_id, rows)
 
@@ -265,3 +265,22 @@ def test_cut_off_replies_stay_unread_through_reprocess_and_a_bare_fallback_numbe
     assert judge_module.reprocess(Store(results), run_id) == 0  # the fallback's cut-off is remembered too
     assert query(results, "SELECT finish_reason, fallback_finish_reason FROM judgements ORDER BY question_id") == [
         ("length", "length"), ("stop", "stop")]
+
+
+def test_a_run_killed_before_its_fallback_call_answers_keeps_the_paid_reply_and_asks_only_the_fallback(server,
+                                                                                                      tmp_path):
+    from .conftest import kill_when
+
+    # every distinct request's first attempt hangs: the candidate's, the judge's first call's, its fallback's
+    data = write_rakuda(tmp_path / "d", ["<<judge: 採点不能です || FINAL SCORE: 6>> [[fail:hang*1]] 質問1"])
+    args = ["run", "--model", "m", "--base-url", server.base_url, "--data-dir", str(data), "--results-dir",
+            str(tmp_path / "r"), "--benchmark", "rakuda", "--judge", "j", "--timeout", "2", "--max-retries", "1"]
+    assert kill_when(server, args, calls=5) == 5  # killed while the fallback call hangs
+    done = shaberi(*args)
+    assert done.returncode == 0, done.stderr
+    assert server.stats()["calls"] == 6  # only the fallback again: the first reply is not paid for twice
+    assert query(tmp_path / "r", "SELECT score, parse_method, judge_output, fallback_output FROM judgements") == [
+        (6.0, "fallback:final_score", "採点不能です", "FINAL SCORE: 6")]
+    assert query(tmp_path / "r", "SELECT sum(requests) FROM token_usage WHERE stage = 'judging'") == [(3,)]
+    assert query(tmp_path / "r", "SELECT error, lineage FROM judgement_history ORDER BY created_at") == [
+        (judge_module.AWAITING, "superseded"), (None, "current")]  # the paid reply, journaled before the kill

@@ -669,3 +669,26 @@ def test_a_judge_answers_pattern_built_from_a_named_constant_is_read(data_dir, t
                         "THINK = r'<think>.*?</think>'\nreasoning_pattern = re.compile(THINK, re.DOTALL)",
                         "judge_answers.py")
     assert promptsets.load(str(clone)).clone.think.pattern == "<think>.*?</think>"
+
+
+
+def test_a_run_killed_before_the_originals_fallback_call_answers_asks_only_that_call_again(data_dir, tmp_path):
+    from shaberi.judge import AWAITING
+
+    from .conftest import kill_when
+
+    data = write_rakuda(tmp_path / "d", [f"<<judge@{GPT41}?[Judge evaluation]: FINAL SCORE: 6>> "
+                                         "<<judge: 採点不能です>> [[fail:hang*1]] 質問1"])
+    with LoopbackServer(judges=(GPT41,)) as server:
+        args = ["run", "--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data),
+                "--results-dir", str(tmp_path / "r"), "--benchmark", "rakuda", "--judge", GPT41, "--timeout", "2",
+                "--max-retries", "1", "--judge-prompts", str(data_dir / "original" / NEW)]
+        assert kill_when(server, args, calls=5) == 5  # killed while the original's fallback call hangs
+        done = shaberi(*args)
+        assert done.returncode == 0, done.stderr
+        assert server.stats()["calls"] == 6
+    assert query(tmp_path / "r", "SELECT score, parse_method, fallback_output FROM judgements") == [
+        (6.0, "original:fallback", "FINAL SCORE: 6")]
+    assert query(tmp_path / "r", "SELECT sum(requests) FROM token_usage WHERE stage = 'judging'") == [(3,)]
+    assert query(tmp_path / "r", "SELECT error, lineage FROM judgement_history ORDER BY created_at") == [
+        (AWAITING, "superseded"), (None, "current")]  # the paid reply, journaled before the kill, kept as history
