@@ -692,3 +692,19 @@ def test_a_run_killed_before_the_originals_fallback_call_answers_asks_only_that_
     assert query(tmp_path / "r", "SELECT sum(requests) FROM token_usage WHERE stage = 'judging'") == [(3,)]
     assert query(tmp_path / "r", "SELECT error, lineage FROM judgement_history ORDER BY created_at") == [
         (AWAITING, "superseded"), (None, "current")]  # the paid reply, journaled before the kill, kept as history
+
+
+def test_a_sweep_plan_judges_with_its_prompt_set(data_dir, tmp_path):
+    clone = _copy_clone(data_dir, tmp_path)
+    label = promptsets.load(str(clone)).label
+    with LoopbackServer(judges=(GPT41,)) as server:
+        plan = tmp_path / "plan.toml"
+        plan.write_text(f"tag = 'wk'\nbenchmarks = ['rakuda']\nlimit = 2\ndata_dir = '{data_dir}'\n"
+                        "judge_prompts = 'clone'\n"  # relative: to the plan's folder
+                        f"[[judges]]\nmodel = '{GPT41}'\nbase_url = '{server.base_url}'\n"
+                        f"[[models]]\nmodel = 'fake-model'\nbase_url = '{server.base_url}'\n", encoding="utf-8")
+        done = shaberi("sweep", str(plan), "--local", "--results-dir", str(tmp_path / "r"), timeout=300)
+        assert done.returncode == 0, done.stderr
+    assert query(tmp_path / "r", "SELECT DISTINCT judge, prompt_set FROM judgements") == [(f"{GPT41} [{label}]", label)]
+    ((provenance,),) = query(tmp_path / "r", "SELECT judge_prompts FROM runs")
+    assert orjson.loads(provenance)[label]["path"] == str(clone)
