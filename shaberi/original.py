@@ -12,9 +12,12 @@ the evaluator returns: the primary call, the original's own fallback call where 
 (2025-11 on), its patterns and its ``round()``, exactly. ``reprocess`` replays the stored replies.
 
 What the original sends besides the messages is read the same way: its ``llm_functions.py`` is imported with
-``openai`` (and ``backoff``, ``datasets``, ``litellm``) replaced by recorders and asked once per judge model; the
-keyword arguments it gives ``chat.completions.create`` or ``responses.create`` are the request (temperature 0 and
-max_tokens 1024; GPT-5.1 on the Responses API with reasoning effort none, from 2025-11).
+``openai`` (and ``backoff``, ``datasets``, ``litellm``) replaced by recorders, and its ``get_response_from_openai``
+asked once per judge model; the body fields it gives ``chat.completions.create`` or ``responses.create`` are the
+request (temperature 0 and max_tokens 1024; GPT-5.1 on the Responses API with reasoning effort none, from 2025-11).
+Its client options (key, URL, timeout, headers) are never sent or stored; a field Shaberi does not know is refused.
+The clone's code runs in this process, as a plugin's does: an exit or a failure of it is bad input, or an unscored
+judgement whose calls are recorded.
 
 The answer a judge sees is the candidate's reply as the endpoint returned it (``answers.raw_content``, or
 ``content`` where nothing was split off), after the clone's own think-block removal (``judge_answers.py``'s
@@ -43,7 +46,7 @@ import orjson
 
 from .errors import UsageError
 
-__all__ = ["CONFIG", "Ask", "Clone", "Request", "Verdict", "is_clone", "load"]
+__all__ = ["CONFIG", "MAX_CALLS", "Ask", "Clone", "Request", "Verdict", "is_clone", "load"]
 
 CONFIG = "evaluation_datasets_config.py"
 MAX_CALLS = 2  # the original asks at most twice per judgement (a reply and its fallback: both stored)
