@@ -282,6 +282,8 @@ def test_scores_are_read_as_the_original_reads_them_with_its_fallback_call(data_
     from shaberi.pipeline import reprocess_run
     before = query(tmp_path / "r", "SELECT question_id, score, shaberi_score FROM judgements ORDER BY 1")
     assert asyncio.run(reprocess_run(tmp_path / "r", "fake-model", "default", promptsets.load(str(clone)))) == 0
+    done = shaberi("run", "--model", "fake-model", "--reprocess", "--results-dir", str(tmp_path / "r"))
+    assert done.returncode == 0 and f"note: 7 judgements under {label} left as they are" in done.stderr
     assert query(tmp_path / "r", "SELECT question_id, score, shaberi_score FROM judgements ORDER BY 1") == before
 
 
