@@ -190,7 +190,7 @@ def test_a_run_on_both_sides_counts_on_both(server, tmp_path):
     assert (rakuda["mean_a"], rakuda["mean_b"]) == pytest.approx((4.0, 10 / 3))  # B: both runs, per question
     same = shaberi("compare", "fam-run1", "fam-run1", "--results-dir", str(results))
     assert same.returncode == 2 and same.stderr == ("error: both sides are 'fam-run1' (m): name another tag or model "
-                                                    "to compare with\n")
+                                                    "to compare with (or two judges of it: --judge-a, --judge-b)\n")
     # A member asked another text under one id (q2 of another data file): within the family that id is not one
     # question, and it is never paired.
     lines = (data / "ja" / "rakuda.jsonl").read_text(encoding="utf-8").splitlines()
@@ -251,8 +251,8 @@ def test_two_models_compared_on_the_same_questions_with_a_third_in_the_tag(serve
     out = shaberi("compare", "org/base@v1", "org/tuned@v1", "--format", "json", *root)
     assert out.returncode == 0, out.stderr
     body = json.loads(out.stdout)
-    assert (body["a"], body["b"]) == ({"tag": "v1", "model": "org/base", "label": "org/base@v1"},
-                                      {"tag": "v1", "model": "org/tuned", "label": "org/tuned@v1"})
+    assert (body["a"], body["b"]) == ({"tag": "v1", "model": "org/base", "label": "org/base@v1", "judge": None},
+                                      {"tag": "v1", "model": "org/tuned", "label": "org/tuned@v1", "judge": None})
     (rakuda,) = body["benchmarks"]
     a, b = np.array(BASE, float), np.array(TUNED, float)
     d = b - a

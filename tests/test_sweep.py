@@ -313,7 +313,7 @@ JUDGE = "[[judges]]\nmodel = 'j'\nbase_url = 'http://h/v1'\n"
     ("tag = 'x'\n[[models]]\nmodel = 'm'\nserve = '\"unterminated {port}'\n", "cannot be read as a command"),
     ("tag = 'x'\n[[models]]\nmodel = 'm'\nbase_url = 'http://h:99999/v1'\n", "is not a valid URL"),
     ("tag = 'x'\n[[models]]\nmodel = 'm'\nbase_url = 'http://h /v1'\n", "holds a space"),
-    (f"tag = 'x'\njudge_prompts = 'no-such-clone'\n{MODEL}", "judge_prompts: --judge-prompts"),
+    (f"tag = 'x'\ndata_dir = '.'\njudge_prompts = 'no-such-clone'\n{MODEL}", "judge_prompts: --judge-prompts"),
 ])
 def test_a_bad_plan_is_one_line_and_exit_2_with_nothing_written(tmp_path, body, says):
     plan = tmp_path / "plan.toml"
