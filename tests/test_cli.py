@@ -216,10 +216,13 @@ def test_sql_reads_the_results_and_nothing_else(tmp_path):
     assert shaberi("sql", "EXPLAIN SELECT count(*) FROM answers", "--results-dir", root).returncode == 0
 
 
-def test_a_judge_cannot_take_the_pooled_judges_name(tmp_path):
-    proc = shaberi("run", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--judge", "*@http://127.0.0.1:9/v1",
-                   "--results-dir", str(tmp_path / "r"))
-    assert proc.returncode == 2 and proc.stderr.startswith("error: --judge '*' is the name") and not (
+@pytest.mark.parametrize(("judge", "said"), [("*", "'*' names the judges pooled"),
+                                             ("* [original:abc1234]", "'*' names the judges pooled"),
+                                             ("j [original:abc1234]", "give the model's name and the prompt set")])
+def test_a_judge_cannot_take_the_pooled_judges_name_nor_a_prompt_sets_label(tmp_path, judge, said):
+    proc = shaberi("run", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--judge",
+                   f"{judge}@http://127.0.0.1:9/v1", "--results-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2 and said in proc.stderr and proc.stderr.count("\n") == 1 and not (
         tmp_path / "r").exists()
 
 

@@ -60,8 +60,11 @@ def parse_judge(spec: str, default_url: str) -> ModelAt:
     if not name.strip() or (sep and not url.strip()):
         raise UsageError(f"--judge {spec!r} should be MODEL or MODEL@BASE_URL, e.g. gpt-4.1@https://api.openai.com/v1")
     validate_name("judge", name)
-    if name.strip() == "*":  # the views' name for every judge pooled: a judge of that name would be mixed in
-        raise UsageError("--judge '*' is the name the views give all judges pooled: give the judge's model name")
+    if name.strip().startswith("*"):  # the views' name for judges pooled: a judge of that name would be mixed in
+        raise UsageError(f"--judge {name!r}: '*' names the judges pooled in the views: give the judge's model name")
+    if re.search(r" \[[^\]]+\]$", name):  # how a judge under another prompt set is named: --judge-prompts says it
+        raise UsageError(f"--judge {name!r}: a name ending in ' [LABEL]' is how judgements under a prompt set are "
+                         "labelled; give the model's name and the prompt set with --judge-prompts")
     if not sep and not default_url:
         raise UsageError(f"--judge {spec!r} needs MODEL@BASE_URL or --judge-base-url (no --base-url given)")
     return ModelAt(name, (url if sep else default_url).rstrip("/"))
