@@ -151,9 +151,7 @@ class Board:
         """The columns of ``judges``: 'pooled', 'all', or judge names or titles, comma-separated (their blocks
         after the pooled ones). Anything else is a UsageError naming the judges there are."""
         wanted = judges.strip()
-        if wanted.lower() == "all":
-            blocks = None
-        pooled = {"", *(c.block for c in self.columns if c.block.startswith("*"))}
+        pooled = {"", *(c.block for c in self.columns if c.block.startswith("*"))}  # every prompt set's pool
         if wanted.lower() == "all":
             blocks = None
         elif wanted.lower() == "pooled":
@@ -432,7 +430,8 @@ def _apart(con: duckdb.DuckDBPyConnection, ranked: dict, scores: dict, judged: s
     with Shaberi's own prompts never share a column: ranked together, the runs' judges (and their pooled rows) are
     labelled ``[shaberi]``."""
     imported = set(con.execute("SELECT tag, model FROM runs WHERE generation_config = '{}'").fetchall())
-    if all(k in imported for k in ranked) or not any(k in imported for k in ranked):
+    unknown = any((t, m) in imported and " [" not in j for t, m, j in judged)  # a judge of unnamed prompts
+    if not unknown or all(k in imported for k in ranked):
         return scores, judged
 
     def own(t: str, m: str, j: str) -> str:
