@@ -321,9 +321,13 @@ class Clone:
         score = result.get("score") if isinstance(result, dict) else result
         if score is None:
             return Verdict(None)
-        if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+        try:
+            number = None if isinstance(score, bool) or not isinstance(score, int | float) else float(score)
+        except OverflowError:  # an int beyond the doubles
+            number = None
+        if number is None or not math.isfinite(number):
             return Verdict(None, f"the original's {evaluator.__name__} returned {str(score)[:80]}, not a number")
-        return Verdict(float(score))
+        return Verdict(number)
 
     def check(self, benchmarks: Sequence[str], questions: Mapping[str, Sequence[Mapping]]) -> None:
         """Before any call: every benchmark has an evaluator, and each renders its first call for every question
@@ -336,8 +340,9 @@ class Clone:
             for question in questions.get(name, ()):
                 step = self.read(name, self.row(name, question, "（回答）"), "judge", [])
                 if isinstance(step, Verdict):
-                    why = step.error or f"its {self.evaluators[name].__name__} returned without asking the judge"
-                    raise UsageError(f"--judge-prompts {self.given}: {why.replace('the original', 'its', 1)} judging "
+                    why = (step.error or "").replace("the original's ", "its ", 1) or (
+                        f"its {self.evaluators[name].__name__} returned without asking the judge")
+                    raise UsageError(f"--judge-prompts {self.given}: {why} judging "
                                      f"{name} question {question['question_id']}; fix the clone or check out a "
                                      "commit that works (docs: prompt sets)")
 

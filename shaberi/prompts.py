@@ -121,6 +121,8 @@ def template_hash(name: str, judging: str | None = None) -> str:
     """sha256 prefix of a template's source, stored with every row it produced."""
     try:
         source, _, _ = _env(judging).loader.get_source(_env(judging), name)  # type: ignore[union-attr]
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"template {name} is not UTF-8 text ({exc}); save it as UTF-8") from None
     except jinja2.TemplateNotFound:  # checked before a run writes anything: one line, not a traceback
         where = ", ".join(map(str, [*([judging] if judging else []), *_roots()]))
         raise UsageError(f"no template {name} in {where}; a benchmark brings its generation and judging "

@@ -78,7 +78,7 @@ class PromptSet:
                 template = f"{name}/fallback.jinja"
                 if not judge_fallback(name, scale, self.folder):
                     raise UsageError(f"--judge-prompts {self.given}: {template} renders an empty prompt")
-            except jinja2.TemplateError as exc:
+            except (jinja2.TemplateError, UnicodeDecodeError) as exc:
                 where = f", line {exc.lineno}" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
                 raise UsageError(f"--judge-prompts {self.given}: {template}{where} cannot be rendered "
                                  f"({type(exc).__name__}: {exc})") from None

@@ -464,6 +464,11 @@ def test_a_folder_of_templates_is_a_prompt_set_of_its_own_beside_shaberis(data_d
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and "rakuda/primary.jinja, line 1 cannot be rendered" in lines[0]
     assert not (tmp_path / "r2").exists() and server.stats()["calls"] == 0
+    (broken / "rakuda" / "primary.jinja").write_bytes(b"\xff\xfe\x00bad")
+    done = shaberi("run", "--model", "m", "--base-url", server.base_url, "--data-dir", str(data), "--results-dir",
+                   str(tmp_path / "r2"), "--benchmark", "rakuda", "--judge", "j", "--judge-prompts", str(broken))
+    assert done.returncode == 2 and "is not UTF-8 text" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r2").exists()
 
 
 def _judged_twice(data_dir: Path, tmp_path: Path, server: LoopbackServer, clone: Path) -> Path:
@@ -663,6 +668,15 @@ def test_what_a_clones_code_does_wrong_is_bad_input_or_an_unscored_judgement_nev
         ((error, requests),) = query(tmp_path / "a", "SELECT j.error, (SELECT sum(requests) FROM token_usage WHERE "
                                                      "stage = 'judging') FROM judgements j")
         assert requests == 1 and "not a list of {role, content} messages" in error  # the paid call is in the table
+
+
+def test_an_evaluators_score_that_is_no_finite_number_is_no_score(data_dir):
+    clone = promptsets.load(str(data_dir / "original" / NEW)).clone
+    row = {"Question": "q", "ModelAnswer": "a", "category": "c", "question_id": "1", "id": 1}
+    for returned in (10**400, float("inf"), float("nan"), True, "5", {"score": None}):
+        clone.evaluators["rakuda"] = lambda data, model, returned=returned: returned
+        step = clone.read("rakuda", row, GPT41, ["FINAL SCORE: 5"])
+        assert step.score is None and (step.error is None) == (returned == {"score": None}), (returned, step)
 
 
 def test_a_judge_answers_pattern_built_from_a_named_constant_is_read(data_dir, tmp_path):
