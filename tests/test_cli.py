@@ -285,3 +285,10 @@ def test_a_password_holding_an_at_sign_is_stripped_whole_from_what_a_run_stores(
     assert proc.returncode == 0, proc.stderr
     written = b"".join(p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file())
     assert b"55SECRET" not in written and "55SECRET" not in proc.stdout + proc.stderr
+
+
+def test_version_prints_the_installed_version():
+    from importlib.metadata import version
+
+    done = shaberi("--version")
+    assert done.returncode == 0 and done.stdout == f"shaberi {version('shaberi')}\n" and not done.stderr

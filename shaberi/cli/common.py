@@ -61,6 +61,22 @@ app = typer.Typer(
     "or nothing is usable; ensemble quick-eval, check, report: a significant regression; inspect: the browser "
     "crashed); 2 bad input (one line saying what to fix, nothing written).",
 )
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        from importlib.metadata import version
+
+        typer.echo(f"shaberi {version('shaberi')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                   help="Print the installed version and exit.")] = False) -> None:
+    """The options of ``shaberi`` itself (its commands have their own)."""
+
+
 data_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_settings=HELP, help="Benchmark data files.")
 app.add_typer(data_app, name="data")
 ensemble_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_settings=HELP,
