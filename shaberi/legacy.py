@@ -22,7 +22,7 @@ scores by the views. Models are processed one at a time, so memory follows the l
 
 ``--judge-prompts [JUDGE=]PATH`` says which prompts a judge folder's judgements were made with (the published
 GPT-4.1 judgements: the original's 2025-04 prompts): they are stored under that prompt set's label (``gpt-4.1-2025-04-14
-[original:451c0aa]``, ``shaberi.promptsets``), so that a new run judged with the same clone and judge lands in the
+[original:8578939]``, ``shaberi.promptsets``), so that a new run judged with the same clone and judge lands in the
 same leaderboard columns; unnamed, a judge's prompts are unknown and it keeps its bare name.
 
 The tree is read twice: first checked whole, then imported, so that bad input (a file that is not a regular

@@ -7,7 +7,7 @@
 - ``original``: a clone of the original Shaberi (``shaberi.original``): its prompts, requests and score reading.
 
 ``--judge-prompts PATH`` names one. Judgements under a set other than Shaberi's own are stored under the judge
-name qualified by the set's label (``gpt-4.1-2025-04-14 [original:451c0aa]``, ``judge_label``): every view,
+name qualified by the set's label (``gpt-4.1-2025-04-14 [original:8578939]``, ``judge_label``): every view,
 ``compare`` and ``leaderboard`` then keep them apart as they keep two judges apart, and a judge's pooled rows
 (``*``) never mix prompt sets (``sql/005_status.sql``: ``pooled_judge``). ``runs.judge_prompts`` holds each set's
 provenance by label.

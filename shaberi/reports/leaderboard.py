@@ -94,7 +94,7 @@ COLOR_SCALE = {"type": "3_color_scale", "min_color": "#F8696B", "mid_color": "#F
 
 def judge_title(judge: str) -> str:
     """A judge's column title: the original's name for the judge folders it knew (``JUDGE_TITLES``), ``All`` for
-    the pooled rows, with a prompt set's label after it (``GPT4.1 [original:451c0aa]``, ``All [original:451c0aa]``:
+    the pooled rows, with a prompt set's label after it (``GPT4.1 [original:8578939]``, ``All [original:8578939]``:
     ``shaberi.promptsets``)."""
     name, _, label = judge.partition(" [")
     title = "All" if name == "*" else JUDGE_TITLES.get(name, name)
