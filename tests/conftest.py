@@ -81,11 +81,12 @@ def run_pilot(app, steps) -> None:
     asyncio.run(go())
 
 
-def shaberi(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def shaberi(*args: str, env: dict | None = None, timeout: float = 120,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real command line in a subprocess, as a user would."""
     base = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "SHABERI_RESULTS_DIR")}
     return subprocess.run([sys.executable, "-m", "shaberi", *args], capture_output=True, text=True,
-                          env={**base, **(env or {})}, timeout=timeout)
+                          env={**base, **(env or {})}, timeout=timeout, cwd=cwd)
 
 
 def query(results: Path, sql: str) -> list[tuple]:

@@ -243,7 +243,10 @@ def test_a_single_valued_option_given_twice_is_bad_input(tmp_path, args, named):
     assert line.startswith(f"error: {named} given more than once, but it takes one value (the last would win "
                            "silently): give it once") and not (tmp_path / "r").exists()
     board = shaberi("leaderboard", "--tag", "a", "--tag", "b", "--results-dir", str(tmp_path / "r"))
-    assert board.returncode == 2 and "no runs tagged 'a'" in board.stderr  # read as two tags, not refused
+    assert board.returncode == 2 and "no results root at" in board.stderr  # read as two tags, not refused
+    (tmp_path / "r" / "tables").mkdir(parents=True)
+    board = shaberi("leaderboard", "--tag", "a", "--tag", "b", "--results-dir", str(tmp_path / "r"))
+    assert board.returncode == 2 and "no runs tagged 'a'" in board.stderr
 
 
 @pytest.mark.parametrize(("option", "url", "said"), [
@@ -292,3 +295,40 @@ def test_version_prints_the_installed_version():
 
     done = shaberi("--version")
     assert done.returncode == 0 and done.stdout == f"shaberi {version('shaberi')}\n" and not done.stderr
+
+
+def _headings(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.endswith(":") and not line.startswith(" ")]
+
+
+def test_help_in_sections_in_the_order_of_the_work():
+    """``shaberi --help`` groups the commands by section, run first; ``run --help`` groups its options in panels,
+    and a ``[default: …]`` in a help text is printed as written."""
+    top = shaberi("--help")
+    assert top.returncode == 0, top.stderr
+    assert _headings(top.stdout)[1:] == ["Evaluate:", "Results:", "Ensemble:", "Many models:", "Local model:",
+                                         "Data:"]
+    listed = [line.split()[0] for line in top.stdout.split("\nEvaluate:\n")[1].splitlines() if line.startswith("  ")]
+    assert listed[:9] == ["run", "list", "view", "compare", "report", "inspect", "leaderboard", "sql", "export"]
+    from typer.main import get_command
+
+    from shaberi.cli import app
+
+    assert sorted(listed) == sorted(get_command(app).commands)  # type: ignore[attr-defined]  # each exactly once
+    run = shaberi("run", "--help").stdout
+    assert _headings(run) == ["Options:", "Model and generation:", "Judges:", "Passes:", "Runs and families:",
+                              "Rate limits:", "Data and results:"]
+    assert "[default: OPENAI_API_KEY, optional on loopback]" in " ".join(run.split())
+    panel = run.split("\nJudges:\n")[1].split("\n\n")[0]
+    assert "--judge-prompts" in panel and "--model " not in panel and "--rpm" not in panel
+
+
+@pytest.mark.parametrize("command", [["view", "--tag", "v1"], ["compare", "v1", "v2"],
+                                     ["report", "--tag", "v1", "--out", "r.html"], ["inspect", "--tag", "v1"],
+                                     ["leaderboard"], ["export", "--tag", "v1"]])
+def test_a_reader_run_from_another_directory_says_no_results_root_is_there(tmp_path, command):
+    proc = shaberi(*command, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr == (f"error: no results root at {tmp_path.resolve() / 'results'} (no "
+                                                    "tables/ there): give --results-dir DIR (or set "
+                                                    "SHABERI_RESULTS_DIR) where shaberi run wrote its results\n")
+    assert not list(tmp_path.iterdir())

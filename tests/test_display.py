@@ -10,7 +10,7 @@ import re
 import orjson
 from rich.console import Console
 
-from shaberi.cli.display import _Clock, _Row, live_progress
+from shaberi.cli.display import PLAIN_WIDTH, _Clock, _Row, live_progress, plain_lines
 from shaberi.llm.client import ChatClient
 from shaberi.pipeline import Outcome
 from shaberi.run import RunInfo
@@ -57,12 +57,24 @@ def test_without_a_terminal_a_plain_line_comes_at_a_steady_interval(tmp_path, da
         again = shaberi(*args, "--base-url", slow.base_url)  # everything reused: a second invocation, no calls
     assert proc.returncode == 0 and again.returncode == 0, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if re.match(r"\[\d\d:\d\d:\d\d\] ", line)]
-    assert len(lines) >= 4  # 8 answers and 8 judgements two at a time at 0.4 s: about 3.5 s
-    assert "rakuda 8/8" in lines[-1] and "judging 8/8" in lines[-1] and " 0 tok" not in lines[-1].split("judging")[1]
-    assert f"candidate {slow.base_url}: limit" in lines[-1] and f"judge {slow.base_url}: limit" in lines[-1]
-    assert "0 429s, 0 retries" in lines[-1]
+    assert all(len(line) < 120 for line in lines), lines
+    stamps = [line[:10] for line in lines]
+    assert len(set(stamps)) >= 4  # 8 answers and 8 judgements two at a time at 0.4 s: about 3.5 s
+    last = " | ".join(line[11:] for line in lines if line[:10] == stamps[-1])  # the final update, in lines
+    assert "rakuda 8/8" in last and "judging 8/8" in last and " 0 tok" not in last.split("judging")[1]
+    assert f"candidate {slow.base_url}: limit" in last and f"judge {slow.base_url}: limit" in last
+    assert "0 429s, 0 retries" in last
     ((stored,),) = query(tmp_path / "r", "SELECT concurrency_history FROM runs")
     limits = orjson.loads(stored)  # each endpoint's limit history, the judge's too, one entry per invocation
     assert sorted(limits) == [f"candidate {slow.base_url}", f"judge {slow.base_url}"]
     assert all([e["requests"] for e in sessions] == [8, 0] for sessions in limits.values())
     assert all(sessions[0]["history"][0][2] == "start" for sessions in limits.values())
+
+
+def test_plain_lines_fit_a_log_line_and_a_long_url_loses_only_its_middle():
+    parts = ["rakuda 3/8 (1,234 tok, 2.0 req/s, 0 err)", "judging 1/8 (0 tok, 0.0 req/s, 0 err)",
+             "judge https://" + "x" * 200 + ".example/v1: limit 60, in flight 2, 9 requests, 0 429s, 0 retries"]
+    lines = plain_lines("[00:00:07] ", parts)
+    assert len(lines) == 2 and all(len(line) <= PLAIN_WIDTH for line in lines)
+    assert lines[0] == "[00:00:07] " + " | ".join(parts[:2])
+    assert lines[1].startswith("[00:00:07] judge https://xx") and lines[1].endswith("0 429s, 0 retries")

@@ -18,6 +18,7 @@ import typer
 
 from ..errors import UsageError
 from ..tables.location import Root, as_root
+from .help import Typer
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -27,7 +28,13 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_DATA",
     "DEFAULT_RESULTS",
+    "FILES",
+    "JUDGES",
+    "LIMITS",
     "MAX_CONCURRENCY",
+    "MODEL",
+    "PASSES",
+    "RUNS",
     "CacheDir",
     "ConcurrencyMin",
     "ConcurrencyStart",
@@ -52,9 +59,13 @@ __all__ = [
     "print_rows",
 ]
 
+# The panels of long --help pages (run's), in the order of the work; options shared with other commands keep theirs.
+MODEL, JUDGES, PASSES, RUNS = "Model and generation", "Judges", "Passes", "Runs and families"
+LIMITS, FILES = "Rate limits", "Data and results"
+
 HELP = {"help_option_names": ["-h", "--help"]}
-app = typer.Typer(
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+app = Typer(
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
     context_settings=HELP,
     help="Batch evaluation of LLMs on Japanese chat benchmarks. Results are Parquet tables; query them "
     "with `shaberi sql`. Exit codes: 0 success; 1 the work ran but failed (run: a stage in which every call failed "
@@ -77,9 +88,9 @@ def _options(version: Annotated[bool, typer.Option("--version", callback=_versio
     """The options of ``shaberi`` itself (its commands have their own)."""
 
 
-data_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_settings=HELP, help="Benchmark data files.")
+data_app = Typer(no_args_is_help=True, context_settings=HELP, help="Benchmark data files.")
 app.add_typer(data_app, name="data")
-ensemble_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_settings=HELP,
+ensemble_app = Typer(no_args_is_help=True, context_settings=HELP,
                            help="Ensemble consensus on ground-truth benchmarks: cache N answers once, evaluate "
                            "strategies many times, gate on paired regressions.")
 app.add_typer(ensemble_app, name="ensemble")
@@ -87,10 +98,11 @@ app.add_typer(ensemble_app, name="ensemble")
 ResultsDir = Annotated[Root, typer.Option("--results-dir", envvar="SHABERI_RESULTS_DIR", parser=as_root,
                                           metavar="DIR|URL",
                                           help="Results root holding tables/: a folder, or s3://bucket/prefix "
-                                          "(gs:// too; the cluster extra).")]
+                                          "(gs:// too; the cluster extra).", rich_help_panel=FILES)]
 DataDir = Annotated[Path, typer.Option("--data-dir", envvar="SHABERI_DATA_DIR",
                                        help="Folder with the benchmark files: ja/<name>.jsonl|csv|parquet (the chat "
-                                       "benchmarks), gt/<name>/… (the ensemble's ground-truth datasets).")]
+                                       "benchmarks), gt/<name>/… (the ensemble's ground-truth datasets).",
+                                       rich_help_panel=FILES)]
 DEFAULT_RESULTS = Path("results")
 CacheDir = Annotated[Path | None, typer.Option(
     "--cache-dir", envvar="SHABERI_CACHE_DIR", help="A committable cache directory (e.g. .cache/ensemble): one "
@@ -100,21 +112,22 @@ CacheDir = Annotated[Path | None, typer.Option(
 # The client options of every command that calls a model (run, ensemble generate-cache).
 Rpm = Annotated[float | None, typer.Option(help="Requests a minute, per endpoint: sends are spaced to keep under it "
                                            "(an endpoint's x-ratelimit headers are followed too).",
-                                           rich_help_panel="Rate limits")]
+                                           rich_help_panel=LIMITS)]
 Tpm = Annotated[float | None, typer.Option(help="Tokens a minute, per endpoint (prompt + completion), paced like "
-                                           "--rpm.", rich_help_panel="Rate limits")]
-Timeout = Annotated[float, typer.Option(help="Seconds per request.")]
+                                           "--rpm.", rich_help_panel=LIMITS)]
+Timeout = Annotated[float, typer.Option(help="Seconds per request.", rich_help_panel=LIMITS)]
 MaxRetries = Annotated[int, typer.Option(help="Retries per request for 5xx, timeouts, connection errors and bad "
-                                         "bodies (a 429 is retried until --rate-limit-timeout).")]
+                                         "bodies (a 429 is retried until --rate-limit-timeout).",
+                                         rich_help_panel=LIMITS)]
 RateLimitTimeout = Annotated[float, typer.Option(help="Seconds one request may keep being refused (HTTP 429) before "
-                                                 "it fails as rate_limit.", rich_help_panel="Rate limits")]
+                                                 "it fails as rate_limit.", rich_help_panel=LIMITS)]
 RetryAfterMax = Annotated[float, typer.Option(help="Longest Retry-After honoured, in seconds; a longer one is cut "
-                                              "to this and reported.", rich_help_panel="Rate limits")]
+                                              "to this and reported.", rich_help_panel=LIMITS)]
 ConcurrencyStart = Annotated[int | None, typer.Option(help="Requests in flight at the start, before the limit has "
                                                       "seen the endpoint [default: 2/3 of --concurrency].",
-                                                      rich_help_panel="Rate limits")]
+                                                      rich_help_panel=LIMITS)]
 ConcurrencyMin = Annotated[int, typer.Option(help="The adaptive limit never goes below this.",
-                                             rich_help_panel="Rate limits")]
+                                             rich_help_panel=LIMITS)]
 MAX_CONCURRENCY = 10_000  # one worker task per slot: a million slots cost a gigabyte before the first call
 
 

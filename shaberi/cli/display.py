@@ -22,7 +22,7 @@ from ..llm.client import ChatClient
 from ..passes.runner import PassProgress
 from ..pipeline import Outcome
 
-__all__ = ["live_progress", "unreadable_lines"]
+__all__ = ["live_progress", "plain_lines", "unreadable_lines"]
 
 def _plain_every() -> float:
     with contextlib.suppress(ValueError):
@@ -85,14 +85,16 @@ def _endpoint(client: ChatClient) -> str:
 
 
 @contextlib.asynccontextmanager
-async def live_progress(console: Console) -> AsyncIterator[list]:
-    """Yields a one-slot list; put the run's Outcome in it when the run starts."""
+async def live_progress(console: Console, told: set[str] | None = None) -> AsyncIterator[list]:
+    """Yields a one-slot list; put the run's Outcome in it when the run starts. ``told``: the endpoint notes
+    already printed (a family's runs share one, so a note is printed once per family, not once per run)."""
     slot: list = []
     stop = asyncio.Event()
     show = _Live(console) if console.is_terminal else _Plain(console)
 
+    told = set() if told is None else told
+
     async def refresh() -> None:
-        told: set[str] = set()
         while True:
             if slot:
                 for note in (n for c in slot[0].clients for n in c.notes if n not in told):
@@ -149,6 +151,24 @@ class _Live:
             self.live.stop()
 
 
+PLAIN_WIDTH = 119  # a log line a reader (and a log viewer) takes in without wrapping
+
+
+def plain_lines(stamp: str, parts: list[str]) -> list[str]:
+    """Parts joined by `` | `` into lines of at most PLAIN_WIDTH characters, each after the stamp; a part too long
+    alone (an endpoint's long URL) loses its middle."""
+    room = PLAIN_WIDTH - len(stamp)
+    lines: list[str] = []
+    for part in parts:
+        if len(part) > room:
+            part = part[:room // 2 - 1] + "…" + part[len(part) - (room - room // 2):]
+        if lines and len(lines[-1]) + 3 + len(part) <= room:
+            lines[-1] += " | " + part
+        else:
+            lines.append(part)
+    return [stamp + line for line in lines]
+
+
 class _Plain:
     """A line every few seconds, and one at the end: a log file shows progress, not nothing until the end."""
 
@@ -169,8 +189,9 @@ class _Plain:
         parts = [f"{r.name} {r.done}/{r.total} ({r.tokens:,} tok, {rates[r.name]:.1f} req/s, {r.errors} err)"
                  for r in _rows(outcome)]
         parts += [_endpoint(c) for c in outcome.clients]
-        self.console.print(f"[{elapsed // 3600:02d}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}] "
-                           + " | ".join(parts), markup=False, highlight=False, soft_wrap=True)
+        stamp = f"[{elapsed // 3600:02d}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}] "
+        for line in plain_lines(stamp, parts):
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     def close(self) -> None:
         pass

@@ -251,11 +251,12 @@ def export(
 ) -> None:
     """Write (again) the JSONL artifacts, metrics and manifests of stored runs."""
     from ..reports.export import EXPORT_ERRORS, export_failure, export_run, export_summary, write_manifest
-    from ..tables.selection import find_runs
+    from ..tables.selection import find_runs, require_root
     from ..tables.store import Store
 
     runs = find_runs(results_dir, tag, model=model)
     if not runs:
+        require_root(results_dir)
         raise UsageError(f"no runs to export under {results_dir}{f' tagged {tag!r}' if tag else ''}"
                          f"{f' for model {model!r}' if model else ''}")
     store = Store(results_dir)

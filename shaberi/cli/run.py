@@ -12,6 +12,11 @@ from ..errors import UsageError
 from .common import (
     DEFAULT_DATA,
     DEFAULT_RESULTS,
+    JUDGES,
+    LIMITS,
+    MODEL,
+    PASSES,
+    RUNS,
     ConcurrencyMin,
     ConcurrencyStart,
     DataDir,
@@ -38,91 +43,127 @@ __all__ = ["run", "run_request"]
 
 @app.command()
 def run(
-    model: Annotated[str, typer.Option("--model", help="Model name sent to the endpoint.")],
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible base URL, e.g. "
-                                                 "http://127.0.0.1:8000/v1 (not needed with --reprocess).")] = None,
+    model: Annotated[str, typer.Option(
+        "--model", rich_help_panel=MODEL,
+        help="Model name sent to the endpoint.")],
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", rich_help_panel=MODEL,
+        help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (not needed with --reprocess).")] = None,
     api_key_env: Annotated[str | None, typer.Option(
-        "--api-key-env", help="Variable holding the API key [default: OPENAI_API_KEY, optional on loopback].")] = None,
-    benchmark: Annotated[str | None, typer.Option("--benchmark", help="all, or a comma list of elyza,tengu,mt_bench,"
-                                                  "rakuda (shaberi list: every one installed); scopes every stage "
-                                                  "[default: all when generating, else every benchmark the run "
-                                                  "has].")] = None,
-    tag: Annotated[str, typer.Option("--tag", help="Names the run together with --model.")] = "default",
-    limit: Annotated[int | None, typer.Option("--limit", help="First N questions of each benchmark.")] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight: the upper bound "
-                                             "of the adaptive limit.")] = 60,
-    stages: Annotated[str | None, typer.Option("--stages", help="Comma list of generate,judge,passes [default: "
-                                               "generate, judge when --judge is given, passes when --passes is "
-                                               "given]. Without generate the candidate is never called and "
-                                               "--base-url is not needed.")] = None,
-    passes: Annotated[str | None, typer.Option("--passes", help="Comma list of score-modifying passes: "
-                                               "lang_mixing,repetition,format_validation,safety_check (shaberi "
-                                               "list: every one installed).")] = None,
-    pass_option: Annotated[list[str] | None, typer.Option("--pass-option", help="NAME.KEY=VALUE, repeatable, e.g. "
-                                                          "lang_mixing.penalty=1 or lang_mixing.detector=MODEL@URL."
-                                                          )] = None,
-    judge: Annotated[list[str] | None, typer.Option("--judge", "--judge-model", help="Judge model, repeatable: "
-                                                    "MODEL (on --judge-base-url) or MODEL@BASE_URL.")] = None,
-    judge_base_url: Annotated[str | None, typer.Option(help="Endpoint of judges given without @URL [default: "
-                                                       "--base-url].")] = None,
+        "--api-key-env", rich_help_panel=MODEL,
+        help="Variable holding the API key [default: OPENAI_API_KEY, optional on loopback].")] = None,
+    temperature: Annotated[str, typer.Option(
+        metavar="FLOAT|omit", rich_help_panel=MODEL,
+        help="Sampling temperature, or omit (send none: the endpoint's default).")] = "0.2",
+    max_tokens: Annotated[int | None, typer.Option(
+        rich_help_panel=MODEL,
+        help="Completion token limit [default: 6000].")] = None,
+    max_completion_tokens: Annotated[int | None, typer.Option(
+        rich_help_panel=MODEL,
+        help="Completion limit sent as max_completion_tokens (OpenAI's newer name), instead of --max-tokens.")] = None,
+    top_p: Annotated[float | None, typer.Option(
+        rich_help_panel=MODEL,
+        help="Nucleus sampling; sent only when given.")] = None,
+    reasoning_effort: Annotated[str | None, typer.Option(
+        rich_help_panel=MODEL,
+        help="reasoning_effort: none, minimal, low, medium, high or xhigh; sent only when given.")] = None,
+    extra_body: Annotated[str | None, typer.Option(
+        rich_help_panel=MODEL,
+        help="""JSON object merged into every candidate request, e.g. '{"chat_template_kwargs": {"enable_thinking": """
+             "false}}'.")] = None,
+    frequency_penalty: Annotated[float | None, typer.Option(
+        rich_help_panel=MODEL,
+        help="Sent only when given.")] = None,
+    seed: Annotated[int | None, typer.Option(
+        rich_help_panel=MODEL,
+        help="Sent only when given.")] = None,
+    model_families: Annotated[Path | None, typer.Option(
+        rich_help_panel=MODEL,
+        help="Model family table (TOML) replacing data/model_families.toml: how requests to some models must "
+             "differ; an empty file turns it off.")] = None,
+    judge: Annotated[list[str] | None, typer.Option(
+        "--judge", "--judge-model", rich_help_panel=JUDGES,
+        help="Judge model, repeatable: MODEL (on --judge-base-url) or MODEL@BASE_URL.")] = None,
+    judge_base_url: Annotated[str | None, typer.Option(
+        rich_help_panel=JUDGES,
+        help="Endpoint of judges given without @URL [default: --base-url].")] = None,
+    judge_api_key_env: Annotated[str | None, typer.Option(
+        rich_help_panel=JUDGES,
+        help="Variable holding the judges' key [default: the candidate's; optional on loopback].")] = None,
     judge_prompts: Annotated[str | None, typer.Option(
+        metavar="PATH", rich_help_panel=JUDGES,
         help="The judging prompt set: a clone of the original Shaberi (its prompts, requests and score reading: "
              "scores comparable with its published ones) or a folder of judging templates laid out like "
-             "prompts/judging/ [default: Shaberi's own]. Judgements are kept per prompt set.",
-        metavar="PATH")] = None,
-    judge_api_key_env: Annotated[str | None, typer.Option(help="Variable holding the judges' key [default: "
-                                                          "the candidate's; optional on loopback].")] = None,
-    judge_concurrency: Annotated[int | None, typer.Option(help="Most judge requests in flight per judge endpoint, "
-                                                          "shared by every shaberi process on this machine "
-                                                          "[default: --concurrency].")] = None,
-    judge_temperature: Annotated[str, typer.Option(help="Judge sampling temperature, or omit (send none).",
-                                                   metavar="FLOAT|omit")] = "0",
-    judge_max_tokens: Annotated[int | None, typer.Option(help="Judge completion token limit [default: 1024].")
-                                ] = None,
+             "prompts/judging/ [default: Shaberi's own]. Judgements are kept per prompt set.")] = None,
+    judge_concurrency: Annotated[int | None, typer.Option(
+        rich_help_panel=JUDGES,
+        help="Most judge requests in flight per judge endpoint, shared by every shaberi process on this machine "
+             "[default: --concurrency].")] = None,
+    judge_temperature: Annotated[str, typer.Option(
+        metavar="FLOAT|omit", rich_help_panel=JUDGES,
+        help="Judge sampling temperature, or omit (send none).")] = "0",
+    judge_max_tokens: Annotated[int | None, typer.Option(
+        rich_help_panel=JUDGES,
+        help="Judge completion token limit [default: 1024].")] = None,
     judge_max_completion_tokens: Annotated[int | None, typer.Option(
-        help="Judge completion limit sent as max_completion_tokens, instead of --judge-max-tokens.",
-        rich_help_panel="Request parameters")] = None,
-    judge_top_p: Annotated[float | None, typer.Option(help="Judge nucleus sampling; sent only when given.",
-                                                      rich_help_panel="Request parameters")] = None,
-    judge_reasoning_effort: Annotated[str | None, typer.Option(help="Judge reasoning_effort: none, minimal, low, "
-                                                               "medium, high or xhigh; sent only when given.",
-                                                               rich_help_panel="Request parameters")] = None,
-    judge_extra_body: Annotated[str | None, typer.Option(help="JSON object merged into every judge request, e.g. "
-                                                         """'{"chat_template_kwargs": {"enable_thinking": false}}'.""",
-                                                         rich_help_panel="Request parameters")] = None,
-    model_families: Annotated[Path | None, typer.Option(help="Model family table (TOML) replacing "
-                                                        "data/model_families.toml: how requests to some models "
-                                                        "must differ; an empty file turns it off.",
-                                                        rich_help_panel="Request parameters")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls, tokens and cost this would take; "
-                                          "call nothing.")] = False,
-    pricing: Annotated[Path | None, typer.Option("--pricing", help="Prices per million tokens (TOML) for "
-                                                 "--dry-run, instead of data/pricing.toml.")] = None,
-    runs: Annotated[int, typer.Option("--runs", help="Repeat as N independent runs tagged {tag}-run1 … "
-                                      "{tag}-runN, each with its own seed.")] = 1,
-    rejudge: Annotated[bool, typer.Option("--rejudge", help="Call the judges again on the stored answers (never the "
-                                          "candidate).")] = False,
-    reprocess: Annotated[bool, typer.Option("--reprocess", help="Only re-parse stored judge replies with the "
-                                            "current rules: no API calls.")] = False,
-    temperature: Annotated[str, typer.Option(help="Sampling temperature, or omit (send none: the endpoint's "
-                                             "default).", metavar="FLOAT|omit")] = "0.2",
-    max_tokens: Annotated[int | None, typer.Option(help="Completion token limit [default: 6000].")] = None,
-    max_completion_tokens: Annotated[int | None, typer.Option(
-        help="Completion limit sent as max_completion_tokens (OpenAI's newer name), instead of --max-tokens.",
-        rich_help_panel="Request parameters")] = None,
-    top_p: Annotated[float | None, typer.Option(help="Nucleus sampling; sent only when given.",
-                                                rich_help_panel="Request parameters")] = None,
-    reasoning_effort: Annotated[str | None, typer.Option(help="reasoning_effort: none, minimal, low, medium, high "
-                                                         "or xhigh; sent only when given.",
-                                                         rich_help_panel="Request parameters")] = None,
-    extra_body: Annotated[str | None, typer.Option(help="JSON object merged into every candidate request, e.g. "
-                                                   """'{"chat_template_kwargs": {"enable_thinking": false}}'.""",
-                                                   rich_help_panel="Request parameters")] = None,
-    frequency_penalty: Annotated[float | None, typer.Option(help="Sent only when given.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Sent only when given.")] = None,
-    rerun: Annotated[bool, typer.Option("--rerun", help="Call again even for answers already stored.")] = False,
-    retry_errors: Annotated[int, typer.Option(help="Re-call an errored answer on resume up to this many "
-                                              "more times.")] = 2,
+        rich_help_panel=JUDGES,
+        help="Judge completion limit sent as max_completion_tokens, instead of --judge-max-tokens.")] = None,
+    judge_top_p: Annotated[float | None, typer.Option(
+        rich_help_panel=JUDGES,
+        help="Judge nucleus sampling; sent only when given.")] = None,
+    judge_reasoning_effort: Annotated[str | None, typer.Option(
+        rich_help_panel=JUDGES,
+        help="Judge reasoning_effort: none, minimal, low, medium, high or xhigh; sent only when given.")] = None,
+    judge_extra_body: Annotated[str | None, typer.Option(
+        rich_help_panel=JUDGES,
+        help="""JSON object merged into every judge request, e.g. '{"chat_template_kwargs": {"enable_thinking": """
+             "false}}'.")] = None,
+    passes: Annotated[str | None, typer.Option(
+        "--passes", rich_help_panel=PASSES,
+        help="Comma list of score-modifying passes: lang_mixing,repetition,format_validation,safety_check (shaberi"
+             " list: every one installed).")] = None,
+    pass_option: Annotated[list[str] | None, typer.Option(
+        "--pass-option", rich_help_panel=PASSES,
+        help="NAME.KEY=VALUE, repeatable, e.g. lang_mixing.penalty=1 or lang_mixing.detector=MODEL@URL.")] = None,
+    tag: Annotated[str, typer.Option(
+        "--tag", rich_help_panel=RUNS,
+        help="Names the run together with --model.")] = "default",
+    benchmark: Annotated[str | None, typer.Option(
+        "--benchmark", rich_help_panel=RUNS,
+        help="all, or a comma list of elyza,tengu,mt_bench,rakuda (shaberi list: every one installed); scopes "
+             "every stage [default: all when generating, else every benchmark the run has].")] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", rich_help_panel=RUNS,
+        help="First N questions of each benchmark.")] = None,
+    runs: Annotated[int, typer.Option(
+        "--runs", rich_help_panel=RUNS,
+        help="Repeat as N independent runs tagged {tag}-run1 … {tag}-runN, each with its own seed.")] = 1,
+    stages: Annotated[str | None, typer.Option(
+        "--stages", rich_help_panel=RUNS,
+        help="Comma list of generate,judge,passes [default: generate, judge when --judge is given, passes when "
+             "--passes is given]. Without generate the candidate is never called and --base-url is not "
+             "needed.")] = None,
+    rerun: Annotated[bool, typer.Option(
+        "--rerun", rich_help_panel=RUNS,
+        help="Call again even for answers already stored.")] = False,
+    retry_errors: Annotated[int, typer.Option(
+        rich_help_panel=RUNS,
+        help="Re-call an errored answer on resume up to this many more times.")] = 2,
+    rejudge: Annotated[bool, typer.Option(
+        "--rejudge", rich_help_panel=RUNS,
+        help="Call the judges again on the stored answers (never the candidate).")] = False,
+    reprocess: Annotated[bool, typer.Option(
+        "--reprocess", rich_help_panel=RUNS,
+        help="Only re-parse stored judge replies with the current rules: no API calls.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", rich_help_panel=RUNS,
+        help="Print the calls, tokens and cost this would take; call nothing.")] = False,
+    pricing: Annotated[Path | None, typer.Option(
+        "--pricing", rich_help_panel=RUNS,
+        help="Prices per million tokens (TOML) for --dry-run, instead of data/pricing.toml.")] = None,
+    concurrency: Annotated[int, typer.Option(
+        "--concurrency", rich_help_panel=LIMITS,
+        help="Most requests in flight: the upper bound of the adaptive limit.")] = 60,
     rpm: Rpm = None,
     tpm: Tpm = None,
     timeout: Timeout = 600.0,
@@ -218,9 +259,9 @@ def run(
     if "generate" not in stages_run:  # every run of the family must have answers before any is judged
         for each in family:
             check_stored(each, stages_run)
-    failed = []
+    failed, told = [], set[str]()  # an endpoint's note is printed once for the family
     for each in family:
-        outcome = run_request(each)
+        outcome = run_request(each, told)
         if outcome.failed:
             failed.append(each.tag)
             if outcome.status == "failed" and each is not family[-1]:  # nothing usable: the rest would fail alike
@@ -367,8 +408,9 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
                "as $0; nothing was called)", header, table, "table")
 
 
-def run_request(request: RunRequest) -> Outcome:
-    """Run one request, print what it did and why a stage failed; the caller sets the exit code."""
+def run_request(request: RunRequest, told: set[str] | None = None) -> Outcome:
+    """Run one request, print what it did and why a stage failed; the caller sets the exit code. ``told``: the
+    notes printed already (by the family's earlier runs)."""
     import asyncio
 
     from rich.console import Console
@@ -380,7 +422,7 @@ def run_request(request: RunRequest) -> Outcome:
     console = Console(stderr=True)
 
     async def go() -> Outcome:
-        async with live_progress(console) as slot:
+        async with live_progress(console, told) as slot:
             return await run_pipeline(request, on_start=slot.append)
 
     outcome = asyncio.run(go())

@@ -17,7 +17,7 @@ import orjson
 
 from ..errors import UsageError
 from ..tables.location import as_root
-from ..tables.selection import find_runs
+from ..tables.selection import find_runs, require_root
 from ..tables.sql import connect
 
 __all__ = ["ALL_JUDGES", "SORTS", "Detail", "Inspector", "Run"]
@@ -65,6 +65,7 @@ class Inspector:
         self.results_dir = as_root(results_dir)
         found = find_runs(results_dir, tag, model=model)
         if not found:
+            require_root(results_dir)
             raise UsageError(f"no runs under {results_dir}"
                              f"{f' tagged {tag!r}' if tag else ''}{f' for model {model!r}' if model else ''}; "
                              "check --results-dir, --tag and --model")

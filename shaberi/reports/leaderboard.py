@@ -74,7 +74,7 @@ import duckdb
 
 from .. import benchmarks as bm
 from ..errors import UsageError
-from ..tables.selection import RunRef, select_runs, tags_there
+from ..tables.selection import RunRef, require_root, select_runs, tags_there
 from ..tables.sql import connect, score_mean
 from .output import write_atomic
 
@@ -291,6 +291,7 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
         try:  # per model: its run tagged so, or its family (selection.select_runs, as every reader)
             chosen = select_runs(results_dir, t, con=con)
         except UsageError:
+            require_root(results_dir)
             hint = "; rank your runs with --tag TAG, or import a tree with: shaberi import-legacy PATH" \
                 if t == "legacy" else ""
             raise UsageError(f"no runs tagged {t!r} (nor {t}-run1 … N) under {results_dir}; "

@@ -18,7 +18,7 @@ from .location import Root, as_root, attach, glob_literal
 from .sql import LATEST_RUN_ROW, define_status, relisting
 from .writers import probe_writers
 
-__all__ = ["Match", "RunRef", "Selection", "find_runs", "left_out", "select_runs"]
+__all__ = ["Match", "RunRef", "Selection", "find_runs", "left_out", "require_root", "select_runs", "tags_there"]
 
 
 class RunRef(NamedTuple):
@@ -127,9 +127,19 @@ def select_runs(root: str | Path, tag: str, model: str | None = None, runs: int 
         else:
             chosen += exact
     if not chosen:
+        require_root(root)
         raise UsageError(f"no run tagged {tag!r}{f' for model {model!r}' if model else ''} under {root}"
                          f"; {tags_there(root, con)}")
     return Selection(tag, chosen, families)
+
+
+def require_root(root: str | Path | Root) -> None:
+    """Say that a results root is missing, not that it holds no such run: a command run from another directory
+    reads ``results`` there."""
+    if not (where := as_root(root)).joinpath("tables").exists():
+        shown = where.resolve() if isinstance(where, Path) else where
+        raise UsageError(f"no results root at {shown} (no tables/ there): give --results-dir DIR (or set "
+                         "SHABERI_RESULTS_DIR) where shaberi run wrote its results")
 
 
 def tags_there(root: Root, con: duckdb.DuckDBPyConnection | None = None) -> str:
