@@ -126,7 +126,7 @@ def template_hash(name: str, judging: str | None = None) -> str:
     except jinja2.TemplateNotFound:  # checked before a run writes anything: one line, not a traceback
         where = ", ".join(map(str, [*([judging] if judging else []), *_roots()]))
         raise UsageError(f"no template {name} in {where}; a benchmark brings its generation and judging "
-                         "templates (docs/plugins.md)") from None
+                         "templates (docs/reference/plugins.md)") from None
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 

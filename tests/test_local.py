@@ -58,31 +58,40 @@ def test_the_embedded_model_is_installed_and_verified():
     assert path.stat().st_size == 491_400_064 and path.read_bytes()[:4] == b"GGUF"
 
 
-def test_serve_local_answers_with_usage_and_stops_cleanly():
+def test_serve_local_answers_one_question_through_every_stage_and_stops_cleanly(tmp_path, data_dir):
+    """The local model served for real (usage tokens and all) answers and judges one Rakuda question, the three
+    passes check it, and SIGTERM stops the server. The whole demo runs on its own (pytest -m demo)."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "shaberi", "serve-local", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "shaberi", "serve-local", "--port", str(port), "--threads", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url, model = f"http://127.0.0.1:{port}/v1", "qwen2.5-coder-0.5b-instruct-q4_k_m"
     try:
         line = proc.stdout.readline()  # printed once the server lists its model
-        assert f"at http://127.0.0.1:{port}/v1" in line, proc.stderr.read() if proc.poll() is not None else line
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as resp:
-            assert json.load(resp)["data"][0]["id"] == "qwen2.5-coder-0.5b-instruct-q4_k_m"
-        body = json.dumps({"model": "qwen2.5-coder-0.5b-instruct-q4_k_m", "max_tokens": 8, "temperature": 0,
-                           "messages": [{"role": "user", "content": "日本の首都はどこですか？"}]}).encode()
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body,
-                                         {"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=120) as resp:
-            reply = json.load(resp)
-        assert reply["choices"][0]["message"]["content"] and reply["usage"]["completion_tokens"] > 0
+        assert f"at {url}" in line, proc.stderr.read() if proc.poll() is not None else line
+        with urllib.request.urlopen(f"{url}/models", timeout=10) as resp:
+            assert json.load(resp)["data"][0]["id"] == model
+        done = shaberi("run", "--model", model, "--base-url", url, "--benchmark", "rakuda", "--limit", "1",
+                       "--max-tokens", "96", "--judge", model, "--judge-max-tokens", "160", "--concurrency", "1",
+                       "--passes", "lang_mixing,repetition,format_validation", "--results-dir", str(tmp_path),
+                       "--data-dir", str(data_dir), timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0 and "stopped" in proc.stdout.read()
     finally:
         if proc.poll() is None:
             proc.kill()
     with pytest.raises(OSError):  # nothing listens any more: the model server went with it
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+        urllib.request.urlopen(f"{url}/models", timeout=2)
+    ((content, tokens),) = query(tmp_path, "SELECT content, completion_tokens FROM answers")
+    assert content and 0 < tokens <= 96
+    ((score, method, error, output),) = query(tmp_path, "SELECT score, parse_method, error, judge_output "
+                                                        "FROM judgements")
+    assert output and ((score is not None and method) or (score is None and error))  # a score, or why not
+    assert query(tmp_path, "SELECT pass_name, count(*) FROM pass_deltas GROUP BY 1 ORDER BY 1") == [
+        ("format_validation", 1), ("lang_mixing", 1), ("repetition", 1)]
 
 
+@pytest.mark.demo
 @pytest.mark.timeout(900)
 def test_the_demo_runs_every_stage_on_the_local_model(tmp_path):
     """The README's first command with --limit 1: a real model answers and judges one question per benchmark."""

@@ -146,7 +146,7 @@ def test_a_plugin_benchmark_never_changes_the_overall_score_and_brings_its_templ
         info = dict(connect(tmp_path).execute("SELECT benchmark, in_overall FROM benchmark_info").fetchall())
         assert info == {"elyza": True, "tengu": True, "mt_bench": True, "rakuda": True, "mt_bench_full": False,
                         "mt_bench_80": False, "extra_b": False}
-        with pytest.raises(UsageError, match=r"^no template generation/extra_b.jinja in .*docs/plugins.md"):
+        with pytest.raises(UsageError, match=r"^no template generation/extra_b.jinja in .*docs/reference/plugins.md"):
             template_hash("generation/extra_b.jinja")
         with pytest.raises(UsageError, match=r"^no template judging/extra_b/primary.jinja"):
             judging_hash("extra_b")

@@ -3,7 +3,7 @@
 A module registers itself with ``@benchmark(name, scale=(lo, hi))`` on a function mapping the upstream
 rows (dicts with the upstream's own column names) to ``Question`` objects (a ``Convert``). Where the file
 is and which columns it must have come from ``data/datasets.toml``; a plugin's benchmark brings that entry
-itself (``data=``) and is listed after the built-ins (``docs/plugins.md``).
+itself (``data=``) and is listed after the built-ins (``docs/reference/plugins.md``).
 """
 
 from __future__ import annotations
@@ -95,8 +95,9 @@ def _check_spec(name: str, spec: Benchmark) -> None:
                          f"{type(data).__name__}")
     for key in ("file", "columns"):
         if key not in data:
-            raise ValueError(f"benchmark {name!r}: its data entry has no {key!r} (docs/plugins.md: 'file' is the "
-                             "dataset's path under --data-dir without the suffix, 'columns' the columns it needs)")
+            raise ValueError(f"benchmark {name!r}: its data entry has no {key!r} (docs/reference/plugins.md: 'file' "
+                             "is the dataset's path under --data-dir without the suffix, 'columns' the columns it "
+                             "needs)")
     texts = ("file", "title", "source", "hf_repo", "hf_revision", "hf_file", "references")
     if bad := next((k for k in texts if k in data and not _present_text(data[k])), None):
         raise ValueError(f"benchmark {name!r}: data[{bad!r}] must be a non-empty string, not {data[bad]!r}")
@@ -246,7 +247,7 @@ def load(name: str, data_dir: Path, limit: int | None = None) -> Dataset:
     for q in questions:
         if problem := _malformed(name, q):
             raise DataError(f"{name}: {path}: its Convert made a question {problem}; fix the benchmark's Convert "
-                            "(a plugin's: docs/plugins.md), or the row it came from")
+                            "(a plugin's: docs/reference/plugins.md), or the row it came from")
     repeated = [q for q, n in collections.Counter(q.question_id for q in questions).items() if n > 1]
     if repeated:  # ids read as the benchmark reads them ('011' is 11; a row without an id takes its row number)
         raise DataError(f"{name}: {path}: question id {repeated[0]} is given to more than one row "

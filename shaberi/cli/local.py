@@ -37,7 +37,7 @@ def data_pull(
 @app.command("list")
 def list_command() -> None:
     """What this installation can run: the benchmarks, ensemble datasets, graders, strategies, passes and prompt
-    folders, built-in ones first, then the plugins' (docs/plugins.md), and the plugins loaded."""
+    folders, built-in ones first, then the plugins' (docs/reference/plugins.md), and the plugins loaded."""
     from ..benchmarks import BENCHMARKS
     from ..ensemble.datasets import DATASETS
     from ..ensemble.graders import GRADERS

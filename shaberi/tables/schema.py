@@ -85,31 +85,31 @@ TABLES: dict[str, Table] = {
             ("run_id",),
             [
                 ("run_id", STR),
-                ("tag", STR),
-                ("base_tag", STR),
-                ("run_index", I32),
-                ("model", STR),
-                ("base_url", STR),
+                ("tag", STR),  # --tag: names the run with the model
+                ("base_tag", STR),  # a family's tag without -runN (else the tag)
+                ("run_index", I32),  # N of a family's {tag}-runN (1 for a single run)
+                ("model", STR),  # the candidate model's name
+                ("base_url", STR),  # the candidate's endpoint, without credentials
                 ("api_key_sha256", STR),  # first 12 hex digits of sha256(key); never the key
                 ("generation_config", STR),  # JSON
-                ("benchmarks", STR_LIST),
-                ("judges", STR_LIST),
+                ("benchmarks", STR_LIST),  # the benchmarks run
+                ("judges", STR_LIST),  # MODEL@URL of each judge
                 ("passes", STR_LIST),  # name@version of each pass that has run
                 ("pass_config", STR),  # JSON: pass -> {version, options}
                 ("datasets", STR),  # JSON: benchmark -> {file, sha256, rows, questions}
                 ("prompt_hashes", STR),  # JSON: template path -> sha256 prefix
                 ("judge_prompts", STR),  # JSON: prompt set label ("shaberi": its own prompts) -> its provenance
-                ("git_commit", STR),
-                ("git_dirty", BOOL),
+                ("git_commit", STR),  # of shaberi's checkout, when run from one
+                ("git_dirty", BOOL),  # the checkout had uncommitted changes
                 ("package_versions", STR),  # JSON
                 # JSON: endpoint label -> one entry per invocation:
                 # {history: [[seconds, limit, why]], requests, rate_limited, retries, notes}
                 ("concurrency_history", STR),
                 ("status", STR),  # running | ok | partial | failed (a dead writer's running: interrupted)
-                ("error", STR),
+                ("error", STR),  # why the run failed (its most common error)
                 ("stages", STR),  # JSON: stage -> {status, calls, failed, error, error_count} of its last run
                 ("created_at", TS),
-                ("updated_at", TS),
+                ("updated_at", TS),  # last written
             ],
         ),
         _t(
@@ -119,10 +119,10 @@ TABLES: dict[str, Table] = {
                 ("run_id", STR),
                 ("benchmark", STR),
                 ("question_id", STR),
-                ("turns", STR_LIST),
-                ("reference", STR),
-                ("criteria", STR),
-                ("category", STR),
+                ("turns", STR_LIST),  # the user turns, in order
+                ("reference", STR),  # the benchmark's reference answer, if any
+                ("criteria", STR),  # the benchmark's grading notes for the question, if any
+                ("category", STR),  # the benchmark's category of the question
                 ("extra", STR),  # JSON: upstream columns we do not map
                 ("created_at", TS),
             ],
@@ -132,23 +132,23 @@ TABLES: dict[str, Table] = {
             _ANSWER_KEY,
             [
                 *_ANSWER_FIELDS,  # strategy is "" for raw answers
-                ("model", STR),
+                ("model", STR),  # the model that answered
                 ("content", STR),  # null when the call failed
                 ("raw_content", STR),  # the reply as returned, where a think block was split off content (else null)
                 ("japanese_chars", I32),  # kana and kanji in content, counted when written
                 ("letter_chars", I32),  # letters and digits of any script in content
                 ("reasoning", STR),  # stripped <think> text and reasoning_content
-                ("finish_reason", STR),
-                ("error", STR),
-                ("error_type", STR),
+                ("finish_reason", STR),  # as the endpoint said (length: cut off)
+                ("error", STR),  # why the call failed (null: it did not)
+                ("error_type", STR),  # the failure's kind: rate_limit, http_5xx, …
                 ("attempts", I32),  # HTTP attempts behind this row, summed over resumes
                 ("calls", I32),  # times this row was requested (1, then +1 per retry of an error row)
                 ("latency_ms", F64),  # the answering request's round trip (not time queued in the client)
-                ("prompt_tokens", I64),
-                ("completion_tokens", I64),
+                ("prompt_tokens", I64),  # as the endpoint reported
+                ("completion_tokens", I64),  # as the endpoint reported
                 ("reasoning_tokens", I64),  # of completion_tokens, thinking (usage.completion_tokens_details)
                 ("cached_prompt_tokens", I64),  # of prompt_tokens, served from the provider's cache (priced apart)
-                ("request_hash", STR),
+                ("request_hash", STR),  # of what the model was sent (messages and sampling)
                 ("answer_hash", STR),  # of the text a judge sees (see ``lineage``); null in parts older than it
                 ("created_at", TS),
             ],
@@ -163,23 +163,23 @@ TABLES: dict[str, Table] = {
             (*_ANSWER_KEY, "judge", "prompt_hash", "grader_version", "answer_hash", "created_at"),
             [
                 *_ANSWER_FIELDS,
-                ("judge", STR),
+                ("judge", STR),  # the judge model (a pooled or prompt-set label in views)
                 ("score", F64),  # null when unparseable, never 0
                 ("shaberi_score", F64),  # under another prompt set's reading: the same replies read by Shaberi's
-                ("score_scale", STR),
-                ("parse_method", STR),
-                ("judge_output", STR),
-                ("fallback_output", STR),
+                ("score_scale", STR),  # e.g. 1-10, 1-5
+                ("parse_method", STR),  # which rule of the verdict grammar read the score
+                ("judge_output", STR),  # the judge's reply
+                ("fallback_output", STR),  # the reply to the fallback prompt, if asked
                 ("finish_reason", STR),  # of the judge's first reply: "length" (cut off) is never read for a score
-                ("fallback_finish_reason", STR),
+                ("fallback_finish_reason", STR),  # of the fallback reply
                 ("prompt_hash", STR),  # of the judging templates (null: no prompt, a rule grader)
                 ("prompt_set", STR),  # the prompt set's label (null: Shaberi's own; shaberi.promptsets)
                 ("grader_version", STR),  # of an ensemble rule grader's rules (null: a judge model)
                 ("answer_hash", STR),  # of the judged text: a regenerated answer is judged again
-                ("prompt_tokens", I64),
-                ("completion_tokens", I64),
-                ("reasoning_tokens", I64),
-                ("cached_prompt_tokens", I64),
+                ("prompt_tokens", I64),  # as the judge's endpoint reported
+                ("completion_tokens", I64),  # as the judge's endpoint reported
+                ("reasoning_tokens", I64),  # of completion_tokens
+                ("cached_prompt_tokens", I64),  # of prompt_tokens
                 ("error", STR),  # answer_error | unparseable: … | judge_error: …
                 ("created_at", TS),
             ],
@@ -189,15 +189,15 @@ TABLES: dict[str, Table] = {
             (*_ANSWER_KEY, "judge", "pass_name"),
             [
                 *_ANSWER_FIELDS,
-                ("judge", STR),
-                ("pass_name", STR),
-                ("pass_version", STR),
+                ("judge", STR),  # the judge whose score it changes ('': every judge)
+                ("pass_name", STR),  # e.g. lang_mixing
+                ("pass_version", STR),  # of the pass's rules
                 ("delta", F64),  # on the benchmark's scale; 0: checked, nothing to change
-                ("reason", STR),
+                ("reason", STR),  # why, in a few words
                 ("detail", STR),  # JSON
                 ("answer_hash", STR),  # of the checked text (a model's verdict is reused only for the same text)
-                ("prompt_tokens", I64),
-                ("completion_tokens", I64),
+                ("prompt_tokens", I64),  # of the pass's model calls, if any
+                ("completion_tokens", I64),  # of the pass's model calls
                 ("created_at", TS),
             ],
         ),
@@ -208,10 +208,10 @@ TABLES: dict[str, Table] = {
                 ("run_id", STR),
                 ("stage", STR),  # generation | judging | passes | consensus
                 ("benchmark", STR),
-                ("model", STR),
+                ("model", STR),  # the model called
                 ("requests", I64),  # HTTP requests sent, retries included
-                ("prompt_tokens", I64),
-                ("completion_tokens", I64),
+                ("prompt_tokens", I64),  # summed
+                ("completion_tokens", I64),  # summed
                 ("reasoning_tokens", I64),  # of completion_tokens (null in parts older than it)
                 ("cached_prompt_tokens", I64),  # of prompt_tokens: priced at the cached input rate
                 ("cached_requests", I64),  # no longer written (0): the token_usage view counts reuse from the tables

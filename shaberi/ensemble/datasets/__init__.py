@@ -6,7 +6,7 @@ prompt in ``turns[0]`` (options lettered for multiple choice), the gold answer i
 the data directory (``--data-dir`` / ``SHABERI_DATA_DIR``) at ``gt/<path>.{jsonl,json,csv,parquet}``;
 GPQA, HLE and HalluMix are not redistributable and are read from the user's own copy at the same kind
 of path. The generation prompt of each is ``prompts/generation/<name>.jinja``. A plugin registers its own
-with ``@dataset`` (entry point group ``shaberi.datasets``, ``docs/plugins.md``).
+with ``@dataset`` (entry point group ``shaberi.datasets``, ``docs/reference/plugins.md``).
 """
 
 from __future__ import annotations

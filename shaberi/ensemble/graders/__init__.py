@@ -12,7 +12,7 @@ no grade at all (score NULL, ``unparsed``), never a wrong one.
 
 Both kinds live in ``GRADERS``: a rule grader is a ``Grader`` (``@grader`` makes one from an extraction
 function), a judge-model grader a ``ModelGrader``; plugins add theirs through the entry point group
-``shaberi.graders`` (``docs/plugins.md``).
+``shaberi.graders`` (``docs/reference/plugins.md``).
 """
 
 from __future__ import annotations
