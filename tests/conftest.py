@@ -14,6 +14,8 @@ import pytest
 from shaberi.tables.sql import connect
 from shaberi.testing import LoopbackServer
 
+from .forkserver import ForkServer
+
 REPO = Path(__file__).resolve().parent.parent
 # Judge-endpoint slots are machine-wide (shaberi.llm.lease); keep the suite's own, inherited by subprocesses.
 os.environ["SHABERI_LEASE_DIR"] = tempfile.mkdtemp(prefix="shaberi-test-leases-")
@@ -81,12 +83,21 @@ def run_pilot(app, steps) -> None:
     asyncio.run(go())
 
 
+FORKS = ForkServer()
+
+
 def shaberi(*args: str, env: dict | None = None, timeout: float = 120,
             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real command line in a subprocess, as a user would."""
+    """Run the real command line in a process of its own, as a user would (forked from a server that has
+    imported it: tests/forkserver.py)."""
     base = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "SHABERI_RESULTS_DIR")}
-    return subprocess.run([sys.executable, "-m", "shaberi", *args], capture_output=True, text=True,
-                          env={**base, **(env or {})}, timeout=timeout, cwd=cwd)
+    return FORKS.run(list(args), {**base, **(env or {})}, cwd, timeout)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fork_server():
+    yield
+    FORKS.close()
 
 
 def query(results: Path, sql: str) -> list[tuple]:
