@@ -77,6 +77,8 @@ def _child(request: dict) -> NoReturn:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    given = [path for path in request["env"].get("PYTHONPATH", "").split(os.pathsep) if path]
+    sys.path[:0] = [path for path in given if path not in sys.path]  # as the interpreter reads it when it starts
     for fd, name, mode in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY),
                            (2, request["stderr"], os.O_WRONLY)):
         target = os.open(name, mode)

@@ -115,3 +115,10 @@ def test_the_readme_is_short_and_ci_runs_its_second_command():
     commands = first.group(1).splitlines()
     assert len(commands) == 2 and commands[0].endswith("shaberi demo")
     assert commands[1] in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+
+
+def test_every_environment_variable_the_code_reads_is_documented():
+    read = {name for path in (REPO / "shaberi").rglob("*.py")
+            for name in re.findall(r'"(SHABERI_[A-Z_]+)"', path.read_text(encoding="utf-8"))}
+    page = (REPO / "docs" / "reference" / "environment.md").read_text(encoding="utf-8")
+    assert len(read) >= 7 and not {name for name in read if f"`{name}`" not in page}

@@ -31,7 +31,7 @@ async def many(base_url: str, n: int) -> tuple[ChatClient, list[float]]:
     return client, [d.latency_ms / 1000 for d in done]
 
 
-def test_an_in_flight_cap_is_found_in_one_step_and_held():
+def test_an_in_flight_cap_is_found_near_the_wall_and_held():
     with LoopbackServer(latency_ms=50, capacity=8) as server:
         client, _ = asyncio.run(many(server.base_url, 600))
         stats = server.stats()
