@@ -21,6 +21,17 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ["SHABERI_LEASE_DIR"] = tempfile.mkdtemp(prefix="shaberi-test-leases-")
 
 
+# The files that take longest, started first: under xdist's --dist loadfile a file runs on one worker, and the last
+# long file to start would leave the other workers idle at the end.
+FIRST = ["test_sweep.py", "test_object_storage.py", "test_paths.py", "test_status.py", "test_compare.py",
+         "test_ensemble_ci.py", "test_original.py"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    order = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: order.get(item.path.name, len(FIRST)))  # stable: each file's own order kept
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     path = Path(os.environ.get("SHABERI_DATA_DIR", REPO.parent / "shared" / "datasets"))
@@ -102,6 +113,18 @@ def _fork_server():
 
 def query(results: Path, sql: str) -> list[tuple]:
     return connect(results).execute(sql).fetchall()
+
+
+def table_rows(root: object, leave_out: set[str]) -> dict[str, list[tuple]]:
+    """Every table's rows, sorted, without the columns left out (times), through one connection: opening a root
+    on S3 lists every part, a second or more against the test server."""
+    from shaberi.tables.schema import TABLES
+
+    con, found = connect(root), {}  # type: ignore[arg-type]
+    for table, spec in TABLES.items():
+        columns = ", ".join(f'"{c}"' for c in spec.columns if c not in leave_out)
+        found[table] = con.execute(f"SELECT {columns} FROM {table} ORDER BY ALL").fetchall()
+    return found
 
 
 def kill_when(server, args: list[str], calls: int) -> int:

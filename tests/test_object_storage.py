@@ -16,7 +16,7 @@ from shaberi.tables.schema import TABLES
 from shaberi.tables.store import Store
 from shaberi.testing import LoopbackServer
 
-from .conftest import kill_when, query, write_rakuda
+from .conftest import kill_when, query, table_rows, write_rakuda
 from .conftest import shaberi as cli
 
 VOLATILE = {"created_at", "updated_at", "latency_ms", "concurrency_history", "stages"}  # time, not content
@@ -27,11 +27,6 @@ def state(tmp_path, monkeypatch):
     """This machine's disk for the journals of remote roots."""
     monkeypatch.setenv("SHABERI_STATE_DIR", str(tmp_path / "state"))
     return tmp_path / "state"
-
-
-def rows(root, table: str) -> list[tuple]:
-    columns = ", ".join(f'"{c}"' for c in TABLES[table].columns if c not in VOLATILE)
-    return query(root, f"SELECT {columns} FROM {table} ORDER BY ALL")
 
 
 def texts(n: int) -> list[str]:
@@ -50,8 +45,9 @@ def test_a_run_on_s3_holds_the_rows_a_run_on_disk_holds_and_every_reader_reads_t
             assert done.returncode == 0, done.stderr
         assert server.stats()["calls"] == 2 * 16  # 8 answers and 8 judgements, for each root
 
+    there, here = table_rows(root, VOLATILE), table_rows(local, VOLATILE)
     for table in TABLES:
-        assert rows(root, table) == rows(local, table), table
+        assert there[table] == here[table], table
     assert query(root, "SELECT count(*), sum(score) FROM judgements") == [(8, sum(1 + i % 10 for i in range(8)))]
 
     view = [cli("view", "--tag", "t", "--format", "csv", "--results-dir", r) for r in (root, str(local))]

@@ -21,11 +21,10 @@ from pathlib import Path
 import pytest
 
 from shaberi.tables.schema import TABLES
-from shaberi.tables.sql import connect
 from shaberi.testing import LoopbackServer
 from shaberi.testing.ray import RayCluster, session_processes
 
-from .conftest import query, shaberi
+from .conftest import query, shaberi, table_rows
 
 VOLATILE = {"created_at", "updated_at", "latency_ms", "concurrency_history", "stages"}  # time, not content
 MODELS = ["m1", "m2", "m3", "m4"]
@@ -62,15 +61,6 @@ def write_plan(path: Path, judge_url: str, models: dict[str, str], data: Path, *
     return path
 
 
-def rows(root: object) -> dict[str, list[tuple]]:
-    """Every table's rows but their times, through one connection (each opening of a root on S3 lists it)."""
-    con, found = connect(root), {}  # type: ignore[arg-type]
-    for table, spec in TABLES.items():
-        columns = ", ".join(f'"{c}"' for c in spec.columns if c not in VOLATILE)
-        found[table] = con.execute(f"SELECT {columns} FROM {table} ORDER BY ALL").fetchall()
-    return found
-
-
 def summary(root: Path) -> dict:
     [path] = root.glob("sweeps/*/summary.json")
     return json.loads(path.read_text())
@@ -94,7 +84,7 @@ def test_a_sweep_on_ray_writes_the_rows_of_the_same_runs_made_one_by_one(cluster
         here = shaberi("sweep", str(plan), "--local", "--results-dir", str(tmp_path / "here"), timeout=600)
         assert here.returncode == 0, here.stderr
         assert judge.stats()["calls"] == 2 * judge_calls  # the same calls, made once by each sweep
-    ray_rows, here_rows = rows(remote), rows(tmp_path / "here")
+    ray_rows, here_rows = table_rows(remote, VOLATILE), table_rows(tmp_path / "here", VOLATILE)
     for table in TABLES:
         assert ray_rows[table] == here_rows[table], (table, sorted(set(ray_rows[table]) ^ set(here_rows[table]))[:2])
     assert len({row[0] for row in ray_rows["judgements"]}) == 4 and len(ray_rows["judgements"]) == 4 * 2
