@@ -23,8 +23,10 @@ os.environ["SHABERI_LEASE_DIR"] = tempfile.mkdtemp(prefix="shaberi-test-leases-"
 
 # The files that take longest, started first: under xdist's --dist loadfile a file runs on one worker, and the last
 # long file to start would leave the other workers idle at the end.
-FIRST = ["test_sweep.py", "test_object_storage.py", "test_paths.py", "test_status.py", "test_compare.py",
-         "test_ensemble_ci.py", "test_original.py"]
+FIRST = ["test_sweep.py", "test_object_storage.py", "test_status.py", "test_paths.py", "test_compare.py",
+         "test_ensemble_ci.py", "test_original.py", "test_rate_control.py", "test_local.py", "test_leaderboard.py",
+         "test_passes.py", "test_lineage.py", "test_judge.py", "test_report.py", "test_cli.py", "test_ensemble.py",
+         "test_legacy.py", "test_notebook.py"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

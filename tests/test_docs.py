@@ -82,7 +82,7 @@ def _commands(code: str) -> list[list[str]]:
 
 
 def test_the_marked_snippets_run(tmp_path, data_dir, monkeypatch):
-    """Each marked bash block's shaberi commands (endpoints pointed at the loopback server, --limit 2 on run) and
+    """Each marked bash block's shaberi commands (endpoints pointed at the loopback server, --limit 1 on run) and
     each marked python block, in one working directory, page after page."""
     ran = 0
     monkeypatch.chdir(tmp_path)
@@ -101,7 +101,7 @@ def test_the_marked_snippets_run(tmp_path, data_dir, monkeypatch):
                     args = [server.base_url if a in ("http://127.0.0.1:8000/v1", "https://api.openai.com/v1")
                             else re.sub(r"@https?://[^ ]+/v1$", "@" + server.base_url, a) for a in args[1:]]
                     if args[0] == "run" and "--limit" not in args:
-                        args += ["--limit", "2"]
+                        args += ["--limit", "1"]
                     done = shaberi(*args, cwd=tmp_path)
                     assert done.returncode == 0, f"{where}: shaberi {shlex.join(args)}\n{done.stderr}"
                     ran += 1

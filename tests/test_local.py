@@ -71,7 +71,7 @@ def test_serve_local_answers_one_question_through_every_stage_and_stops_cleanly(
         with urllib.request.urlopen(f"{url}/models", timeout=10) as resp:
             assert json.load(resp)["data"][0]["id"] == model
         done = shaberi("run", "--model", model, "--base-url", url, "--benchmark", "rakuda", "--limit", "1",
-                       "--max-tokens", "96", "--judge", model, "--judge-max-tokens", "160", "--concurrency", "1",
+                       "--max-tokens", "64", "--judge", model, "--judge-max-tokens", "64", "--concurrency", "1",
                        "--passes", "lang_mixing,repetition,format_validation", "--results-dir", str(tmp_path),
                        "--data-dir", str(data_dir), timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
@@ -83,7 +83,7 @@ def test_serve_local_answers_one_question_through_every_stage_and_stops_cleanly(
     with pytest.raises(OSError):  # nothing listens any more: the model server went with it
         urllib.request.urlopen(f"{url}/models", timeout=2)
     ((content, tokens),) = query(tmp_path, "SELECT content, completion_tokens FROM answers")
-    assert content and 0 < tokens <= 96
+    assert content and 0 < tokens <= 64
     ((score, method, error, output),) = query(tmp_path, "SELECT score, parse_method, error, judge_output "
                                                         "FROM judgements")
     assert output and ((score is not None and method) or (score is None and error))  # a score, or why not
