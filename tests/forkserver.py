@@ -34,12 +34,16 @@ PRELOAD = ["shaberi.cli", "shaberi.pipeline", "shaberi.tables.sql", "shaberi.tab
            "shaberi.reports.compare", "duckdb", "pyarrow", "pyarrow.parquet", "rich.console", "aiohttp",
            "scipy.stats", "orjson", "jinja2"]
 SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
+# Per-process tables worth computing once: (module, function) called in the server, their caches inherited.
+WARM = [("shaberi.scripts", "_tables")]
 
 def serve(path: str) -> None:
     """The server: import PRELOAD, listen on the UNIX socket ``path``, fork a child per connection and send each
     child's wait status back on its connection. Run as ``python tests/forkserver.py PATH``."""
     for name in PRELOAD:
         importlib.import_module(name)
+    for module, function in WARM:
+        getattr(importlib.import_module(module), function)()
     threads = len(os.listdir("/proc/self/task"))
     assert threads == 1, f"forking needs a single-threaded server; the imports started {threads - 1} threads"
     listener = socket.socket(socket.AF_UNIX)

@@ -83,7 +83,7 @@ def test_serve_local_answers_one_question_through_every_stage_and_stops_cleanly(
     with pytest.raises(OSError):  # nothing listens any more: the model server went with it
         urllib.request.urlopen(f"{url}/models", timeout=2)
     ((content, tokens),) = query(tmp_path, "SELECT content, completion_tokens FROM answers")
-    assert content and 0 < tokens <= 64
+    assert content and 0 < tokens <= 64 + 1  # llama.cpp counts the token it stopped at too
     ((score, method, error, output),) = query(tmp_path, "SELECT score, parse_method, error, judge_output "
                                                         "FROM judgements")
     assert output and ((score is not None and method) or (score is None and error))  # a score, or why not
