@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -111,6 +112,7 @@ def shaberi(*args: str, env: dict | None = None, timeout: float = 120,
 def _fork_server():
     yield
     FORKS.close()
+    shutil.rmtree(os.environ["SHABERI_LEASE_DIR"], ignore_errors=True)
 
 
 def query(results: Path, sql: str) -> list[tuple]:

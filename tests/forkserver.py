@@ -6,15 +6,20 @@ dispositions and exit code, ``atexit`` handlers run), as ``subprocess.run`` woul
 instead of half a second. The server reaps each child and sends its wait status back on the call's connection.
 
 Used by ``conftest.shaberi``; a test that signals or kills the process it starts uses ``subprocess`` itself.
+What the interpreter reads only when it starts is the server's in every child: the hash seed, ``PYTHONIOENCODING``,
+``PYTHONWARNINGS``, ``PYTHONUTF8`` (``PYTHONPATH`` is applied, by prepending it to ``sys.path``); stdin is
+/dev/null. No test depends on them.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -47,6 +52,8 @@ def serve(path: str) -> None:
     threads = len(os.listdir("/proc/self/task"))
     assert threads == 1, f"forking needs a single-threaded server; the imports started {threads - 1} threads"
     listener = socket.socket(socket.AF_UNIX)
+    with contextlib.suppress(FileNotFoundError):  # a server before this one (killed) left its socket
+        os.unlink(path)
     listener.bind(path)
     listener.listen(64)
     print("ready", flush=True)
@@ -55,7 +62,8 @@ def serve(path: str) -> None:
         ready, _, _ = select.select([listener], [], [], 0.005)
         while calls and (ended := os.waitpid(-1, os.WNOHANG))[0]:
             conn = calls.pop(ended[0])
-            conn.sendall(struct.pack("!i", ended[1]))
+            with contextlib.suppress(OSError):  # the caller gave up (its timeout killed the child)
+                conn.sendall(struct.pack("!i", ended[1]))
             conn.close()
         if not ready:
             if os.getppid() == 1:  # the test process is gone
@@ -130,11 +138,14 @@ class ForkServer:
     def run(self, args: list[str], env: dict[str, str], cwd: Path | None,
             timeout: float) -> subprocess.CompletedProcess[str]:
         """``subprocess.run([python, -m, shaberi, *args], capture_output=True, text=True)``, forked."""
+        where = Path(cwd or os.getcwd()).resolve()  # relative to this process, as subprocess reads it
+        if not where.is_dir():
+            raise FileNotFoundError(f"no such directory: {where}")
         with tempfile.TemporaryDirectory(dir=self._dir) as tmp:
             out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
             Path(out).touch()
             Path(err).touch()
-            request = {"args": args, "env": env, "cwd": str(cwd or os.getcwd()), "stdout": out, "stderr": err}
+            request = {"args": args, "env": env, "cwd": str(where), "stdout": out, "stderr": err}
             with socket.socket(socket.AF_UNIX) as conn:
                 conn.connect(self._started())
                 conn.sendall(json.dumps(request).encode() + b"\n")
@@ -143,7 +154,8 @@ class ForkServer:
                 try:
                     (status,) = struct.unpack("!i", _read(conn, 4))
                 except TimeoutError:
-                    os.killpg(pid, signal.SIGKILL)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(pid, signal.SIGKILL)
                     raise subprocess.TimeoutExpired(["shaberi", *args], timeout) from None
             code = os.waitstatus_to_exitcode(status)
             return subprocess.CompletedProcess(["shaberi", *args], code, Path(out).read_text(encoding="utf-8"),
@@ -153,6 +165,7 @@ class ForkServer:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def _read(conn: socket.socket, n: int) -> bytes:

@@ -178,6 +178,7 @@ class _Plain:
         self.clock = _Clock()
         self.start = time.monotonic()
         self.last = -float("inf")
+        self.said: list[str] = []
 
     def update(self, outcome: Outcome, final: bool) -> None:
         now = time.monotonic()
@@ -189,6 +190,9 @@ class _Plain:
         parts = [f"{r.name} {r.done}/{r.total} ({r.tokens:,} tok, {rates[r.name]:.1f} req/s, {r.errors} err)"
                  for r in _rows(outcome)]
         parts += [_endpoint(c) for c in outcome.clients]
+        if final and parts == self.said:  # the last update said it already
+            return
+        self.said = parts
         stamp = f"[{elapsed // 3600:02d}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}] "
         for line in plain_lines(stamp, parts):
             self.console.print(line, markup=False, highlight=False, soft_wrap=True)
