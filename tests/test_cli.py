@@ -179,7 +179,6 @@ def test_a_judge_name_given_twice_on_two_endpoints_is_refused(server, tmp_path, 
 
 def test_stored_text_prints_as_stored_never_as_markup(tmp_path):
     """A judge reply or model name holding "[/x]" or "[[fail:401]]" is text, not console markup."""
-    (tmp_path / "r" / "tables").mkdir(parents=True)  # an empty results root
     proc = shaberi("sql", "SELECT '[/]' AS t, '評価不能 [[fail:401]]' AS u, 'llama[q4]' AS m", "--results-dir",
                    str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr
@@ -326,7 +325,7 @@ def test_help_in_sections_in_the_order_of_the_work():
 
 @pytest.mark.parametrize("command", [["view", "--tag", "v1"], ["compare", "v1", "v2"],
                                      ["report", "--tag", "v1", "--out", "r.html"], ["inspect", "--tag", "v1"],
-                                     ["leaderboard"], ["export", "--tag", "v1"], ["sql", "SELECT 1"]])
+                                     ["leaderboard"], ["export", "--tag", "v1"]])
 def test_a_reader_run_from_another_directory_says_no_results_root_is_there(tmp_path, command):
     proc = shaberi(*command, cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr == (f"error: no results root at {tmp_path.resolve() / 'results'} (no "

@@ -34,10 +34,8 @@ def sql(
     """Run SQL over the results views (runs, questions, answers, judgements, scores, benchmark_scores, …)."""
     import duckdb
 
-    from ..tables.selection import require_root
     from ..tables.sql import connect, read_only
 
-    require_root(results_dir)  # from another directory: say so, not print empty tables
     con = connect(results_dir, pricing)
     read_only(con, results_dir, query)
     try:
