@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -40,7 +41,8 @@ PRELOAD = ["shaberi.cli", "shaberi.pipeline", "shaberi.tables.sql", "shaberi.tab
            "scipy.stats", "orjson", "jinja2"]
 SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
 # Per-process tables worth computing once: (module, function) called in the server, their caches inherited.
-WARM = [("shaberi.scripts", "_tables")]
+WARM = [("shaberi.scripts", "_tables"), ("shaberi.cli", "_command"), ("shaberi.run", "git_state"),
+        ("shaberi.run", "package_versions")]
 
 def serve(path: str) -> None:
     """The server: import PRELOAD, listen on the UNIX socket ``path``, fork a child per connection and send each
@@ -49,6 +51,9 @@ def serve(path: str) -> None:
         importlib.import_module(name)
     for module, function in WARM:
         getattr(importlib.import_module(module), function)()
+    # Everything imported so far out of the collector's sight: a child's collections (statsmodels' Holm calls
+    # gc.collect) then walk its own objects only, instead of every object of the server, which copied each page.
+    gc.freeze()
     threads = len(os.listdir("/proc/self/task"))
     assert threads == 1, f"forking needs a single-threaded server; the imports started {threads - 1} threads"
     listener = socket.socket(socket.AF_UNIX)

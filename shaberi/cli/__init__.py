@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Callable
+from functools import cache
 from typing import NoReturn
 
 import typer
@@ -79,8 +80,10 @@ def _invoke(command: click_core.Command, argv: list[str] | None, prog_name: str 
 INTERRUPTED = 130
 
 
+@cache
 def _command() -> click_core.Command:
-    """The application, every command of which refuses a single-valued option given twice."""
+    """The application, every command of which refuses a single-valued option given twice (built once: reading
+    every command's signature takes 50 ms)."""
     root = typer.main.get_command(app)
     stack = [root]
     while stack:

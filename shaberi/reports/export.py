@@ -47,6 +47,7 @@ __all__ = ["EXPORT_ERRORS", "export_connection", "export_failure", "export_run",
 EXPORT_ERRORS: tuple[type[BaseException], ...] = (duckdb.Error, OSError, pa.ArrowException, MemoryError)
 _QUESTION_ORDER = "length(question_id), question_id"  # q2 before q10, as inspect lists them
 _STORE_FOLDERS = {"tables", "journal", "locks", "quick-eval"}
+_COMPUTED_ONCE = ("answer_coverage", "judge_coverage", "pass_coverage", "scores", "token_usage")
 
 
 def _answer_id(t: str = "") -> str:
@@ -95,10 +96,13 @@ def _records(con: duckdb.DuckDBPyConnection, query: str, params: dict | None = N
 def export_connection(results_dir: Path, run_id: str) -> duckdb.DuckDBPyConnection:
     """DuckDB for one run's manifest and export, kept small: one thread and 128 MB (it spills beyond that, to
     a temp folder rather than the working directory), so that exporting a large run does not raise the run's
-    peak memory (measured: 317 → 260 MB at 20,000 answers)."""
-    con = connect(results_dir, None, [run_id], upto="run_scores")  # the views a run's export reads
+    peak memory (measured: 317 → 260 MB at 20,000 answers). The views the statuses, the manifest and the export
+    each read again are computed once (``connect``'s cache): none holds a text, and none reads what a run's end
+    rewrites in its row (the statuses and errors of it and its stages; ``reused`` reads when and on what each
+    stage started)."""
+    con = duckdb.connect()
     con.execute(f"SET threads = 1; SET memory_limit = '128MB'; SET temp_directory = {_lit(_spill_dir())}")
-    return con
+    return connect(results_dir, None, [run_id], upto="run_scores", con=con, cache=_COMPUTED_ONCE)
 
 
 def _spill_dir() -> str:
@@ -119,8 +123,7 @@ def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnectio
     judged = {(r["benchmark"], r["judge"]): r for r in _records(con, """
         SELECT benchmark, judge, count(*) AS rows, count(score) AS scored, min(created_at) AS first_at,
                max(created_at) AS last_at FROM judgements GROUP BY ALL""")}
-    tokens = _records(con, "SELECT stage, benchmark, model, requests, prompt_tokens, completion_tokens, "
-                           "cached_requests FROM token_usage ORDER BY stage, benchmark, model")
+    tokens, totals = _tokens(con)
     benchmarks = {}
     datasets = orjson.loads(run["datasets"] or "{}")
     for name in dict.fromkeys([*(run["benchmarks"] or []), *statuses]):
@@ -140,7 +143,7 @@ def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnectio
     records = orjson.loads(run.get("stages") or "{}")
     stages = {name: shown_status(con, r.get("status", "pending"), alive) for name, r in records.items()}
     return _write_manifest(results_dir, run | {"status": shown_status(con, run["stored_status"], alive)}, benchmarks,
-                           judged, tokens, _totals(con), stages)
+                           judged, tokens, totals, stages)
 
 
 def write_progress_manifest(results_dir: Path, run: dict, counts: dict[str, dict]) -> Path:
@@ -152,27 +155,31 @@ def write_progress_manifest(results_dir: Path, run: dict, counts: dict[str, dict
     return _write_manifest(results_dir, run, benchmarks, {}, [], {}, stages)  # its writer is alive: this process
 
 
-def _totals(con: duckdb.DuckDBPyConnection) -> dict:
-    """Tokens and estimated cost summed per stage, per benchmark, per pass and for the whole run."""
-    columns = "sum(requests)::BIGINT AS requests, sum(prompt_tokens)::BIGINT AS prompt_tokens, " \
-              "sum(completion_tokens)::BIGINT AS completion_tokens, sum(cached_requests)::BIGINT AS cached_requests"
+def _tokens(con: duckdb.DuckDBPyConnection) -> tuple[list[dict], dict]:
+    """The run's token rows (per stage, benchmark and model), and their totals with the estimated cost per stage,
+    per benchmark, per pass and for the whole run: sums of the same rows, added here rather than asked of
+    ``token_usage`` once per grouping."""
+    tokens = _records(con, "SELECT stage, benchmark, model, requests, prompt_tokens, completion_tokens, "
+                           "cached_requests FROM token_usage ORDER BY stage, benchmark, model")
     cost = dict(con.execute("SELECT stage, sum(cost_usd) FROM cost GROUP BY 1").fetchall())
+    counts = ("requests", "prompt_tokens", "completion_tokens", "cached_requests")
 
-    def keyed(by: str) -> dict:
-        return {r.pop(by): r for r in _records(con, f"SELECT {by}, {columns} FROM token_usage GROUP BY 1 ORDER BY 1")}
+    def summed(by: str | None) -> dict:
+        found: dict = {}
+        for row in tokens:
+            entry = found.setdefault(row[by] if by else None, dict.fromkeys(counts, 0))
+            for c in counts:
+                entry[c] += row[c]
+        return {k: found[k] for k in sorted(found, key=lambda k: (k is None, k))}
 
-    by_stage = keyed("stage")
-    for stage, entry in by_stage.items():
-        entry["cost_usd"] = cost.get(stage, 0.0)
-    (run,) = _records(con, f"SELECT {columns} FROM token_usage")
-    run["cost_usd"] = sum(cost.values())
+    by_stage = {stage: entry | {"cost_usd": cost.get(stage, 0.0)} for stage, entry in summed("stage").items()}
     by_pass = {r.pop("pass_name"): r for r in _records(con, """
         SELECT pass_name, count(*) FILTER (WHERE prompt_tokens IS NOT NULL) AS requests,
                coalesce(sum(prompt_tokens), 0)::BIGINT AS prompt_tokens,
                coalesce(sum(completion_tokens), 0)::BIGINT AS completion_tokens
         FROM pass_deltas GROUP BY 1 ORDER BY 1""")}
-    return {"by_stage": by_stage, "by_benchmark": keyed("benchmark"), "by_pass": by_pass,
-            "run": {k: v or 0 for k, v in run.items()}}
+    run = summed(None).get(None, dict.fromkeys(counts, 0)) | {"cost_usd": sum(cost.values()) or 0}
+    return tokens, {"by_stage": by_stage, "by_benchmark": summed("benchmark"), "by_pass": by_pass, "run": run}
 
 
 def _write_manifest(results_dir: Path, run: dict, benchmarks: dict, judged: dict, tokens: list[dict], totals: dict,
@@ -255,7 +262,7 @@ def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | 
                                  "FROM run_scores ORDER BY judge"),
         "cost": _records(con, "SELECT stage, model, requests, prompt_tokens, completion_tokens, priced, cost_usd "
                               "FROM cost ORDER BY stage, model"),
-        "tokens": _totals(con),
+        "tokens": _tokens(con)[1],
     }
     _write_json(root / "metrics.json", metrics)
     return root
