@@ -155,9 +155,9 @@ def test_a_judge_worker_killed_mid_request_gives_the_judge_slots_back_within_sec
     assert summary(results)["judges"][judge.base_url]["reclaimed"] == 2
 
 
-def test_the_sweeps_judge_budget_actor_killed_is_one_line_and_a_rerun_resumes(cluster, tmp_path, data_dir):
-    """The actor that holds the judges' slots dies (kill -9): the sweep stops with one line saying so (exit 1), no
-    Ray traceback; the next sweep judges what is left, and every judgement is made once."""
+def test_the_sweeps_coordinator_actor_killed_is_one_line_and_a_rerun_resumes(cluster, tmp_path, data_dir):
+    """The actor that holds the judges' slots (and the progress) dies (kill -9): the sweep stops with one line
+    saying so (exit 1), no Ray traceback; the next sweep judges what is left, and every judgement is made once."""
     results = tmp_path / "r"
     with LoopbackServer() as candidate, LoopbackServer(latency_ms=1500) as judge:
         plan = write_plan(tmp_path / "plan.toml", judge.base_url, {"k3": candidate.base_url}, data_dir, limit=5,
@@ -169,14 +169,14 @@ def test_the_sweeps_judge_budget_actor_killed_is_one_line_and_a_rerun_resumes(cl
             deadline = time.monotonic() + 180
             while judge.stats()["in_flight"] < 1 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            assert kill_titled(cluster, "ray::JudgeBudget"), "the budget actor's process (its title names the class)"
+            assert kill_titled(cluster, "ray::SweepCoordinator"), "the actor's process (its title names the class)"
             _, err = proc.communicate(timeout=300)
         finally:
             proc.kill()
             proc.wait()
         assert proc.returncode == 1, err
         lines = [line for line in err.splitlines() if line.strip()]
-        assert "Traceback" not in err and lines[-1].startswith("error: the sweep's JudgeBudget actor died"), err
+        assert "Traceback" not in err and lines[-1].startswith("error: the sweep's SweepCoordinator actor died"), err
         again = shaberi("sweep", str(plan), "--results-dir", str(results), env=cluster["env"], timeout=600)
         assert again.returncode == 0, again.stderr
     assert query(results, "SELECT count(*), count(DISTINCT (benchmark, question_id)) FROM judgements "

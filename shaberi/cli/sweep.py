@@ -46,7 +46,6 @@ def sweep(
     plan = load_plan(plan_file, results_dir, data_dir)
     ray = None if local else _connect(address)
     progress: Any = SweepProgress()
-    budget: Any = None
     sweep_id = f"{plan.tag}-{time.strftime('%Y%m%dT%H%M%S')}"
     started = time.time()
     title = f"Sweep {plan.tag}: {len(plan.models)} models × {plan.runs} run(s) " + (
@@ -54,16 +53,15 @@ def sweep(
     models = [m.model for m in plan.models]
     live = _Live(lambda snapshot: table(snapshot, models, title))
     if ray is not None:
-        from ..sweep.budget import JudgeBudget
+        from ..sweep.coordinator import SweepCoordinator
         from ..sweep.runner import run_on_ray
 
-        progress = ray.remote(SweepProgress).options(num_cpus=0).remote()
-        budget = ray.remote(JudgeBudget).options(num_cpus=0, max_concurrency=1000).remote()
+        coordinator = ray.remote(SweepCoordinator).options(num_cpus=0, max_concurrency=1000).remote()
         try:
-            results = run_on_ray(plan, progress, budget, sweep_id,
-                                 lambda: live.show(ray.get(progress.snapshot.remote())))
-            snapshot, judges = ray.get([progress.snapshot.remote(), budget.stats.remote()])
-        except ray.exceptions.RayActorError as exc:  # the sweep's own coordinators: no model's work can go on
+            results = run_on_ray(plan, coordinator, sweep_id,
+                                 lambda: live.show(ray.get(coordinator.snapshot.remote())))
+            snapshot, judges = ray.get([coordinator.snapshot.remote(), coordinator.stats.remote()])
+        except ray.exceptions.RayActorError as exc:  # the sweep's own coordinator: no model's work can go on
             actor = re.search(r"class_name: (\w+)", str(exc))
             typer.echo(f"error: the sweep's {actor[1] if actor else 'coordinating'} actor died ({type(exc).__name__});"
                        " what was stored is kept: run the same sweep again to resume", err=True)

@@ -14,8 +14,8 @@ that Ray's retry of a task whose worker died takes the run over at once and resu
 ``run_local``: each model in turn in this process, the judges sharing slots through the machine's file
 leases. ``run_on_ray``: per model, a generation task with the resources the plan asks (``num_gpus``,
 ``num_cpus``), then a judging task that reserves none, so that judging one model overlaps generating the next;
-both retried by Ray if their worker dies, the judges sharing slots through a ``JudgeBudget`` actor, progress
-through a ``SweepProgress`` actor.
+both retried by Ray if their worker dies, the judges sharing slots and the progress reported through the sweep's
+one actor (``coordinator.SweepCoordinator``).
 """
 
 from __future__ import annotations
@@ -262,26 +262,27 @@ def run_local(plan: Plan, progress: Any) -> list[dict[str, Any]]:
     return [evaluate_model(plan, spec, report) for spec in plan.models]
 
 
-def run_on_ray(plan: Plan, progress: Any, budget: Any, sweep: str, poll: Callable[[], None]) -> list[dict[str, Any]]:
+def run_on_ray(plan: Plan, coordinator: Any, sweep: str, poll: Callable[[], None]) -> list[dict[str, Any]]:
     """Each model's generation as a Ray task with the resources the plan asks (its server started in it); when
     it is done, what follows (judging, passes) as a second task that reserves no CPU: it waits on the judges,
     and the worker slot (the GPU) goes to the next model's generation meanwhile. Both retried by Ray if their
-    worker dies. ``progress`` and ``budget`` are actor handles, ``poll`` is called while the tasks run (the
-    live table)."""
+    worker dies. ``coordinator`` is the ``SweepCoordinator`` actor's handle, ``poll`` is called while the tasks
+    run (the live table)."""
     import ray
 
     from .budget import ClusterLease
 
-    def task(plan: Plan, spec: ModelSpec, progress: Any, budget: Any, half: Half) -> dict[str, Any]:
+    def task(plan: Plan, spec: ModelSpec, coordinator: Any, half: Half) -> dict[str, Any]:
         def report(method: str, *args: Any) -> None:
-            getattr(progress, method).remote(*args)
+            getattr(coordinator, method).remote(*args)
 
-        return evaluate_model(plan, spec, report, lambda url, slots: ClusterLease(budget, url, slots), sweep, half)
+        return evaluate_model(plan, spec, report, lambda url, slots: ClusterLease(coordinator, url, slots), sweep,
+                              half)
 
     remote = ray.remote(max_retries=3, retry_exceptions=False)(task)
     follows = bool(plan.judges or plan.passes)
     pending = {remote.options(num_cpus=spec.num_cpus, num_gpus=spec.num_gpus, name=f"shaberi {spec.model}").remote(
-        plan, spec, progress, budget, "generate"): (spec, "generate") for spec in plan.models}
+        plan, spec, coordinator, "generate"): (spec, "generate") for spec in plan.models}
     generated: dict[str, dict[str, Any]] = {}
     done: dict[str, dict[str, Any]] = {}
     while pending:
@@ -293,12 +294,12 @@ def run_on_ray(plan: Plan, progress: Any, budget: Any, sweep: str, poll: Callabl
             except ray.exceptions.RayError as exc:  # retries exhausted, or the task cannot run at all
                 done[spec.model] = {"model": spec.model, "status": "failed", "runs": {},
                                     "error": str(exc).strip().splitlines()[0][:300]}
-                progress.finish.remote(spec.model, "failed")
+                coordinator.finish.remote(spec.model, "failed")
                 continue
             if half == "generate" and follows and result["status"] != "failed":
                 generated[spec.model] = result
                 ref = remote.options(num_cpus=0, name=f"shaberi {spec.model} (judge)").remote(
-                    plan, spec, progress, budget, "judge")
+                    plan, spec, coordinator, "judge")
                 pending[ref] = (spec, "judge")
             else:
                 done[spec.model] = _merge(generated[spec.model], result) if half == "judge" else result
