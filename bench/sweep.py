@@ -38,7 +38,7 @@ from _common import BIN
 
 from shaberi.tables.sql import connect
 from shaberi.testing import LoopbackServer
-from shaberi.testing.ray import RayCluster
+from shaberi.testing.ray import CLIENT_ENV, RayCluster
 
 DATA = Path(os.environ.get("SHABERI_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "datasets")
 BENCHMARKS = ["elyza", "tengu", "mt_bench", "rakuda"]
@@ -142,6 +142,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=200.0)
     args = parser.parse_args()
     latency = args.latency_ms / 1000
+    os.environ.update(CLIENT_ENV)  # this process connects too (empty_task_ms)
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "SHABERI_STATE_DIR": tempfile.mkdtemp()}
     env.pop("RAY_ADDRESS", None)
     work = Path(tempfile.mkdtemp(prefix="shaberi-bench-plan-"))

@@ -22,7 +22,7 @@ import pytest
 
 from shaberi.tables.schema import TABLES
 from shaberi.testing import LoopbackServer
-from shaberi.testing.ray import RayCluster, session_processes
+from shaberi.testing.ray import CLIENT_ENV, RayCluster, session_processes
 
 from .conftest import query, shaberi, table_rows
 
@@ -46,7 +46,8 @@ def cluster(s3):
     """A Ray cluster of the test's own (``testing.ray``: stopping it stops no other), its workers seeing the S3
     server's endpoint."""
     with RayCluster(cpus=2, env={**os.environ, **s3.env}) as head:
-        yield {"address": head.address, "session": head.session, "env": {**s3.env, "RAY_ADDRESS": head.address}}
+        yield {"address": head.address, "session": head.session,
+               "env": {**s3.env, **CLIENT_ENV, "RAY_ADDRESS": head.address}}
 
 
 def write_plan(path: Path, judge_url: str, models: dict[str, str], data: Path, **extra: object) -> Path:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["RayCluster", "session_processes"]
+__all__ = ["CLIENT_ENV", "RayCluster", "session_processes"]
 
 
 def _free_port() -> int:
@@ -43,6 +43,12 @@ def session_processes(sid: int) -> list[int]:
     return pids
 
 
+# What a driver of a test cluster needs besides RAY_ADDRESS: the same authentication mode as the head. Ray turns
+# token authentication on by itself when ~/.ray/auth_token exists (any local ray.init() writes one), and a head and
+# a driver that decide it apart do not connect; a test cluster is hermetic, on loopback, without it.
+CLIENT_ENV = {"RAY_AUTH_MODE": "disabled"}
+
+
 class RayCluster:
     """``with RayCluster(cpus, env) as c``: ``c.address`` to connect to, ``c.session`` its processes' session."""
 
@@ -50,7 +56,7 @@ class RayCluster:
         # No workers started ahead for the first driver: each sweep is a job of its own, whose tasks start the
         # workers they need, and the ones started ahead for the first were never used (~3 CPU-seconds each).
         self.cpus, self.env = cpus, {**(env or os.environ), "RAY_USAGE_STATS_ENABLED": "0",
-                                     "RAY_prestart_worker_first_driver": "0"}
+                                     "RAY_prestart_worker_first_driver": "0", **CLIENT_ENV}
         self.address, self.session, self.temp = "", 0, ""
 
     def start(self) -> RayCluster:
