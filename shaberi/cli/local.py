@@ -63,7 +63,8 @@ def demo(
     limit: Annotated[int, typer.Option("--limit", help="Questions per benchmark.")] = 2,
     loopback: Annotated[bool, typer.Option("--loopback", help="Use the project's canned test server instead of "
                                            "the local model: seconds instead of minutes, no model needed.")] = False,
-    threads: Annotated[int, typer.Option("--threads", help="CPU threads of the local model.")] = 2,
+    threads: Annotated[int | None, typer.Option(
+        "--threads", help="CPU threads of the local model [default: 2 when two cores are idle, else 1].")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", envvar="SHABERI_DATA_DIR", help="Default: the "
                                                   "hand-written samples shipped in data/samples.")] = None,
@@ -92,8 +93,9 @@ def demo(
             "shaberi-loopback-judge", "the project's loopback test server (answers are canned, scores meaningless)"
         served_as = "loopback:shaberi.testing.server"  # a free port each time: the requests are what it serves
     else:
-        from ..llm.local import LocalServer
+        from ..llm.local import LocalServer, spare_threads
 
+        threads = spare_threads() if threads is None else threads
         server = LocalServer(threads=threads)
         model = judge_model = server.name
         served_as = server.identity  # its port is a free one each time: the requests are what it serves

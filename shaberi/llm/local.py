@@ -33,7 +33,7 @@ from types import TracebackType
 
 from ..errors import DataError, EndpointError, UsageError
 
-__all__ = ["DEFAULT", "MODELS", "LocalModel", "LocalServer", "gguf_path"]
+__all__ = ["DEFAULT", "MODELS", "LocalModel", "LocalServer", "gguf_path", "spare_threads"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,14 @@ def gguf_path(model: LocalModel | str = DEFAULT) -> Path:
     os.replace(out.name, target)
     stamp.write_text(model.sha256 + "\n")
     return target
+
+
+def spare_threads() -> int:
+    """2 threads when two cores are idle (by the 1-minute load average), else 1: on a core another process uses,
+    llama.cpp's second thread stalls the first (``bench/local_model.py``, 2 cores, a 256-token answer: 2 threads
+    41.9 tokens/s idle but 20.4 beside one busy process, and a demo of minutes took over 14 beside two; 1 thread
+    25.4 either way)."""
+    return 2 if (os.cpu_count() or 1) - os.getloadavg()[0] >= 1.5 else 1
 
 
 def free_port() -> int:
