@@ -439,9 +439,16 @@ class _Stages:
         """The run's status from the tables and this invocation's calls, recorded; then the manifest and the export.
         An export that fails (``export_error``) leaves the run's status as its stages made it: the tables hold
         everything, and ``shaberi export`` writes the export again."""
-        # The statuses need only the coverage views; the export needs them all (one connection either way).
-        con = export_connection(self.results_dir, self.run_id) if export else connect(
-            self.results_dir, None, [self.run_id], upto="coverage")
+        # The statuses need only the coverage views; the export needs them all (one connection either way). What
+        # the export's connection computes up front failing fails the export only, never the run's status.
+        self.export_error, con = None, None
+        if export:
+            try:
+                con = export_connection(self.results_dir, self.run_id)
+            except EXPORT_ERRORS as exc:
+                self.export_error, export = export_failure(exc), False
+        if con is None:
+            con = connect(self.results_dir, None, [self.run_id], upto="coverage")
         benchmarks = benchmark_statuses(con, self.run_id)
         for name in self.stages:
             in_scope = [b for n, b in benchmarks.items() if scoped is None or n in scoped]
@@ -456,7 +463,6 @@ class _Stages:
         error = "; ".join(describe(name, self.state[name]) for name in failed) or None
         # The run's status is its stages'; the export comes after it, and a failed export fails only itself.
         self.store.replace("runs", self.run_id, [self._row(status, error)])
-        self.export_error = None
         if export:
             try:
                 reattach(con, self.results_dir, "runs", [self.run_id])

@@ -4,7 +4,8 @@
 -- the mean without pass deltas. Only complete runs count (run_completeness; a run with no
 -- question to do is complete: a member that ran fewer
 -- benchmarks or questions, or was not judged by this judge, would mix a different average in);
--- excluded_runs lists the others by tag. Means are score_mean, as in score_means.
+-- excluded_runs lists the others by tag. Means are score_mean, as in score_means; sd and margin are rounded
+-- (score_round).
 -- The interval is run-to-run only (runs − 1 degrees of freedom: with 3 runs, 2), and clipped to the scale
 -- (ELYZA's 2–10 on the 0–10 scale; the overall's, the mean of its benchmarks'): ci_clipped says it was.
 CREATE OR REPLACE VIEW multi_run_stats AS
@@ -33,7 +34,9 @@ WITH counted AS (
     WHERE NOT c.complete AND r.tag <> r.base_tag
     GROUP BY ALL
 )
-SELECT s.* EXCLUDE (low, high),  -- greatest and least skip a NULL: one run has no interval, not the whole scale
+SELECT s.* EXCLUDE (low, high) REPLACE (score_round(s.margin) AS margin),  -- rounded as sd is: a sum of doubles
+       -- in the order a parallel plan gives ends in other last bits each time
+       -- greatest and least skip a NULL: one run has no interval, not the whole scale
        CASE WHEN s.margin IS NOT NULL THEN score_round(greatest(s.mean - s.margin, s.low)) END AS ci_low,
        CASE WHEN s.margin IS NOT NULL THEN score_round(least(s.mean + s.margin, s.high)) END AS ci_high,
        coalesce(s.mean - s.margin < s.low OR s.mean + s.margin > s.high, false) AS ci_clipped,

@@ -294,7 +294,7 @@ def run_on_ray(plan: Plan, coordinator: Any, sweep: str, poll: Callable[[], None
             except ray.exceptions.RayError as exc:  # retries exhausted, or the task cannot run at all
                 done[spec.model] = {"model": spec.model, "status": "failed", "runs": {},
                                     "error": str(exc).strip().splitlines()[0][:300]}
-                if not isinstance(exc, ray.exceptions.RayActorError):  # else the coordinator is gone: poll says so
+                if not isinstance(exc, ray.exceptions.ActorDiedError):  # else the coordinator is gone: poll says so
                     coordinator.finish.remote(spec.model, "failed")  # (a call to it would only log its failure)
                 continue
             if half == "generate" and follows and result["status"] != "failed":
