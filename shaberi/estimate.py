@@ -23,6 +23,7 @@ import orjson
 from . import benchmarks as bm
 from .generate import BenchmarkProgress, GenerationConfig, Progress, existing_answers, plan_calls
 from .judge import pending, rejudge_since
+from .llm.client import encode
 from .original import Ask
 from .prompts import judge_messages
 from .promptsets import SHABERI, PromptSet
@@ -93,7 +94,8 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
                               progress=progress, earlier=lambda q, s: [placeholder] * _turn(q, items))
                    ) if generating else []
     reused = sum(b.cached for b in progress.benchmarks.values())
-    prompt = sum(estimate_tokens(item.body.decode()) for item in planned)
+    prompt = sum(estimate_tokens(encode(model, item.messages, config, **config.more(item.sample_index)).decode())
+                 for item in planned)
     con = connect(results_dir, pricing)
     rows = [_priced(con, "generation", model, len(planned), reused, prompt, config.max_tokens,
                     _observed(con, "answers", "model", model))] if generating else []

@@ -18,7 +18,7 @@ import functools
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -28,9 +28,9 @@ import pyarrow.compute as pc
 from . import errors
 from .benchmarks import Dataset, Question
 from .lineage import conversation_hash
-from .llm.client import ChatClient, Completion
+from .llm.client import ChatClient, Completion, encode
 from .llm.dispatch import Dispatcher
-from .llm.params import Sampling, chat_body
+from .llm.params import Sampling
 from .prompts import generation_messages
 from .tables import rows
 from .tables.schema import TABLES
@@ -79,9 +79,10 @@ class GenerationConfig(Sampling):
     seed: int | None = None
     samples: int = 1  # answers per question (sample_index 0..samples-1)
 
-    def body(self, model: str, messages: list[dict], sample_index: int) -> dict:
-        seed = None if self.seed is None else self.seed + sample_index
-        return chat_body(model, messages, self, frequency_penalty=self.frequency_penalty, seed=seed)
+    def more(self, sample_index: int) -> dict[str, object]:
+        """What a candidate's request sends besides ``Sampling``'s: a seed per sample."""
+        return {"frequency_penalty": self.frequency_penalty,
+                "seed": None if self.seed is None else self.seed + sample_index}
 
 
 @dataclass
@@ -107,7 +108,7 @@ class Progress:
 class _Work:
     question: Question
     sample_index: int
-    body: bytes
+    messages: list[dict]
     request_hash: str
     calls: int  # this row's call count once this call is made
     attempts_before: int
@@ -129,7 +130,7 @@ def plan_calls(
             if history is None:
                 continue  # an earlier turn failed: recorded as an error row by _next_turns
             messages = generation_messages(q, history)
-            body = orjson.dumps(config.body(model, messages, s))
+            body = encode(model, messages, config, **config.more(s))
             digest = hashlib.sha256(b"%s\n%s\n%d" % (endpoint.encode(), body, s)).hexdigest()[:32]
             old = existing.get(rows.AnswerKey(q.benchmark, q.question_id, s))
             calls, attempts = 1, 0
@@ -141,7 +142,7 @@ def plan_calls(
                     stats.errors += error is not None
                     continue
                 calls, attempts = old_calls + 1, old_attempts
-            yield _Work(q, s, body, digest, calls, attempts, history)
+            yield _Work(q, s, messages, digest, calls, attempts, history)
 
 
 async def generate(
@@ -180,15 +181,17 @@ async def generate(
         plan = functools.partial(plan_calls, model=model, endpoint=served_as or client.base_url, config=config,
                                  existing=existing,
                                  rerun=rerun, retry_errors=retry_errors, progress=progress, by_key=by_key)
+        def ask(item: _Work) -> Awaitable[Completion]:
+            return client.chat(model, item.messages, config, **config.more(item.sample_index))
+
         try:
-            await Dispatcher(plan(first), lambda item: client.chat(item.body), record, client.max_in_flight).run()
+            await Dispatcher(plan(first), ask, record, client.max_in_flight).run()
             previous = {(q.benchmark, q.question_id): q.extra["previous"] for q in later}
             while later:  # one phase per turn depth
                 journal.flush()
                 earlier = _earlier_answers(_contents(store, run_id), previous)
                 now, later = _next_turns(later, earlier, journal, run_id, model, progress, config.samples)
-                await Dispatcher(plan(now, earlier=earlier), lambda item: client.chat(item.body), record,
-                                 client.max_in_flight).run()
+                await Dispatcher(plan(now, earlier=earlier), ask, record, client.max_in_flight).run()
         finally:
             stop.set()
             await ticker

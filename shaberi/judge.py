@@ -38,7 +38,7 @@ from .extract import Extraction, extract
 from .lineage import conversation_hash, earlier_turns
 from .llm.client import ChatClient, Completion
 from .llm.dispatch import Dispatcher
-from .llm.params import Sampling, chat_body
+from .llm.params import Sampling
 from .original import MAX_CALLS, Ask, Clone, Verdict
 from .prompts import judge_fallback, judge_messages
 from .promptsets import SHABERI, PromptSet
@@ -271,10 +271,6 @@ def _unfinished(row: dict) -> bool:
         and not (row.get("prompt_set") or "").startswith("original:"))
 
 
-def _body(item: _Item, config: JudgeConfig, messages: list[dict]) -> bytes:
-    return orjson.dumps(chat_body(item.judge.name, messages, config))
-
-
 async def _call(config: JudgeConfig, awaiting: Callable[[_Item, Completion], None], item: _Item) -> _Verdict:
     """The primary call, and the fallback call when the reply has no readable score (the reply journaled first:
     ``awaiting``)."""
@@ -283,7 +279,7 @@ async def _call(config: JudgeConfig, awaiting: Callable[[_Item, Completion], Non
         assert item.prompts.clone is not None
         return await _call_original(item.prompts.clone, item, spec, awaiting)
     client = item.judge.client
-    reply = item.primary or await client.chat(_body(item, config, item.messages))
+    reply = item.primary or await client.chat(item.judge.name, item.messages, config)
     found = extract(reply.content, spec.scale, spec.rules, item.shown, reply.finish_reason == "length")
     if found.ok:
         return _Verdict(reply, found)
@@ -292,7 +288,7 @@ async def _call(config: JudgeConfig, awaiting: Callable[[_Item, Completion], Non
     follow_up = [*item.messages, {"role": "assistant", "content": reply.content or ""},
                  {"role": "user", "content": judge_fallback(spec.name, spec.scale, item.prompts.folder)}]
     try:
-        fallback = await client.chat(_body(item, config, follow_up))
+        fallback = await client.chat(item.judge.name, follow_up, config)
     except LLMError as exc:
         return _Verdict(reply, found, None, exc)
     return _Verdict(reply, _with_fallback(found, fallback.content, spec, fallback.finish_reason), fallback)
@@ -311,8 +307,7 @@ async def _call_original(clone: Clone, item: _Item, spec: bm.Benchmark,
         if len(replies) == 1 and item.primary is None:
             awaiting(item, replies[0])
         try:
-            reply = await item.judge.client.chat(orjson.dumps(request.body(item.judge.name, step.messages)),
-                                                 request.api)
+            reply = await item.judge.client.chat(item.judge.name, step.messages, request)
         except LLMError as exc:
             if not replies:
                 raise

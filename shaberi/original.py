@@ -45,8 +45,9 @@ from pathlib import Path
 import orjson
 
 from .errors import UsageError
+from .llm.params import Verbatim
 
-__all__ = ["CONFIG", "MAX_CALLS", "Ask", "Clone", "Request", "Verdict", "is_clone", "load"]
+__all__ = ["CONFIG", "MAX_CALLS", "Ask", "Clone", "Verdict", "is_clone", "load"]
 
 CONFIG = "evaluation_datasets_config.py"
 MAX_CALLS = 2  # the original asks at most twice per judgement (a reply and its fallback: both stored)
@@ -57,18 +58,6 @@ _COLUMNS: dict[str, dict[str, str]] = {
     "elyza": {"reference": "output", "criteria": "eval_aspect"},
 }
 _DEFAULT_COLUMNS = {"reference": "Answer", "criteria": "Criteria", "category": "category"}
-
-
-@dataclass(frozen=True)
-class Request:
-    """What the original sends a judge model besides the messages: the endpoint (``chat``: chat completions,
-    ``responses``: the Responses API, messages as ``input``) and the other keyword arguments."""
-
-    api: str
-    fields: Mapping[str, object]
-
-    def body(self, model: str, messages: list[dict]) -> dict:
-        return {"model": model, "input" if self.api == "responses" else "messages": messages, **self.fields}
 
 
 @dataclass(frozen=True)
@@ -251,7 +240,7 @@ class Clone:
     think: re.Pattern[str] | None
     commit: str | None
     dirty: bool
-    _requests: dict[str, Request] = field(default_factory=dict)
+    _requests: dict[str, Verbatim] = field(default_factory=dict)
 
     @cached_property
     def files(self) -> dict[str, str]:
@@ -287,7 +276,7 @@ class Clone:
                 "think_pattern": self.think.pattern if self.think else None,
                 "requests": {m: {"api": r.api, **r.fields} for m, r in sorted(self._requests.items())}}
 
-    def request(self, judge: str) -> Request:
+    def request(self, judge: str) -> Verbatim:
         """What the clone's ``llm_functions.py`` sends ``judge`` besides the messages (probed once per model)."""
         if judge not in self._requests:
             self._requests[judge] = _probe(self.path, judge)
@@ -374,7 +363,7 @@ def _innermost(exc: BaseException, file: str | None) -> str | None:
     return name
 
 
-def _probe(path: Path, judge: str) -> Request:
+def _probe(path: Path, judge: str) -> Verbatim:
     """Ask the clone's ``llm_functions.py`` for ``judge`` once, with ``openai`` recorded: its judge request."""
     file = path / "llm_functions.py"
     if not file.is_file():
@@ -390,7 +379,7 @@ def _probe(path: Path, judge: str) -> Request:
     try:
         fn([{"role": "user", "content": "probe"}], judge)
     except _Probed as done:
-        return Request(done.api, _fields(path, done.api, done.kwargs))
+        return Verbatim(_fields(path, done.api, done.kwargs), done.api)
     except (Exception, SystemExit) as exc:
         raise UsageError(f"--judge-prompts {path}: its {fn.__name__} raised {type(exc).__name__}: {exc} when asked "
                          f"what it sends {judge!r}") from None

@@ -101,3 +101,27 @@ def test_every_bench_script_imports():
                if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("shaberi")
                for a in n.names if a.name.startswith("_")]
     assert not private, private
+
+
+def test_no_module_but_the_client_encodes_a_request():
+    """A request body is built by ``ChatClient.chat`` (``llm.client.encode`` → ``llm.params.chat_body``) only, so
+    a model family's rules reach every call: nothing else names ``chat_body`` or writes a dict literal holding a
+    model and its messages, and every ``.chat(`` call passes the model, the messages and a sampling, never bytes."""
+    builders = {"shaberi.llm.client", "shaberi.llm.params", "shaberi.testing.server"}  # the server reads bodies
+    found = []
+    for path in ROOT.rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if module in builders:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Name | ast.alias) and "chat_body" in (getattr(node, "id", None),
+                                                                          getattr(node, "name", None)):
+                found.append((module, node.lineno if isinstance(node, ast.Name) else "import", "chat_body"))
+            elif isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+                if "model" in keys and keys & {"messages", "input"}:
+                    found.append((module, node.lineno, "a request body"))
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "chat"
+                  and len(node.args) < 3):
+                found.append((module, node.lineno, "chat() without (model, messages, sampling)"))
+    assert not found, found

@@ -11,20 +11,22 @@ import pytest
 
 from shaberi import errors
 from shaberi.llm.client import ChatClient, ClientConfig, MockTransport, Response
+from shaberi.llm.params import Verbatim
 from shaberi.testing import LoopbackServer
 from shaberi.testing.server import request_key
 
 FAST = ClientConfig(timeout=2.0, max_retries=6, backoff_base=0.01, backoff_max=0.05)
 
 
-def body(text: str) -> bytes:
-    return orjson.dumps({"model": "m", "messages": [{"role": "user", "content": text}]})
+def body(text: str) -> tuple[str, list[dict], Verbatim]:
+    """``ChatClient.chat``'s arguments for a bare request: model ``m``, one user message, nothing else sent."""
+    return "m", [{"role": "user", "content": text}], Verbatim()
 
 
 async def call(base_url: str, text: str, config: ClientConfig = FAST):
     client = ChatClient(base_url, None, config)
     try:
-        return await client.chat(body(text))
+        return await client.chat(*body(text))
     finally:
         await client.aclose()
 
@@ -68,7 +70,7 @@ def test_rpm_cap_spaces_requests(server):
     async def go() -> float:
         client = ChatClient(server.base_url, None, ClientConfig(rpm=600))  # 10 a second
         start = time.monotonic()
-        await asyncio.gather(*(client.chat(body(f"rpm {i}")) for i in range(30)))
+        await asyncio.gather(*(client.chat(*body(f"rpm {i}")) for i in range(30)))
         await client.aclose()
         return time.monotonic() - start
 
@@ -102,7 +104,7 @@ def test_mock_transport_and_reasoning_content():
                                                              "finish_reason": "length"}]}))
 
     client = ChatClient("http://model.invalid/v1/", "sk-test", FAST, transport=MockTransport(handler))
-    done = asyncio.run(client.chat(body("q")))
+    done = asyncio.run(client.chat(*body("q")))
     assert (done.content, done.reasoning, done.finish_reason, done.prompt_tokens) == ("答え", "考え", "length", 0)
     assert seen == ["http://model.invalid/v1/chat/completions"]
     assert client.headers["Authorization"] == "Bearer sk-test"

@@ -222,6 +222,14 @@ def test_generate_once_then_evaluate_many_times_without_generation_calls(server,
     assert report.returncode == 0
     assert "| m | majority | 4 |" in report.stdout and "| m | standard | 5 |" in report.stdout
     assert "2 comparisons from 2 file(s)" in report.stdout
+    # A reasoning model as the consensus model: its family's rules reach the strategy's calls (they used to send
+    # max_tokens and a temperature, and every call failed with HTTP 400).
+    server.reset()
+    reasoning = shaberi("ensemble", "quick-eval", "--model", "m", "--sample", "5", "--seed", "2", "--strategy",
+                        "standard", "--consensus-model", f"gpt-5-mini@{server.base_url}", *args)
+    assert reasoning.returncode == 0, reasoning.stderr
+    assert server.stats()["calls"] == 5 and "failed" not in reasoning.stdout, reasoning.stdout
+    assert [sorted(b) for b in server.bodies()] == [["max_completion_tokens", "model"]] * 5
     # A rule grader has no prompt: its rules' version, not a prompt hash, says how a grade was made.
     from shaberi.ensemble.graders import GRADERS
 
@@ -320,6 +328,16 @@ def test_simpleqa_is_graded_by_a_judge_model_with_accuracy_given_attempted(serve
     assert query(tmp_path / "r", "SELECT parse_method, count(*) FROM judgements GROUP BY 1 ORDER BY 1") == [
         ("CORRECT", 6), ("INCORRECT", 3), ("NOT_ATTEMPTED", 3)]
     assert query(tmp_path / "r", "SELECT requests FROM token_usage WHERE stage = 'judging'") == [(4,)]
+    # A reasoning model as the grader gets its family's request, as it does as run's --judge (it refuses
+    # max_tokens and a temperature: every grade would fail).
+    server.reset()
+    reasoning = shaberi("ensemble", "quick-eval", "--model", "m", "--sample", "10", "--judge",
+                        f"gpt-5-mini@{server.base_url}", *args)
+    assert reasoning.returncode == 0, reasoning.stderr
+    assert "baseline attempted 3/4, accuracy given attempted 66.7%" in reasoning.stdout
+    bodies = [b for b in server.bodies() if b["model"] == "gpt-5-mini"]
+    assert len(bodies) == 4 and all("max_completion_tokens" in b and "max_tokens" not in b
+                                    and "temperature" not in b for b in bodies), bodies
 
 
 

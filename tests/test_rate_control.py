@@ -14,18 +14,20 @@ import pytest
 from shaberi import errors
 from shaberi.llm.client import ChatClient, ClientConfig, MockTransport, Response
 from shaberi.llm.control import ControlConfig, Controller, duration
+from shaberi.llm.params import Verbatim
 from shaberi.testing import LoopbackServer
 
 
-def body(text: str) -> bytes:
-    return orjson.dumps({"model": "m", "messages": [{"role": "user", "content": text}]})
+def body(text: str) -> tuple[str, list[dict], Verbatim]:
+    """``ChatClient.chat``'s arguments for a bare request: model ``m``, one user message, nothing else sent."""
+    return "m", [{"role": "user", "content": text}], Verbatim()
 
 
 async def many(base_url: str, n: int) -> tuple[ChatClient, list[float]]:
     """``n`` distinct requests through one client with default settings; (client, each latency in s)."""
     client = ChatClient(base_url, None)
     try:
-        done = await asyncio.gather(*(client.chat(body(f"質問 {i}")) for i in range(n)))
+        done = await asyncio.gather(*(client.chat(*body(f"質問 {i}")) for i in range(n)))
     finally:
         await client.aclose()
     return client, [d.latency_ms / 1000 for d in done]
@@ -78,7 +80,7 @@ def test_a_429_is_retried_until_a_time_bound_not_an_attempt_count(server):
     async def refused(text: str, timeout: float) -> None:
         client = ChatClient(server.base_url, None, ClientConfig(rate_limit_timeout=timeout))
         try:
-            await client.chat(body(text))
+            await client.chat(*body(text))
         finally:
             await client.aclose()
 
@@ -103,7 +105,7 @@ def test_a_long_retry_after_is_cut_to_the_cap_and_said():
 
         async def go() -> None:
             try:
-                await client.chat(body("[[fail:wait*1]] 質問"))  # 429 with Retry-After: 3600
+                await client.chat(*body("[[fail:wait*1]] 質問"))  # 429 with Retry-After: 3600
             finally:
                 await client.aclose()
 
@@ -123,7 +125,7 @@ def test_a_429_saying_the_quota_is_spent_is_not_retried():
 
     client = ChatClient("http://model.invalid/v1", None, transport=MockTransport(handler))
     with pytest.raises(errors.PermanentError, match="quota"):
-        asyncio.run(client.chat(body("q")))
+        asyncio.run(client.chat(*body("q")))
     assert len(calls) == 1
 
 
@@ -201,8 +203,8 @@ def test_a_spent_budget_holds_sends_no_longer_than_the_cap_and_says_so():
                         transport=MockTransport(handler))
 
     async def go() -> None:
-        await client.chat(body("q1"))
-        await client.chat(body("q2"))
+        await client.chat(*body("q1"))
+        await client.chat(*body("q2"))
 
     asyncio.run(go())
     assert 0.25 <= calls[1] - calls[0] < 2

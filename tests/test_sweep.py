@@ -344,6 +344,7 @@ def test_workers_sharing_a_judge_budget_learn_a_cap_the_plan_does_not_state():
     so that few requests are refused, and every call is answered."""
     from shaberi.llm.client import ChatClient, ClientConfig
     from shaberi.llm.control import ControlConfig
+    from shaberi.llm.params import Verbatim
     from shaberi.sweep.budget import JudgeBudget
 
     with LoopbackServer(latency_ms=50, capacity=3) as judge:
@@ -353,10 +354,9 @@ def test_workers_sharing_a_judge_budget_learn_a_cap_the_plan_does_not_state():
             workers = [ChatClient(judge.base_url, config=config) for _ in range(2)]
             for w in workers:
                 w.lease = _InLoop(budget, judge.base_url, 8)
-            body = [json.dumps({"model": "j", "messages": [{"role": "user", "content": f"q{w}-{i}"}]}).encode()
-                    for w in range(2) for i in range(200)]
+            asks = [[{"role": "user", "content": f"q{w}-{i}"}] for w in range(2) for i in range(200)]
             try:
-                done = await asyncio.gather(*(workers[i // 200].chat(b) for i, b in enumerate(body)))
+                done = await asyncio.gather(*(workers[i // 200].chat("j", m, Verbatim()) for i, m in enumerate(asks)))
             finally:
                 for w in workers:
                     await w.aclose()

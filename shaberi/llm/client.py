@@ -30,6 +30,7 @@ from .. import errors
 from ..redact import redact, url_secrets
 from .control import ControlConfig, Controller, Pacing
 from .lease import Answer, Lease
+from .params import Sampling, Verbatim, chat_body
 
 __all__ = [
     "LLM",
@@ -40,6 +41,7 @@ __all__ = [
     "MockTransport",
     "Response",
     "Transport",
+    "encode",
     "endpoint_limits",
 ]
 
@@ -196,10 +198,13 @@ class ChatClient:
             self.notes.append(f"{shown} does not list model {model!r} in /models (it lists {listed}); "
                               "a misspelt name fails every call")
 
-    async def chat(self, body: bytes, api: str = "chat") -> Completion:
-        """POST one pre-encoded body; retry what is worth retrying. ``api``: ``chat`` (``/chat/completions``) or
-        ``responses`` (OpenAI's ``/responses``, for the original Shaberi's GPT-5.1 judge requests)."""
-        path, parse = _APIS[api]
+    async def chat(self, model: str, messages: list[dict], sampling: Sampling | Verbatim,
+                   **more: object) -> Completion:
+        """Ask ``model`` the ``messages`` with ``sampling`` (``more``: frequency_penalty, seed), the body built
+        here (``encode``); retry what is worth retrying. A ``Verbatim`` with ``api="responses"`` goes to OpenAI's
+        ``/responses`` (the original Shaberi's GPT-5.1 judge requests), anything else to ``/chat/completions``."""
+        body = encode(model, messages, sampling, **more)
+        path, parse = _APIS[sampling.api if isinstance(sampling, Verbatim) else "chat"]
         attempts = failures = refusals = 0
         refused_since = 0.0
         refused: errors.RateLimitError | None = None
@@ -314,6 +319,12 @@ class ChatClient:
         await self.transport.aclose()
         if self.lease:
             self.lease.close()
+
+
+def encode(model: str, messages: list[dict], sampling: Sampling | Verbatim, **more: object) -> bytes:
+    """The bytes ``ChatClient.chat`` sends for these arguments: the one place a request is encoded, so a stored
+    request hash (the candidate's resume rule) is the hash of what the model was sent."""
+    return orjson.dumps(chat_body(model, messages, sampling, **more))
 
 
 @dataclass(frozen=True)

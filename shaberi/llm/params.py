@@ -1,8 +1,9 @@
 """What a chat request asks besides its messages: sampling, the completion limit, reasoning effort, a
 provider's extra fields, shaped for the model's family (``data/model_families.toml``).
 
-One function builds every body (candidate, judge, a pass's model), so a family rule such as "OpenAI's
-reasoning models take ``max_completion_tokens`` and no temperature" holds wherever that model is asked.
+One function builds every body (candidate, judge, a pass's model, a consensus strategy, a grader), called by the
+client only (``ChatClient.chat`` takes the model, the messages and a ``Sampling``), so a family rule such as
+"OpenAI's reasoning models take ``max_completion_tokens`` and no temperature" holds wherever that model is asked.
 With no option given the body is exactly what it always was: stored request hashes stay valid.
 """
 
@@ -10,14 +11,15 @@ from __future__ import annotations
 
 import fnmatch
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 from ..errors import UsageError
 from ..resources import resource_dir
 
-__all__ = ["EFFORTS", "Family", "Sampling", "chat_body", "family_for", "family_note", "load_families",
+__all__ = ["EFFORTS", "Family", "Sampling", "Verbatim", "chat_body", "family_for", "family_note", "load_families",
            "parse_extra_body"]
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # reasoning_effort values providers accept
@@ -47,6 +49,16 @@ class Sampling:
     reasoning_effort: str | None = None
     extra_body: str | None = None  # a JSON object, merged into the body last
     families: str | None = None  # the family table's file (None: the built-in one)
+
+
+@dataclass(frozen=True)
+class Verbatim:
+    """Fields sent exactly as another program sends them (the original Shaberi's judge requests): no default and
+    no family rule changes them, or the scores would not be the original's. ``api``: ``chat`` (chat completions)
+    or ``responses`` (the Responses API: the messages go as ``input``)."""
+
+    fields: Mapping[str, object] = field(default_factory=dict)
+    api: str = "chat"
 
 
 @cache
@@ -100,9 +112,11 @@ def parse_extra_body(option: str, text: str | None) -> str | None:
     return orjson.dumps(value).decode()
 
 
-def chat_body(model: str, messages: list[dict], s: Sampling, **more: object) -> dict:
+def chat_body(model: str, messages: list[dict], s: Sampling | Verbatim, **more: object) -> dict:
     """The request body: the user's parameters, ``more`` (frequency_penalty, seed: sent when not None), then
-    the family's rules, then the extra body."""
+    the family's rules, then the extra body. Only the client calls this (it encodes what it sends)."""
+    if isinstance(s, Verbatim):
+        return {"model": model, "input" if s.api == "responses" else "messages": messages, **s.fields}
     body: dict = {"model": model, "messages": messages}
     if s.temperature is not None:
         body["temperature"] = s.temperature

@@ -24,10 +24,8 @@ import re
 from functools import cache
 from typing import ClassVar
 
-import orjson
-
 from ..llm.client import LLM, Completion
-from ..llm.params import Sampling, chat_body
+from ..llm.params import Sampling
 from ..prompts import render, template_hash
 from . import Consulting, Finding, Item, register
 from ._text import mask
@@ -169,7 +167,7 @@ class LangMixing(Consulting):
         spans = [s["text"] for s in finding.detail["ambiguous"]]
         messages = [{"role": "user", "content": render(DETECTION, question=item.question, answer=item.content or "",
                                                        spans=spans)}]
-        reply = await llm.client.chat(orjson.dumps(chat_body(llm.model, messages, Sampling(0, 512))))
+        reply = await llm.client.chat(llm.model, messages, Sampling(0, 512))
         verdict = {"model": llm.model, "prompt_hash": template_hash(DETECTION),
                    "verdict": _verdict(reply.content or ""), "reply": reply.content}
         return verdict, reply

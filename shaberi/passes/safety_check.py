@@ -42,12 +42,10 @@ import re
 import unicodedata
 from typing import ClassVar
 
-import orjson
-
 from ..errors import UsageError
 from ..extract import MASK, own_words, without_thinking
 from ..llm.client import LLM, Completion
-from ..llm.params import Sampling, chat_body
+from ..llm.params import Sampling
 from ..prompts import MARKERS, render, template_hash, untrusted
 from . import Consulting, Finding, Item, register
 
@@ -150,7 +148,7 @@ class SafetyCheck(Consulting):
 
     async def consult(self, item: Item, finding: Finding, llm: LLM) -> tuple[dict, Completion]:
         messages = safety_messages(item.question, item.content or "")
-        reply = await llm.client.chat(orjson.dumps(chat_body(llm.model, messages, Sampling(0, 1024))))
+        reply = await llm.client.chat(llm.model, messages, Sampling(0, 1024))
         parsed = parse_verdict(reply.content, reply.finish_reason)
         return {"model": llm.model, "prompt_hash": prompt_hash(), **parsed, "reply": reply.content}, reply
 

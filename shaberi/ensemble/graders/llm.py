@@ -17,11 +17,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-import orjson
-
 from ...benchmarks import Question
 from ...extract import without_thinking
 from ...llm.client import ChatClient, Completion
+from ...llm.params import Sampling
 from ...prompts import render, template_hash
 from . import GRADERS
 
@@ -38,6 +37,11 @@ _QUALIFIED = re.compile(r"(?i:\b(?:not|partially|partly|mostly|largely|somewhat|
                         r"(?:CORRECT|Correct|correct|INCORRECT|Incorrect)\b")
 # The grade words as the prompt spells them, or capitalised; "not correct" names no grade.
 _WORD = re.compile(r"\b(NOT[ _]ATTEMPTED|Not [Aa]ttempted|INCORRECT|Incorrect|CORRECT|Correct)\b")
+
+
+# The reply is one letter, but a reasoning model's limit (max_completion_tokens) counts its reasoning too: room
+# for that, or its answer is cut off before the letter.
+SAMPLING = Sampling(temperature=0, max_tokens=1024)
 
 
 def verdict(reply: str) -> str:
@@ -64,8 +68,7 @@ def prompt_hash() -> str:
 
 async def ask(client: ChatClient, model: str, question: Question, answer: str) -> tuple[str, Completion]:
     prompt = render(TEMPLATE, question=question.turns[-1], target=question.reference or "", answer=answer)
-    reply = await client.chat(orjson.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
-                                            "temperature": 0, "max_tokens": 16}))
+    reply = await client.chat(model, [{"role": "user", "content": prompt}], SAMPLING)
     return verdict(reply.content or ""), reply
 
 

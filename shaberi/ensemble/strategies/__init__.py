@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, TypeVar
 
-import orjson
-
 from ...benchmarks import Question
 from ...llm.client import ChatClient
+from ...llm.params import Sampling
 from ...registry import Registry
 from ..graders import Grader
 
@@ -29,7 +28,7 @@ class Context:
     grader: Grader | None
     model: str | None = None
     client: ChatClient | None = None
-    max_tokens: int = 2048
+    sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0, max_tokens=2048))
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -37,9 +36,7 @@ class Context:
     async def ask(self, prompt: str) -> str:
         if self.client is None or self.model is None:
             raise RuntimeError("this strategy needs a model: give --consensus-model MODEL[@BASE_URL]")
-        reply = await self.client.chat(orjson.dumps({
-            "model": self.model, "messages": [{"role": "user", "content": prompt}], "temperature": 0,
-            "max_tokens": self.max_tokens}))
+        reply = await self.client.chat(self.model, [{"role": "user", "content": prompt}], self.sampling)
         self.requests += reply.attempts
         self.prompt_tokens += reply.prompt_tokens
         self.completion_tokens += reply.completion_tokens
