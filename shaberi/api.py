@@ -22,6 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .tables.failures import storage_errors
 from .tables.location import as_root
 from .tables.selection import find_runs, select_runs
 from .tables.sql import connect
@@ -129,6 +130,7 @@ class Results:
 def _frame(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
     import polars as pl
 
-    frame = pl.from_arrow(con.sql(query, params=params or None).to_arrow_table())  # a relation: no row copy
+    with storage_errors():
+        frame = pl.from_arrow(con.sql(query, params=params or None).to_arrow_table())  # a relation: no row copy
     assert isinstance(frame, pl.DataFrame)
     return frame

@@ -1,7 +1,14 @@
-"""Every error Shaberi raises on purpose.
+"""Every error Shaberi raises on purpose. This module imports nothing of the package: any module may raise these.
 
     ShaberiError              the CLI prints one line and exits with its ``exit_code``
     ├── LeaseLostError        the run's lease was taken over while this process wrote it (exit 1: the work failed)
+    ├── StorageError          what the disk or the object store did (converted where the results are read and
+    │   │                     written: ``tables.failures``)
+    │   ├── DiskFull          no space left (exit 1: the work ran, what was done is kept)
+    │   ├── PartReplaced      a part a run being written replaced after this command listed it (exit 1: read again)
+    │   ├── NotWritable       the results cannot be written (read-only, no permission)
+    │   ├── ObjectStorageError  the bucket, the credentials or the network of s3:// or gs://
+    │   └── UnreadablePart    a corrupt or truncated results part
     ├── UsageError            bad input from the user: exit 2
     │   ├── DataError         a dataset file is missing, empty or lacks the upstream columns
     │   ├── EndpointError     the base URL cannot be reached or rejects the key before any work starts
@@ -21,18 +28,17 @@
 
 from __future__ import annotations
 
-import errno
-import os
-import re
-import traceback
-
 __all__ = [
     "BadResponseError",
     "ConnectError",
     "DataError",
+    "DiskFull",
     "EndpointError",
     "LLMError",
     "LeaseLostError",
+    "NotWritable",
+    "ObjectStorageError",
+    "PartReplaced",
     "PermanentError",
     "PluginError",
     "RateLimitError",
@@ -40,75 +46,11 @@ __all__ = [
     "RunLockedError",
     "ServerError",
     "ShaberiError",
+    "StorageError",
+    "UnreadablePart",
     "UnreadableResponse",
     "UsageError",
-    "storage_error",
-    "unreadable_part",
 ]
-
-
-_PART = re.compile(r"""['"]([^'"]+\.parquet)['"]""")
-_READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
-
-
-def unreadable_part(path: object, reason: str) -> str:
-    return (f"cannot read {path}: {reason[:200]}; move that part out of the results (its rows are then missing) "
-            "or restore it from a backup")
-
-
-_OBJECT_STORE = ("Unable to locate credentials", "Could not connect to the endpoint URL", "NoSuchBucket",
-                 "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "The specified bucket does not exist")
-
-
-def storage_error(exc: BaseException) -> tuple[str, int] | None:
-    """One line and an exit code for what the disk did, not the code: a results part that cannot be read (a
-    corrupt or truncated file: 2), a results directory that cannot be written (2), a full disk (1: the work ran,
-    and what was done is kept). None for anything else."""
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return f"no space left on the device writing {exc.filename or 'the results'}: free some space and run the " \
-               "same command again (what was done is kept)", 1
-    if isinstance(exc, OSError) and exc.errno in _READ_ONLY:
-        return f"cannot write {exc.filename or 'the results'} ({exc.strerror}): make the results directory " \
-               "writable or choose another --results-dir", 2
-    text = str(exc)
-    if _from_object_storage(exc) or any(s in text for s in _OBJECT_STORE):  # DuckDB, pyarrow: inside their errors
-        lines = [ln for ln in text.splitlines() if ln.strip()] or [type(exc).__name__]
-        line = next((ln for ln in lines if any(s in ln for s in _OBJECT_STORE)), lines[0])
-        return (f"object storage: {line.strip()[:300]}; check the bucket, the credentials (AWS_* for s3://, "
-                "GOOGLE_APPLICATION_CREDENTIALS for gs://), AWS_ENDPOINT_URL and the network"), 2
-    if type(exc).__module__.lstrip("_").startswith(("duckdb", "pyarrow")) and (part := _PART.search(text)):
-        from .tables.location import unglob  # DuckDB names a part as it was given it (glob_literal)
-
-        path = unglob(part.group(1)) if "duckdb" in type(exc).__module__ else part.group(1)
-        if not _exists(path):  # not broken: a run being written replaced it after it was listed
-            return f"{path} was replaced by a run being written while this command read it: run the same command " \
-                   "again", 1
-        return unreadable_part(path, text.splitlines()[0].replace(part.group(0), "it")), 2
-    return None
-
-
-_STORAGE_PACKAGES = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google")
-
-
-def _from_object_storage(exc: BaseException) -> bool:
-    """Whether the error comes from an object store's client: its type or a cause's is theirs (s3fs raises a
-    PermissionError from botocore's 403), or it was raised inside their code (gcsfs offline: aiohttp's error)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if type(seen).__module__.startswith(_STORAGE_PACKAGES):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    frames = traceback.extract_tb(exc.__traceback__)
-    return any(f"{os.sep}{name}{os.sep}" in frame.filename for frame in frames for name in ("s3fs", "gcsfs"))
-
-
-def _exists(path: str) -> bool:
-    from .tables.location import as_root
-
-    try:
-        return bool(as_root(path).exists())
-    except Exception:  # cannot tell (no credentials, unreachable): treat it as there
-        return True
 
 
 class ShaberiError(Exception):
@@ -122,6 +64,30 @@ class LeaseLostError(ShaberiError):
     is kept, nothing more is written. Not bad input: the work ran and failed."""
 
     exit_code = 1
+
+
+class StorageError(ShaberiError):
+    """What the disk, the object store or a results part did, not the code; one line, exit 2 unless stated."""
+
+
+class DiskFull(StorageError):
+    exit_code = 1
+
+
+class PartReplaced(StorageError):
+    exit_code = 1
+
+
+class NotWritable(StorageError):
+    pass
+
+
+class ObjectStorageError(StorageError):
+    pass
+
+
+class UnreadablePart(StorageError):
+    pass
 
 
 class UsageError(ShaberiError):

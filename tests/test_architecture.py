@@ -19,6 +19,8 @@ CLI_SIDE = {"shaberi.cli.run", "shaberi.cli.local", "shaberi.cli.display", "shab
 def _imports() -> dict[str, set[str]]:
     """module -> the shaberi modules it imports (relative imports resolved)."""
     graph: dict[str, set[str]] = {}
+    every = {".".join(p.relative_to(ROOT.parent).with_suffix("").parts).removesuffix(".__init__")
+             for p in ROOT.rglob("*.py")}
     for path in ROOT.rglob("*.py"):
         parts = path.relative_to(ROOT.parent).with_suffix("").parts
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -29,7 +31,9 @@ def _imports() -> dict[str, set[str]]:
                 base = package.split(".")
                 base = base[:len(base) - node.level + 1] if node.level else []
                 name = ".".join([*base, *([node.module] if node.module else [])])
-                found |= {name} | {f"{name}.{a.name}" for a in node.names}
+                # ``from .. import benchmarks`` imports shaberi.benchmarks, not the package above it
+                subs = {f"{name}.{a.name}" for a in node.names}
+                found |= subs | ({name} if node.module or not subs <= every else set())
             elif isinstance(node, ast.Import):
                 found |= {a.name for a in node.names}
         graph[module] = {m for m in found if m.startswith("shaberi")}
@@ -125,3 +129,28 @@ def test_no_module_but_the_client_encodes_a_request():
                   and len(node.args) < 3):
                 found.append((module, node.lineno, "chat() without (model, messages, sampling)"))
     assert not found, found
+
+
+def test_errors_import_nothing_of_the_package_and_no_module_imports_itself_back():
+    """``errors`` is the bottom (any module raises its errors: httpx's exception module); foreign errors are
+    converted by type where they enter (``tables.failures``, the client), not recognised later by their text. And no
+    import circle: a module reaching itself through what it imports (functions importing at call time included)."""
+    graph = _imports()
+    assert graph["shaberi.errors"] == set()
+    modules = set(graph)
+    edges = {m: {d for d in deps if d in modules and d != m} for m, deps in graph.items()}
+
+    def reaches(start: str) -> set[str]:
+        seen, stack = set(), list(edges[start])
+        while stack:
+            m = stack.pop()
+            if m not in seen:
+                seen.add(m)
+                stack += edges[m]
+        return seen
+
+    # A package and its own modules (its __init__ importing them so that they register, they importing the
+    # package's base class) are one concept, not a circle.
+    circles = sorted(m for m in modules if any(
+        not (d.startswith(f"{m}.") or m.startswith(f"{d}.")) and m in reaches(d) for d in edges[m]))
+    assert not circles, circles

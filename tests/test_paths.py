@@ -15,7 +15,6 @@ import polars as pl
 import pytest
 
 import shaberi
-from shaberi.errors import storage_error
 from shaberi.reports.inspector import Inspector
 from shaberi.tables.sql import connect
 from shaberi.testing import LoopbackServer
@@ -162,9 +161,9 @@ def test_a_part_gone_under_a_bracketed_root_is_named_by_its_own_path(plain, tmp_
         part.unlink()
     with pytest.raises(duckdb.Error) as caught:
         con.execute("SELECT count(*) FROM judgements").fetchall()
-    said = storage_error(caught.value)
-    assert said in [(f"{p} was replaced by a run being written while this command read it: run the same command "
-                     "again", 1) for p in parts], (said, str(caught.value))
+    told = said(caught.value)
+    assert told in [(f"{p} was replaced by a run being written while this command read it: run the same command "
+                     "again", 1) for p in parts], (told, str(caught.value))
 
 
 def test_an_object_storage_root_under_brackets_runs_resumes_and_reads(s3, tmp_path, monkeypatch, server, data, plain):
@@ -179,3 +178,11 @@ def test_an_object_storage_root_under_brackets_runs_resumes_and_reads(s3, tmp_pa
     assert ok(*READERS["view"], "--results-dir", root) == ok(*READERS["view"], "--results-dir", str(plain[0]))
     assert shaberi.open(root).sql("SELECT count(*) AS n, sum(score) AS total FROM judgements",
                                   tag="default").rows() == [(3, 20.0)]
+
+
+def said(exc: BaseException) -> tuple[str, int] | None:
+    """What the command line prints for ``exc`` and its exit code, or None (a bug: a traceback)."""
+    from shaberi.tables.failures import converted
+
+    found = converted(exc)
+    return (str(found), found.exit_code) if found is not None else None

@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 
 import orjson
+import pytest
 
+import shaberi as shaberi_api
 from shaberi.tables.store import Store, recover
 
 from .conftest import query, shaberi, write_rakuda
@@ -115,12 +117,14 @@ def test_redaction_rules():
 
 
 def test_a_corrupt_part_is_one_line_naming_it_in_every_command(server, tmp_path):
+    """Under a root whose name holds what a glob escape looks like (``[*]``): DuckDB names a corrupt file as it
+    found it, which undoing glob_literal's escapes would turn into another path (and "was replaced" with exit 1)."""
     data = write_rakuda(tmp_path / "d", ["質問0", "質問1"])
-    root = str(tmp_path / "r")
+    root = str(tmp_path / "a[*]b" / "r")
     args = ["--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--results-dir", root,
             "--data-dir", str(data)]
     assert shaberi("run", *args).returncode == 0
-    (part,) = (tmp_path / "r" / "tables" / "answers").rglob("part-*.parquet")
+    (part,) = (tmp_path / "a[*]b" / "r" / "tables" / "answers").glob("*/part-*.parquet")
     part.write_bytes(part.read_bytes()[:40])  # truncated, as by a full disk or a bad copy
     for command in (["view"], ["sql", "SELECT count(*) FROM answers"], ["export"], ["leaderboard", "--tag", "default"],
                     ["run", *args[:-4], "--judge", "j", "--stages", "judge"]):
@@ -128,16 +132,28 @@ def test_a_corrupt_part_is_one_line_naming_it_in_every_command(server, tmp_path)
                                                                                          "--data-dir", str(data)]))
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (command, proc.stderr)
         assert proc.stderr.startswith(f"error: cannot read {part}: ") and "move that part out" in proc.stderr
+    from shaberi.errors import UnreadablePart
+
+    with pytest.raises(UnreadablePart, match="move that part out") as caught:  # a notebook: the same error, by type
+        shaberi_api.open(root).sql("SELECT count(*) FROM answers")
+    assert str(caught.value).startswith(f"cannot read {part}: ")
 
 
 def test_what_the_disk_does_is_one_line_with_what_to_do():
     import errno
 
-    from shaberi.errors import storage_error
 
-    full = storage_error(OSError(errno.ENOSPC, "No space left on device", "/r/tables/x.parquet"))
+    full = said(OSError(errno.ENOSPC, "No space left on device", "/r/tables/x.parquet"))
     assert full == ("no space left on the device writing /r/tables/x.parquet: free some space and run the same "
                     "command again (what was done is kept)", 1)
-    locked = storage_error(PermissionError(errno.EROFS, "Read-only file system", "/r/journal"))
+    locked = said(PermissionError(errno.EROFS, "Read-only file system", "/r/journal"))
     assert locked is not None and locked[1] == 2 and "choose another --results-dir" in locked[0]
-    assert storage_error(ValueError("a bug")) is None  # anything else keeps its traceback
+    assert said(ValueError("a bug")) is None  # anything else keeps its traceback
+
+
+def said(exc: BaseException) -> tuple[str, int] | None:
+    """What the command line prints for ``exc`` and its exit code, or None (a bug: a traceback)."""
+    from shaberi.tables.failures import converted
+
+    found = converted(exc)
+    return (str(found), found.exit_code) if found is not None else None

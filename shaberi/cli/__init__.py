@@ -22,8 +22,9 @@ except ImportError:  # pragma: no cover - typer before 0.28 runs on click itself
     from click import core as click_core  # type: ignore[no-redef]
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
-from ..errors import ShaberiError, storage_error
+from ..errors import ShaberiError
 from ..redact import redact
+from ..tables.failures import converted
 from . import ensemble, local, results, run, sweep  # noqa: F401  (each registers its commands on the application)
 from .common import HELP, app
 
@@ -68,10 +69,10 @@ def _invoke(command: click_core.Command, argv: list[str] | None, prog_name: str 
         typer.echo("Aborted!", err=True)
         sys.exit(1)
     except Exception as exc:
-        if (said := storage_error(exc)) is None:
+        if (said := converted(exc)) is None:
             raise  # a bug: its traceback is what a maintainer needs
-        typer.echo(f"error: {said[0]}", err=True)
-        sys.exit(said[1])
+        typer.echo(f"error: {said}", err=True)
+        sys.exit(said.exit_code)
     if code == INTERRUPTED:  # Ctrl-C (typer returns 130 for it)
         typer.echo("interrupted: what was stored is kept; re-run the same command to resume", err=True)
     sys.exit(code if isinstance(code, int) else 0)

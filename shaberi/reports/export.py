@@ -31,8 +31,8 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from ..errors import storage_error
 from ..status import benchmark_statuses
+from ..tables.failures import converted
 from ..tables.location import Root, as_root, glob_literal, publish, published, write_bytes
 from ..tables.schema import TABLES
 from ..tables.selection import find_runs
@@ -60,10 +60,10 @@ def _answer_id(t: str = "") -> str:
 def export_failure(exc: BaseException) -> str:
     """Why an export could not be written, in one line. What is the user's to fix (a corrupt part, a read-only
     root) is raised again, for the CLI to say as bad input (exit 2)."""
-    found = storage_error(exc)
-    if found and found[1] == 2:
-        raise exc
-    return found[0] if found else f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+    found = converted(exc)
+    if found is not None and found.exit_code == 2:
+        raise found from exc
+    return str(found) if found else f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
 
 
 def folder_name(name: str) -> str:

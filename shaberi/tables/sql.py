@@ -25,6 +25,7 @@ import duckdb
 from .. import benchmarks as bm
 from ..errors import UsageError
 from ..resources import resource_dir
+from .failures import storage_errors
 from .layout import live_parts, live_parts_under
 from .location import Root, as_root, attach, glob_in, glob_literal, is_remote
 from .schema import TABLES, Table
@@ -221,8 +222,9 @@ def connect(root: str | Path | Root, pricing: Path | None = None, run_ids: list[
     as soon as they are defined (``materialize``), for a command that asks many questions of a few runs;
     the views defined after them bind to the table, which is cheaper too."""
     root = as_root(root)
-    con = attach(con or duckdb.connect(), root)
-    return relisting(lambda: _define(con, root, pricing, run_ids, upto, cache))
+    with storage_errors():
+        con = attach(con or duckdb.connect(), root)
+        return relisting(lambda: _define(con, root, pricing, run_ids, upto, cache))
 
 
 def _define(con: duckdb.DuckDBPyConnection, root: Root, pricing: Path | None, run_ids: list[str] | None,

@@ -35,7 +35,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
-from ..errors import DataError, LeaseLostError, RunLockedError, unreadable_part
+from ..errors import LeaseLostError, RunLockedError
+from .failures import storage_errors, unreadable_part
 from .layout import live_parts, part_name, part_seq
 from .location import Root, as_root, glob_in, is_remote, local_state, open_for_read, remove, write_whole
 from .objectlock import ObjectLock
@@ -82,7 +83,7 @@ class Store:
             data = spec.derive(data)
         self._check_lease()
         final = self.run_dir(table, run_id) / part_name(seq if seq is not None else self.next_seq(), covers)
-        with write_whole(final) as target:
+        with storage_errors(), write_whole(final) as target:
             pq.write_table(data, target, compression="zstd", row_group_size=_group_rows(data))
         return final
 
@@ -223,12 +224,13 @@ class Journal:
         return self.count > 0 and time.monotonic() - self.opened >= self.batch_seconds
 
     def flush(self) -> None:
-        os.close(self.fd)
-        if self.count:
-            self._convert(self.path)
-        else:
-            self.path.unlink(missing_ok=True)
-        self._open()
+        with storage_errors():
+            os.close(self.fd)
+            if self.count:
+                self._convert(self.path)
+            else:
+                self.path.unlink(missing_ok=True)
+            self._open()
 
     def close(self) -> None:
         self.flush()
@@ -319,7 +321,7 @@ def _read_part(path: Root, columns: list[str] | None) -> pa.Table:
     try:
         return pq.read_table(where, columns=_present(path, columns), filesystem=fs)
     except pa.ArrowException as exc:
-        raise DataError(unreadable_part(path, str(exc).splitlines()[0])) from None
+        raise unreadable_part(path, str(exc).splitlines()[0]) from None
 
 
 def _present(path: Root, columns: list[str] | None) -> list[str] | None:
