@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import duckdb
-import orjson
 
 from . import benchmarks as bm
 from .generate import BenchmarkProgress, GenerationConfig, Progress, existing_answers, plan_calls
@@ -28,7 +27,7 @@ from .original import Ask
 from .prompts import judge_messages
 from .promptsets import SHABERI, PromptSet
 from .run import run_id_for
-from .tables.rows import AnswerKey
+from .tables.rows import AnswerKey, RunRecord, decoded
 from .tables.sql import connect
 from .tables.store import Store
 
@@ -62,7 +61,7 @@ def stored_questions(results_dir: Path, model: str, tag: str, benchmarks: list[s
     """A stored run's questions (what ``--stages judge`` and ``--rejudge`` judge: no data file needed)."""
     rows = Store(results_dir).read("questions", run_id_for(model, tag)).to_pylist()
     return [bm.Question(r["benchmark"], r["question_id"], list(r["turns"] or []), r["reference"], r["criteria"],
-                        r["category"], orjson.loads(r["extra"] or "{}"))
+                        r["category"], decoded("questions", r)["extra"])
             for r in rows if r["benchmark"] in bm.BENCHMARKS and (benchmarks is None or r["benchmark"] in benchmarks)
             and (scope is None or (r["benchmark"], r["question_id"]) in scope)]
 
@@ -101,7 +100,7 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
                     _observed(con, "answers", "model", model))] if generating else []
     if not judges:
         return rows
-    run = store.read("runs", run_id).to_pylist()
+    run = [RunRecord.of(r) for r in store.read("runs", run_id).to_pylist()]
     stored = pending(store, run_id, judges, rejudge=rejudge, benchmarks=sorted({q.benchmark for q in items}),
                      questions=questions, rejudged_since=rejudge_since(run[0]) if run and rejudge else None,
                      replaced=frozenset(AnswerKey(w.question.benchmark, w.question.question_id, w.sample_index)

@@ -29,7 +29,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import orjson
 import pyarrow as pa
 
 from . import benchmarks as bm
@@ -42,7 +41,7 @@ from .llm.params import Sampling
 from .original import MAX_CALLS, Ask, Clone, Verdict
 from .prompts import judge_fallback, judge_messages
 from .promptsets import SHABERI, PromptSet
-from .tables.rows import ANSWER_COLUMNS, AnswerKey, judgement, token_usage
+from .tables.rows import ANSWER_COLUMNS, AnswerKey, RunRecord, decoded, judgement, token_usage
 from .tables.schema import TABLES
 from .tables.store import Journal, Store
 
@@ -145,9 +144,9 @@ async def judge(
     return progress
 
 
-def rejudge_since(run_row: dict) -> int | None:
+def rejudge_since(run: RunRecord) -> int | None:
     """When a ``--rejudge`` that died started (µs): what it judged is kept, not paid for again."""
-    killed = orjson.loads(run_row.get("stages") or "{}").get("judge", {})
+    killed = run.stages.get("judge", {})
     return killed.get("started_at") if killed.get("status") == "running" and killed.get("rejudge") else None
 
 
@@ -155,7 +154,7 @@ def _stored(store: Store, run_id: str, benchmarks: list[str] | None, questions: 
             rejudged_since: int | None) -> tuple[dict, list[dict], dict, dict]:
     """The run's questions, the answers to judge, their texts, and every stored judgement identity (history
     included) -> (is it unfinished, does a resumed rejudge keep it)."""
-    rows = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
+    rows = {(q["benchmark"], q["question_id"]): decoded("questions", q)
             for q in store.read("questions", run_id).to_pylist()}
     answers = store.read("answers", run_id, [*ANSWER_COLUMNS, "content", "raw_content", "error", "answer_hash"]
                          ).to_pylist()

@@ -13,8 +13,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import orjson
-
 from . import benchmarks as bm
 from .errors import UsageError
 from .generate import GenerationConfig, Progress, generate, write_questions
@@ -26,7 +24,6 @@ from .passes import Pass
 from .passes.runner import PassProgress, run_passes
 from .prompts import generation_template, template_hash
 from .promptsets import SHABERI, PromptSet
-from .redact import strip_credentials
 from .reports.export import (
     EXPORT_ERRORS,
     export_connection,
@@ -38,6 +35,7 @@ from .reports.export import (
 )
 from .run import RunInfo, run_id_for, validate_name
 from .status import StageCalls, benchmark_statuses, combined, describe, run_status, stage_status, top_error
+from .tables.rows import RunRecord, runs
 from .tables.sql import connect, reattach
 from .tables.store import Store, now_us
 
@@ -153,72 +151,87 @@ def parse_stages(spec: str | list[str] | None, have_judges: bool, have_passes: b
 async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = None) -> Outcome:
     """Validate, then generate, judge and run the passes as asked; returns what was done. Raises UsageError on
     bad input, before anything is written. Without the generate stage (``--rejudge``, ``--stages
-    judge|passes``) the candidate is never called and the run's answers and generation config stay as they
-    are. ``--benchmark`` scopes every stage."""
+    judge|passes``) the candidate is never called and the run's answers, questions and generation config stay as
+    they are. ``--benchmark`` scopes every stage."""
     validate_name("model", req.model)
     validate_name("tag", req.tag)
     stages = req.stages or []
-    if "generate" not in stages:
-        return await _on_stored_answers(req, stages, on_start)
-    check_base_url(req.base_url)
-    names = req.benchmarks or bm.resolve("all")
-    datasets = [bm.load(n, req.data_dir, req.limit) for n in names]
-    scope = _question_keys(datasets) if req.limit is not None else None  # --limit scopes every stage alike
-    api_key = resolve_api_key(req.base_url, req.api_key_env)
-    candidate = ChatClient(req.base_url, api_key, req.client, transport=req.transport)
-    candidate.models.add(req.model)
-    judge_clients: dict[tuple[str, str | None], ChatClient] = {}
-    clients = [candidate]
+    generating = "generate" in stages
+    if generating:
+        check_base_url(req.base_url)
+    scope = _to_generate(req) if generating else check_stored(req, stages)
+    api_key = resolve_api_key(req.base_url, req.api_key_env) if generating else None
+    candidate = ChatClient(req.base_url, api_key, req.client, transport=req.transport) if generating else None
+    if candidate:
+        candidate.models.add(req.model)
+    shared: dict[tuple[str, str | None], ChatClient] = {}
+    clients = [candidate] if candidate else []
     try:
-        judges = _judges(req, judge_clients) if "judge" in stages else []
-        pass_list = _passes(req, judge_clients) if "passes" in stages else []
-        clients += [c for c in judge_clients.values() if c not in clients]
+        judges = _judges(req, shared) if "judge" in stages else []
+        pass_list = _passes(req, shared) if "passes" in stages else []
+        clients += [c for c in shared.values() if c not in clients]
+        store = Store(req.results_dir)
+        run_id = run_id_for(req.model, req.tag)
+        judged = scope.judged(bool(judges))
         if judges:
-            req.judge_prompts.check(names, {d.benchmark: [asdict(q) for q in d.questions] for d in datasets},
-                                    [j.name for j in judges])
+            req.judge_prompts.check(judged, scope.questions_by_benchmark(store, run_id), [j.name for j in judges])
         for client in clients:
             await client.check()
         info = RunInfo(
             model=req.model,
             tag=req.tag,
-            base_url=candidate.base_url,
+            base_url=candidate.base_url if candidate else "",
             api_key=api_key,
             generation_config=asdict(req.generation) | {"judging": asdict(req.judging)},
-            benchmarks=names,
-            datasets={d.benchmark: d.provenance() for d in datasets},
-            prompt_hashes={generation_template(n): template_hash(generation_template(n)) for n in names}
-            | _judging_hashes(req.judge_prompts, names),
+            benchmarks=[d.benchmark for d in scope.datasets],
+            datasets={d.benchmark: d.provenance() for d in scope.datasets},
+            prompt_hashes={generation_template(d.benchmark): template_hash(generation_template(d.benchmark))
+                           for d in scope.datasets} | _judging_hashes(req.judge_prompts, judged),
             judges=tuple(f"{req.judge_prompts.judge(j.name)}@{j.client.base_url}" for j in judges),
             passes=tuple(f"{p.name}@{p.version}" for p in pass_list),
             pass_config={p.name: p.config for p in pass_list},
             judge_prompts=_provenance(req.judge_prompts) if judges else {},
         )
         outcome = Outcome(info, clients=clients)
-        store = Store(req.results_dir)
-        with store.lock(info.run_id, f"run {req.model!r} tag {req.tag!r}", owner=req.owner):
-            previous, limits_before = _merge_previous(store, info)
+        with store.lock(run_id, f"run {req.model!r} tag {req.tag!r}", owner=req.owner):
+            stored = store.read("runs", run_id).to_pylist()  # as it is now, under the lock
+            before = RunRecord.of(stored[0]) if stored else None
+            now = info.record("running")
+            if not generating:  # the candidate's side of the row stays as it was generated
+                assert before is not None
+                now = before.replace(judges=now.judges, passes=now.passes, pass_config=now.pass_config,
+                                     judge_prompts=now.judge_prompts, prompt_hashes=now.prompt_hashes)
+            record = _merged(before, now)
             if on_start:
                 on_start(outcome)
-            tracker = _Stages(req.results_dir, store, info.run_id, stages, previous, benchmarks=names,
+            tracker = _Stages(req.results_dir, store, run_id, stages, before.stages if before else {},
+                              rejudge=req.rejudge, benchmarks=scope.benchmarks,
                               judges=[req.judge_prompts.judge(j.name) for j in judges])
-            row = lambda status: info.row(status, limits=endpoint_limits(clients, limits_before))  # noqa: E731
+            limits_before = before.concurrency_history if before else {}
+
+            def updated(status: str) -> RunRecord:
+                return record.replace(concurrency_history=endpoint_limits(clients, limits_before))
+
             async def do(stage: str) -> None:
                 if stage == "generate":
-                    await generate(store, info.run_id, req.model, datasets, candidate, req.generation,
+                    assert candidate is not None
+                    await generate(store, run_id, req.model, scope.datasets, candidate, req.generation,
                                    rerun=req.rerun, retry_errors=req.retry_errors, progress=outcome.generation,
                                    served_as=req.served_as)
                 elif stage == "judge":
-                    await judge(store, info.run_id, judges, req.judging, rejudge=req.rejudge, benchmarks=names,
-                                questions=scope, progress=outcome.judging, prompts=req.judge_prompts)
+                    await judge(store, run_id, judges, req.judging, rejudge=req.rejudge, benchmarks=scope.benchmarks,
+                                questions=scope.questions, progress=outcome.judging, prompts=req.judge_prompts,
+                                rejudged_since=rejudge_since(before) if before and not generating else None)
                 else:
-                    await run_passes(store, info.run_id, pass_list, outcome.passes, benchmarks=names,
-                                     questions=scope)
+                    await run_passes(store, run_id, pass_list, outcome.passes, benchmarks=scope.benchmarks,
+                                     questions=scope.questions)
 
-            with tracker.running(row, lambda: _counts(datasets, outcome.generation)):
-                write_questions(store, info.run_id, datasets)
+            with tracker.running(updated, lambda: _counts(scope.datasets, outcome.generation)):
+                if generating:
+                    write_questions(store, run_id, scope.datasets)
                 await tracker.run(do, outcome)
-                outcome.status, outcome.stages = tracker.finish(names, req.export, info.base_tag != req.tag,
-                                                                req.model, info.base_tag)
+                outcome.status, outcome.stages = tracker.finish(scope.benchmarks, req.export,
+                                                                info.base_tag != req.tag, req.model, info.base_tag)
                 outcome.export_error = tracker.export_error
         return outcome
     finally:
@@ -262,13 +275,35 @@ def _passes(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
 
 @dataclass(frozen=True)
 class _Scope:
-    """What a run on stored answers works on: the run's row, and the benchmarks and questions in scope
-    (None: all of them)."""
+    """What a run works on: the benchmarks (None: every one it has) and questions in scope (None: all of them);
+    the datasets it generates from (none on stored answers); the benchmarks it has answers for."""
 
-    row: dict
-    have: frozenset[str]
     benchmarks: list[str] | None
     questions: set[tuple[str, str]] | None
+    datasets: list[bm.Dataset] = field(default_factory=list)
+    have: frozenset[str] = frozenset()
+
+    def judged(self, judging: bool) -> list[str]:
+        """The benchmarks whose judging prompts the run records (a run on stored answers: only when judging)."""
+        if self.datasets:
+            return [d.benchmark for d in self.datasets]
+        return [n for n in (self.benchmarks or sorted(self.have)) if judging and n in bm.BENCHMARKS]
+
+    def questions_by_benchmark(self, store: Store, run_id: str) -> dict[str, list[dict]]:
+        """The questions the judges' prompts are checked against: the datasets', else the run's stored ones."""
+        if self.datasets:
+            return {d.benchmark: [asdict(q) for q in d.questions] for d in self.datasets}
+        stored: dict[str, list[dict]] = {}
+        for q in store.read("questions", run_id).to_pylist():
+            stored.setdefault(q["benchmark"], []).append(q)
+        return stored
+
+
+def _to_generate(req: RunRequest) -> _Scope:
+    names = req.benchmarks or bm.resolve("all")
+    datasets = [bm.load(n, req.data_dir, req.limit) for n in names]
+    scope = _question_keys(datasets) if req.limit is not None else None  # --limit scopes every stage alike
+    return _Scope(names, scope, datasets)
 
 
 def check_stored(req: RunRequest, stages: list[str]) -> _Scope:
@@ -291,78 +326,7 @@ def check_stored(req: RunRequest, stages: list[str]) -> _Scope:
     if req.limit is not None:  # the same first N questions of each file as when they were generated
         names = names or [n for n in bm.registry() if n in have and n in bm.BENCHMARKS]
         questions = _question_keys([bm.load(n, req.data_dir, req.limit) for n in names])
-    return _Scope(old[0], frozenset(have), names, questions)
-
-
-async def _on_stored_answers(req: RunRequest, stages: list[str], on_start: Callable[[Outcome], object] | None
-                             ) -> Outcome:
-    """``--rejudge`` and ``--stages judge|passes``: the judges and passes over a stored run's answers. The
-    candidate is never called; its answers, questions and generation config stay as they are."""
-    scope = check_stored(req, stages)
-    names, questions, have = scope.benchmarks, scope.questions, scope.have
-    store = Store(req.results_dir)
-    run_id = run_id_for(req.model, req.tag)
-    clients: dict[tuple[str, str | None], ChatClient] = {}
-    try:
-        judges = _judges(req, clients) if "judge" in stages else []
-        pass_list = _passes(req, clients) if "passes" in stages else []
-        if judges:
-            stored: dict[str, list[dict]] = {}
-            for q in store.read("questions", run_id).to_pylist():
-                stored.setdefault(q["benchmark"], []).append(q)
-            req.judge_prompts.check([n for n in (names or sorted(have)) if n in bm.BENCHMARKS], stored,
-                                    [j.name for j in judges])
-        for client in clients.values():
-            await client.check()
-        row = scope.row
-        info = RunInfo(model=req.model, tag=req.tag, base_url=row["base_url"] or "", api_key=None,
-                       generation_config=orjson.loads(row["generation_config"] or "{}"),
-                       benchmarks=list(row["benchmarks"] or []), datasets=orjson.loads(row["datasets"] or "{}"),
-                       prompt_hashes=orjson.loads(row["prompt_hashes"] or "{}")
-                       | _judging_hashes(req.judge_prompts, [n for n in (names or sorted(have))
-                                                             if judges and n in bm.BENCHMARKS]),
-                       judges=tuple(dict.fromkeys([*(row["judges"] or []), *(
-                           f"{req.judge_prompts.judge(j.name)}@{j.client.base_url}" for j in judges)])),
-                       passes=tuple(f"{p.name}@{p.version}" for p in pass_list),
-                       pass_config={p.name: p.config for p in pass_list},
-                       judge_prompts=_prompt_sets(row, _provenance(req.judge_prompts) if judges else {}))
-        _merge_passes(info, row)
-        outcome = Outcome(info, clients=list(clients.values()))
-        with store.lock(run_id, f"run {req.model!r} tag {req.tag!r}", owner=req.owner):
-            row = store.read("runs", run_id).to_pylist()[0]  # as it is now, under the lock
-            if on_start:
-                on_start(outcome)
-            previous = orjson.loads(row.get("stages") or "{}")
-            tracker = _Stages(req.results_dir, store, run_id, stages, previous, rejudge=req.rejudge, benchmarks=names,
-                              judges=[req.judge_prompts.judge(j.name) for j in judges])
-            since = rejudge_since(row)
-
-            def updated(status: str) -> dict:
-                return row | {"judges": [strip_credentials(j) for j in info.judges], "passes": list(info.passes),
-                              "judge_prompts": orjson.dumps(info.judge_prompts).decode(),
-                              "pass_config": strip_credentials(orjson.dumps(info.pass_config).decode()),
-                              "prompt_hashes": orjson.dumps(info.prompt_hashes).decode(), "status": status,
-                              "concurrency_history": strip_credentials(orjson.dumps(endpoint_limits(
-                                  list(clients.values()), row.get("concurrency_history"))).decode()),
-                              "updated_at": now_us()}
-
-            async def do(stage: str) -> None:
-                if stage == "judge":
-                    await judge(store, run_id, judges, req.judging, rejudge=req.rejudge, benchmarks=names,
-                                questions=questions, progress=outcome.judging, rejudged_since=since,
-                                prompts=req.judge_prompts)
-                else:
-                    await run_passes(store, run_id, pass_list, outcome.passes, benchmarks=names, questions=questions)
-
-            with tracker.running(updated, dict):
-                await tracker.run(do, outcome)
-                outcome.status, outcome.stages = tracker.finish(names, req.export, info.base_tag != req.tag,
-                                                                req.model, info.base_tag)
-                outcome.export_error = tracker.export_error
-        return outcome
-    finally:
-        for client in clients.values():
-            await client.aclose()
+    return _Scope(names, questions, have=frozenset(have))
 
 
 def _calls(stage: str, outcome: Outcome) -> StageCalls:
@@ -393,14 +357,15 @@ class _Stages:
         self.export_error: str | None = None
         self.state: dict[str, dict] = dict(previous) | {s: {"status": "pending"} for s in stages}
         self.counts: Callable[[], dict[str, dict]] = dict
-        self.make_row: Callable[[str], dict] = lambda status: {}
+        self.make_row: Callable[[str], RunRecord] | None = None
 
     def _row(self, status: str, error: str | None = None) -> dict:
-        return self.make_row(status) | {"stages": strip_credentials(orjson.dumps(self.state).decode()),
-                                        "status": status, "error": error and strip_credentials(error)}
+        assert self.make_row is not None
+        return runs(self.make_row(status).replace(stages=self.state, status=status, error=error))
 
     @contextlib.contextmanager
-    def running(self, make_row: Callable[[str], dict], counts: Callable[[], dict[str, dict]]) -> Iterator[None]:
+    def running(self, make_row: Callable[[str], RunRecord], counts: Callable[[], dict[str, dict]]
+                ) -> Iterator[None]:
         self.make_row, self.counts = make_row, counts
         self.store.replace("runs", self.run_id, [self._row("running")])
         try:
@@ -517,23 +482,6 @@ def _counts(datasets: list[bm.Dataset], progress: Progress) -> dict[str, dict]:
                           if d.benchmark in progress.benchmarks else 0} for d in datasets}
 
 
-def _merge_previous(store: Store, info: RunInfo) -> tuple[dict, str | None]:
-    """A resumed or extended run keeps its creation time and the benchmarks and judges it already had;
-    returns its stage records (``runs.stages``) and its stored limit histories."""
-    old = store.read("runs", info.run_id).to_pylist()
-    if not old:
-        return {}, None
-    prev = old[0]
-    info.created_at = int(prev["created_at"].timestamp() * 1_000_000)
-    info.benchmarks = list(dict.fromkeys([*(prev["benchmarks"] or []), *info.benchmarks]))
-    info.datasets = orjson.loads(prev["datasets"] or "{}") | info.datasets
-    info.prompt_hashes = orjson.loads(prev["prompt_hashes"] or "{}") | info.prompt_hashes
-    info.judge_prompts = _prompt_sets(prev, info.judge_prompts)
-    info.judges = tuple(dict.fromkeys([*(prev["judges"] or []), *info.judges]))
-    _merge_passes(info, prev)
-    return orjson.loads(prev.get("stages") or "{}"), prev.get("concurrency_history")
-
-
 def _judging_hashes(prompts: PromptSet, names: list[str]) -> dict[str, str]:
     """``runs.prompt_hashes``' judging entries: ``judging/<benchmark>``, qualified by a prompt set's label."""
     suffix = f" [{prompts.label}]" if prompts.label else ""
@@ -545,20 +493,25 @@ def _provenance(prompts: PromptSet) -> dict[str, dict]:
     return {prompts.label or "shaberi": prompts.provenance()}
 
 
-def _prompt_sets(prev: dict, now: dict[str, dict]) -> dict[str, dict]:
-    """The run's prompt sets (``runs.judge_prompts``) with this invocation's: one folder per label, or a second
-    folder of templates named alike would take the first one's judgements over (bad input, one line)."""
-    before = orjson.loads(prev.get("judge_prompts") or "{}")
-    for label, entry in now.items():
-        if before.get(label, {}).get("folder") not in (None, entry.get("folder")):
+def _merged(before: RunRecord | None, now: RunRecord) -> RunRecord:
+    """The row an invocation writes: ``now`` (this invocation's), keeping what the run had (its creation time,
+    its benchmarks, datasets, judges and prompt sets; passes that ran before, a pass run again replacing its own
+    entry). A second folder of templates under a prompt set's label would take the first one's judgements over:
+    bad input, one line."""
+    if before is None:
+        return now
+    for label, entry in now.judge_prompts.items():
+        if before.judge_prompts.get(label, {}).get("folder") not in (None, entry.get("folder")):
             raise UsageError(f"--judge-prompts {entry.get('path')}: this run's prompt set {label} is the folder "
-                             f"{before[label]['folder']}; rename one of the two folders (a folder's name labels its "
-                             "judgements)")
-    return before | now
-
-
-def _merge_passes(info: RunInfo, prev: dict) -> None:
-    """Passes that ran before stay listed; one that runs again replaces its own entry."""
-    names = {p.partition("@")[0] for p in info.passes}
-    info.passes = tuple(p for p in prev.get("passes") or [] if p.partition("@")[0] not in names) + info.passes
-    info.pass_config = orjson.loads(prev.get("pass_config") or "{}") | info.pass_config
+                             f"{before.judge_prompts[label]['folder']}; rename one of the two folders (a folder's "
+                             "name labels its judgements)")
+    again = {p.partition("@")[0] for p in now.passes}
+    return now.replace(
+        created_at=before.created_at,
+        benchmarks=list(dict.fromkeys([*before.benchmarks, *now.benchmarks])),
+        datasets=before.datasets | now.datasets,
+        prompt_hashes=before.prompt_hashes | now.prompt_hashes,
+        judge_prompts=before.judge_prompts | now.judge_prompts,
+        judges=list(dict.fromkeys([*before.judges, *now.judges])),
+        passes=[p for p in before.passes if p.partition("@")[0] not in again] + now.passes,
+        pass_config=before.pass_config | now.pass_config)

@@ -60,18 +60,17 @@ class PromptSet:
         """A team's templates, rendered for every question with a stand-in answer: a template that does not
         compile or reads what a question lacks is bad input, named, before any call."""
         import jinja2
-        import orjson
 
         from . import benchmarks as bm
         from .prompts import judge_fallback, judge_messages
+        from .tables.rows import decoded
 
         for name in benchmarks:
             scale = bm.BENCHMARKS[name].scale
             template = f"{name}/primary.jinja"
             try:
                 for question in questions.get(name, ()):
-                    extra = question.get("extra")
-                    shown = dict(question) | {"extra": orjson.loads(extra) if isinstance(extra, str) else extra or {}}
+                    shown = decoded("questions", question)
                     if not judge_messages(name, shown, "（回答）", scale, (), self.folder)[-1]["content"]:
                         raise UsageError(f"--judge-prompts {self.given}: {template} renders an empty prompt for "
                                          f"{name} question {question.get('question_id')}")

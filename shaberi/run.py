@@ -15,11 +15,14 @@ import subprocess
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
 from .errors import UsageError
-from .redact import strip_credentials
+
+if TYPE_CHECKING:
+    from .tables.rows import RunRecord
 
 __all__ = ["RunInfo", "git_state", "key_fingerprint", "package_versions", "run_id_for", "run_id_prefix",
            "validate_name"]
@@ -125,31 +128,24 @@ class RunInfo:
         match = _RUN_TAG.match(self.tag)
         return match["base"] if match else self.tag
 
-    def row(self, status: str, error: str | None = None, limits: dict[str, list[dict]] | None = None) -> dict:
+    def record(self, status: str, error: str | None = None, limits: dict[str, list[dict]] | None = None
+               ) -> RunRecord:
+        """The run's ``runs`` row as values (the row store imports pyarrow: only a command that writes needs it)."""
+        from .tables.rows import RunRecord
+
         match = _RUN_TAG.match(self.tag)
         commit, dirty = git_state()
-        return {
-            "run_id": self.run_id,
-            "tag": self.tag,
-            "base_tag": self.base_tag,
-            "run_index": int(match["index"]) if match else 1,
-            "model": self.model,
-            "base_url": strip_credentials(self.base_url),  # user:password@ of a URL never reaches disk
-            "api_key_sha256": key_fingerprint(self.api_key),
-            "generation_config": orjson.dumps(self.generation_config).decode(),
-            "benchmarks": self.benchmarks,
-            "judges": [strip_credentials(j) for j in self.judges],
-            "passes": list(self.passes),
-            "pass_config": strip_credentials(orjson.dumps(self.pass_config).decode()),
-            "datasets": orjson.dumps(self.datasets).decode(),
-            "prompt_hashes": orjson.dumps(self.prompt_hashes).decode(),
-            "judge_prompts": orjson.dumps(self.judge_prompts).decode(),
-            "git_commit": commit,
-            "git_dirty": dirty,
-            "package_versions": orjson.dumps(package_versions()).decode(),
-            "concurrency_history": strip_credentials(orjson.dumps(limits or {}).decode()),
-            "status": status,
-            "error": error and strip_credentials(error),
-            "created_at": self.created_at,
-            "updated_at": _now_us(),
-        }
+        return RunRecord(
+            run_id=self.run_id, tag=self.tag, base_tag=self.base_tag, run_index=int(match["index"]) if match else 1,
+            model=self.model, base_url=self.base_url, api_key_sha256=key_fingerprint(self.api_key),
+            generation_config=self.generation_config, benchmarks=self.benchmarks, judges=list(self.judges),
+            passes=list(self.passes), pass_config=self.pass_config, datasets=self.datasets,
+            prompt_hashes=self.prompt_hashes, judge_prompts=self.judge_prompts, git_commit=commit, git_dirty=dirty,
+            package_versions=package_versions(), concurrency_history=limits or {}, status=status, error=error,
+            created_at=self.created_at)
+
+    def row(self, status: str, error: str | None = None, limits: dict[str, list[dict]] | None = None) -> dict:
+        """The ``runs`` row of ``record``."""
+        from .tables.rows import runs
+
+        return runs(self.record(status, error, limits))

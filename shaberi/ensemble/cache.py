@@ -42,7 +42,7 @@ from ..llm.client import ChatClient, endpoint_limits
 from ..prompts import generation_template, template_hash
 from ..resources import sha256_file
 from ..run import RunInfo, run_id_for, validate_name
-from ..tables.rows import AnswerKey, answer
+from ..tables.rows import AnswerKey, RunRecord, answer, runs
 from ..tables.schema import TABLES
 from ..tables.selection import find_runs
 from ..tables.store import Store, now_us
@@ -258,7 +258,7 @@ def export(results_dir: Path, entry: CacheEntry, cache_dir: Path) -> Path:
     rows = [r for r in store.read("answers", entry.run_id, [*_COLUMNS, "strategy"]).to_pylist() if not r["strategy"]]
     rows.sort(key=lambda r: (_natural(r["question_id"]), r["sample_index"]))
     run = store.read("runs", entry.run_id).to_pylist()[0]
-    provenance: dict = next(iter(orjson.loads(run["datasets"] or "{}").values()), {})
+    provenance: dict = next(iter(RunRecord.of(run).datasets.values()), {})
     schema = pa.schema([("question_id", pa.string()), ("sample_index", pa.int32()), ("model", pa.string()),
                         ("content", pa.string()), ("error", pa.string()), ("error_type", pa.string()),
                         ("finish_reason", pa.string())],
@@ -294,11 +294,10 @@ def _same(path: Path, table: pa.Table) -> bool:
 
 
 def _note_digest(store: Store, run_id: str, digest: str) -> None:
-    run = store.read("runs", run_id).to_pylist()[0]
-    config = orjson.loads(run["generation_config"] or "{}")
-    if config.get("cache_sha256") != digest:
-        run["generation_config"] = orjson.dumps(config | {"cache_sha256": digest}).decode()
-        store.replace("runs", run_id, [run])
+    run = RunRecord.of(store.read("runs", run_id).to_pylist()[0])
+    if run.generation_config.get("cache_sha256") != digest:
+        store.replace("runs", run_id, [runs(run.replace(generation_config=run.generation_config
+                                                         | {"cache_sha256": digest}))])
 
 
 def cache_files(cache_dir: Path, model: str | None = None) -> list[tuple[Path, dict]]:
@@ -394,13 +393,13 @@ def materialize(results_dir: Path, cache_dir: Path, data_dir: Path, models: list
                 raise DataError(f"{path} answers another version of {meta['dataset']} than {located} (sha256 "
                                 f"{str(meta['dataset_sha256'])[:12]}… vs {current[:12]}…)")
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            runs = store.read("runs", run_id, ["generation_config"]).to_pylist()
-            if runs and orjson.loads(runs[0]["generation_config"] or "{}").get("cache_sha256") == digest:
+            stored = store.read("runs", run_id).to_pylist()
+            if stored and RunRecord.of(stored[0]).generation_config.get("cache_sha256") == digest:
                 continue  # this very file is in already
             _read_file(path, ["question_id", "sample_index"])
             if meta["dataset"] not in loaded:
                 loaded[meta["dataset"]] = gt.load(meta["dataset"], data_dir)
-            todo.append((model, path, meta, run_id, bool(runs), digest))
+            todo.append((model, path, meta, run_id, bool(stored), digest))
     for model, path, meta, run_id, there, digest in todo:
         n, temperature = int(meta["n"]), meta["temperature"]
         file = _read_file(path)

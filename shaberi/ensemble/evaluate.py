@@ -23,6 +23,7 @@ import hashlib
 import random
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -34,7 +35,7 @@ from ..lineage import answer_hash
 from ..llm.client import LLM, Completion
 from ..llm.dispatch import Dispatcher
 from ..prompts import template_hash
-from ..tables.rows import AnswerKey, token_usage
+from ..tables.rows import AnswerKey, RunRecord, decoded, token_usage
 from ..tables.rows import answer as answer_row
 from ..tables.rows import judgement as judgement_row
 from ..tables.store import Journal, Store
@@ -294,8 +295,8 @@ class _Entry:
     def __init__(self, store: Store, run_id: str) -> None:
         self.run_id = run_id
         self.questions = {q["question_id"]: Question(q["benchmark"], q["question_id"], q["turns"], q["reference"],
-                                                     q["criteria"], q["category"], orjson.loads(q["extra"] or "{}"))
-                          for q in store.read("questions", run_id).to_pylist()}
+                                                     q["criteria"], q["category"], q["extra"])
+                          for q in map(partial(decoded, "questions"), store.read("questions", run_id).to_pylist())}
         # member texts stay in Arrow until a sampled question asks for them (12,032 questions × 5 long answers
         # as Python strings would be half a gigabyte for a sample of 500)
         answers = store.read("answers", run_id, ["question_id", "sample_index", "strategy", "content", "error",
@@ -318,8 +319,8 @@ class _Entry:
                                                                   "answer_hash", "prompt_hash", "grader_version",
                                                                   "score", "parse_method"]).to_pylist()}
 
-        datasets = store.read("runs", run_id, ["datasets"]).to_pylist()
-        provenance: dict = next(iter(orjson.loads(datasets[0]["datasets"] or "{}").values()), {}) if datasets else {}
+        datasets = store.read("runs", run_id).to_pylist()
+        provenance: dict = next(iter(RunRecord.of(datasets[0]).datasets.values()), {}) if datasets else {}
         self.size = max(int(provenance.get("rows") or 0), len(self.questions))  # the dataset's, --limit or not
 
     def responses(self, qid: str) -> list[str | None]:

@@ -444,13 +444,11 @@ def _tokens(value: object) -> int:
     return value if isinstance(value, int) and 0 <= value < _MAX_TOKENS else 0
 
 
-def endpoint_limits(clients: list[ChatClient], before: str | None = None) -> dict[str, list[dict]]:
+def endpoint_limits(clients: list[ChatClient], before: dict[str, list[dict]] | None = None
+                    ) -> dict[str, list[dict]]:
     """Each endpoint's ``limits()`` by its ``label``: one entry per invocation of the run, this one's after
-    those stored before (``before``: the runs row's JSON; a resumed run keeps its history)."""
-    old = orjson.loads(before or "{}")
-    if isinstance(old, list):  # stored before histories were kept per endpoint: the candidate's
-        old = {"candidate": [{"history": old}]}
-    merged = {label: value if isinstance(value, list) else [value] for label, value in old.items()}
+    those stored before (``before``: ``RunRecord.concurrency_history``; a resumed run keeps its history)."""
+    merged = {label: value if isinstance(value, list) else [value] for label, value in (before or {}).items()}
     for client in clients:
         merged[client.label] = [*merged.get(client.label, []), client.limits()]
     return merged

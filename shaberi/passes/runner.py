@@ -26,7 +26,7 @@ from ..errors import LLMError
 from ..lineage import conversation_hash, earlier_turns
 from ..llm.client import Completion
 from ..llm.dispatch import Dispatcher
-from ..tables.rows import ANSWER_COLUMNS, AnswerKey, pass_delta, token_usage
+from ..tables.rows import ANSWER_COLUMNS, AnswerKey, decoded, pass_delta, token_usage
 from ..tables.schema import TABLES
 from ..tables.store import Journal, Store
 from . import Consulting, Finding, Item, Pass
@@ -92,7 +92,8 @@ async def run_passes(store: Store, run_id: str, passes: list[Pass], progress: Pa
                 rows += await _consult(journal, run_id, asker, asks, progress)
             mine = [r for r in rows if r["pass_name"] == p.name]
             progress.flagged[p.name] = sum(1 for r in mine if r["delta"])
-            progress.noted[p.name] = sum(1 for r in mine if not r["delta"] and orjson.loads(r["detail"]).get("flagged"))
+            progress.noted[p.name] = sum(1 for r in mine
+                                         if not r["delta"] and decoded("pass_deltas", r)["detail"].get("flagged"))
     finally:
         journal.close()
     scoped = pa.array([in_scope(b, q) for b, q in zip(old["benchmark"].to_pylist(), old["question_id"].to_pylist(),
@@ -110,7 +111,7 @@ def _key(item: Item) -> AnswerKey:
 
 def answer_items(store: Store, run_id: str) -> Iterator[tuple[Item, str]]:
     """(Item, conversation hash) for every answer of a benchmark this version knows."""
-    questions = {(q["benchmark"], q["question_id"]): q | {"extra": orjson.loads(q["extra"] or "{}")}
+    questions = {(q["benchmark"], q["question_id"]): decoded("questions", q)
                  for q in store.read("questions", run_id, ["benchmark", "question_id", "turns", "extra"]).to_pylist()}
     answers = store.read("answers", run_id, [*ANSWER_COLUMNS, "content", "error", "finish_reason", "answer_hash"]
                          ).to_pylist()
@@ -142,7 +143,7 @@ def answer_items(store: Store, run_id: str) -> Iterator[tuple[Item, str]]:
 def _stored_verdicts(rows: list[dict]) -> dict[tuple, tuple[dict, int | None, int | None]]:
     found = {}
     for r in sorted(rows, key=lambda r: r["created_at"]):
-        verdict = orjson.loads(r["detail"] or "{}").get("detector")
+        verdict = decoded("pass_deltas", r)["detail"].get("detector")
         if verdict and verdict.get("verdict"):
             found[(r["pass_name"], AnswerKey.of(r), r["answer_hash"])] = (
                 verdict, r["prompt_tokens"], r["completion_tokens"])

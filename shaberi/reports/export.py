@@ -34,6 +34,7 @@ import pyarrow as pa
 from ..status import benchmark_statuses
 from ..tables.failures import converted
 from ..tables.location import Root, as_root, glob_literal, publish, published, write_bytes
+from ..tables.rows import RunRecord
 from ..tables.schema import TABLES
 from ..tables.selection import find_runs
 from ..tables.sql import connect, shown_status
@@ -125,7 +126,7 @@ def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnectio
                max(created_at) AS last_at FROM judgements GROUP BY ALL""")}
     tokens, totals = _tokens(con)
     benchmarks = {}
-    datasets = orjson.loads(run["datasets"] or "{}")
+    datasets = RunRecord.of(run).datasets
     for name in dict.fromkeys([*(run["benchmarks"] or []), *statuses]):
         b = statuses.get(name) or {"status": "not run", "generate": {"questions": 0, "answers": 0, "answer_errors": 0,
                                                                     "missing": 0}, "judge": {}, "passes": {}}
@@ -140,7 +141,7 @@ def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnectio
         }
     # The run's writer: this process when it holds the lock (shaberi export), else as the connection found it.
     alive = False if holding_lock else (con.execute("SELECT any_value(alive) FROM run_writers").fetchone() or [None])[0]
-    records = orjson.loads(run.get("stages") or "{}")
+    records = RunRecord.of(run).stages
     stages = {name: shown_status(con, r.get("status", "pending"), alive) for name, r in records.items()}
     return _write_manifest(results_dir, run | {"status": shown_status(con, run["stored_status"], alive)}, benchmarks,
                            judged, tokens, totals, stages)
@@ -151,7 +152,7 @@ def write_progress_manifest(results_dir: Path, run: dict, counts: dict[str, dict
     nothing before the first call (``counts``: benchmark -> questions, answers, answer_errors)."""
     benchmarks = {name: {"status": "running", "questions": 0, "answers": 0, "answer_errors": 0} | counts.get(name, {})
                   for name in run["benchmarks"] or []}
-    stages = {name: r.get("status", "pending") for name, r in orjson.loads(run.get("stages") or "{}").items()}
+    stages = {name: r.get("status", "pending") for name, r in RunRecord.of(run).stages.items()}
     return _write_manifest(results_dir, run, benchmarks, {}, [], {}, stages)  # its writer is alive: this process
 
 
@@ -184,6 +185,7 @@ def _tokens(con: duckdb.DuckDBPyConnection) -> tuple[list[dict], dict]:
 
 def _write_manifest(results_dir: Path, run: dict, benchmarks: dict, judged: dict, tokens: list[dict], totals: dict,
                     stages: dict[str, str]) -> Path:
+    record = RunRecord.of(run)
     judges = []
     for spec in run["judges"] or []:
         name, _, url = spec.partition("@")
@@ -194,16 +196,16 @@ def _write_manifest(results_dir: Path, run: dict, benchmarks: dict, judged: dict
     manifest = {
         "run_id": run["run_id"], "tag": run["tag"], "base_tag": run["base_tag"], "run_index": run["run_index"],
         "status": run["status"], "error": run.get("error"), "stages": stages,
-        "stage_detail": orjson.loads(run.get("stages") or "{}"),
+        "stage_detail": record.stages,
         "model": {"name": run["model"], "base_url": run["base_url"], "api_key_sha256": run["api_key_sha256"]},
-        "generation_config": orjson.loads(run["generation_config"] or "{}"),
+        "generation_config": record.generation_config,
         "judges": judges, "passes": run["passes"] or [],
-        "pass_config": orjson.loads(run.get("pass_config") or "{}"),
+        "pass_config": record.pass_config,
         "benchmarks": benchmarks, "tokens": tokens, "token_totals": totals,
-        "template_hashes": orjson.loads(run["prompt_hashes"] or "{}"),
-        "judge_prompts": orjson.loads(run["judge_prompts"] or "{}"),
+        "template_hashes": record.prompt_hashes,
+        "judge_prompts": record.judge_prompts,
         "git": {"commit": run["git_commit"], "dirty": run["git_dirty"]},
-        "package_versions": orjson.loads(run["package_versions"] or "{}"),
+        "package_versions": record.package_versions,
         "created_at": run["created_at"], "updated_at": run["updated_at"],
     }
     path = run_folder(results_dir, run["model"], run["tag"]) / "manifest.json"

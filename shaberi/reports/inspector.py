@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import orjson
 
 from ..errors import UsageError
 from ..tables.location import as_root
+from ..tables.rows import decoded
 from ..tables.selection import find_runs, require_root
 from ..tables.sql import connect
 
@@ -183,6 +183,6 @@ class Inspector:
         cursor = con.execute(
             "SELECT pass_name, delta, reason, detail FROM pass_deltas WHERE run_id = $run AND benchmark = $bench "
             "AND question_id = $q AND strategy = '' AND sample_index = 0 ORDER BY pass_name", key)
-        detail.passes = [{"pass_name": p, "delta": d, "reason": r, "detail": orjson.loads(x or "{}")}
-                         for p, d, r, x in cursor.fetchall()]
+        detail.passes = [decoded("pass_deltas", dict(zip(("pass_name", "delta", "reason", "detail"), row, strict=True)))
+                         for row in cursor.fetchall()]
         return detail

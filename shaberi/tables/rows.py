@@ -3,18 +3,26 @@
 ``schema.TABLES`` declares the columns; the builders here are the only code that spells a row out, so a
 stage cannot write a column the schema lacks (``ValueError``) or forget ``created_at``. ``AnswerKey`` is an
 answer's identity within a run: the columns every table that refers to an answer starts with (after
-``run_id``), and the key the stages look answers up by.
+``run_id``), and the key the stages look answers up by. ``RunRecord`` is a ``runs`` row typed, its JSON
+columns decoded (``RunRecord.of``) and encoded (``runs``) here and nowhere else.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 from collections.abc import Mapping
-from typing import Literal, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
 
+import orjson
+
+from ..redact import strip_credentials
 from .schema import TABLES
 from .store import now_us
 
-__all__ = ["ANSWER_COLUMNS", "AnswerKey", "Stage", "answer", "judgement", "pass_delta", "question", "token_usage"]
+__all__ = ["ANSWER_COLUMNS", "JSON_COLUMNS", "AnswerKey", "RunRecord", "Stage", "answer", "decoded", "judgement",
+           "pass_delta", "question", "runs", "token_usage"]
 
 Stage = Literal["generation", "judging", "passes", "consensus"]
 
@@ -37,6 +45,83 @@ class AnswerKey(NamedTuple):
 ANSWER_COLUMNS: tuple[str, ...] = AnswerKey._fields
 if TABLES["answers"].key != ("run_id", *ANSWER_COLUMNS):  # the schema is the contract: say so at import
     raise AssertionError(f"AnswerKey {ANSWER_COLUMNS} is not the answers key {TABLES['answers'].key}")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A ``runs`` row as values: JSON columns as what they hold, timestamps in µs. Every stage rewrites the row
+    (``dataclasses.replace`` then ``runs``); a reader takes the latest (the ``runs`` view)."""
+
+    run_id: str
+    tag: str
+    base_tag: str
+    run_index: int
+    model: str
+    base_url: str | None = None
+    api_key_sha256: str | None = None
+    generation_config: dict[str, Any] = field(default_factory=dict)
+    benchmarks: list[str] = field(default_factory=list)
+    judges: list[str] = field(default_factory=list)
+    passes: list[str] = field(default_factory=list)
+    pass_config: dict[str, Any] = field(default_factory=dict)
+    datasets: dict[str, Any] = field(default_factory=dict)
+    prompt_hashes: dict[str, str] = field(default_factory=dict)
+    judge_prompts: dict[str, Any] = field(default_factory=dict)
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    package_versions: dict[str, str] = field(default_factory=dict)
+    concurrency_history: dict[str, list[dict]] = field(default_factory=dict)  # endpoint label -> per invocation
+    status: str = "running"
+    error: str | None = None
+    stages: dict[str, dict] = field(default_factory=dict)
+    created_at: int = 0
+    updated_at: int = 0
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> RunRecord:
+        """The record of a stored row (from ``Store.read``, a view or an older part lacking newer columns)."""
+        values = {f.name: row.get(f.name) for f in dataclasses.fields(cls) if f.name in row}
+        values |= {name: orjson.loads(values.get(name) or "{}") for name in _JSON}
+        if isinstance(values["concurrency_history"], list):  # stored before it was kept per endpoint
+            values["concurrency_history"] = {"candidate": [{"history": values["concurrency_history"]}]}
+        for name in ("benchmarks", "judges", "passes"):
+            values[name] = list(values.get(name) or [])
+        for name in ("created_at", "updated_at"):
+            if isinstance(stamp := values.get(name), dt.datetime):
+                values[name] = int(stamp.timestamp() * 1_000_000)
+        return cls(**{k: v for k, v in values.items() if v is not None})
+
+    def replace(self, **changes: Any) -> RunRecord:
+        return dataclasses.replace(self, **changes)
+
+
+# The columns that hold JSON text, per table: decoded by ``decoded`` (and ``RunRecord.of``), encoded by the builders.
+JSON_COLUMNS: dict[str, tuple[str, ...]] = {
+    "runs": ("generation_config", "pass_config", "datasets", "prompt_hashes", "judge_prompts", "package_versions",
+             "concurrency_history", "stages"),
+    "questions": ("extra",),
+    "pass_deltas": ("detail",),
+}
+_JSON = JSON_COLUMNS["runs"]
+
+
+def decoded(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` with the JSON columns of ``table`` it holds decoded ({} for none)."""
+    return dict(row) | {c: orjson.loads(row[c] or "{}") if isinstance(row[c], str | None) else row[c]
+                        for c in JSON_COLUMNS.get(table, ()) if c in row}
+
+
+def runs(record: RunRecord) -> dict[str, object]:
+    """A ``runs`` row: JSON columns encoded, no URL's credentials in what is stored, written now."""
+    values = dataclasses.asdict(record)
+    for name in _JSON:
+        values[name] = orjson.dumps(values[name]).decode()
+    for name in ("pass_config", "concurrency_history", "stages"):
+        values[name] = strip_credentials(values[name])
+    values["base_url"] = record.base_url and strip_credentials(record.base_url)
+    values["judges"] = [strip_credentials(j) for j in record.judges]
+    values["error"] = record.error and strip_credentials(record.error)
+    return _row("runs", values | {"updated_at": now_us()})
 
 
 def _row(table: str, values: dict[str, object]) -> dict[str, object]:
