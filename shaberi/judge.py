@@ -34,7 +34,7 @@ import pyarrow as pa
 from . import benchmarks as bm
 from .errors import LLMError
 from .extract import Extraction, extract
-from .lineage import conversation_hash, earlier_turns
+from .lineage import call_failed, conversation_hash, earlier_turns
 from .llm.client import ChatClient, Completion
 from .llm.dispatch import Dispatcher
 from .llm.params import Sampling
@@ -258,14 +258,10 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
             yield _Item(answer, j, label, messages, prompt_hash, a_hash, shown, prompts, None, primary)
 
 
-def _call_failed(error: str | None) -> bool:
-    return error is not None and error.startswith("judge_error")
-
-
 def _unfinished(row: dict) -> bool:
     """A judgement to ask again: its call failed, or ``reprocess`` found no score in a reply whose fallback
     was never asked (the rules of its day read one). The original's reading is final: it made its calls."""
-    return _call_failed(row["error"]) or (
+    return call_failed(row["error"]) or (
         (row["error"] or "").startswith("unparseable") and row["fallback_output"] is None
         and not (row.get("prompt_set") or "").startswith("original:"))
 
@@ -462,7 +458,7 @@ def reprocess(store: Store, run_id: str, prompts: PromptSet = SHABERI) -> int:
             if not found.ok and row["fallback_output"] is not None:
                 found = _with_fallback(found, row["fallback_output"], spec, row["fallback_finish_reason"])
         error = None if found.ok else (
-            row["error"] if _call_failed(row["error"]) else f"unparseable: {found.reason}")
+            row["error"] if call_failed(row["error"]) else f"unparseable: {found.reason}")
         new = (found.score, found.method, error, own.score if own else row["shaberi_score"])
         if new != (row["score"], row["parse_method"], row["error"], row["shaberi_score"]):
             row["score"], row["parse_method"], row["error"], row["shaberi_score"] = new

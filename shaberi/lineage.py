@@ -19,7 +19,14 @@ import hashlib
 
 from .tables.rows import AnswerKey
 
-__all__ = ["answer_hash", "conversation_hash", "earlier_turns"]
+__all__ = ["answer_hash", "call_failed", "conversation_hash", "earlier_turns"]
+
+
+def call_failed(error: str | None) -> bool:
+    """Whether a stored judgement's judge call failed (its ``error`` column): it is asked again. Any other verdict
+    stored for the same answer text under the same judging identity (judge, prompt hash or grader version) is
+    final and reused, never paid for twice: the judge stage's rule and the ensemble's grading stage's."""
+    return error is not None and error.startswith("judge_error")
 
 
 def answer_hash(content: str | None) -> str:

@@ -425,7 +425,7 @@ def test_an_identical_file_from_another_pyarrow_is_kept_and_the_seed_s_draw_must
     args = ["--model", MODEL, "--cache-dir", str(repo / ".cache"), "--data-dir", str(repo / "datasets"),
             "--results-dir", str(tmp_path / "r2"), "--require-complete"]
     # 99 of 100 questions are complete, 10 are asked: refused when the seed draws question 7, run otherwise
-    from shaberi.ensemble.evaluate import sample_ids
+    from shaberi.ensemble.entry import sample_ids
 
     ids = [str(i) for i in range(1, N + 1)]
     draws = {seed: "7" in sample_ids(ids, 10, seed, "gsm8k") for seed in range(50)}
@@ -451,7 +451,7 @@ def job_file(path: Path, model: str, family: str, tests: int, planted: dict[str,
     """One CI job's result file over 100 gsm8k questions: a baseline right on the first 80; each strategy loses
     ``b`` of those and gains ``c`` of the other 20 (``planted``: strategy -> (b, c)); every question's mean of N
     is ``samples_mean``."""
-    from shaberi.ensemble.evaluate import DatasetOutcome, Result, StrategyOutcome
+    from shaberi.ensemble.result import DatasetOutcome, Result, StrategyOutcome
 
     baseline = [1] * 80 + [0] * 20
     strategies = {}

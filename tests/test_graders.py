@@ -15,20 +15,20 @@ import pytest
 from shaberi.benchmarks import Question
 from shaberi.ensemble import cache
 from shaberi.ensemble import datasets as gt
-from shaberi.ensemble.evaluate import (
+from shaberi.ensemble.evaluate import quick_eval
+from shaberi.ensemble.graders import GRADERS
+from shaberi.ensemble.graders.llm import score, verdict
+from shaberi.ensemble.graders.numeric import parse
+from shaberi.ensemble.report import markdown
+from shaberi.ensemble.result import (
     DatasetOutcome,
     Result,
     StrategyOutcome,
     attempted_lines,
     comparisons,
     given_attempted,
-    quick_eval,
     unreadable_lines,
 )
-from shaberi.ensemble.graders import GRADERS
-from shaberi.ensemble.graders.llm import score, verdict
-from shaberi.ensemble.graders.numeric import parse
-from shaberi.ensemble.report import markdown
 from shaberi.llm.client import LLM, ChatClient
 
 from .conftest import query, shaberi

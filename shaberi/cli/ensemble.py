@@ -31,8 +31,8 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..ensemble.evaluate import Result
     from ..ensemble.gate import Comparison
+    from ..ensemble.result import Result
 
 __all__ = ["ensemble_check", "ensemble_generate_cache", "ensemble_import_responses", "ensemble_quick_eval",
            "ensemble_regenerate_baseline", "ensemble_report"]
@@ -148,7 +148,7 @@ def _holm(c: Comparison) -> float:
 def _quick_eval_print(result: Result, out: Path | None, results_dir: Path) -> tuple[list[Comparison], list[str]]:
     """Print the gated comparisons and what the cache and graders could not give, write the result file;
     return the regressions."""
-    from ..ensemble.evaluate import attempted_lines, coverage_lines, failures, unreadable_lines, verdicts
+    from ..ensemble.result import attempted_lines, coverage_lines, failures, unreadable_lines, verdicts
 
     gated = verdicts(result)
     header = ["Dataset", "Strategy", "n", "Baseline", "Mean of N", "Strategy acc", "Δ", "Discordant", "p McNemar",
@@ -354,7 +354,7 @@ def _split(text: str | None) -> list[str] | None:
 
 def _accepted(accepted: dict, result: Result) -> None:
     """The accuracies last accepted (regenerate-baseline) beside today's: for the record, not the verdict."""
-    from ..ensemble.evaluate import accuracy
+    from ..ensemble.result import accuracy
 
     for dataset, values in accepted.items():
         got = result.datasets.get(dataset)

@@ -15,8 +15,9 @@ from ..llm.client import ChatClient, ClientConfig
 from ..llm.endpoints import check_base_url, resolve_api_key, shared_llm
 from . import cache
 from . import datasets as gt
-from .evaluate import Result, accuracy, quick_eval, refuse_bad_request
+from .evaluate import quick_eval, refuse_bad_request
 from .gate import ALPHA
+from .result import Result, accuracy
 from .strategies import resolve as resolve_strategies
 
 __all__ = ["Baselines", "Imported", "Made", "check", "evaluate", "family_name", "generate", "import_responses",

@@ -22,8 +22,8 @@ import math
 from pathlib import Path
 
 from ..errors import DataError
-from .evaluate import Result, attempted_lines, coverage_lines, excluded_lines, failures, grader_rows, verdicts
 from .gate import Comparison
+from .result import Result, attempted_lines, coverage_lines, excluded_lines, failures, grader_rows, verdicts
 
 __all__ = ["load_results", "markdown"]
 
