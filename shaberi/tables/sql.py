@@ -23,9 +23,9 @@ from typing import TypeVar
 import duckdb
 
 from .. import benchmarks as bm
-from ..errors import UsageError
+from ..errors import PartReplaced, UsageError
 from ..resources import resource_dir
-from .failures import storage_errors
+from .failures import converted, storage_errors
 from .layout import live_parts, live_parts_under
 from .location import Root, as_root, attach, glob_in, glob_literal, is_remote
 from .schema import TABLES, Table
@@ -87,9 +87,7 @@ def relisting(define: Callable[[], T], attempts: int = 8) -> T:
         try:
             return define()
         except duckdb.Error as exc:
-            text = str(exc)
-            if attempt == attempts - 1 or not any(
-                    s in text for s in ("FileNotFoundError", "No such file", "Cannot open file", "No files found")):
+            if attempt == attempts - 1 or not isinstance(converted(exc), PartReplaced):
                 raise
             time.sleep(0.05 * 2 ** attempt)
     raise AssertionError("unreachable")
