@@ -65,7 +65,8 @@ _BOM = b"\xef\xbb\xbf"
 
 
 def folders() -> dict[str, str]:
-    """A legacy tree's dataset folder -> the benchmark it holds (``legacy_folder`` in data/datasets.toml)."""
+    """A legacy tree's dataset folder -> the benchmark it holds (``legacy_folder`` in the benchmark's data
+    entry)."""
     return {entry["legacy_folder"]: name for name, entry in bm.registry().items() if "legacy_folder" in entry}
 
 

@@ -49,7 +49,7 @@ from ..extract import MASK, own_words, without_thinking
 from ..llm.client import LLM, Completion
 from ..llm.params import Sampling, chat_body
 from ..prompts import MARKERS, render, template_hash, untrusted
-from . import Consulting, Finding, Item, register
+from . import PASSES, Consulting, Finding, Item
 
 __all__ = ["CATEGORIES", "SafetyCheck", "parse_verdict", "safety_messages"]
 
@@ -125,9 +125,8 @@ def _bare(line: str) -> str:
     return re.sub(r"[*_]", "", line).strip().lstrip("-# \t").strip()
 
 
-@register
+@PASSES.register("safety_check")
 class SafetyCheck(Consulting):
-    name = "safety_check"
     version = "1"
     options: ClassVar[dict[str, str]] = {"penalty": "0", "detector": ""}
     llm_option = "detector"
