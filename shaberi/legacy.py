@@ -50,7 +50,7 @@ from . import benchmarks as bm
 from .errors import DataError, UsageError
 from .promptsets import PromptSet
 from .reports.leaderboard import AS_PUBLISHED_MARK, published_differences
-from .run import RunInfo
+from .run_info import RunInfo
 from .tables.rows import AnswerKey, answer, judgement, question
 from .tables.schema import TABLES
 from .tables.store import Store, now_us
