@@ -77,10 +77,12 @@ class Plugins:
         self._done = True  # a plugin reading a registry while it loads sees what is registered so far
         try:
             everything = importlib.metadata.entry_points()
-            retired = [ep for group in self.retired for ep in everything.select(group=group)]
+            current = {_origin(ep) for ep in everything.select(group=self.group)}
+            retired = [ep for group in self.retired for ep in everything.select(group=group)
+                       if _origin(ep) not in current]  # listed in the group too: fine (for older shaberis)
             if retired:
                 ep = retired[0]
-                groups = sorted({e.group for e in retired if e.dist == ep.dist and e.value == ep.value})
+                groups = sorted({e.group for e in retired if _origin(e) == _origin(ep)})
                 raise PluginError(f"plugin {ep.name!r} ({ep.group} = {ep.value}{_dist(ep)}) is listed in entry point "
                                   f"group{'s' * (len(groups) > 1)} {', '.join(groups)}, which shaberi no longer "
                                   f"reads: list its module once in group {self.group!r} instead "
@@ -105,6 +107,11 @@ class Plugins:
             raise PluginError(f"plugin {ep.name!r} ({ep.group} = {ep.value}{_dist(ep)}) cannot be loaded: "
                               f"{type(exc).__name__}: {lines[0]}; fix or uninstall it") from exc
         self.loaded.append(Plugin(ep, self.journal[start:]))
+
+
+def _origin(ep: importlib.metadata.EntryPoint) -> tuple[str | None, str]:
+    """The distribution and module of an entry point: the same plugin, whichever group lists it."""
+    return (ep.dist.name if ep.dist else None), ep.value
 
 
 def _dist(ep: importlib.metadata.EntryPoint) -> str:

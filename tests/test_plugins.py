@@ -132,6 +132,13 @@ def test_a_plugin_listed_in_a_retired_group_is_one_line_saying_which_group_to_us
     assert "widget_old" not in sys.modules
 
 
+def test_a_plugin_listed_in_the_group_too_may_keep_its_retired_groups(widgets):
+    """A plugin supporting older shaberis as well lists its module in the old groups and in the new one."""
+    widgets.plugin("old", "widget_both_ways", "REG.register('third', 3)\n", group="test.old")
+    widgets.plugin("old", "widget_both_ways")
+    assert widgets.names() == ["first", "second", "third"]
+
+
 def test_register_builds_the_item_with_the_kinds_make_and_passes_the_decorated_thing_through():
     made = Registry("thing", make=lambda name, fn, *, size: (name, fn(), size), plugins=Plugins("test.things"))
 
@@ -440,6 +447,10 @@ def test_a_plugin_benchmark_that_would_fail_when_run_is_refused_before_any_run_r
 
 
 def test_a_benchmark_registered_with_a_bad_data_entry_or_scale_is_refused_there():
+    with pytest.raises(ValueError, match=r"^benchmark 'bad_b' has no data entry: register it with data="):
+        bm.BENCHMARKS.register("bad_b", scale=(1, 10), prompts=bm.BUILTIN_PROMPTS)(lambda rows: [])
+    with pytest.raises(ValueError, match=r"^benchmark 'bad_b' names no template folder: register it with prompts="):
+        bm.BENCHMARKS.register("bad_b", scale=(1, 10), data={"file": "ja/x", "columns": ["q"]})(lambda rows: [])
     for data, said in [({"columns": ["q"]}, "its data entry has no 'file'"),
                        ({"file": "ja/x", "columns": "q"}, "data['columns'] must be a list of column names"),
                        ({"file": "", "columns": ["q"]}, "data['file'] must be a non-empty string"),

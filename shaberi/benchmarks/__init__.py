@@ -119,11 +119,19 @@ def _names(value: object, nested: bool = False) -> bool:
         _present_text(v) or (nested and _names(v)) for v in value)
 
 
-def _make(name: str, convert: Convert, *, scale: tuple[int, int], data: Mapping[str, object],
-          prompts: Path, rules: tuple[str, ...] = COMMON_RULES, excluded: Iterable[object] = ()) -> Benchmark:
+def _make(name: str, convert: Convert, *, scale: tuple[int, int], data: Mapping[str, object] | None = None,
+          prompts: Path | str | None = None, rules: tuple[str, ...] = COMMON_RULES, excluded: Iterable[object] = ()
+          ) -> Benchmark:
     """``BENCHMARKS.register(name, scale=…, data=…, prompts=…)`` on a ``Convert``: ``data``, its data entry
     (where its file is, where it comes from, the columns it needs); ``prompts``, the folder holding its
-    ``generation/<name>.jinja`` and ``judging/<name>/`` (a plugin's is added to ``PROMPTS``)."""
+    ``generation/<name>.jinja`` and ``judging/<name>/`` (a plugin's is added to ``PROMPTS``). Both are
+    required: one module names everything a benchmark is."""
+    if data is None:
+        raise ValueError(f"benchmark {name!r} has no data entry: register it with data={{'file': …, 'columns': "
+                         "[…]}} (docs/reference/plugins.md)")
+    if prompts is None:
+        raise ValueError(f"benchmark {name!r} names no template folder: register it with prompts=FOLDER, the "
+                         f"folder holding generation/{name}.jinja and judging/{name}/ (docs/reference/plugins.md)")
     folder = Path(prompts)
     if folder != BUILTIN_PROMPTS:  # (a built-in's is shaberi's own: no import of prompts, which imports us)
         from ..prompts import PROMPTS
