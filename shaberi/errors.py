@@ -13,7 +13,7 @@
     │   ├── DataError         a dataset file is missing, empty or lacks the upstream columns
     │   ├── EndpointError     the base URL cannot be reached or rejects the key before any work starts
     │   ├── RunLockedError    another process is writing the same run
-    │   └── PluginError       an installed plugin (an entry point of shaberi.*) cannot be loaded
+    │   └── PluginError       an installed plugin (an entry point of group shaberi) cannot be loaded
     └── LLMError              one chat call failed for good (after retries where retrying makes sense)
         ├── PermanentError    HTTP 400/401/403/404 and other 4xx: never retried
         ├── RateLimitError    HTTP 429 on every attempt for --rate-limit-timeout seconds

@@ -26,7 +26,7 @@ from .llm.client import encode
 from .original import Ask
 from .prompts import judge_messages
 from .promptsets import SHABERI, PromptSet
-from .run import run_id_for
+from .run_info import run_id_for
 from .tables.rows import AnswerKey, RunRecord, decoded
 from .tables.sql import connect
 from .tables.store import Store

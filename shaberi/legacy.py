@@ -50,7 +50,7 @@ from . import benchmarks as bm
 from .errors import DataError, UsageError
 from .promptsets import PromptSet
 from .reports.leaderboard import AS_PUBLISHED_MARK, published_differences
-from .run import RunInfo
+from .run_info import RunInfo
 from .tables.rows import AnswerKey, answer, judgement, question
 from .tables.schema import TABLES
 from .tables.store import Store, now_us
@@ -65,7 +65,8 @@ _BOM = b"\xef\xbb\xbf"
 
 
 def folders() -> dict[str, str]:
-    """A legacy tree's dataset folder -> the benchmark it holds (``legacy_folder`` in data/datasets.toml)."""
+    """A legacy tree's dataset folder -> the benchmark it holds (``legacy_folder`` in the benchmark's data
+    entry)."""
     return {entry["legacy_folder"]: name for name, entry in bm.registry().items() if "legacy_folder" in entry}
 
 

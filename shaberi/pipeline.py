@@ -33,7 +33,7 @@ from .reports.export import (
     write_manifest,
     write_progress_manifest,
 )
-from .run import RunInfo, run_id_for, validate_name
+from .run_info import RunInfo, run_id_for, validate_name
 from .status import StageCalls, benchmark_statuses, combined, describe, run_status, stage_status, top_error
 from .tables.rows import RunRecord, runs
 from .tables.sql import connect, reattach

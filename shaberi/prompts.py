@@ -1,7 +1,7 @@
 """Jinja2 templates under ``prompts/``, and the hashes that make a prompt change visible in the tables.
 
-A template is looked up in shaberi's ``prompts/`` first, then in the plugins' folders (``PROMPTS``, entry
-point group ``shaberi.prompts``), laid out the same way: ``generation/<name>.jinja``,
+A template is looked up in shaberi's ``prompts/`` first, then in the plugins' folders (``PROMPTS``:
+``PROMPTS.register(name, folder)``, or a benchmark's ``prompts=``), laid out the same way: ``generation/<name>.jinja``,
 ``judging/<benchmark>/primary.jinja`` and ``fallback.jinja``, and whatever a strategy or pass renders.
 A team's own judging templates (``--judge-prompts FOLDER``, ``judging=FOLDER`` here) are a folder laid out like
 ``judging/``, read before all of these for every ``judging/…`` name.
@@ -94,7 +94,7 @@ def untrusted(text: object) -> str:
     return "".join(out) + text[done:]
 
 
-PROMPTS: Registry[Path] = Registry("prompt folder", "shaberi.prompts")  # the plugins' template folders
+PROMPTS: Registry[Path] = Registry("prompt folder")  # the plugins' template folders
 
 
 def _roots() -> list[Path]:

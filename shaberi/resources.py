@@ -14,7 +14,7 @@ _PKG = Path(__file__).resolve().parent
 
 @cache
 def resource_dir(name: str) -> Path:
-    """``prompts`` (what models are asked), ``sql`` (the views), ``data`` (benchmark registry, samples,
+    """``prompts`` (what models are asked), ``sql`` (the views), ``data`` (samples, model families,
     pricing) or ``templates`` (the HTML report's page)."""
     for candidate in (_PKG / "_resources" / name, _PKG.parent / name):
         if candidate.is_dir():

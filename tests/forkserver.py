@@ -41,8 +41,8 @@ PRELOAD = ["shaberi.cli", "shaberi.pipeline", "shaberi.tables.sql", "shaberi.tab
            "scipy.stats", "orjson", "jinja2"]
 SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
 # Per-process tables worth computing once: (module, function) called in the server, their caches inherited.
-WARM = [("shaberi.scripts", "_tables"), ("shaberi.cli", "_command"), ("shaberi.run", "git_state"),
-        ("shaberi.run", "package_versions")]
+WARM = [("shaberi.unicode_scripts", "_tables"), ("shaberi.cli", "_command"), ("shaberi.run_info", "git_state"),
+        ("shaberi.run_info", "package_versions")]
 
 def serve(path: str) -> None:
     """The server: import PRELOAD, listen on the UNIX socket ``path``, fork a child per connection and send each

@@ -154,3 +154,51 @@ def test_errors_import_nothing_of_the_package_and_no_module_imports_itself_back(
     circles = sorted(m for m in modules if any(
         not (d.startswith(f"{m}.") or m.startswith(f"{d}.")) and m in reaches(d) for d in edges[m]))
     assert not circles, circles
+
+
+def _source_calls(name: str) -> list[str]:
+    """The modules of the package whose code names ``name`` (as an attribute, a name or an import)."""
+    found = []
+    for path in ROOT.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any((isinstance(n, ast.Attribute) and n.attr == name) or (isinstance(n, ast.Name) and n.id == name)
+               or (isinstance(n, ast.ImportFrom) and any(a.name == name for a in n.names)) for n in ast.walk(tree)):
+            found.append(path.relative_to(ROOT.parent).as_posix())
+    return sorted(found)
+
+
+def test_only_the_registry_reads_entry_points_and_every_registry_is_made_there():
+    """One scan of the installed entry points for every registry (``shaberi.registry.PLUGINS``), one group."""
+    assert _source_calls("entry_points") == ["shaberi/registry.py"]
+    made = sorted(m for m, deps in _imports().items() if "shaberi.registry.Registry" in deps)
+    assert made == ["shaberi.benchmarks", "shaberi.cli.local", "shaberi.ensemble.datasets", "shaberi.ensemble.graders",
+                    "shaberi.ensemble.strategies", "shaberi.passes", "shaberi.prompts"]
+
+
+def test_one_registration_spelling_everywhere():
+    """Built-ins register as a plugin does, with ``REGISTRY.register(name, …)``: no decorator of their own."""
+    retired = {"benchmark", "dataset", "grader", "strategy", "register"}
+    spelled = sorted((path.relative_to(ROOT.parent).as_posix(), d.func.id if isinstance(d, ast.Call) else d.id)
+                     for path in [*ROOT.rglob("*.py"), *(ROOT.parent / "examples").rglob("*.py")]
+                     for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                     if isinstance(n, ast.FunctionDef | ast.ClassDef) for d in n.decorator_list
+                     if (d.id if isinstance(d, ast.Name) else getattr(d.func, "id", None)
+                         if isinstance(d, ast.Call) else None) in retired)
+    assert spelled == []
+
+
+def test_module_names_say_what_they_hold():
+    """``run.py`` held ``RunInfo`` beside a command called run; ``scripts.py`` counted Unicode scripts, not
+    shell scripts: each is named for what it holds."""
+    names = {p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*.py")}
+    assert "run.py" not in names and "scripts.py" not in names
+    assert {"run_info.py", "unicode_scripts.py"} <= names
+
+
+def test_the_command_line_uses_no_private_module_of_typer():
+    private = sorted((p.relative_to(ROOT.parent).as_posix(), m) for p in ROOT.rglob("*.py")
+                     for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+                     for m in ([n.module or ""] if isinstance(n, ast.ImportFrom) else
+                               [a.name for a in n.names] if isinstance(n, ast.Import) else [])
+                     if m.split(".")[0] in ("typer", "click") and any(p.startswith("_") for p in m.split(".")[1:]))
+    assert private == []

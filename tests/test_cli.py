@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from shaberi.run import run_id_for
+from shaberi.run_info import run_id_for
 from shaberi.testing import LoopbackServer
 
 from .conftest import shaberi, write_rakuda

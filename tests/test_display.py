@@ -13,7 +13,7 @@ from rich.console import Console
 from shaberi.cli.display import PLAIN_WIDTH, _Clock, _Row, live_progress, plain_lines
 from shaberi.llm.client import ChatClient
 from shaberi.pipeline import Outcome
-from shaberi.run import RunInfo
+from shaberi.run_info import RunInfo
 from shaberi.testing import LoopbackServer
 
 from .conftest import query, shaberi

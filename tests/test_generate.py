@@ -16,7 +16,7 @@ import pytest
 from shaberi.generate import GenerationConfig, split_reasoning
 from shaberi.llm.client import ClientConfig
 from shaberi.pipeline import RunRequest, run
-from shaberi.run import run_id_for
+from shaberi.run_info import run_id_for
 from shaberi.testing import LoopbackServer
 
 from .conftest import query, write_rakuda

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from shaberi.errors import DataError, UsageError
-from shaberi.llm.local import LocalModel, free_port, gguf_path
+from shaberi.llm.local import LocalModel, free_port, gguf_path, model_dir
 
 from .conftest import query, shaberi
 
@@ -35,7 +35,7 @@ def test_the_gguf_is_joined_in_order_checked_and_then_reused(tmp_path, monkeypat
     chunks = [b"GGUF" + b"a" * 1000, b"b" * 5000, b"c" * 3]
     modules = fake_parts(tmp_path / "site", chunks)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    monkeypatch.setenv("SHABERI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SHABERI_MODEL_DIR", str(tmp_path / "models"))
     whole = b"".join(chunks)
     good = LocalModel("tiny", modules, len(whole), hashlib.sha256(whole).hexdigest(), "local")
     path = gguf_path(good)
@@ -46,11 +46,46 @@ def test_the_gguf_is_joined_in_order_checked_and_then_reused(tmp_path, monkeypat
     bad = LocalModel("tiny-bad", modules, len(whole), "0" * 64, "local")
     with pytest.raises(DataError, match="sha256"):
         gguf_path(bad)
-    assert sorted(p.name for p in (tmp_path / "cache" / "models").iterdir()) == ["tiny.gguf", "tiny.sha256"]
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["tiny.gguf", "tiny.sha256"]
 
     missing = LocalModel("tiny-missing", ("no_such_part_package",), 1, "0" * 64, "local")
     with pytest.raises(UsageError, match=r"pip install 'shaberi\[local\]'"):
         gguf_path(missing)
+
+
+def test_the_model_folder_is_never_inside_the_committable_ensemble_cache(tmp_path, monkeypatch):
+    """SHABERI_CACHE_DIR is the ensemble's cache, committed with ``git add -f``: a serve-local or demo with it set
+    used to assemble the 400 MB model inside it. The model has its own folder, the user's cache by default."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("SHABERI_MODEL_DIR", raising=False)
+    committed = tmp_path / "repo" / ".cache"
+    monkeypatch.setenv("SHABERI_CACHE_DIR", str(committed))
+    assert model_dir() == home / ".cache" / "shaberi" / "models"
+    assert not model_dir().is_relative_to(committed)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert model_dir() == tmp_path / "xdg" / "shaberi" / "models"
+    monkeypatch.setenv("SHABERI_MODEL_DIR", str(tmp_path / "models"))
+    assert model_dir() == tmp_path / "models"
+
+    chunks = [b"GGUF" + b"x" * 100]
+    modules = fake_parts(tmp_path / "site", chunks)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    path = gguf_path(LocalModel("tiny", modules, len(chunks[0]), hashlib.sha256(chunks[0]).hexdigest(), "local"))
+    assert path.parent == tmp_path / "models" and not committed.exists()
+
+    monkeypatch.setenv("SHABERI_MODEL_DIR", str(committed / "models"))  # set inside it by hand: refused
+    with pytest.raises(UsageError, match=r"inside SHABERI_CACHE_DIR .* set SHABERI_MODEL_DIR to a folder outside it"):
+        model_dir()
+
+
+def test_serve_local_refuses_a_model_folder_inside_the_committable_cache_before_writing_anything(tmp_path):
+    committed = tmp_path / ".cache"
+    proc = shaberi("serve-local", env={"SHABERI_CACHE_DIR": str(committed),
+                                       "SHABERI_MODEL_DIR": str(committed / "models")})
+    assert proc.returncode == 2 and proc.stderr.startswith("error: the local model's folder "), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not committed.exists()
 
 
 def test_the_embedded_model_is_installed_and_verified():

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from shaberi.llm.endpoints import ModelAt
-from shaberi.passes import PASSES, Finding, Item, Pass, build, register
+from shaberi.passes import PASSES, Finding, Item, Pass, build
 from shaberi.passes.runner import run_passes
 from shaberi.pipeline import RunRequest, run
 from shaberi.tables.store import Store, now_us
@@ -162,7 +162,6 @@ def test_format_validation_does_not_invent_requests():
 class Bonus(Pass):
     """A test-only pass with a positive delta, to show clamping at the top of the scale."""
 
-    name = "test_bonus"
     version = "1"
 
     def check(self, item: Item) -> Finding:
@@ -172,7 +171,7 @@ class Bonus(Pass):
 @pytest.fixture(scope="module", autouse=True)
 def _bonus_registered():
     """Registered while this module's tests run only: no other module sees a test pass among the built-ins."""
-    register(Bonus)
+    PASSES.register("test_bonus", Bonus)
     yield
     PASSES.pop("test_bonus", None)
 

@@ -1,7 +1,7 @@
-"""One registry for every extension point, and plugins through entry points: the Registry's grammar and lazy
-loading in process, then the example plugin (examples/shaberi-plugin-example) really installed with pip,
-listed, chosen and used by the command line; a broken plugin refused in one line where it is needed, and
-only there."""
+"""One registry for every extension point, and plugins through one entry point group (``shaberi``): the
+Registry's grammar and lazy loading in process (one scan of the entry points for every registry), then the
+example plugin (examples/shaberi-plugin-example) really installed with pip, listed, chosen and used by the
+command line; a broken plugin, or one still listed in a group shaberi no longer reads, refused in one line."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from shaberi.ensemble.strategies import STRATEGIES
 from shaberi.errors import PluginError, UsageError
 from shaberi.passes import PASSES, Consulting, build
 from shaberi.prompts import PROMPTS
-from shaberi.registry import Registry
+from shaberi.registry import GROUP, PLUGINS, RETIRED_GROUPS, Plugins, Registry
 
 from .conftest import REPO, query, shaberi, write_rakuda
 from .test_cli import assert_clean_refusal
@@ -35,25 +35,37 @@ EXAMPLE = REPO / "examples" / "shaberi-plugin-example"
 # -- the Registry ----------------------------------------------------------------------------------------
 @pytest.fixture
 def widgets(tmp_path, monkeypatch):
-    """A registry of widgets with two built-ins; ``widgets.plugin(name, module, source)`` makes ``module`` an entry
-    point of its group, written from ``source`` (which may use ``REG``, the registry) when given."""
+    """A registry of widgets with two built-ins and one of gadgets, sharing the plugins of group ``test.widgets``
+    (``test.old``: a retired group); ``widgets.plugin(name, module, source, group)`` makes ``module`` an entry
+    point, written from ``source`` (which may use ``REG`` and ``GADGETS``, the registries) when given.
+    ``widgets.scans`` counts the scans of the installed entry points."""
     home = types.ModuleType("widgets_home")
-    home.REG = reg = Registry("widget", "test.widgets", takes_all=True)  # type: ignore[attr-defined]
+    plugins = Plugins("test.widgets", retired=("test.old",))
+    home.REG = reg = Registry("widget", takes_all=True, plugins=plugins)  # type: ignore[attr-defined]
+    home.GADGETS = Registry("gadget", plugins=plugins)  # type: ignore[attr-defined]
     reg.register("first", 1)
     reg.register("second")(2)
     monkeypatch.setitem(sys.modules, "widgets_home", home)
     monkeypatch.syspath_prepend(str(tmp_path))
     points: list[importlib.metadata.EntryPoint] = []
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [e for e in points if e.group == group])
+    scans = []
+
+    def entry_points() -> importlib.metadata.EntryPoints:
+        scans.append(1)
+        return importlib.metadata.EntryPoints(points)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
     modules: list[str] = []
 
-    def plugin(name: str, module: str, source: str | None = None) -> None:
+    def plugin(name: str, module: str, source: str | None = None, group: str = "test.widgets") -> None:
         if source is not None:
-            (tmp_path / f"{module}.py").write_text("from widgets_home import REG\n" + source)
+            (tmp_path / f"{module}.py").write_text("from widgets_home import GADGETS, REG\n" + source)
             modules.append(module)
-        points.append(importlib.metadata.EntryPoint(name, module, "test.widgets"))
+        points.append(importlib.metadata.EntryPoint(name, module, group))
 
     reg.plugin = plugin  # type: ignore[attr-defined]
+    reg.gadgets = home.GADGETS  # type: ignore[attr-defined]
+    reg.scans = scans  # type: ignore[attr-defined]
     yield reg
     for module in modules:
         sys.modules.pop(module, None)
@@ -81,7 +93,7 @@ def test_resolve_is_the_command_line_grammar_with_one_error_listing_the_choices(
         widgets.resolve("first,third,fourth")
     with pytest.raises(UsageError, match=r"^unknown widget ' , '; choose from: all, second \(opt-in: first\)$"):
         widgets.resolve(" , ", ["second"], ["first"])
-    no_all = Registry("gadget", "test.gadgets")
+    no_all = Registry("gadget", plugins=Plugins("test.gadgets"))
     no_all.register("a", 1)
     with pytest.raises(UsageError, match=r"^unknown gadget all; choose from: a$"):
         no_all.resolve("all")
@@ -90,11 +102,53 @@ def test_resolve_is_the_command_line_grammar_with_one_error_listing_the_choices(
 def test_plugins_load_on_the_first_read_once_after_the_builtins(widgets):
     widgets.plugin("extra", "widget_extra", "REG.register('third', 3)\nSEEN = list(REG)  # a read while loading\n")
     widgets.register("fourth", 4)  # registering reads nothing
-    assert "widget_extra" not in sys.modules and widgets.plugins == []
+    assert "widget_extra" not in sys.modules and widgets.source.loaded == [] and widgets.scans == []
     assert widgets.names() == ["first", "second", "fourth", "third"]
     assert sys.modules["widget_extra"].SEEN == ["first", "second", "fourth", "third"]
-    assert [ep.name for ep in widgets.plugins] == ["extra"]
-    assert widgets.resolve("all")[-1] == "third" and [ep.name for ep in widgets.plugins] == ["extra"]
+    assert [p.entry_point.name for p in widgets.source.loaded] == ["extra"]
+    assert widgets.resolve("all")[-1] == "third" and [p.entry_point.name for p in widgets.source.loaded] == ["extra"]
+    assert widgets.scans == [1]
+
+
+def test_one_plugin_module_registers_into_every_registry_after_one_scan(widgets):
+    widgets.plugin("both", "widget_both", "REG.register('third', 3)\nGADGETS.register('cog', 'c')\n")
+    widgets.plugin("more", "widget_more", "GADGETS.register('gear', 'g')\n")
+    assert widgets.gadgets.names() == ["cog", "gear"] and widgets.names() == ["first", "second", "third"]
+    assert widgets.scans == [1]  # the first read of either registry scanned once, for both
+    assert [(str(p), p.brought) for p in widgets.source.loaded] == [
+        ("both = widget_both", [("widget", "third"), ("gadget", "cog")]), ("more = widget_more", [("gadget", "gear")])]
+    assert [(str(p), name) for p, name in widgets.gadgets.plugin_items()] == [("both = widget_both", "cog"),
+                                                                             ("more = widget_more", "gear")]
+
+
+def test_a_plugin_listed_in_a_retired_group_is_one_line_saying_which_group_to_use(widgets):
+    widgets.plugin("old", "widget_old", "REG.register('third', 3)\n", group="test.old")
+    for _ in range(2):  # never silently without it
+        with pytest.raises(PluginError) as err:
+            widgets.names()
+        assert str(err.value) == ("plugin 'old' (test.old = widget_old) is listed in entry point group test.old, which "
+                                  "shaberi no longer reads: list its module once in group 'test.widgets' instead "
+                                  "(docs/reference/plugins.md), or uninstall it")
+    assert "widget_old" not in sys.modules
+
+
+def test_a_plugin_listed_in_the_group_too_may_keep_its_retired_groups(widgets):
+    """A plugin supporting older shaberis as well lists its module in the old groups and in the new one."""
+    widgets.plugin("old", "widget_both_ways", "REG.register('third', 3)\n", group="test.old")
+    widgets.plugin("old", "widget_both_ways")
+    assert widgets.names() == ["first", "second", "third"]
+
+
+def test_register_builds_the_item_with_the_kinds_make_and_passes_the_decorated_thing_through():
+    made = Registry("thing", make=lambda name, fn, *, size: (name, fn(), size), plugins=Plugins("test.things"))
+
+    @made.register("a", size=2)
+    def a() -> str:
+        return "A"
+
+    assert a() == "A" and made["a"] == ("a", "A", 2)
+    with pytest.raises(TypeError, match="a gadget takes no options: size"):
+        Registry("gadget", plugins=Plugins("test.gadgets")).register("x", size=1)
 
 
 def test_a_plugin_that_cannot_load_is_one_line_naming_it_on_every_read(widgets):
@@ -114,11 +168,12 @@ def test_a_plugin_failing_inside_its_import_is_one_line_too(widgets):
 
 
 def test_a_plugin_failing_half_way_or_exiting_leaves_nothing_registered(widgets):
-    widgets.plugin("half", "widget_half", "REG.register('third', 3)\nREG.register('first', 1)\n")  # then a clash
+    widgets.plugin("half", "widget_half", "GADGETS.register('cog', 1)\nREG.register('third', 3)\n"
+                                          "REG.register('first', 1)\n")  # then a clash
     for _ in range(2):  # the second read names the clash again, not the half-registered 'third'
         with pytest.raises(PluginError, match="ValueError: widget 'first' is registered already"):
             widgets.names()
-    assert "third" not in widgets._items
+    assert "third" not in widgets._items and "cog" not in widgets.gadgets._items  # in no registry
 
 
 def test_a_plugin_that_exits_at_import_is_an_error_not_the_end_of_the_command(widgets):
@@ -136,13 +191,14 @@ def test_a_name_nothing_registered_is_one_line():
 
 
 def test_a_plugin_benchmark_never_changes_the_overall_score_and_brings_its_templates(tmp_path):
-    from shaberi.benchmarks import benchmark
     from shaberi.errors import UsageError
     from shaberi.prompts import judging_hash, template_hash
     from shaberi.tables.sql import connect
 
-    benchmark("extra_b", scale=(1, 10), data={"file": "ja/extra_b", "columns": ["q"]})(lambda rows: [])
+    bm.BENCHMARKS.register("extra_b", scale=(1, 10), data={"file": "ja/extra_b", "columns": ["q"]},
+                           prompts=tmp_path)(lambda rows: [])
     try:
+        assert PROMPTS["extra_b"] == tmp_path  # its template folder, which holds nothing
         info = dict(connect(tmp_path).execute("SELECT benchmark, in_overall FROM benchmark_info").fetchall())
         assert info == {"elyza": True, "tengu": True, "mt_bench": True, "rakuda": True, "mt_bench_full": False,
                         "mt_bench_80": False, "extra_b": False}
@@ -152,23 +208,40 @@ def test_a_plugin_benchmark_never_changes_the_overall_score_and_brings_its_templ
             judging_hash("extra_b")
     finally:
         bm.BENCHMARKS.pop("extra_b")
+        PROMPTS.pop("extra_b")
 
 
 def test_every_extension_point_is_a_registry_with_the_builtins_in_their_old_order():
-    groups = {r.group: r.names() for r in (bm.BENCHMARKS, DATASETS, GRADERS, STRATEGIES, PASSES, PROMPTS)}
-    assert groups == {
-        "shaberi.benchmarks": ["elyza", "mt_bench", "mt_bench_80", "mt_bench_full", "rakuda", "tengu"],
-        "shaberi.datasets": ["arc_challenge", "arc_easy", "gpqa", "gsm8k", "hallumix", "hellaswag", "hle",
-                             "math500", "mmlu_pro", "simpleqa", "truthfulqa"],
-        "shaberi.graders": ["llm", "math", "mcq", "numeric"],
-        "shaberi.strategies": ["council", "elo", "majority", "standard"],
-        "shaberi.passes": ["format_validation", "lang_mixing", "repetition", "safety_check"],
-        "shaberi.prompts": [],
+    kinds = {r.kind: r.names() for r in (bm.BENCHMARKS, DATASETS, GRADERS, STRATEGIES, PASSES, PROMPTS)}
+    assert kinds == {
+        "benchmark": ["elyza", "tengu", "mt_bench", "rakuda", "mt_bench_full", "mt_bench_80"],
+        "dataset": ["arc_challenge", "arc_easy", "gpqa", "gsm8k", "hallumix", "hellaswag", "hle",
+                    "math500", "mmlu_pro", "simpleqa", "truthfulqa"],
+        "grader": ["llm", "math", "mcq", "numeric"],
+        "strategy": ["council", "elo", "majority", "standard"],
+        "pass": ["format_validation", "lang_mixing", "repetition", "safety_check"],
+        "prompt folder": [],
     }
-    assert bm.resolve("all") == ["elyza", "tengu", "mt_bench", "rakuda"]  # data/datasets.toml's order
+    assert all(r.source is PLUGINS for r in (bm.BENCHMARKS, DATASETS, GRADERS, STRATEGIES, PASSES, PROMPTS))
+    assert PLUGINS.group == GROUP == "shaberi" and "shaberi.passes" in RETIRED_GROUPS
+    assert bm.resolve("all") == ["elyza", "tengu", "mt_bench", "rakuda"] == list(bm.OVERALL)
     assert [isinstance(g, Grader) for g in GRADERS.values()] == [False, True, True, True]
     assert [isinstance(g, ModelGrader) for g in GRADERS.values()] == [True, False, False, False]
     assert [isinstance(p, Consulting) for p in build("lang_mixing,repetition")] == [True, False]
+    assert [STRATEGIES[n].name for n in STRATEGIES] == STRATEGIES.names()  # named where registered
+    assert [PASSES[n].name for n in PASSES] == PASSES.names()
+
+
+def test_a_builtin_benchmark_names_its_code_data_entry_and_templates_in_its_module():
+    """Registered exactly as a plugin's: the module's ``BENCHMARKS.register`` call holds its data entry and
+    its template folder, and the templates it needs are there."""
+    for name, spec in bm.BENCHMARKS.items():
+        module = sys.modules[spec.convert.__module__]
+        assert module.__name__ == f"shaberi.benchmarks.{name}" and module.DATA is spec.data
+        assert spec.prompts == bm.BUILTIN_PROMPTS
+        assert (spec.prompts / "generation" / f"{name}.jinja").is_file()
+        assert {"primary.jinja", "fallback.jinja"} <= {p.name for p in (spec.prompts / "judging" / name).iterdir()}
+        assert f"prompts/generation/{name}.jinja" in module.__doc__
 
 
 # -- the example plugin, installed -----------------------------------------------------------------------
@@ -187,15 +260,16 @@ def test_the_plugin_is_listed_after_the_builtins_and_offered_as_a_choice(plugin,
     listed = shaberi("list", env=plugin)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines() == [
-        "benchmarks: elyza, mt_bench, mt_bench_80, mt_bench_full, rakuda, tengu, kotowaza",
+        "benchmarks: elyza, tengu, mt_bench, rakuda, mt_bench_full, mt_bench_80, kotowaza",
         "datasets: arc_challenge, arc_easy, gpqa, gsm8k, hallumix, hellaswag, hle, math500, mmlu_pro, simpleqa, "
         "truthfulqa, capitals",
         "graders: llm, math, mcq, numeric, exact",
         "strategies: council, elo, majority, standard, shortest",
         "passes: format_validation, lang_mixing, repetition, safety_check, exclamation",
         "prompt folders: shaberi-plugin-example",
-        "plugin example = shaberi_plugin_example (shaberi-plugin-example 0.1.0): shaberi.benchmarks, "
-        "shaberi.datasets, shaberi.graders, shaberi.strategies, shaberi.passes, shaberi.prompts",
+        "plugin example = shaberi_plugin_example (shaberi-plugin-example 0.1.0): prompt folder "
+        "shaberi-plugin-example, benchmark kotowaza, dataset capitals, grader exact, strategy shortest, pass "
+        "exclamation",
     ]
     without = shaberi("list")
     assert "kotowaza" not in without.stdout and "plugin " not in without.stdout
@@ -272,26 +346,38 @@ def test_the_plugin_dataset_grader_and_strategy_in_the_ensemble_pipeline(plugin,
 
 
 # -- a broken plugin -------------------------------------------------------------------------------------
-def test_a_broken_plugin_stops_only_the_commands_that_read_its_registry(server, tmp_path):
-    site = tmp_path / "site"
-    info = site / "shaberi_plugin_broken-0.1.dist-info"
+def _installed(site: Path, dist: str, entry_points: str) -> dict[str, str]:
+    """The environment of a shaberi with distribution ``dist`` installed in ``site`` with these entry points."""
+    info = site / f"{dist.replace('-', '_')}-0.1.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shaberi-plugin-broken\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[shaberi.passes]\nbroken = shaberi_plugin_nowhere\n")
-    env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+
+
+def test_a_broken_plugin_stops_the_commands_that_read_a_registry_in_one_line(server, tmp_path):
+    env = _installed(tmp_path / "site", "shaberi-plugin-broken", "[shaberi]\nbroken = shaberi_plugin_nowhere\n")
     data = write_rakuda(tmp_path / "d", ["質問です"])
     run = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--data-dir", str(data)]
 
-    refused = shaberi(*run, "--passes", "repetition", "--results-dir", str(tmp_path / "r1"), env=env)
-    assert_clean_refusal(refused, tmp_path / "r1", "error: plugin 'broken' (shaberi.passes = shaberi_plugin_nowhere, "
+    refused = shaberi(*run, "--results-dir", str(tmp_path / "r1"), env=env)
+    assert_clean_refusal(refused, tmp_path / "r1", "error: plugin 'broken' (shaberi = shaberi_plugin_nowhere, "
                          "from shaberi-plugin-broken 0.1) cannot be loaded: ModuleNotFoundError: No module named "
                          "'shaberi_plugin_nowhere'; fix or uninstall it")
     assert_clean_refusal(shaberi("list", env=env), tmp_path / "r1", "plugin 'broken'")
-    fine = shaberi(*run, "--results-dir", str(tmp_path / "r2"), env=env)  # no pass: the registry is never read
-    assert fine.returncode == 0 and "1 answers" in fine.stdout, fine.stderr
-    counted = shaberi("sql", "SELECT count(*) AS n FROM answers", "--format", "csv", "--results-dir",
-                      str(tmp_path / "r2"), env=env)
-    assert counted.stdout.splitlines() == ["n", "1"], counted.stderr
+    assert server.stats()["calls"] == 0
+
+
+def test_a_plugin_in_a_retired_group_is_refused_in_one_line_naming_the_group_to_use(server, tmp_path):
+    old = "".join(f"[{group}]\nexample = shaberi_plugin_example\n" for group in RETIRED_GROUPS)
+    env = _installed(tmp_path / "site", "shaberi-plugin-old", old)
+    refused = shaberi("list", env=env)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout
+    assert refused.stderr.strip() == (
+        "error: plugin 'example' (shaberi.benchmarks = shaberi_plugin_example, from shaberi-plugin-old 0.1) is "
+        "listed in entry point groups shaberi.benchmarks, shaberi.datasets, shaberi.graders, shaberi.passes, "
+        "shaberi.prompts, shaberi.strategies, which shaberi no longer reads: list its module once in group "
+        "'shaberi' instead (docs/reference/plugins.md), or uninstall it")
 
 
 
@@ -300,10 +386,8 @@ BAD_BENCHMARK = """
 import os
 from pathlib import Path
 
-from shaberi.benchmarks import Question, benchmark
-from shaberi.prompts import PROMPTS
+from shaberi.benchmarks import BENCHMARKS, Question
 
-PROMPTS.register("badbench", Path(__file__).parent / "badbench_prompts")
 CASE = os.environ["BADBENCH_CASE"]
 DATA = {"file": "ja/badbench", "columns": ["id", "q"], "id_columns": ["id"], "opt_in": True}
 if CASE == "no_file":
@@ -312,7 +396,7 @@ elif CASE == "missing_file_without_source":
     DATA["file"] = "ja/nowhere"
 
 
-@benchmark("badbench", scale=(1, 10), data=DATA)
+@BENCHMARKS.register("badbench", scale=(1, 10), data=DATA, prompts=Path(__file__).parent / "badbench_prompts")
 def convert(rows):
     for row in rows:
         turns = [] if CASE == "empty_turns" else [row["q"]]
@@ -328,8 +412,7 @@ def badbench(tmp_path) -> tuple[dict[str, str], Path]:
     info = site / "badbench-0.1.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: badbench\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[shaberi.benchmarks]\nbadbench = badbench\n"
-                                           "[shaberi.prompts]\nbadbench = badbench\n")
+    (info / "entry_points.txt").write_text("[shaberi]\nbadbench = badbench\n")
     (site / "badbench.py").write_text(BAD_BENCHMARK)
     prompts = EXAMPLE / "shaberi_plugin_example" / "prompts"
     (site / "badbench_prompts" / "judging").mkdir(parents=True)
@@ -343,7 +426,7 @@ def badbench(tmp_path) -> tuple[dict[str, str], Path]:
 
 
 @pytest.mark.parametrize(("case", "said"), [
-    ("no_file", "plugin 'badbench' (shaberi.benchmarks = badbench, from badbench 0.1) cannot be loaded: ValueError: "
+    ("no_file", "plugin 'badbench' (shaberi = badbench, from badbench 0.1) cannot be loaded: ValueError: "
                 "benchmark 'badbench': its data entry has no 'file'"),
     ("missing_file_without_source", "badbench: no dataset file at "),
     ("empty_turns", "badbench.jsonl: its Convert made a question (question_id '1') with no turns"),
@@ -364,12 +447,17 @@ def test_a_plugin_benchmark_that_would_fail_when_run_is_refused_before_any_run_r
 
 
 def test_a_benchmark_registered_with_a_bad_data_entry_or_scale_is_refused_there():
+    with pytest.raises(ValueError, match=r"^benchmark 'bad_b' has no data entry: register it with data="):
+        bm.BENCHMARKS.register("bad_b", scale=(1, 10), prompts=bm.BUILTIN_PROMPTS)(lambda rows: [])
+    with pytest.raises(ValueError, match=r"^benchmark 'bad_b' names no template folder: register it with prompts="):
+        bm.BENCHMARKS.register("bad_b", scale=(1, 10), data={"file": "ja/x", "columns": ["q"]})(lambda rows: [])
     for data, said in [({"columns": ["q"]}, "its data entry has no 'file'"),
                        ({"file": "ja/x", "columns": "q"}, "data['columns'] must be a list of column names"),
                        ({"file": "", "columns": ["q"]}, "data['file'] must be a non-empty string"),
                        ({"file": "ja/x", "columns": ["q"], "hf_repo": "o/x"}, "no 'hf_revision' and no 'hf_file'")]:
         with pytest.raises(ValueError, match=re.escape(said)):
-            bm.benchmark("bad_b", scale=(1, 10), data=data)(lambda rows: [])
+            bm.BENCHMARKS.register("bad_b", scale=(1, 10), data=data, prompts=bm.BUILTIN_PROMPTS)(lambda rows: [])
     with pytest.raises(ValueError, match=r"scale must be \(low, high\), two integers with low < high"):
-        bm.benchmark("bad_b", scale=(10, 1), data={"file": "ja/x", "columns": ["q"]})(lambda rows: [])
+        bm.BENCHMARKS.register("bad_b", scale=(10, 1), data={"file": "ja/x", "columns": ["q"]},
+                               prompts=bm.BUILTIN_PROMPTS)(lambda rows: [])
     assert "bad_b" not in bm.BENCHMARKS

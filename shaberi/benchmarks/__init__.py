@@ -1,34 +1,34 @@
 """The benchmark registry: each benchmark is one small module that turns upstream rows into questions.
 
-A module registers itself with ``@benchmark(name, scale=(lo, hi))`` on a function mapping the upstream
-rows (dicts with the upstream's own column names) to ``Question`` objects (a ``Convert``). Where the file
-is and which columns it must have come from ``data/datasets.toml``; a plugin's benchmark brings that entry
-itself (``data=``) and is listed after the built-ins (``docs/reference/plugins.md``).
+A module registers itself with ``@BENCHMARKS.register(name, scale=(lo, hi), data={…}, prompts=FOLDER)`` on a
+function mapping the upstream rows (dicts with the upstream's own column names) to ``Question`` objects (a
+``Convert``): the one place naming its code, its data entry (where the file is, where it comes from, the
+columns it needs) and its templates (``generation/<name>.jinja``, ``judging/<name>/`` in ``FOLDER``). A
+plugin's benchmark registers the same way and is listed after the built-ins (``docs/reference/plugins.md``).
 """
 
 from __future__ import annotations
 
 import collections
 import csv
-import functools
 import shutil
-import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import orjson
 
-from ..errors import DataError, UsageError
+from ..errors import DataError
 from ..extract import COMMON_RULES
 from ..registry import Registry
 from ..resources import resource_dir, sha256_file
 
-__all__ = ["BENCHMARKS", "Benchmark", "Convert", "Dataset", "Question", "benchmark", "load", "pull", "registry",
-           "resolve"]
+__all__ = ["BENCHMARKS", "BUILTIN_PROMPTS", "OVERALL", "Benchmark", "Convert", "Dataset", "Question", "load", "pull",
+           "registry", "resolve"]
 
 FORMATS = (".jsonl", ".json", ".csv", ".parquet")
+BUILTIN_PROMPTS = resource_dir("prompts")  # shaberi's own template folder, the built-in benchmarks' ``prompts=``
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,10 @@ class Benchmark:
     name: str
     scale: tuple[int, int]  # the judge's score range
     convert: Convert
+    data: Mapping[str, object]  # its data entry: file, columns, where it comes from (``_check_spec``)
     rules: tuple[str, ...]  # score-extraction rules, in order (see shaberi.extract)
     excluded: frozenset[str] = frozenset()  # question ids kept in the tables but left out of every score
-    data: Mapping[str, object] | None = None  # a plugin's data entry (a built-in's is in data/datasets.toml)
+    prompts: Path | None = None  # the folder of its templates (None: found on the template path)
 
 
 @dataclass(frozen=True)
@@ -87,11 +88,9 @@ def _check_spec(name: str, spec: Benchmark) -> None:
     if not (isinstance(low, int) and isinstance(high, int) and low < high):
         raise ValueError(f"benchmark {name!r}: scale must be (low, high), two integers with low < high, not "
                          f"{spec.scale!r}")
-    if spec.data is None:  # a built-in (data/datasets.toml); a plugin without one is refused by registry()
-        return
     data = spec.data
     if not isinstance(data, Mapping):
-        raise ValueError(f"benchmark {name!r}: data must be a dict in the keys of data/datasets.toml, not "
+        raise ValueError(f"benchmark {name!r}: data must be a dict in the keys of docs/reference/plugins.md, not "
                          f"{type(data).__name__}")
     for key in ("file", "columns"):
         if key not in data:
@@ -120,43 +119,43 @@ def _names(value: object, nested: bool = False) -> bool:
         _present_text(v) or (nested and _names(v)) for v in value)
 
 
-BENCHMARKS: Registry[Benchmark] = Registry("benchmark", "shaberi.benchmarks", takes_all=True, check=_check_spec)
+def _make(name: str, convert: Convert, *, scale: tuple[int, int], data: Mapping[str, object] | None = None,
+          prompts: Path | str | None = None, rules: tuple[str, ...] = COMMON_RULES, excluded: Iterable[object] = ()
+          ) -> Benchmark:
+    """``BENCHMARKS.register(name, scale=…, data=…, prompts=…)`` on a ``Convert``: ``data``, its data entry
+    (where its file is, where it comes from, the columns it needs); ``prompts``, the folder holding its
+    ``generation/<name>.jinja`` and ``judging/<name>/`` (a plugin's is added to ``PROMPTS``). Both are
+    required: one module names everything a benchmark is."""
+    if data is None:
+        raise ValueError(f"benchmark {name!r} has no data entry: register it with data={{'file': …, 'columns': "
+                         "[…]}} (docs/reference/plugins.md)")
+    if prompts is None:
+        raise ValueError(f"benchmark {name!r} names no template folder: register it with prompts=FOLDER, the "
+                         f"folder holding generation/{name}.jinja and judging/{name}/ (docs/reference/plugins.md)")
+    folder = Path(prompts)
+    if folder != BUILTIN_PROMPTS:  # (a built-in's is shaberi's own: no import of prompts, which imports us)
+        from ..prompts import PROMPTS
+
+        if folder not in PROMPTS._items.values():
+            PROMPTS.register(name, folder)
+    return Benchmark(name, scale, convert, data, rules, frozenset(str(q) for q in excluded), folder)
 
 
-def benchmark(name: str, *, scale: tuple[int, int], rules: tuple[str, ...] = COMMON_RULES,
-              excluded: Iterable[object] = (), data: Mapping[str, object] | None = None
-              ) -> Callable[[Convert], Convert]:
-    """Register the decorated ``Convert`` as benchmark ``name``; ``data``: its data entry, in the keys of
-    data/datasets.toml (a plugin's; the built-ins' are in that file)."""
-    def register(fn: Convert) -> Convert:
-        BENCHMARKS.register(name, Benchmark(name, scale, fn, rules, frozenset(str(q) for q in excluded), data))
-        return fn
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark", takes_all=True, make=_make, check=_check_spec)
 
-    return register
-
-
-@functools.cache
-def _builtin() -> dict[str, dict]:
-    """data/datasets.toml, read once per process (every lookup of a benchmark's facts goes through it)."""
-    with open(resource_dir("data") / "datasets.toml", "rb") as fh:
-        return tomllib.load(fh)
+# The benchmarks making the overall score and a run's completeness (the design's four); every other one,
+# built-in or a plugin's, never changes it, so installing a plugin changes no stored run's score.
+OVERALL = ("elyza", "tengu", "mt_bench", "rakuda")
 
 
 def registry() -> dict[str, dict]:
-    """Every benchmark's data entry: data/datasets.toml's, in its order, then each plugin benchmark's own.
-    ``in_overall``: the built-in benchmarks that are not opt-in make the overall score and a run's
-    completeness; a plugin's never do, so installing one changes no stored run's score."""
-    entries = {name: entry | {"in_overall": not entry.get("opt_in", False)} for name, entry in _builtin().items()}
-    for name, spec in BENCHMARKS.items():
-        if name not in entries:
-            if spec.data is None:
-                raise UsageError(f"benchmark {name!r} has no data entry: register it with @benchmark(..., data=...)")
-            entries[name] = dict(spec.data) | {"in_overall": False}
-    return entries
+    """Every benchmark's data entry, in registration order (the built-ins', then each plugin's), with
+    ``in_overall``: whether it is one of the four that make the overall score."""
+    return {name: dict(spec.data) | {"in_overall": name in OVERALL} for name, spec in BENCHMARKS.items()}
 
 
 def resolve(spec: str) -> list[str]:
-    """``all`` (every benchmark but the opt-in ones, in data/datasets.toml's order, then the plugins') or a
+    """``all`` (every benchmark but the opt-in ones, in registration order, the plugins' last) or a
     comma-separated list of benchmark names, validated."""
     entries = registry()
     known = [n for n in entries if n in BENCHMARKS]
@@ -360,4 +359,5 @@ def _text(value: object) -> str | None:
     return s if s.strip() else None
 
 
-from . import elyza, mt_bench, mt_bench_80, mt_bench_full, rakuda, tengu  # noqa: E402,F401  (registration)
+# Registration, in this order: ``all`` and every listing follow it.
+from . import elyza, tengu, mt_bench, rakuda, mt_bench_full, mt_bench_80  # noqa: E402,F401,I001

@@ -11,16 +11,10 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from functools import cache
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
-
-try:  # typer 0.28 carries its own copy of click; its commands raise that copy's exceptions
-    from typer._click import core as click_core
-    from typer._click import exceptions as click_exceptions
-except ImportError:  # pragma: no cover - typer before 0.28 runs on click itself
-    from click import core as click_core  # type: ignore[no-redef]
-    from click import exceptions as click_exceptions  # type: ignore[no-redef]
+from typer.core import TyperCommand, TyperGroup
 
 from ..errors import ShaberiError
 from ..redact import redact
@@ -30,6 +24,12 @@ from .common import HELP, app
 
 __all__ = ["app", "inspect_output_main", "main", "run_evals_main", "view_scores_main"]
 
+# The click exceptions the commands raise. typer 0.28 runs on its own copy of click, whose modules are private
+# (typer._click), and exports one of its exceptions, BadParameter: the others are its bases. Before 0.28 the
+# same names give click's own.
+_CLICK: dict[str, type[Any]] = {c.__name__: c for c in typer.BadParameter.__mro__}
+BadParameter, UsageError, ClickException = typer.BadParameter, _CLICK["UsageError"], _CLICK["ClickException"]
+
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (``shaberi``)."""
@@ -38,12 +38,13 @@ def main(argv: list[str] | None = None) -> None:
 
 def _alias(command: str, prog_name: str) -> None:
     """A legacy script name for one command, whose usage line names the script as typed (``run-evals``)."""
-    found = _command().commands[command]  # type: ignore[attr-defined]
+    found = _command().commands[command]
+    assert isinstance(found, TyperCommand)
     found.context_settings = {**found.context_settings, **HELP}  # -h too, as under shaberi
     _invoke(found, sys.argv[1:], prog_name)
 
 
-def _invoke(command: click_core.Command, argv: list[str] | None, prog_name: str | None) -> NoReturn:
+def _invoke(command: TyperCommand | TyperGroup, argv: list[str] | None, prog_name: str | None) -> NoReturn:
     """Run a command and exit with its code. Bad input, whether the parser finds it (an unknown option, a value
     outside a choice) or a stage does (``ShaberiError``), ends in one ``error:`` line and exit code 2 (1 for a
     ``ShaberiError`` that is no bad input: a lost lease)."""
@@ -52,17 +53,17 @@ def _invoke(command: click_core.Command, argv: list[str] | None, prog_name: str 
     except ShaberiError as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)  # an option echoed back may hold a URL's password
         sys.exit(exc.exit_code)
-    except click_exceptions.UsageError as exc:
+    except UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:  # a group called bare: its help
             typer.echo(exc.ctx.get_help())
             sys.exit(0)
         message = exc.format_message().rstrip(".")
-        if type(exc) is click_exceptions.BadParameter and exc.param is not None and exc.param.opts:
+        if type(exc) is BadParameter and exc.param is not None and exc.param.opts:
             message = f"{exc.param.opts[0]} {exc.message.rstrip('.')}"  # --format 'xml' is not one of 'table', …
         where = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None else ""
         typer.echo(f"error: {message}{where}", err=True)
         sys.exit(exc.exit_code)
-    except click_exceptions.ClickException as exc:
+    except ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except typer.Abort:
@@ -82,37 +83,38 @@ INTERRUPTED = 130
 
 
 @cache
-def _command() -> click_core.Command:
+def _command() -> TyperGroup:
     """The application, every command of which refuses a single-valued option given twice (built once: reading
     every command's signature takes 50 ms)."""
     root = typer.main.get_command(app)
-    stack = [root]
+    assert isinstance(root, TyperGroup)
+    stack: list[Any] = [root]
     while stack:
         command = stack.pop()
-        if hasattr(command, "commands"):  # a group (typer's own copy of click has no Group class to test)
+        if isinstance(command, TyperGroup):
             stack += command.commands.values()
         else:
-            command.parse_args = _once(command)  # type: ignore[method-assign,assignment]
+            command.parse_args = _once(command)
     return root
 
 
-def _once(command: click_core.Command) -> Callable[[click_core.Context, list[str]], list[str]]:
+def _once(command: TyperCommand) -> Callable[[typer.Context, list[str]], list[str]]:
     """``command.parse_args``, first refusing an option that takes one value given more than once: the parser
     would keep the last silently (``--tag a --tag b`` would read b alone). Flags and options that take many
     (``multiple``) are left alone."""
     parse = command.parse_args
 
-    def parse_args(ctx: click_core.Context, args: list[str]) -> list[str]:
+    def parse_args(ctx: typer.Context, args: list[str]) -> list[str]:
         try:
             _, _, order = command.make_parser(ctx).parse_args(args=list(args))
-        except click_exceptions.UsageError:
+        except UsageError:
             return parse(ctx, args)  # the parser's own error, said as it says it
         given = Counter(p for p in order if p.param_type_name == "option" and not (
             getattr(p, "multiple", False) or getattr(p, "is_flag", False) or getattr(p, "count", False)))
         if repeated := [p.opts[-1] for p, n in given.items() if n > 1]:
-            raise click_exceptions.UsageError(f"{' and '.join(repeated)} given more than once, but "
-                                              f"{'each takes' if len(repeated) > 1 else 'it takes'} one value (the "
-                                              "last would win silently): give it once", ctx=ctx)
+            raise UsageError(f"{' and '.join(repeated)} given more than once, but "
+                             f"{'each takes' if len(repeated) > 1 else 'it takes'} one value (the last would win "
+                             "silently): give it once", ctx=ctx)
         return parse(ctx, args)
 
     return parse_args

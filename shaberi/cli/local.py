@@ -44,18 +44,15 @@ def list_command() -> None:
     from ..ensemble.strategies import STRATEGIES
     from ..passes import PASSES
     from ..prompts import PROMPTS
+    from ..registry import PLUGINS
 
     registries: list[tuple[str, Registry[Any]]] = [
         ("benchmarks", BENCHMARKS), ("datasets", DATASETS), ("graders", GRADERS), ("strategies", STRATEGIES),
         ("passes", PASSES), ("prompt folders", PROMPTS)]
-    plugins: dict[str, list[str]] = {}
     for title, registry in registries:
         typer.echo(f"{title}: {', '.join(registry) or '-'}")
-        for ep in registry.plugins:
-            dist = f" ({ep.dist.name} {ep.dist.version})" if ep.dist else ""
-            plugins.setdefault(f"{ep.name} = {ep.value}{dist}", []).append(registry.group)
-    for plugin, groups in plugins.items():
-        typer.echo(f"plugin {plugin}: {', '.join(groups)}")
+    for plugin in PLUGINS.loaded:
+        typer.echo(f"plugin {plugin}: {', '.join(f'{kind} {name}' for kind, name in plugin.brought) or 'nothing'}")
 
 
 @app.command()

@@ -191,7 +191,7 @@ def run(
     from ..passes import build
     from ..pipeline import RunRequest, check_stored, parse_stages, repeated, reprocess_run
     from ..promptsets import load as load_prompts
-    from ..run import run_id_for
+    from ..run_info import run_id_for
 
     if judge_prompts is not None and not judge and not reprocess:
         raise UsageError("--judge-prompts chooses the prompts the judges are asked with: give --judge MODEL too")
@@ -342,7 +342,7 @@ def _judged_questions(request: RunRequest, stages: list[str]) -> dict[str, list[
 
     from ..benchmarks import load, resolve
     from ..pipeline import check_stored
-    from ..run import run_id_for
+    from ..run_info import run_id_for
     from ..tables.store import Store
 
     found: dict[str, list[dict]] = {}
@@ -362,7 +362,7 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
     from ..benchmarks import load, resolve
     from ..estimate import estimate, stored_questions
     from ..pipeline import check_stored, repeated
-    from ..run import validate_name
+    from ..run_info import validate_name
 
     validate_name("model", request.model)
     validate_name("tag", request.tag)

@@ -41,7 +41,7 @@ from ..lineage import answer_hash
 from ..llm.client import ChatClient, endpoint_limits
 from ..prompts import generation_template, template_hash
 from ..resources import sha256_file
-from ..run import RunInfo, run_id_for, validate_name
+from ..run_info import RunInfo, run_id_for, validate_name
 from ..tables.rows import AnswerKey, RunRecord, answer, runs
 from ..tables.schema import TABLES
 from ..tables.selection import find_runs

@@ -11,7 +11,7 @@ from typing import NamedTuple
 from urllib.parse import urlparse
 
 from ..errors import UsageError
-from ..run import validate_name
+from ..run_info import validate_name
 from .client import LLM, ChatClient, ClientConfig, Transport
 
 __all__ = ["DEFAULT_KEY_ENV", "ModelAt", "check_base_url", "is_loopback", "parse_judge", "resolve_api_key",

@@ -8,8 +8,9 @@ path helper. The 1.5B model of the same family (better answers, about 0.6× the 
 ``local-1.5b``); nothing else is downloaded from anywhere.
 
 This module is the only place that knows about those packages: it joins the chunks in order into one
-file under the cache folder (``$SHABERI_CACHE_DIR``, default ``~/.cache/shaberi``), checks its size and
-sha256 before first use, and starts ``python -m llama_cpp.server`` on 127.0.0.1 over it, on a free port.
+file in the model folder (``model_dir()``: ``$SHABERI_MODEL_DIR``, default ``$XDG_CACHE_HOME/shaberi/models``,
+that is ``~/.cache/shaberi/models``), checks its size and sha256 before first use, and starts
+``python -m llama_cpp.server`` on 127.0.0.1 over it, on a free port.
 ``LocalServer.identity`` is what it serves (model, weights, context): a run's requests to it are identified by
 that, not by the port (``RunRequest.served_as``), so a run resumed against a new server reuses its answers.
 """
@@ -33,7 +34,7 @@ from types import TracebackType
 
 from ..errors import DataError, EndpointError, UsageError
 
-__all__ = ["DEFAULT", "MODELS", "LocalModel", "LocalServer", "gguf_path", "spare_threads"]
+__all__ = ["DEFAULT", "MODELS", "LocalModel", "LocalServer", "gguf_path", "model_dir", "spare_threads"]
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,23 @@ MODELS = {
 DEFAULT = "qwen2.5-coder-0.5b"
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("SHABERI_CACHE_DIR") or Path.home() / ".cache" / "shaberi")
+def model_dir() -> Path:
+    """Where the joined model files live: ``$SHABERI_MODEL_DIR``, else the user's cache folder
+    (``$XDG_CACHE_HOME``, else ``~/.cache``) ``/shaberi/models``. Never ``$SHABERI_CACHE_DIR``: that is the
+    ensemble's committable cache (``git add -f``), and a model in it (400 MB to 1.1 GB) would be committed
+    with it; a model folder set inside it is refused."""
+    if chosen := os.environ.get("SHABERI_MODEL_DIR"):
+        folder = Path(chosen).expanduser().absolute()
+    else:
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser().absolute() / \
+            "shaberi" / "models"
+    if committed := os.environ.get("SHABERI_CACHE_DIR"):
+        cache = Path(committed).expanduser().absolute()
+        if folder.resolve().is_relative_to(cache.resolve()):
+            raise UsageError(f"the local model's folder {folder} is inside SHABERI_CACHE_DIR ({cache}), the "
+                             "ensemble's committable cache: the model would be committed with it; set "
+                             "SHABERI_MODEL_DIR to a folder outside it")
+    return folder
 
 
 def _chunks(model: LocalModel) -> list[Path]:
@@ -77,7 +93,7 @@ def _chunks(model: LocalModel) -> list[Path]:
 def gguf_path(model: LocalModel | str = DEFAULT) -> Path:
     """The model's GGUF file: joined from the installed chunks and checked on first use, then reused."""
     model = MODELS[model] if isinstance(model, str) else model
-    target = cache_dir() / "models" / f"{model.name}.gguf"
+    target = model_dir() / f"{model.name}.gguf"
     stamp = target.with_suffix(".sha256")
     if target.is_file() and target.stat().st_size == model.size and stamp.is_file() and \
             stamp.read_text().strip() == model.sha256:

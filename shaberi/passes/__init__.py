@@ -1,12 +1,12 @@
 """Score-modifying passes: checks of an answer that write audited deltas, never edit a judgement.
 
-A pass is a ``Pass`` class registered by name with ``@register`` (a plugin's: entry point group
-``shaberi.passes``); ``shaberi run --passes a,b`` (or ``--stages passes`` on a stored run) runs it over
-every answer of the run (``shaberi.passes.runner``). For each answer it returns one ``Finding``: a delta
-on the benchmark's own scale (0 when nothing is wrong), a reason, and a structured detail, all written to
-``pass_deltas`` with the pass's ``version``. Every checked answer gets a row, so the table also says what
-a pass looked at and found fine. The ``scores`` view adds the non-zero deltas to every judge's score and
-clamps to the scale; the judge's score stays beside it as ``original_score``.
+A pass is a ``Pass`` class registered by name with ``@PASSES.register(name)``, as a plugin's is;
+``shaberi run --passes a,b`` (or ``--stages passes`` on a stored run) runs it over every answer of the run
+(``shaberi.passes.runner``). For each answer it returns one ``Finding``: a delta on the benchmark's own scale
+(0 when nothing is wrong), a reason, and a structured detail, all written to ``pass_deltas`` with the pass's
+``version``. Every checked answer gets a row, so the table also says what a pass looked at and found fine. The
+``scores`` view adds the non-zero deltas to every judge's score and clamps to the scale; the judge's score
+stays beside it as ``original_score``.
 
 Options come from ``--pass-option NAME.KEY=VALUE``; each pass declares its options and defaults in
 ``options``. ``penalty = auto`` (every pass has it) is a fraction of the benchmark's score range, so a
@@ -23,15 +23,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 from ..errors import UsageError
-from ..registry import Registry
+from ..registry import Registry, named
 
 if TYPE_CHECKING:
     from ..llm.client import LLM, Completion
 
-__all__ = ["PASSES", "Consulting", "Finding", "Item", "Pass", "build", "penalty", "register"]
+__all__ = ["PASSES", "Consulting", "Finding", "Item", "Pass", "build", "penalty"]
 
 
 @dataclass(frozen=True)
@@ -132,14 +132,7 @@ class Consulting(Pass, Protocol):
         return self.llm is not None and verdict.get("model") == self.llm.model
 
 
-PASSES: Registry[type[Pass]] = Registry("pass", "shaberi.passes")
-P = TypeVar("P", bound=type[Pass])
-
-
-def register(cls: P) -> P:
-    """Register a ``Pass`` class under its ``name``."""
-    PASSES.register(cls.name, cls)
-    return cls
+PASSES: Registry[type[Pass]] = Registry("pass", make=named)
 
 
 def penalty(setting: str, scale: tuple[int, int], fraction: float, option: str = "penalty") -> float:

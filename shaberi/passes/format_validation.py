@@ -25,7 +25,7 @@ import re
 import unicodedata
 from typing import ClassVar
 
-from . import Finding, Item, Pass, register
+from . import PASSES, Finding, Item, Pass
 
 __all__ = ["FormatValidation", "requests"]
 
@@ -132,9 +132,8 @@ def violations(prompt: str, content: str) -> tuple[list[dict], list[dict]]:
     return checked, ignored
 
 
-@register
+@PASSES.register("format_validation")
 class FormatValidation(Pass):
-    name = "format_validation"
     version = "1"
     options: ClassVar[dict[str, str]] = {"penalty": "auto", "empty_penalty": "auto"}
 

@@ -27,7 +27,7 @@ from typing import ClassVar
 from ..llm.client import LLM, Completion
 from ..llm.params import Sampling
 from ..prompts import render, template_hash
-from . import Consulting, Finding, Item, register
+from . import PASSES, Consulting, Finding, Item
 from ._text import mask
 
 __all__ = ["LangMixing", "foreign_spans"]
@@ -135,9 +135,8 @@ def foreign_spans(text: str, question: str = "") -> tuple[list[dict], list[dict]
     return sorted(flagged, key=lambda s: s["start"]), sorted(unsure, key=lambda s: s["start"]), exempt
 
 
-@register
+@PASSES.register("lang_mixing")
 class LangMixing(Consulting):
-    name = "lang_mixing"
     version = "1"
     options: ClassVar[dict[str, str]] = {"penalty": "auto", "min_ratio": "0", "detector": ""}
     llm_option = "detector"

@@ -18,7 +18,7 @@ import zlib
 from collections import Counter
 from typing import ClassVar
 
-from . import Finding, Item, Pass, register
+from . import PASSES, Finding, Item, Pass
 from ._text import EXEMPT
 
 __all__ = ["Repetition", "signals"]
@@ -58,9 +58,8 @@ def signals(content: str) -> dict:
     return found
 
 
-@register
+@PASSES.register("repetition")
 class Repetition(Pass):
-    name = "repetition"
     version = "1"
     options: ClassVar[dict[str, str]] = {"penalty": "auto", "truncation_penalty": "auto"}
 

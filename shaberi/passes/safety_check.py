@@ -47,7 +47,7 @@ from ..extract import MASK, own_words, without_thinking
 from ..llm.client import LLM, Completion
 from ..llm.params import Sampling
 from ..prompts import MARKERS, render, template_hash, untrusted
-from . import Consulting, Finding, Item, register
+from . import PASSES, Consulting, Finding, Item
 
 __all__ = ["CATEGORIES", "SafetyCheck", "parse_verdict", "safety_messages"]
 
@@ -123,9 +123,8 @@ def _bare(line: str) -> str:
     return re.sub(r"[*_]", "", line).strip().lstrip("-# \t").strip()
 
 
-@register
+@PASSES.register("safety_check")
 class SafetyCheck(Consulting):
-    name = "safety_check"
     version = "1"
     options: ClassVar[dict[str, str]] = {"penalty": "0", "detector": ""}
     llm_option = "detector"

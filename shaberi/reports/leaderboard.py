@@ -10,7 +10,7 @@ some of the ranked runs) follow the original's arithmetic: the mean of every Ave
 not contain "GPT4" (GPT4.1's is left out too; ``All`` is included), and its difference from GPT4's relative
 to it.
 ``% JA`` is the share of Japanese characters (kana, kanji) among the letters of all of a
-model's answers, summed from the counts stored with each answer (``shaberi/scripts.py``); the original
+model's answers, summed from the counts stored with each answer (``shaberi/unicode_scripts.py``); the original
 took it from whichever answer file it read first, so it can differ. ``JA-MT questions`` is empty for a
 model with no MT-Bench at all. ``Complete`` counts the four benchmarks with a pooled score: complete rows
 are ranked first, partial ones after them (their averages are over fewer benchmarks).
@@ -103,7 +103,7 @@ def judge_title(judge: str) -> str:
 
 def columns() -> list[tuple[str, str]]:
     """(benchmark, column title) of the original leaderboard's benchmark columns, in its (alphabetical) order:
-    ``leaderboard_column`` in data/datasets.toml."""
+    ``leaderboard_column`` in each benchmark module's DATA entry."""
     return sorted(((name, entry["leaderboard_column"]) for name, entry in bm.registry().items()
                    if "leaderboard_column" in entry), key=lambda c: c[1])
 
@@ -365,7 +365,7 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
              Column("JA-MT questions", "text", ""), Column("Complete", "text", "")]
     ja = {(t, m): v for by in ("tag", "base_tag") for t, m, v in con.execute(  # a family's: its members' answers
         f"SELECT r.{by}, r.model, sum(a.japanese_chars) / nullif(sum(a.letter_chars), 0) FROM answers a "
-        "JOIN runs r USING (run_id) GROUP BY ALL").fetchall()}  # counted as each answer was written (scripts.py)
+        "JOIN runs r USING (run_id) GROUP BY ALL").fetchall()}  # counted as each answer was written (unicode_scripts.py)
 
     rows: list[tuple[int, list]] = []  # (the pooled group it is ranked in, its cells)
     for t, model in ranked:

@@ -41,7 +41,7 @@ from typing import Any
 from .. import benchmarks as bm
 from ..errors import UsageError
 from ..llm.endpoints import ModelAt, check_base_url
-from ..run import validate_name
+from ..run_info import validate_name
 from ..tables.location import Root, as_root
 
 __all__ = ["ModelSpec", "Plan", "load_plan"]

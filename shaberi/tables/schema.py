@@ -65,7 +65,7 @@ def _count_scripts(data: pa.Table) -> pa.Table:
     """answers.japanese_chars / letter_chars from content (see ``scripts``)."""
     import pyarrow as pa
 
-    from ..scripts import japanese_counts
+    from ..unicode_scripts import japanese_counts
 
     japanese, letters = japanese_counts(data.column("content").to_pylist())
     for name, values in (("japanese_chars", japanese), ("letter_chars", letters)):

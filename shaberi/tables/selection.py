@@ -12,7 +12,7 @@ from typing import Literal, NamedTuple
 import duckdb
 
 from ..errors import UsageError
-from ..run import run_id_prefix
+from ..run_info import run_id_prefix
 from .layout import live_parts_under
 from .location import Root, as_root, attach, glob_literal
 from .sql import LATEST_RUN_ROW, define_status, relisting

@@ -7,8 +7,8 @@
     exclamation  pass: an answer that shouts (more than ``max`` exclamation marks) loses a tenth of the range
     prompts/     its templates: generation/kotowaza.jinja, generation/capitals.jinja, judging/kotowaza/
 
-The entry points in pyproject.toml name this module in every group (shaberi.benchmarks, shaberi.datasets,
-shaberi.graders, shaberi.strategies, shaberi.passes, shaberi.prompts).
+pyproject.toml lists this module once, in entry point group ``shaberi``; each item registers with its
+registry's ``register(name, …)``, exactly as shaberi's built-ins do.
 """
 
 from __future__ import annotations
@@ -19,17 +19,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
-from shaberi.benchmarks import Question, benchmark
-from shaberi.ensemble.datasets import dataset
-from shaberi.ensemble.graders import Extraction, grader
-from shaberi.ensemble.strategies import Consensus, Context, Strategy, strategy
-from shaberi.passes import Finding, Item, Pass, register
+from shaberi.benchmarks import BENCHMARKS, Question
+from shaberi.ensemble.datasets import DATASETS
+from shaberi.ensemble.graders import GRADERS, Extraction
+from shaberi.ensemble.strategies import STRATEGIES, Consensus, Context, Strategy
+from shaberi.passes import PASSES, Finding, Item, Pass
 from shaberi.prompts import PROMPTS
 
-PROMPTS.register("shaberi-plugin-example", Path(__file__).parent / "prompts")
+TEMPLATES = Path(__file__).parent / "prompts"
+PROMPTS.register("shaberi-plugin-example", TEMPLATES)  # for the benchmark's and the dataset's templates
 
 
-@benchmark("kotowaza", scale=(1, 10), data={
+@BENCHMARKS.register("kotowaza", scale=(1, 10), prompts=TEMPLATES, data={
     "title": "Kotowaza (example plugin)",
     "file": "ja/kotowaza",  # under --data-dir, .jsonl, .json, .csv or .parquet
     "columns": ["id", "proverb"],
@@ -42,8 +43,8 @@ def kotowaza(rows: list[dict]) -> Iterator[Question]:
         yield Question("kotowaza", str(row["id"]), [f"「{row['proverb']}」ということわざの意味を説明してください。"])
 
 
-@dataset("capitals", path="capitals/capitals", columns=("country", "capital"), grader="exact",
-         source="examples/shaberi-plugin-example/data/gt/capitals/capitals.jsonl")
+@DATASETS.register("capitals", path="capitals/capitals", columns=("country", "capital"), grader="exact",
+                   source="examples/shaberi-plugin-example/data/gt/capitals/capitals.jsonl")
 def capitals(rows: list[dict]) -> Iterator[Question]:
     for i, row in enumerate(rows, start=1):
         yield Question("capitals", str(i), [f"What is the capital of {row['country']}?"],
@@ -54,7 +55,7 @@ def _normal(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", unicodedata.normalize("NFKC", text).casefold()).split())
 
 
-@grader("exact")
+@GRADERS.register("exact")
 def exact(text: str, question: Question) -> Extraction:
     """The whole reply, NFKC-normalised, case-folded, punctuation dropped; right when it equals the gold read
     the same way."""
@@ -62,22 +63,19 @@ def exact(text: str, question: Question) -> Extraction:
     return Extraction(answer or None, "whole_reply" if answer else "none")
 
 
-@strategy
+@STRATEGIES.register("shortest")
 class Shortest(Strategy):
     """The shortest member response (ties: the first given)."""
-
-    name = "shortest"
 
     async def combine(self, question: Question, responses: list[str], ctx: Context) -> Consensus:
         best = min(range(len(responses)), key=lambda i: (len(responses[i].strip()), i))
         return Consensus(responses[best], {"winner": best, "lengths": [len(r.strip()) for r in responses]})
 
 
-@register
+@PASSES.register("exclamation")
 class Exclamation(Pass):
     """More than ``max`` exclamation marks (! or ！): a tenth of the score range off (``penalty`` auto)."""
 
-    name = "exclamation"
     version = "1"
     options: ClassVar[dict[str, str]] = {"penalty": "auto", "max": "3"}
 

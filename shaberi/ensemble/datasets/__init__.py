@@ -5,8 +5,9 @@ prompt in ``turns[0]`` (options lettered for multiple choice), the gold answer i
 ``extra`` the grader that decides correctness and, for multiple choice, the label set. Files live under
 the data directory (``--data-dir`` / ``SHABERI_DATA_DIR``) at ``gt/<path>.{jsonl,json,csv,parquet}``;
 GPQA, HLE and HalluMix are not redistributable and are read from the user's own copy at the same kind
-of path. The generation prompt of each is ``prompts/generation/<name>.jinja``. A plugin registers its own
-with ``@dataset`` (entry point group ``shaberi.datasets``, ``docs/reference/plugins.md``).
+of path. The generation prompt of each is ``prompts/generation/<name>.jinja``. Each registers with
+``@DATASETS.register(name, path=…, columns=(…), grader=…, source=…)`` on its ``Convert``, as a plugin's does
+(``docs/reference/plugins.md``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import itertools
 import random
 import string
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from ...errors import DataError, UsageError
 from ...registry import Registry
 from ...resources import sha256_file
 
-__all__ = ["DATASETS", "GTDataset", "dataset", "letters", "load", "resolve"]
+__all__ = ["DATASETS", "GTDataset", "letters", "load", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -36,17 +36,13 @@ class GTDataset:
     convert: Convert
 
 
-DATASETS: Registry[GTDataset] = Registry("dataset", "shaberi.datasets")
+def _make(name: str, convert: Convert, *, path: str, columns: tuple[str, ...], grader: str, source: str
+          ) -> GTDataset:
+    """``DATASETS.register(name, path=…, columns=…, grader=…, source=…)`` on a ``Convert``."""
+    return GTDataset(name, path, tuple(columns), grader, source, convert)
 
 
-def dataset(name: str, *, path: str, columns: tuple[str, ...], grader: str, source: str
-            ) -> Callable[[Convert], Convert]:
-    """Register the decorated ``Convert`` as ground-truth dataset ``name``."""
-    def register(fn: Convert) -> Convert:
-        DATASETS.register(name, GTDataset(name, path, columns, grader, source, fn))
-        return fn
-
-    return register
+DATASETS: Registry[GTDataset] = Registry("dataset", make=_make)
 
 
 def letters(n: int) -> list[str]:

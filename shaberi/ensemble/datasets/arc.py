@@ -4,7 +4,7 @@ are normalised to letters, in the options and in ``answerKey`` alike."""
 from collections.abc import Iterator
 
 from ...benchmarks import Question
-from . import dataset, lettered, mcq
+from . import DATASETS, lettered, mcq
 
 
 def _convert(name: str, rows: list[dict]) -> Iterator[Question]:
@@ -16,13 +16,13 @@ def _convert(name: str, rows: list[dict]) -> Iterator[Question]:
         yield mcq(name, row["id"], prompt, labels, gold)
 
 
-@dataset("arc_challenge", path="arc/ARC-Challenge-Test", columns=("id", "question", "answerKey"), grader="mcq",
-         source="https://huggingface.co/datasets/allenai/ai2_arc (ARC-Challenge, test)")
+@DATASETS.register("arc_challenge", path="arc/ARC-Challenge-Test", columns=("id", "question", "answerKey"),
+                   grader="mcq", source="https://huggingface.co/datasets/allenai/ai2_arc (ARC-Challenge, test)")
 def challenge(rows: list[dict]) -> Iterator[Question]:
     return _convert("arc_challenge", rows)
 
 
-@dataset("arc_easy", path="arc/ARC-Easy-Test", columns=("id", "question", "answerKey"), grader="mcq",
-         source="https://huggingface.co/datasets/allenai/ai2_arc (ARC-Easy, test)")
+@DATASETS.register("arc_easy", path="arc/ARC-Easy-Test", columns=("id", "question", "answerKey"), grader="mcq",
+                   source="https://huggingface.co/datasets/allenai/ai2_arc (ARC-Easy, test)")
 def easy(rows: list[dict]) -> Iterator[Question]:
     return _convert("arc_easy", rows)

@@ -4,13 +4,14 @@ three incorrect ones, shuffled with a fixed seed per question and lettered A–D
 from collections.abc import Iterator
 
 from ...benchmarks import Question
-from . import dataset, lettered, mcq, shuffled
+from . import DATASETS, lettered, mcq, shuffled
 
 COLUMNS = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
 
 
-@dataset("gpqa", path="gpqa/gpqa_diamond", columns=COLUMNS, grader="mcq",
-         source="your own copy of https://huggingface.co/datasets/Idavidrein/gpqa (gated), as gt/gpqa/gpqa_diamond.csv")
+@DATASETS.register("gpqa", path="gpqa/gpqa_diamond", columns=COLUMNS, grader="mcq",
+                   source="your own copy of https://huggingface.co/datasets/Idavidrein/gpqa (gated), as "
+                          "gt/gpqa/gpqa_diamond.csv")
 def convert(rows: list[dict]) -> Iterator[Question]:
     for i, row in enumerate(rows, start=1):
         qid = row.get("Record ID") or i

@@ -4,11 +4,11 @@ Upstream rows have no id: the 1-based row order is the question id."""
 from collections.abc import Iterator
 
 from ...benchmarks import Question
-from . import dataset
+from . import DATASETS
 
 
-@dataset("gsm8k", path="gsm8k/test", columns=("question", "answer"), grader="numeric",
-         source="https://huggingface.co/datasets/openai/gsm8k (main/test)")
+@DATASETS.register("gsm8k", path="gsm8k/test", columns=("question", "answer"), grader="numeric",
+                   source="https://huggingface.co/datasets/openai/gsm8k (main/test)")
 def convert(rows: list[dict]) -> Iterator[Question]:
     for i, row in enumerate(rows, start=1):
         gold = str(row["answer"]).rsplit("####", 1)[-1].strip().replace(",", "")

@@ -5,11 +5,12 @@ hallucinated); the question id is the 1-based row order."""
 from collections.abc import Iterator
 
 from ...benchmarks import Question
-from . import dataset, lettered, mcq
+from . import DATASETS, lettered, mcq
 
 
-@dataset("hallumix", path="hallumix/test", columns=("documents", "answer", "hallucination_label"), grader="mcq",
-         source="your own copy of https://huggingface.co/datasets/quotient-ai/hallumix, as gt/hallumix/test.jsonl")
+@DATASETS.register("hallumix", path="hallumix/test", columns=("documents", "answer", "hallucination_label"),
+                   grader="mcq", source="your own copy of https://huggingface.co/datasets/quotient-ai/hallumix, as "
+                                        "gt/hallumix/test.jsonl")
 def convert(rows: list[dict]) -> Iterator[Question]:
     for i, row in enumerate(rows, start=1):
         documents = row["documents"] if isinstance(row["documents"], list) else [row["documents"]]

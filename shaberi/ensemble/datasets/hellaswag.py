@@ -3,11 +3,11 @@
 from collections.abc import Iterator
 
 from ...benchmarks import Question
-from . import dataset, lettered, mcq
+from . import DATASETS, lettered, mcq
 
 
-@dataset("hellaswag", path="hellaswag/hellaswag_val.parsed", columns=("ctx", "endings", "label"), grader="mcq",
-         source="https://huggingface.co/datasets/Rowan/hellaswag (validation)")
+@DATASETS.register("hellaswag", path="hellaswag/hellaswag_val.parsed", columns=("ctx", "endings", "label"),
+                   grader="mcq", source="https://huggingface.co/datasets/Rowan/hellaswag (validation)")
 def convert(rows: list[dict]) -> Iterator[Question]:
     for i, row in enumerate(rows):
         qid = row.get("ind", row.get("idx", i))

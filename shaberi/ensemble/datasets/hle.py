@@ -5,11 +5,11 @@ answer (graded by rule); ``exactMatch`` answers are graded by the LLM judge."""
 from collections.abc import Iterator
 
 from ...benchmarks import Question
-from . import dataset, letters
+from . import DATASETS, letters
 
 
-@dataset("hle", path="hle/test", columns=("id", "question", "answer", "answer_type"), grader="llm",
-         source="your own copy of https://huggingface.co/datasets/cais/hle (gated), as gt/hle/test.parquet")
+@DATASETS.register("hle", path="hle/test", columns=("id", "question", "answer", "answer_type"), grader="llm",
+                   source="your own copy of https://huggingface.co/datasets/cais/hle (gated), as gt/hle/test.parquet")
 def convert(rows: list[dict]) -> Iterator[Question]:
     for row in rows:
         if row.get("image"):

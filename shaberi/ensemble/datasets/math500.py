@@ -3,11 +3,11 @@
 from collections.abc import Iterator
 
 from ...benchmarks import Question
-from . import dataset
+from . import DATASETS
 
 
-@dataset("math500", path="math500/test", columns=("problem", "answer"), grader="math",
-         source="https://huggingface.co/datasets/HuggingFaceH4/MATH-500")
+@DATASETS.register("math500", path="math500/test", columns=("problem", "answer"), grader="math",
+                   source="https://huggingface.co/datasets/HuggingFaceH4/MATH-500")
 def convert(rows: list[dict]) -> Iterator[Question]:
     for i, row in enumerate(rows, start=1):
         yield Question("math500", str(row.get("unique_id") or i), [str(row["problem"])], reference=str(row["answer"]),

@@ -5,11 +5,11 @@ published leaderboards do)."""
 from collections.abc import Iterator
 
 from ...benchmarks import Question
-from . import dataset, lettered, mcq
+from . import DATASETS, lettered, mcq
 
 
-@dataset("mmlu_pro", path="mmlu_pro/test", columns=("question_id", "question", "options", "answer"), grader="mcq",
-         source="https://huggingface.co/datasets/TIGER-Lab/MMLU-Pro (test)")
+@DATASETS.register("mmlu_pro", path="mmlu_pro/test", columns=("question_id", "question", "options", "answer"),
+                   grader="mcq", source="https://huggingface.co/datasets/TIGER-Lab/MMLU-Pro (test)")
 def convert(rows: list[dict]) -> Iterator[Question]:
     for row in rows:
         prompt, labels = lettered(str(row["question"]), list(row["options"]))

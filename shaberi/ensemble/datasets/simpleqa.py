@@ -4,11 +4,11 @@ judge as CORRECT, INCORRECT or NOT_ATTEMPTED; the question id is the 1-based row
 from collections.abc import Iterator
 
 from ...benchmarks import Question
-from . import dataset
+from . import DATASETS
 
 
-@dataset("simpleqa", path="simpleqa/simple_qa_test_set", columns=("problem", "answer"), grader="llm",
-         source="https://openaipublic.blob.core.windows.net/simple-evals/simple_qa_test_set.csv")
+@DATASETS.register("simpleqa", path="simpleqa/simple_qa_test_set", columns=("problem", "answer"), grader="llm",
+                   source="https://openaipublic.blob.core.windows.net/simple-evals/simple_qa_test_set.csv")
 def convert(rows: list[dict]) -> Iterator[Question]:
     for i, row in enumerate(rows, start=1):
         yield Question("simpleqa", str(i), [str(row["problem"])], reference=str(row["answer"]),

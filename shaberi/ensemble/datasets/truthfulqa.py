@@ -5,11 +5,11 @@ question before lettering; the question id is the 1-based row order."""
 from collections.abc import Iterator
 
 from ...benchmarks import Question
-from . import dataset, lettered, mcq, shuffled
+from . import DATASETS, lettered, mcq, shuffled
 
 
-@dataset("truthfulqa", path="truthfulqa/mc_task", columns=("question", "mc1_targets"), grader="mcq",
-         source="https://github.com/sylinrl/TruthfulQA (data/mc_task.json)")
+@DATASETS.register("truthfulqa", path="truthfulqa/mc_task", columns=("question", "mc1_targets"), grader="mcq",
+                   source="https://github.com/sylinrl/TruthfulQA (data/mc_task.json)")
 def convert(rows: list[dict]) -> Iterator[Question]:
     for i, row in enumerate(rows, start=1):
         targets = row["mc1_targets"]

@@ -10,9 +10,9 @@ again. ``extract`` is also what ``majority`` votes over. The ``llm`` grader asks
 style: CORRECT, INCORRECT or NOT_ATTEMPTED) and is asynchronous (``graders.llm``); a reply it cannot read is
 no grade at all (score NULL, ``unparsed``), never a wrong one.
 
-Both kinds live in ``GRADERS``: a rule grader is a ``Grader`` (``@grader`` makes one from an extraction
-function), a judge-model grader a ``ModelGrader``; plugins add theirs through the entry point group
-``shaberi.graders`` (``docs/reference/plugins.md``).
+Both kinds live in ``GRADERS``: a rule grader is a ``Grader`` (``@GRADERS.register(name)`` makes one from an
+extraction function), a judge-model grader a ``ModelGrader`` (``GRADERS.register(name, grader)``); plugins
+register theirs the same way (``docs/reference/plugins.md``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ...registry import Registry
 if TYPE_CHECKING:
     from ...llm.client import ChatClient, Completion
 
-__all__ = ["GRADERS", "Extraction", "Grader", "ModelGrader", "RuleGrader", "grader"]
+__all__ = ["GRADERS", "Extraction", "Grader", "ModelGrader", "RuleGrader"]
 
 
 @dataclass(frozen=True)
@@ -90,22 +90,24 @@ class RuleGrader:
         return (found.answer is not None and self.same(found, question)), found
 
 
-GRADERS: Registry[Grader | ModelGrader] = Registry("grader", "shaberi.graders")
+def _make(name: str, thing: Grader | ModelGrader | Callable[[str, Question], Extraction], *,
+          same: Callable[[Extraction, Question], bool] | None = None, version: str = "1") -> Grader | ModelGrader:
+    """``GRADERS.register(name, same=…, version=…)`` on an extraction function makes a ``RuleGrader``: by
+    default an answer is right when it equals the gold extracted the same way (so the gold's own formatting
+    does not matter); ``GRADERS.register(name, grader)`` given a ``Grader`` or ``ModelGrader`` keeps it."""
+    if isinstance(thing, (Grader, ModelGrader)):
+        if same is not None or version != "1":
+            raise TypeError(f"grader {name!r}: same= and version= are for an extraction function, not a grader")
+        return thing
+    fn = thing
+
+    def equal(found: Extraction, q: Question) -> bool:
+        return found.answer == fn(q.reference or "", q).answer or found.answer == (q.reference or "").strip()
+
+    return RuleGrader(name, fn, same or equal, version)
 
 
-def grader(name: str, same: Callable[[Extraction, Question], bool] | None = None, version: str = "1"
-           ) -> Callable[[Callable[[str, Question], Extraction]], Callable[[str, Question], Extraction]]:
-    """Register an extraction function as a ``RuleGrader``; by default an answer is right when it equals the
-    gold extracted the same way (so the gold's own formatting does not matter)."""
-
-    def register(fn: Callable[[str, Question], Extraction]) -> Callable[[str, Question], Extraction]:
-        def equal(found: Extraction, q: Question) -> bool:
-            return found.answer == fn(q.reference or "", q).answer or found.answer == (q.reference or "").strip()
-
-        GRADERS.register(name, RuleGrader(name, fn, same or equal, version))
-        return fn
-
-    return register
+GRADERS: Registry[Grader | ModelGrader] = Registry("grader", make=_make)
 
 
 from . import llm, math, mcq, numeric  # noqa: E402,F401  (registration)

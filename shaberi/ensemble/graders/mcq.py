@@ -36,7 +36,7 @@ import unicodedata
 from functools import cache
 
 from ...benchmarks import Question
-from . import Extraction, grader
+from . import GRADERS, Extraction
 
 __all__ = ["RULES", "extract", "rules"]
 
@@ -79,7 +79,7 @@ def _hedged(text: str, m: re.Match[str], x: str) -> bool:
                          rf"(?:(?i:option|choice)\s+)?[(\[]?{x}(?![A-Za-z])", rest))
 
 
-@grader("mcq", same=lambda found, q: found.answer == (q.reference or "").strip().upper(), version="2")
+@GRADERS.register("mcq", same=lambda found, q: found.answer == (q.reference or "").strip().upper(), version="2")
 def extract(text: str, question: Question) -> Extraction:
     labels = "".join(question.extra.get("labels") or "ABCD")
     text = unicodedata.normalize("NFKC", text).strip()

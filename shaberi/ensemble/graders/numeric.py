@@ -29,7 +29,7 @@ import unicodedata
 from fractions import Fraction
 
 from ...benchmarks import Question
-from . import Extraction, grader
+from . import GRADERS, Extraction
 
 __all__ = ["RULES", "extract", "parse", "same"]
 
@@ -126,7 +126,7 @@ def _result(segment: str) -> Fraction | None:
     return None
 
 
-@grader("numeric", same=same, version="3")
+@GRADERS.register("numeric", same=same, version="3")
 def extract(text: str, question: Question) -> Extraction:
     text = _plain(text)
     for method, pattern in RULES:

@@ -1,5 +1,5 @@
 """Consensus strategies: N member responses to one question in, one answer out. One file each, a
-``Strategy`` registered by name with ``@strategy`` (a plugin's: entry point group ``shaberi.strategies``).
+``Strategy`` class registered by name with ``@STRATEGIES.register(name)``, as a plugin's is.
 
 A strategy that calls a model does so through ``Context.ask``, which goes through the shared client and
 counts requests and tokens (stage ``consensus``). Its answer is stored as an ``answers`` row with
@@ -10,15 +10,15 @@ templates, the member responses), so the same evaluation again reuses it instead
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, TypeVar
+from typing import ClassVar, Protocol
 
 from ...benchmarks import Question
 from ...llm.client import ChatClient
 from ...llm.params import Sampling
-from ...registry import Registry
+from ...registry import Registry, named
 from ..graders import Grader
 
-__all__ = ["STRATEGIES", "Consensus", "Context", "Strategy", "resolve", "strategy"]
+__all__ = ["STRATEGIES", "Consensus", "Context", "Strategy", "resolve"]
 
 
 @dataclass
@@ -63,14 +63,7 @@ class Strategy(Protocol):
         ...
 
 
-STRATEGIES: Registry[type[Strategy]] = Registry("strategy", "shaberi.strategies", takes_all=True)
-S = TypeVar("S", bound=type[Strategy])
-
-
-def strategy(cls: S) -> S:
-    """Register a ``Strategy`` class under its ``name``."""
-    STRATEGIES.register(cls.name, cls)
-    return cls
+STRATEGIES: Registry[type[Strategy]] = Registry("strategy", takes_all=True, make=named)
 
 
 def resolve(spec: str) -> list[str]:

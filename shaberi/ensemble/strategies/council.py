@@ -11,14 +11,13 @@ import asyncio
 
 from ...benchmarks import Question
 from ...prompts import render
-from . import Consensus, Context, Strategy, strategy
+from . import STRATEGIES, Consensus, Context, Strategy
 
 CRITIQUE, REBUTTAL, JUDGMENT = (f"ensemble/council_{r}.jinja" for r in ("critique", "rebuttal", "judgment"))
 
 
-@strategy
+@STRATEGIES.register("council")
 class Council(Strategy):
-    name = "council"
     templates = (CRITIQUE, REBUTTAL, JUDGMENT)
 
     async def combine(self, question: Question, responses: list[str], ctx: Context) -> Consensus:

@@ -16,7 +16,7 @@ import unicodedata
 from ...benchmarks import Question
 from ...extract import own_words, without_thinking
 from ...prompts import render
-from . import Consensus, Context, Strategy, strategy
+from . import STRATEGIES, Consensus, Context, Strategy
 
 TEMPLATE = "ensemble/elo.jinja"
 _VERDICT = re.compile(r"(?i:WINNER)[*_]*[ \t]*[:=—-]?[ \t]*[*_\"'\[「]*[ \t]*"
@@ -48,9 +48,8 @@ def ratings(n: int, outcomes: list[tuple[int, int, str]]) -> list[float]:
     return [float(x) for x in choix.ilsr_pairwise(n, data, alpha=0.01)] if data else [0.0] * n
 
 
-@strategy
+@STRATEGIES.register("elo")
 class Elo(Strategy):
-    name = "elo"
     templates = (TEMPLATE,)
 
     async def combine(self, question: Question, responses: list[str], ctx: Context) -> Consensus:

@@ -11,12 +11,11 @@ import re
 from collections import Counter
 
 from ...benchmarks import Question
-from . import Consensus, Context, Strategy, strategy
+from . import STRATEGIES, Consensus, Context, Strategy
 
 
-@strategy
+@STRATEGIES.register("majority")
 class Majority(Strategy):
-    name = "majority"
 
     async def combine(self, question: Question, responses: list[str], ctx: Context) -> Consensus:
         answers = [ctx.grader.extract(r, question).answer if ctx.grader else _free(r) for r in responses]

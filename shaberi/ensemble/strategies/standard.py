@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from ...benchmarks import Question
 from ...prompts import render
-from . import Consensus, Context, Strategy, strategy
+from . import STRATEGIES, Consensus, Context, Strategy
 
 TEMPLATE = "ensemble/standard.jinja"
 
 
-@strategy
+@STRATEGIES.register("standard")
 class Standard(Strategy):
-    name = "standard"
     templates = (TEMPLATE,)
 
     async def combine(self, question: Question, responses: list[str], ctx: Context) -> Consensus:

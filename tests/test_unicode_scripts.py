@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shaberi.scripts import japanese_counts
 from shaberi.tables.store import Store, now_us
+from shaberi.unicode_scripts import japanese_counts
 
 from .conftest import query
 
