@@ -15,13 +15,16 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
 
-from .benchmarks import Question
 from .errors import UsageError
 from .registry import Registry
 from .resources import resource_dir
+
+if TYPE_CHECKING:  # benchmarks registers its template folders here
+    from .benchmarks import Question
 
 __all__ = [
     "MARKERS",

@@ -365,7 +365,7 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
              Column("JA-MT questions", "text", ""), Column("Complete", "text", "")]
     ja = {(t, m): v for by in ("tag", "base_tag") for t, m, v in con.execute(  # a family's: its members' answers
         f"SELECT r.{by}, r.model, sum(a.japanese_chars) / nullif(sum(a.letter_chars), 0) FROM answers a "
-        "JOIN runs r USING (run_id) GROUP BY ALL").fetchall()}  # counted as each answer was written (unicode_scripts.py)
+        "JOIN runs r USING (run_id) GROUP BY ALL").fetchall()}  # counted as each answer was written
 
     rows: list[tuple[int, list]] = []  # (the pooled group it is ranked in, its cells)
     for t, model in ranked:
