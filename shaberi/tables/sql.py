@@ -11,6 +11,7 @@ scipy's Student t quantile, so confidence intervals come from scipy, not from a 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import threading
@@ -30,8 +31,8 @@ from .location import Root, as_root, attach, glob_in, glob_literal, is_remote
 from .schema import TABLES, Table
 from .writers import probe_writers
 
-__all__ = ["LATEST_RUN_ROW", "SCORE_DIGITS", "connect", "define_status", "load_pricing", "materialize", "read_only",
-           "reattach", "relisting", "score_mean", "shown_status"]
+__all__ = ["LATEST_RUN_ROW", "SCORE_DIGITS", "connect", "define_status", "load_pricing", "materialize", "query",
+           "read_only", "reattach", "relisting", "score_mean", "shown_status"]
 
 T = TypeVar("T")
 # The one rule for a mean of scores, wherever it is printed (the views, the leaderboard, compare, the report):
@@ -58,6 +59,31 @@ def score_mean(values: Iterable[float | None]) -> float | None:
         row = _means.execute("SELECT score_mean(x) FROM unnest($v) t(x)", {"v": present}).fetchone()
     assert row is not None
     return float(row[0])
+
+
+_QUERY_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+@functools.cache
+def _queries(group: str) -> dict[str, str]:
+    path = resource_dir("sql") / "queries" / f"{group}.sql"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KeyError(f"no query file {path}") from None
+    pieces = _QUERY_NAME.split(text)  # [preamble, name, body, name, body, …]
+    return {name: body.strip().rstrip(";") for name, body in zip(pieces[1::2], pieces[2::2], strict=True)}
+
+
+def query(name: str) -> str:
+    """The named query ``GROUP.NAME``: the section headed ``-- name: NAME`` of ``sql/queries/GROUP.sql``. The SQL a
+    report or command asks the views lives beside the views, so that no rule hides in a Python string
+    (``tests/test_architecture.py`` checks); the caller passes values only (DuckDB's ``$name`` parameters)."""
+    group, _, section = name.partition(".")
+    try:
+        return _queries(group)[section]
+    except KeyError:
+        raise KeyError(f"no query {name!r} (sql/queries/{group}.sql, -- name: {section})") from None
 
 
 # A run's row is rewritten by every stage: its latest version is the run (as the runs view reads it).
