@@ -89,6 +89,13 @@ class Results:
         return _frame(con, "SELECT * FROM multi_run_stats WHERE ($judge IS NULL OR judge = $judge) "
                            "ORDER BY base_tag, model, judge, position", {"judge": judge})
 
+    def category_scores(self, tag: str | None = None, model: str | None = None,
+                        judge: str | None = None) -> pl.DataFrame:
+        """Per model, base tag, judge pool (``*``: Shaberi's prompts), benchmark and category: the mean of the
+        category's questions' scores, each question first averaged over its judges and runs (``category_scores``,
+        the rule the HTML report uses), with n questions."""
+        return self._judged("category_scores", tag, model, judge)
+
     def agreement(self, tag: str | None = None, model: str | None = None) -> Agreement:
         """How far the judges agree on the same answers (``reports.agreement``): Krippendorff's α, Spearman per
         pair of judges, each judge's mean difference from the others with its interval."""

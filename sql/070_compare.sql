@@ -1,50 +1,50 @@
 -- The pairing rule of `shaberi compare` (shaberi/reports/compare.py), written once: the command, its CSV and JSON,
 -- the API's r.compare and the HTML report's movers (texts_differ) read it through these macros.
--- side_runs(a, b): each side's runs (run_id, is_a) from two lists of run ids; a run on both sides (a tag and its
+-- side_runs(runs_a, runs_b): each side's runs (run_id, is_a) from two lists of run ids; a run on both sides (a tag and its
 -- own family) is counted on both.
-CREATE OR REPLACE MACRO side_runs(a, b) AS TABLE
-SELECT unnest(a) AS run_id, true AS is_a UNION ALL SELECT unnest(b), false;
+CREATE OR REPLACE MACRO side_runs(runs_a, runs_b) AS TABLE
+SELECT unnest(runs_a) AS run_id, true AS is_a UNION ALL SELECT unnest(runs_b), false;
 
--- texts_differ(a, b): the (benchmark, question_id) pairs asked with more than one text, on one side or across
+-- texts_differ(runs_a, runs_b): the (benchmark, question_id) pairs asked with more than one text, on one side or across
 -- both (another data file gives ELYZA's row numbers to other tasks): not one question, never paired. Texts are
 -- compared with their whitespace runs as one space (CRLF files, trailing blanks); a run without the question's
 -- text (no questions row) is not held against it.
-CREATE OR REPLACE MACRO texts_differ(a, b) AS TABLE
-SELECT benchmark, question_id FROM questions JOIN side_runs(a, b) USING (run_id)
+CREATE OR REPLACE MACRO texts_differ(runs_a, runs_b) AS TABLE
+SELECT benchmark, question_id FROM questions JOIN side_runs(runs_a, runs_b) USING (run_id)
 GROUP BY benchmark, question_id
 HAVING count(DISTINCT md5(trim(regexp_replace(array_to_string(turns, chr(10)), '\s+', ' ', 'g')))) > 1;
 
--- paired_questions(a, b, use_passes, keys, ja, jb): every question either side answered or judged (raw answers,
+-- paired_questions(runs_a, runs_b, use_passes, judgement_keys, judge_a, judge_b): every question either side answered or judged (raw answers,
 -- sample 0), with both sides' scores when it pairs and each side's reason when it does not.
---   a, b        the sides' run ids
+--   runs_a, runs_b  the sides' run ids
 --   use_passes  the passes applied ('name@version', scores_using: those both sides ran)
---   keys        the judgements compared: judge, benchmark and prompt hash joined by chr(31) (those both sides have)
---   ja, jb      NULL, or side A's judge and side B's (compare --judge-a / --judge-b): paired as one judge
+--   judgement_keys  the judgements compared: judge, benchmark and prompt hash joined by chr(31) (those both sides have)
+--   judge_a, judge_b  NULL, or side A's judge and side B's (compare --judge-a / --judge-b): paired as one judge
 -- Per side, question and judge the score is the mean over the side's runs; a question pairs on the judges that
 -- scored it on both sides (score_a, score_b: the mean over those judges; judges: how many), so one side is never
 -- one judge's score against the other's mean of two. one_sided counts a paired question's judge scores with no
 -- counterpart on the other side. dropped_a / dropped_b: why a side has no score (NULL: it has one; the other
 -- side's reason says why the question did not pair): other question text, no answer, answer error, not judged,
 -- null score, no judge in common. Questions in excluded_questions are left out.
-CREATE OR REPLACE MACRO paired_questions(a, b, use_passes, keys, ja, jb) AS TABLE
-WITH side AS (SELECT * FROM side_runs(a, b)),
+CREATE OR REPLACE MACRO paired_questions(runs_a, runs_b, use_passes, judgement_keys, judge_a, judge_b) AS TABLE
+WITH side AS (SELECT * FROM side_runs(runs_a, runs_b)),
 q AS (  -- every question either side answered or judged
     SELECT DISTINCT benchmark, question_id FROM answers JOIN side USING (run_id)
     WHERE strategy = '' AND sample_index = 0
     UNION SELECT DISTINCT benchmark, question_id FROM judgement_rows JOIN side USING (run_id)
     WHERE strategy = '' AND sample_index = 0
 ), sides AS (SELECT unnest([true, false]) AS is_a),
-other AS (SELECT * FROM texts_differ(a, b)),
+other AS (SELECT * FROM texts_differ(runs_a, runs_b)),
 ans AS (
     SELECT benchmark, question_id, is_a, bool_and(error IS NOT NULL) AS failed
     FROM answers JOIN side USING (run_id) WHERE strategy = '' AND sample_index = 0 GROUP BY ALL
 ), s AS (  -- per side, question and judge: the mean over the side's runs (NULL: no score)
-    SELECT benchmark, question_id, is_a, CASE WHEN ja IS NULL THEN judge ELSE '' END AS judge,
+    SELECT benchmark, question_id, is_a, CASE WHEN judge_a IS NULL THEN judge ELSE '' END AS judge,
            avg(score_10) AS score
     FROM scores_using(use_passes) JOIN side USING (run_id)
     WHERE strategy = '' AND sample_index = 0
-      AND list_contains(keys, judge || chr(31) || benchmark || chr(31) || coalesce(prompt_hash, ''))
-      AND (ja IS NULL OR judge = CASE WHEN is_a THEN ja ELSE jb END)
+      AND list_contains(judgement_keys, judge || chr(31) || benchmark || chr(31) || coalesce(prompt_hash, ''))
+      AND (judge_a IS NULL OR judge = CASE WHEN is_a THEN judge_a ELSE judge_b END)
     GROUP BY ALL
 ), both_judged AS (  -- the judges that scored the question on both sides: the only ones compared
     SELECT x.benchmark, x.question_id, x.judge, x.score AS score_a, y.score AS score_b

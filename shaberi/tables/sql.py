@@ -32,7 +32,7 @@ from .schema import TABLES, Table
 from .writers import probe_writers
 
 __all__ = ["LATEST_RUN_ROW", "SCORE_DIGITS", "connect", "define_status", "load_pricing", "materialize", "query",
-           "read_only", "reattach", "relisting", "score_mean", "shown_status"]
+           "read_only", "reattach", "relisting", "score_mean", "shown_status", "status_rule"]
 
 T = TypeVar("T")
 # The one rule for a mean of scores, wherever it is printed (the views, the leaderboard, compare, the report):
@@ -94,6 +94,27 @@ _STATUS_SQL = "005_status.sql"
 def define_status(con: duckdb.DuckDBPyConnection) -> None:
     """The status rule (``shown_status``) alone, for a connection that needs no other view (``find_runs``)."""
     con.execute((resource_dir("sql") / _STATUS_SQL).read_text(encoding="utf-8"))
+
+
+_STATUS_RULES = ("worst_status", "combined_status", "finished_status")
+_rules_lock = threading.Lock()
+_rules: duckdb.DuckDBPyConnection | None = None
+
+
+def status_rule(rule: str, statuses: list[str]) -> str:
+    """``rule`` (worst_status, combined_status or finished_status of ``sql/005_status.sql``) over statuses held
+    outside a view (a stage's over the benchmarks a run scoped, a sweep's model over its runs): the same words give
+    the same status wherever they are combined."""
+    global _rules
+    if rule not in _STATUS_RULES:
+        raise ValueError(f"no status rule {rule!r}; rules: {', '.join(_STATUS_RULES)}")
+    with _rules_lock:
+        if _rules is None:
+            _rules = duckdb.connect()
+            define_status(_rules)
+        row = _rules.execute(f"SELECT {rule}($s::VARCHAR[])", {"s": [s or "" for s in statuses]}).fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def shown_status(con: duckdb.DuckDBPyConnection, stored: str | None, alive: bool | None) -> str:
