@@ -31,7 +31,8 @@ from .location import Root, as_root, attach, glob_in, glob_literal, is_remote
 from .schema import TABLES, Table
 from .writers import probe_writers
 
-__all__ = ["LATEST_RUN_ROW", "SCORE_DIGITS", "connect", "define_status", "load_pricing", "materialize", "query",
+__all__ = ["LATEST_RUN_ROW", "SCORE_DIGITS", "connect", "define_status", "latest_row", "load_pricing", "materialize",
+           "query",
            "read_only", "reattach", "relisting", "score_mean", "shown_status", "status_rule"]
 
 T = TypeVar("T")
@@ -86,8 +87,17 @@ def query(name: str) -> str:
         raise KeyError(f"no query {name!r} (sql/queries/{group}.sql, -- name: {section})") from None
 
 
+def latest_row(table: str, file: str | None = "_file") -> str:
+    """The latest-row rule as a QUALIFY condition: per key, the greatest ``Table.version`` (schema.py declares it,
+    and the store's ``_latest`` keeps the same row), ties to the part written last (``file``: the column naming it;
+    None where the rows carry none)."""
+    spec = TABLES[table]
+    order = f"{spec.version} DESC" + (f", {file} DESC" if file else "")
+    return f"row_number() OVER (PARTITION BY {', '.join(spec.key)} ORDER BY {order}) = 1"
+
+
 # A run's row is rewritten by every stage: its latest version is the run (as the runs view reads it).
-LATEST_RUN_ROW = "row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1"
+LATEST_RUN_ROW = latest_row("runs", None)
 _STATUS_SQL = "005_status.sql"
 
 
@@ -237,15 +247,17 @@ def _benchmark_info() -> list[tuple]:
 
 
 _KEY = re.compile(r"\{key:([a-z_]+)\}")
+_LATEST = re.compile(r"\{latest:([a-z_]+)\}")
 _VIEW = re.compile(r"^CREATE OR REPLACE VIEW (\w+) AS", re.MULTILINE)
 
 
 def _prepared(script: str) -> str:
     """A ``sql/`` script as it is run: ``{key:TABLE}`` filled with the table's key columns as ``schema.TABLES``
-    declares them, and each view bound when a query reads it, not when it is created (``DEFER_BINDING``).
-    Binding a view binds every view under it; a query binds them anyway, so binding all of them up front only
-    cost every command 90 ms (measured: ``connect`` 126 → 40 ms)."""
+    declares them, ``{latest:TABLE}`` with its latest-row rule (``latest_row``), and each view bound when a query
+    reads it, not when it is created (``DEFER_BINDING``). Binding a view binds every view under it; a query binds
+    them anyway, so binding all of them up front only cost every command 90 ms (measured: ``connect`` 126 → 40 ms)."""
     script = _KEY.sub(lambda m: ", ".join(TABLES[m[1]].key), script)
+    script = _LATEST.sub(lambda m: latest_row(m[1]), script)
     return _VIEW.sub(r"CREATE OR REPLACE VIEW \1 WITH (DEFER_BINDING) AS", script)
 
 
