@@ -14,7 +14,7 @@ SELECT DISTINCT pooled_judge(judge) FROM judgements WHERE run_id = $r ORDER BY 1
 -- one row per question answered or judged (a partial run shows what it has): the score (0–10; $judge a judge or
 -- a pool, whose judges' mean it is), without passes, the pass delta, the difference to $other_run / $other_judge
 -- when $comparing, the error, the first turn, and how many rows the filters match (total). $sort names the order
--- (inspector.SORTS); nulls last, then a stable key. /*matching*/ is where inspect.matching goes when searching.
+-- (inspector.SORTS); nulls last, then a stable key. The matching marker is where inspect.matching goes when searching.
 WITH per AS (
     SELECT run_id, benchmark, question_id, avg(score_10) AS score,
            avg(original_score_10) AS original, any_value(error) FILTER (WHERE error IS NOT NULL) AS jerr
