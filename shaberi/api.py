@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .tables.location import as_root
 from .tables.selection import find_runs, select_runs
-from .tables.sql import connect
+from .tables.sql import connect, query
 
 if TYPE_CHECKING:
     import duckdb
@@ -57,13 +57,11 @@ class Results:
 
     def runs(self, tag: str | None = None, model: str | None = None) -> pl.DataFrame:
         """One row per run: model, tag, family, status, judges, datasets, timings."""
-        return self.sql("SELECT * FROM runs ORDER BY model, base_tag, run_index, tag", tag=tag, model=model)
+        return self.sql(query("reports.runs"), tag=tag, model=model)
 
     def answers(self, tag: str | None = None, model: str | None = None) -> pl.DataFrame:
         """Every current answer with its question (the judged text, its hash, errors, tokens)."""
-        return self.sql("SELECT a.*, q.turns, q.reference, q.category FROM answers a "
-                        "LEFT JOIN questions q USING (run_id, benchmark, question_id) "
-                        "ORDER BY a.run_id, a.benchmark, a.question_id, a.sample_index", tag=tag, model=model)
+        return self.sql(query("reports.answers"), tag=tag, model=model)
 
     def judgements(self, tag: str | None = None, model: str | None = None, judge: str | None = None,
                    history: bool = False) -> pl.DataFrame:
@@ -86,8 +84,7 @@ class Results:
                         judge: str | None = None) -> pl.DataFrame:
         """Per family (base tag), benchmark and judge: the mean over complete runs, its t-interval and spread."""
         con = self._con(tag, model)
-        return _frame(con, "SELECT * FROM multi_run_stats WHERE ($judge IS NULL OR judge = $judge) "
-                           "ORDER BY base_tag, model, judge, position", {"judge": judge})
+        return _frame(con, query("reports.multi_run_stats"), {"judge": judge})
 
     def category_scores(self, tag: str | None = None, model: str | None = None,
                         judge: str | None = None) -> pl.DataFrame:
@@ -102,7 +99,7 @@ class Results:
         from .reports.agreement import agreement, ratings
 
         con = self._con(tag, model)
-        run_ids = [r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()]
+        run_ids = [r for (r,) in con.execute(query("reports.run_ids")).fetchall()]
         return agreement(ratings(con, run_ids))
 
     def compare(self, a: str, b: str, model: str | None = None, judge: str | None = None,
@@ -121,8 +118,7 @@ class Results:
         return pl.DataFrame(rows)
 
     def _judged(self, view: str, tag: str | None, model: str | None, judge: str | None) -> pl.DataFrame:
-        return _frame(self._con(tag, model), f"SELECT * FROM {view} WHERE ($judge IS NULL OR judge = $judge)",
-                      {"judge": judge})
+        return _frame(self._con(tag, model), query(f"reports.{view}"), {"judge": judge})
 
     def _con(self, tag: str | None, model: str | None) -> duckdb.DuckDBPyConnection:
         if tag is None:
