@@ -29,3 +29,8 @@ QUALIFY {latest:judgements};
 CREATE OR REPLACE VIEW pass_deltas AS
 SELECT * EXCLUDE (_file) FROM raw_pass_deltas
 QUALIFY {latest:pass_deltas};
+
+-- answer_id(run, bench, question, sample, strat): an answer's id in exports and viewers,
+-- <run_id>/<benchmark>/<question_id>/<sample_index>[/<strategy>].
+CREATE OR REPLACE MACRO answer_id(run, bench, question, sample, strat) AS
+    run || '/' || bench || '/' || question || '/' || sample || CASE WHEN strat = '' THEN '' ELSE '/' || strat END;
