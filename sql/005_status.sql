@@ -31,6 +31,9 @@ CREATE OR REPLACE MACRO is_pooled(judge) AS starts_with(judge, '*');
 --                       a part that never ran does not count; failed only when every part that ran failed, a failed
 --                       part beside usable ones makes the whole partial
 --   finished_status     a finished run from its benchmarks': combined, and something never done makes it partial
+--   benchmark_status    a benchmark from its stages' (judges and passes: the statuses of each, NULL or [] for none):
+--                       the worst of its answers' and its judging's (combined over its judges); scores without a
+--                       pass's deltas are still scores, so a failed pass (combined over its passes) makes it partial
 CREATE OR REPLACE MACRO status_word(s) AS CASE s WHEN 'complete' THEN 'ok' WHEN 'error' THEN 'failed' ELSE s END;
 CREATE OR REPLACE MACRO status_rank(s) AS
     coalesce(list_position(['ok', 'not run', 'partial', 'running', 'interrupted', 'failed'], s), 1) - 1;
@@ -47,20 +50,26 @@ CREATE OR REPLACE MACRO judging_status(answers, judged, failed, not_judged, answ
 CREATE OR REPLACE MACRO pass_status(answers, checked) AS
     CASE WHEN answers = 0 THEN 'not run' WHEN checked = answers THEN 'ok' WHEN checked = 0 THEN 'failed'
          ELSE 'partial' END;
+-- (A rule's list is bound once: list_transform([x], lambda v: …)[1] names x as v, so a macro used inside another
+-- does not repeat its argument's expression at every use; the views stay cheap to bind.)
 CREATE OR REPLACE MACRO known_statuses(statuses) AS
     list_transform(list_filter(statuses, lambda s: coalesce(s, '') <> ''), lambda s: status_word(s));
 CREATE OR REPLACE MACRO worst_status(statuses) AS
-    coalesce(known_statuses(statuses)[list_position(list_transform(known_statuses(statuses), lambda s: status_rank(s)),
-                                                    list_max(list_transform(known_statuses(statuses),
-                                                                            lambda s: status_rank(s))))], 'ok');
-CREATE OR REPLACE MACRO ran_statuses(statuses) AS list_filter(known_statuses(statuses), lambda s: s <> 'not run');
+    list_reduce(list_transform(known_statuses(statuses), lambda s: {'r': status_rank(s)::BIGINT, 's': s}),
+                lambda a, b: CASE WHEN b.r > a.r THEN b ELSE a END, {'r': -1::BIGINT, 's': 'ok'}).s;
 CREATE OR REPLACE MACRO combined_status(statuses) AS
-    CASE WHEN len(ran_statuses(statuses)) = 0 THEN CASE WHEN len(statuses) > 0 THEN 'not run' ELSE 'ok' END
-         WHEN len(list_filter(ran_statuses(statuses), lambda s: s <> 'failed')) = 0 THEN 'failed'
-         ELSE worst_status(list_filter(ran_statuses(statuses), lambda s: s <> 'failed')
-                           || CASE WHEN list_contains(ran_statuses(statuses), 'failed') THEN ['partial']
-                                   ELSE []::VARCHAR[] END) END;
+    list_transform([list_filter(known_statuses(statuses), lambda s: s <> 'not run')], lambda ran:
+        CASE WHEN len(ran) = 0 THEN CASE WHEN len(statuses) > 0 THEN 'not run' ELSE 'ok' END
+             WHEN list_bool_and(list_transform(ran, lambda s: s = 'failed')) THEN 'failed'
+             ELSE worst_status(list_filter(ran, lambda s: s <> 'failed')
+                               || CASE WHEN list_contains(ran, 'failed') THEN ['partial'] ELSE []::VARCHAR[] END)
+        END)[1];
 CREATE OR REPLACE MACRO finished_status(statuses) AS
-    CASE WHEN combined_status(statuses) = 'not run'
-           OR (combined_status(statuses) = 'ok' AND list_contains(statuses, 'not run')) THEN 'partial'
-         ELSE combined_status(statuses) END;
+    list_transform([combined_status(statuses)], lambda c:
+        CASE WHEN c = 'not run' OR (c = 'ok' AND list_contains(statuses, 'not run')) THEN 'partial' ELSE c END)[1];
+CREATE OR REPLACE MACRO benchmark_status(generate, judges, passes) AS
+    worst_status([generate]
+                 || CASE WHEN len(coalesce(judges, [])) > 0 THEN [combined_status(judges)] ELSE [] END
+                 || list_transform([combined_status(coalesce(passes, []))], lambda p:
+                        CASE WHEN len(coalesce(passes, [])) = 0 THEN []::VARCHAR[] WHEN p = 'failed' THEN ['partial']
+                             ELSE [p] END)[1]);

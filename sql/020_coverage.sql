@@ -111,25 +111,21 @@ FROM pass_coverage c SEMI JOIN answer_coverage a USING (run_id, benchmark);
 
 -- run_status: per run and benchmark, each stage's status over its judges or passes (combined_status: one judge
 -- that failed beside one that scored makes the judging partial; 'not run' when it has none) and the benchmark's
--- (the worst of its stages; scores without a pass's deltas are still scores: a failed pass makes it partial);
+-- (benchmark_status: the worst of its stages; scores without a pass's deltas are still scores: a failed pass
+-- makes it partial);
 -- with benchmark NULL, the run itself: its status as readers show it (runs.status: interrupted when no process
 -- is writing a run that says running, as shown_status has it), the status its benchmarks give a finished run
 -- (finished_status: what the run records when it ends) and each stage over its benchmarks.
 CREATE OR REPLACE VIEW run_status AS
-WITH stages AS (
-    SELECT run_id, benchmark, any_value(status) FILTER (WHERE stage = 'generate') AS generate,
-           count(*) FILTER (WHERE stage = 'judge') AS judges, count(*) FILTER (WHERE stage = 'passes') AS passes,
-           combined_status(list(status ORDER BY name) FILTER (WHERE stage = 'judge')) AS judging,
-           combined_status(list(status ORDER BY name) FILTER (WHERE stage = 'passes')) AS passing
-    FROM stage_status GROUP BY run_id, benchmark
-), benchmarks AS (
+WITH benchmarks AS (
     SELECT run_id, benchmark,
-           worst_status([generate] || CASE WHEN judges > 0 THEN [judging] ELSE [] END
-                        || CASE WHEN passes = 0 THEN [] WHEN passing = 'failed' THEN ['partial'] ELSE [passing] END)
-               AS status,
-           generate, CASE WHEN judges > 0 THEN judging ELSE 'not run' END AS judge,
-           CASE WHEN passes > 0 THEN passing ELSE 'not run' END AS passes
-    FROM stages
+           benchmark_status(any_value(status) FILTER (WHERE stage = 'generate'),
+                            list(status ORDER BY name) FILTER (WHERE stage = 'judge'),
+                            list(status ORDER BY name) FILTER (WHERE stage = 'passes')) AS status,
+           any_value(status) FILTER (WHERE stage = 'generate') AS generate,
+           coalesce(combined_status(list(status ORDER BY name) FILTER (WHERE stage = 'judge')), 'not run') AS judge,
+           coalesce(combined_status(list(status ORDER BY name) FILTER (WHERE stage = 'passes')), 'not run') AS passes
+    FROM stage_status GROUP BY run_id, benchmark
 )
 SELECT run_id, benchmark, status, NULL::VARCHAR AS finished_status, generate, judge, passes FROM benchmarks
 UNION ALL

@@ -115,14 +115,20 @@ def status_rule(rule: str, statuses: list[str]) -> str:
     """``rule`` (worst_status, combined_status or finished_status of ``sql/005_status.sql``) over statuses held
     outside a view (a stage's over the benchmarks a run scoped, a sweep's model over its runs): the same words give
     the same status wherever they are combined."""
-    global _rules
     if rule not in _STATUS_RULES:
         raise ValueError(f"no status rule {rule!r}; rules: {', '.join(_STATUS_RULES)}")
+    return _status_rule(rule, tuple(s or "" for s in statuses))
+
+
+@functools.lru_cache(maxsize=1024)
+def _status_rule(rule: str, statuses: tuple[str, ...]) -> str:
+    """A few words, asked of DuckDB once (about 2 ms a call): a view's section or a run's stage asks often."""
+    global _rules
     with _rules_lock:
         if _rules is None:
             _rules = duckdb.connect()
             define_status(_rules)
-        row = _rules.execute(f"SELECT {rule}($s::VARCHAR[])", {"s": [s or "" for s in statuses]}).fetchone()
+        row = _rules.execute(f"SELECT {rule}($s::VARCHAR[])", {"s": list(statuses)}).fetchone()
     assert row is not None
     return str(row[0])
 
