@@ -12,6 +12,8 @@ in the pooled views means every judge together).
     >>> r.multi_run_stats(tag="v1")                # mean over a family's runs, t-interval
     >>> r.compare("v1", "v2")                      # paired, like for like
     >>> r.compare("base-model@v1", "my-org/my-model@v1")  # two models on the same questions
+    >>> r.category_scores(tag="v1", judge="*")     # per category: each question once, then its mean
+    >>> r.run_status(tag="v1")                     # ok / partial / failed / interrupted, per benchmark and stage
     >>> r.agreement(tag="v1")                      # judges against judges: Krippendorff's α, Spearman
     >>> r.sql("SELECT judge, avg(score) FROM judgements GROUP BY ALL")
 """
@@ -85,6 +87,12 @@ class Results:
         """Per family (base tag), benchmark and judge: the mean over complete runs, its t-interval and spread."""
         con = self._con(tag, model)
         return _frame(con, query("reports.multi_run_stats"), {"judge": judge})
+
+    def run_status(self, tag: str | None = None, model: str | None = None) -> pl.DataFrame:
+        """Per run and benchmark: its status and each stage's (``run_status``: the rules of ``sql/005_status.sql``);
+        ``benchmark`` null: the run itself as readers show it (``interrupted`` when no process writes a run that
+        says running)."""
+        return self.sql(query("reports.run_status"), tag=tag, model=model)
 
     def category_scores(self, tag: str | None = None, model: str | None = None,
                         judge: str | None = None) -> pl.DataFrame:

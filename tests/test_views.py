@@ -180,6 +180,10 @@ def test_a_run_whose_writer_died_reads_interrupted_through_plain_sql(tmp_path):
             ("dead", "interrupted", "running"), ("done", "ok", "complete"), ("live", "running", "running")]
         assert con.execute("SELECT run_id, status FROM run_status WHERE benchmark IS NULL ORDER BY 1").fetchall() == [
             ("dead", "interrupted"), ("done", "ok"), ("live", "running")]
+        import shaberi
+
+        assert shaberi.open(tmp_path).run_status().select("run_id", "status").rows() == [
+            ("dead", "interrupted"), ("done", "ok"), ("live", "running")]
 
 
 def test_paired_questions_pairs_on_the_judges_both_sides_share_and_says_why_not(tmp_path):

@@ -53,3 +53,6 @@ SELECT avg(completion_tokens) FROM judgements WHERE judge = $name AND completion
 
 -- name: price
 SELECT input, output FROM pricing WHERE model = price_model($model);
+
+-- name: run_status
+SELECT * FROM run_status ORDER BY run_id, benchmark NULLS FIRST;
