@@ -63,8 +63,9 @@ def tables() -> str:
               "an ensemble strategy's name for its consensus answers", "created_at": "when the row was written"}
     out = [HEAD.format(source="shaberi/tables/schema.py"), "# Tables\n\n",
            "Every table is Parquet under `results/tables/<table>/run_id=<run_id>/part-<n>.parquet`. Rows are "
-           "appended; when a key is written again, the row with the latest `created_at` wins (the views and "
-           "compaction apply the same rule), except in additive tables, whose rows are increments and are summed. "
+           "appended; when a key is written again, the row with the latest `created_at` (`runs`: `updated_at`) wins, "
+           "ties to the row written last (one ordering, declared in schema.py: the views and compaction both "
+           "apply it), except in additive tables, whose rows are increments and are summed. "
            "Query them through the [views](views.md).\n"]
     for table in TABLES.values():
         out.append(f"\n## `{table.name}`\n\nKey: {', '.join(f'`{k}`' for k in table.key)}"

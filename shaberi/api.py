@@ -12,6 +12,8 @@ in the pooled views means every judge together).
     >>> r.multi_run_stats(tag="v1")                # mean over a family's runs, t-interval
     >>> r.compare("v1", "v2")                      # paired, like for like
     >>> r.compare("base-model@v1", "my-org/my-model@v1")  # two models on the same questions
+    >>> r.category_scores(tag="v1", judge="*")     # per category: each question once, then its mean
+    >>> r.run_status(tag="v1")                     # ok / partial / failed / interrupted, per benchmark and stage
     >>> r.agreement(tag="v1")                      # judges against judges: Krippendorff's α, Spearman
     >>> r.sql("SELECT judge, avg(score) FROM judgements GROUP BY ALL")
 """
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .tables.failures import storage_errors
 from .tables.location import as_root
 from .tables.selection import find_runs, select_runs
-from .tables.sql import connect
+from .tables.sql import connect, query
 
 if TYPE_CHECKING:
     import duckdb
@@ -58,13 +60,11 @@ class Results:
 
     def runs(self, tag: str | None = None, model: str | None = None) -> pl.DataFrame:
         """One row per run: model, tag, family, status, judges, datasets, timings."""
-        return self.sql("SELECT * FROM runs ORDER BY model, base_tag, run_index, tag", tag=tag, model=model)
+        return self.sql(query("reports.runs"), tag=tag, model=model)
 
     def answers(self, tag: str | None = None, model: str | None = None) -> pl.DataFrame:
         """Every current answer with its question (the judged text, its hash, errors, tokens)."""
-        return self.sql("SELECT a.*, q.turns, q.reference, q.category FROM answers a "
-                        "LEFT JOIN questions q USING (run_id, benchmark, question_id) "
-                        "ORDER BY a.run_id, a.benchmark, a.question_id, a.sample_index", tag=tag, model=model)
+        return self.sql(query("reports.answers"), tag=tag, model=model)
 
     def judgements(self, tag: str | None = None, model: str | None = None, judge: str | None = None,
                    history: bool = False) -> pl.DataFrame:
@@ -87,8 +87,20 @@ class Results:
                         judge: str | None = None) -> pl.DataFrame:
         """Per family (base tag), benchmark and judge: the mean over complete runs, its t-interval and spread."""
         con = self._con(tag, model)
-        return _frame(con, "SELECT * FROM multi_run_stats WHERE ($judge IS NULL OR judge = $judge) "
-                           "ORDER BY base_tag, model, judge, position", {"judge": judge})
+        return _frame(con, query("reports.multi_run_stats"), {"judge": judge})
+
+    def run_status(self, tag: str | None = None, model: str | None = None) -> pl.DataFrame:
+        """Per run and benchmark: its status and each stage's (``run_status``: the rules of ``sql/005_status.sql``);
+        ``benchmark`` null: the run itself as readers show it (``interrupted`` when no process writes a run that
+        says running)."""
+        return self.sql(query("reports.run_status"), tag=tag, model=model)
+
+    def category_scores(self, tag: str | None = None, model: str | None = None,
+                        judge: str | None = None) -> pl.DataFrame:
+        """Per model, base tag, judge pool (``*``: Shaberi's prompts), benchmark and category: the mean of the
+        category's questions' scores, each question first averaged over its judges and runs (``category_scores``,
+        the rule the HTML report uses), with n questions."""
+        return self._judged("category_scores", tag, model, judge)
 
     def agreement(self, tag: str | None = None, model: str | None = None) -> Agreement:
         """How far the judges agree on the same answers (``reports.agreement``): Krippendorff's α, Spearman per
@@ -96,7 +108,7 @@ class Results:
         from .reports.agreement import agreement, ratings
 
         con = self._con(tag, model)
-        run_ids = [r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()]
+        run_ids = [r for (r,) in con.execute(query("reports.run_ids")).fetchall()]
         return agreement(ratings(con, run_ids))
 
     def compare(self, a: str, b: str, model: str | None = None, judge: str | None = None,
@@ -115,8 +127,7 @@ class Results:
         return pl.DataFrame(rows)
 
     def _judged(self, view: str, tag: str | None, model: str | None, judge: str | None) -> pl.DataFrame:
-        return _frame(self._con(tag, model), f"SELECT * FROM {view} WHERE ($judge IS NULL OR judge = $judge)",
-                      {"judge": judge})
+        return _frame(self._con(tag, model), query(f"reports.{view}"), {"judge": judge})
 
     def _con(self, tag: str | None, model: str | None) -> duckdb.DuckDBPyConnection:
         if tag is None:

@@ -28,7 +28,7 @@ from .prompts import judge_messages
 from .promptsets import SHABERI, PromptSet
 from .run_info import run_id_for
 from .tables.rows import AnswerKey, RunRecord, decoded
-from .tables.sql import connect
+from .tables.sql import connect, query
 from .tables.store import Store
 
 __all__ = ["Estimate", "estimate", "estimate_tokens", "stored_questions"]
@@ -97,7 +97,7 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
                  for item in planned)
     con = connect(results_dir, pricing)
     rows = [_priced(con, "generation", model, len(planned), reused, prompt, config.max_tokens,
-                    _observed(con, "answers", "model", model))] if generating else []
+                    _observed(con, "answer", model))] if generating else []
     if not judges:
         return rows
     run = [RunRecord.of(r) for r in store.read("runs", run_id).to_pylist()]
@@ -111,7 +111,7 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
     for name in judges:
         calls = stored[name]["call"] + len(planned)  # a new or retried answer is a new text to judge
         rows.append(_priced(con, "judging", name, calls, stored[name]["reused"], round(per_call * calls),
-                            judge_max_tokens, _observed(con, "judgements", "judge", name)))
+                            judge_max_tokens, _observed(con, "judge", name)))
     return rows
 
 
@@ -124,16 +124,16 @@ def _turn(question: bm.Question, items: list[bm.Question]) -> int:
     return n if key is None else n + 1
 
 
-def _observed(con: duckdb.DuckDBPyConnection, table: str, column: str, name: str) -> float | None:
-    row = con.execute(f"SELECT avg(completion_tokens) FROM {table} WHERE {column} = ? AND completion_tokens > 0",
-                      [name]).fetchone()
+def _observed(con: duckdb.DuckDBPyConnection, kind: str, name: str) -> float | None:
+    """The mean completion tokens of this model's stored answers (``kind`` answer) or judge's judgements (judge)."""
+    row = con.execute(query(f"reports.observed_{kind}_tokens"), {"name": name}).fetchone()
     return row[0] if row else None
 
 
 def _priced(con: duckdb.DuckDBPyConnection, stage: str, model: str, calls: int, reused: int, prompt: int,
             max_tokens: int, observed: float | None) -> Estimate:
     typical = round((observed or TYPICAL_COMPLETION[stage]) * calls)
-    price = con.execute("SELECT input, output FROM pricing WHERE model = price_model(?)", [model]).fetchone()
+    price = con.execute(query("reports.price"), {"model": model}).fetchone()
     input_price, output_price = price or (0.0, 0.0)
     cost = prompt / 1e6 * input_price
     return Estimate(stage, model, calls, reused, prompt, typical, calls * max_tokens, price is not None,

@@ -76,3 +76,63 @@ LEFT JOIN p ON p.run_id = a.run_id AND p.benchmark = a.benchmark AND p.question_
            AND p.sample_index = a.sample_index AND p.pass_name = n.pass_name
 WHERE a.strategy = ''
 GROUP BY ALL;
+
+-- stage_status: per run, benchmark (those with questions) and stage, the status the rules of 005_status.sql give
+-- its counts: generate (one row), judge (one row per judge: judging_status) and passes (one per pass:
+-- pass_status), with the most common error of the benchmark's answers (generate) or of the judge's judgements (a
+-- failed call, or a reply with no score in it after the fallback) and how often it occurred.
+CREATE OR REPLACE VIEW stage_status AS
+WITH answer_error AS (
+    SELECT run_id, benchmark, error_type || ': ' || left(min(error), 120) AS error, count(*) AS error_count
+    FROM answers WHERE error IS NOT NULL AND strategy = '' GROUP BY run_id, benchmark, error_type
+    QUALIFY row_number() OVER (PARTITION BY run_id, benchmark ORDER BY count(*) DESC, error_type) = 1
+), judge_error AS (
+    SELECT run_id, benchmark, judge, left(error, 160) AS error, count(*) AS error_count
+    FROM judgements WHERE error <> 'answer_error' AND strategy = '' GROUP BY run_id, benchmark, judge, error
+    QUALIFY row_number() OVER (PARTITION BY run_id, benchmark, judge ORDER BY count(*) DESC, error) = 1
+)
+SELECT c.run_id, c.benchmark, 'generate' AS stage, NULL::VARCHAR AS name,
+       generation_status(c.questions, c.answers, c.answer_errors, c.missing) AS status,
+       c.questions, c.answers, c.answer_errors, c.missing, NULL::BIGINT AS judged, NULL::BIGINT AS scored,
+       NULL::BIGINT AS judge_failed, NULL::BIGINT AS not_judged, NULL::BIGINT AS checked,
+       NULL::BIGINT AS not_checked, NULL::BIGINT AS stale, e.error, e.error_count
+FROM answer_coverage c LEFT JOIN answer_error e USING (run_id, benchmark)
+UNION ALL
+SELECT c.run_id, c.benchmark, 'judge', c.judge,
+       judging_status(c.answers, c.judged, c.judge_failed, c.not_judged, c.answer_errors, c.scored),
+       NULL, c.answers, c.answer_errors, NULL, c.judged, c.scored, c.judge_failed, c.not_judged, NULL, NULL, c.stale,
+       e.error, e.error_count
+FROM judge_coverage c LEFT JOIN judge_error e USING (run_id, benchmark, judge)
+SEMI JOIN answer_coverage a USING (run_id, benchmark)
+UNION ALL
+SELECT c.run_id, c.benchmark, 'passes', c.pass_name, pass_status(c.answers, c.checked),
+       NULL, c.answers, NULL, NULL, NULL, NULL, NULL, NULL, c.checked, c.answers - c.checked, c.stale, NULL, NULL
+FROM pass_coverage c SEMI JOIN answer_coverage a USING (run_id, benchmark);
+
+-- run_status: per run and benchmark, each stage's status over its judges or passes (combined_status: one judge
+-- that failed beside one that scored makes the judging partial; 'not run' when it has none) and the benchmark's
+-- (benchmark_status: the worst of its stages; scores without a pass's deltas are still scores: a failed pass
+-- makes it partial);
+-- with benchmark NULL, the run itself: its status as readers show it (runs.status: interrupted when no process
+-- is writing a run that says running, as shown_status has it), the status its benchmarks give a finished run
+-- (finished_status: what the run records when it ends) and each stage over its benchmarks.
+CREATE OR REPLACE VIEW run_status AS
+WITH benchmarks AS (
+    SELECT run_id, benchmark,
+           benchmark_status(any_value(status) FILTER (WHERE stage = 'generate'),
+                            list(status ORDER BY name) FILTER (WHERE stage = 'judge'),
+                            list(status ORDER BY name) FILTER (WHERE stage = 'passes')) AS status,
+           any_value(status) FILTER (WHERE stage = 'generate') AS generate,
+           coalesce(combined_status(list(status ORDER BY name) FILTER (WHERE stage = 'judge')), 'not run') AS judge,
+           coalesce(combined_status(list(status ORDER BY name) FILTER (WHERE stage = 'passes')), 'not run') AS passes
+    FROM stage_status GROUP BY run_id, benchmark
+)
+SELECT run_id, benchmark, status, NULL::VARCHAR AS finished_status, generate, judge, passes FROM benchmarks
+UNION ALL
+SELECT r.run_id, NULL, r.status,
+       finished_status(coalesce(list(b.status ORDER BY b.benchmark) FILTER (WHERE b.benchmark IS NOT NULL), [])),
+       combined_status(coalesce(list(b.generate ORDER BY b.benchmark) FILTER (WHERE b.benchmark IS NOT NULL), [])),
+       combined_status(coalesce(list(b.judge ORDER BY b.benchmark) FILTER (WHERE b.benchmark IS NOT NULL), [])),
+       combined_status(coalesce(list(b.passes ORDER BY b.benchmark) FILTER (WHERE b.benchmark IS NOT NULL), []))
+FROM runs r LEFT JOIN benchmarks b USING (run_id)
+GROUP BY r.run_id, r.status;

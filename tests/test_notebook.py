@@ -147,13 +147,17 @@ def test_the_analysis_notebook_runs_top_to_bottom(server, tmp_path, data_dir, mo
     assert pair["mean_difference"] == pytest.approx(sum(y - x for x, y in zip(a, b, strict=True)) / len(units))
     assert [j["judge"] for j in computed["bias"]] == [first, second]
 
-    # the categories: the pooled judges' mean per category, as DuckDB computes it
+    # the categories: each question's mean over the judges and runs that scored it, then the mean over the
+    # category's questions (category_scores, the report's rule); n counts the questions
     def categories(tag: str) -> list[tuple]:
         return sorted(query(results, f"""
-            SELECT r.base_tag, r.model, b.title, q.category, avg(s.score_10), count(s.score_10)
-            FROM scores s JOIN questions q USING (run_id, benchmark, question_id) JOIN runs r USING (run_id)
-            JOIN benchmark_info b USING (benchmark)
-            WHERE s.strategy = '' AND q.category IS NOT NULL AND r.tag LIKE '{tag}' GROUP BY ALL"""))
+            WITH per_question AS (
+                SELECT r.base_tag, r.model, b.title, q.category, s.question_id, avg(s.score_10) AS score
+                FROM scores s JOIN questions q USING (run_id, benchmark, question_id) JOIN runs r USING (run_id)
+                JOIN benchmark_info b USING (benchmark)
+                WHERE s.strategy = '' AND q.category IS NOT NULL AND s.score_10 IS NOT NULL AND r.tag LIKE '{tag}'
+                GROUP BY ALL)
+            SELECT base_tag, model, title, category, avg(score), count(*) FROM per_question GROUP BY ALL"""))
 
     def approx(rows: list[tuple]) -> list[tuple]:
         return [(*row[:4], pytest.approx(row[4]), row[5]) for row in rows]

@@ -380,3 +380,25 @@ def test_ctrl_c_leaves_a_run_interrupted_not_failed_and_says_how_to_resume(tmp_p
         assert status == "interrupted" and '"generate":{"status":"interrupted"' in stages.replace(" ", "")
         again = shaberi(*args, "--base-url", slow.base_url)
     assert again.returncode == 0 and "12 answers (" in again.stdout and "status: ok" in again.stdout
+
+
+@pytest.mark.parametrize(("parts", "whole"), [
+    (["ok", "ok"], "ok"), (["failed", "failed"], "failed"), (["ok", "failed"], "partial"),
+    (["ok", "not run"], "ok"), (["not run"], "not run"), ([], "ok"), (["ok", "interrupted"], "interrupted"),
+    (["complete", "error"], "partial"), (["partial", "running", "ok"], "running")])
+def test_parts_side_by_side_combine_by_one_rule_in_sql_python_and_the_sweep(parts, whole):
+    """combined_status (sql/005_status.sql) is the rule: a SQL reader, status.combined and a sweep's model over its
+    runs give the same word."""
+    from types import SimpleNamespace
+
+    import duckdb
+
+    from shaberi.status import combined
+    from shaberi.sweep.runner import _status
+    from shaberi.tables.sql import define_status
+
+    con = duckdb.connect()
+    define_status(con)
+    assert con.execute("SELECT combined_status($p::VARCHAR[])", {"p": parts}).fetchone() == (whole,)
+    assert combined(parts) == whole
+    assert _status({f"t-run{i}": SimpleNamespace(status=s) for i, s in enumerate(parts)}) == whole  # type: ignore[arg-type]

@@ -136,3 +136,77 @@ def test_token_rollup_totals(tmp_path):
                        "AND model IS NULL").fetchall() == [(30,)]
     assert con.execute("SELECT stage, prompt_tokens FROM token_rollup WHERE stage IS NOT NULL ORDER BY 1"
                        ).fetchall() == [("generation", 20), ("judging", 10)]
+
+
+def q(run_id, bench, qid, category) -> dict:
+    return {"run_id": run_id, "benchmark": bench, "question_id": qid, "turns": [f"質問{qid}"], "category": category,
+            "created_at": T}
+
+
+def test_category_scores_average_per_question_first_in_the_report_and_the_api_alike(tmp_path):
+    """Judge A scored Rakuda q1 and q2, judge B only q1: per question first, q1 is (2 + 4) / 2 = 3 and q2 is 8, so
+    the category is (3 + 8) / 2 = 5.5 (pooled rows would give (2 + 8 + 4) / 3 = 4.67, tilted towards the question
+    two judges happened to score). The report and the notebook's API read the one rule (category_scores)."""
+    import shaberi
+    from shaberi.reports.html import _categories
+
+    store = Store(tmp_path)
+    store.write_part("runs", "r1", [run_row("r1", "t", "t", 1)])
+    store.write_part("questions", "r1", [q("r1", "rakuda", "q1", "地理"), q("r1", "rakuda", "q2", "地理"),
+                                         q("r1", "rakuda", "q3", "歴史")])
+    store.write_part("judgements", "r1", [j("r1", "rakuda", "q1", "A", 2), j("r1", "rakuda", "q2", "A", 8),
+                                          j("r1", "rakuda", "q1", "B", 4), j("r1", "rakuda", "q3", "A", 6),
+                                          j("r1", "rakuda", "q3", "B", None, "unparseable: no score")])
+    report = _categories(connect(tmp_path), ["r1"], ["A", "B"])
+    assert [(c["category"], c["score"], c["n"]) for c in report] == [("地理", 5.5, 2), ("歴史", 6.0, 1)]
+    api = shaberi.open(tmp_path).category_scores(judge="*")
+    assert api.select("judge", "benchmark", "category", "score", "n").rows() == [
+        ("*", "rakuda", "地理", 5.5, 2), ("*", "rakuda", "歴史", 6.0, 1)]
+    # plain SQL reads the same: per question first, then over the questions
+    assert connect(tmp_path).execute("SELECT category, score FROM category_scores ORDER BY 1").fetchall() == [
+        ("地理", 5.5), ("歴史", 6.0)]
+
+
+def test_a_run_whose_writer_died_reads_interrupted_through_plain_sql(tmp_path):
+    """A run's row says running while a process holds its lock (``Store.lock``); with none (killed, or the
+    machine died) every SQL reader sees interrupted: the runs view and run_status alike, the stored word kept."""
+    store = Store(tmp_path)
+    store.write_part("runs", "dead", [run_row("dead", "t", "t", 1) | {"status": "running"}])
+    store.write_part("runs", "live", [run_row("live", "u", "u", 1) | {"status": "running"}])
+    store.write_part("runs", "done", [run_row("done", "v", "v", 1)])
+    with store.lock("live", "test"):
+        con = connect(tmp_path)
+        assert con.execute("SELECT run_id, status, stored_status FROM runs ORDER BY 1").fetchall() == [
+            ("dead", "interrupted", "running"), ("done", "ok", "complete"), ("live", "running", "running")]
+        assert con.execute("SELECT run_id, status FROM run_status WHERE benchmark IS NULL ORDER BY 1").fetchall() == [
+            ("dead", "interrupted"), ("done", "ok"), ("live", "running")]
+        import shaberi
+
+        assert shaberi.open(tmp_path).run_status().select("run_id", "status").rows() == [
+            ("dead", "interrupted"), ("done", "ok"), ("live", "running")]
+
+
+def test_paired_questions_pairs_on_the_judges_both_sides_share_and_says_why_not(tmp_path):
+    """Side A (run a) and side B (run b): q1 scored by J and K on both sides pairs on both; q2 scored by J on A and
+    by K on B pairs on none (no judge in common); q3 has no answer on B; q4 is asked with other texts."""
+    store = Store(tmp_path)
+    for run in ("a", "b"):
+        store.write_part("runs", run, [run_row(run, run, run, 1)])
+        store.write_part("questions", run, [q(run, "rakuda", f"q{i}", "c") for i in (1, 2, 3)]
+                         + [q(run, "rakuda", "q4", "c") | {"turns": [f"other text {run}"]}])
+        store.write_part("answers", run, [
+            {"run_id": run, "benchmark": "rakuda", "question_id": f"q{i}", "sample_index": 0, "strategy": "",
+             "content": "x", "created_at": T} for i in ((1, 2, 3, 4) if run == "a" else (1, 2, 4))])
+    store.write_part("judgements", "a", [j("a", "rakuda", "q1", "J", 4), j("a", "rakuda", "q1", "K", 6),
+                                         j("a", "rakuda", "q2", "J", 5), j("a", "rakuda", "q3", "J", 7),
+                                         j("a", "rakuda", "q4", "J", 7)])
+    store.write_part("judgements", "b", [j("b", "rakuda", "q1", "J", 8), j("b", "rakuda", "q1", "K", 9),
+                                         j("b", "rakuda", "q2", "K", 3), j("b", "rakuda", "q4", "J", 9)])
+    keys = [f"{judge}\x1frakuda\x1f" for judge in ("J", "K")]
+    rows = connect(tmp_path).execute(
+        "SELECT question_id, score_a, score_b, judges, dropped_a, dropped_b, one_sided "
+        "FROM paired_questions(['a'], ['b'], [], $keys, NULL, NULL) ORDER BY question_id", {"keys": keys}).fetchall()
+    assert rows == [("q1", 5.0, 8.5, 2, None, None, 0),
+                    ("q2", None, None, None, "no judge in common", "no judge in common", 0),
+                    ("q3", None, None, None, None, "no answer", 0),
+                    ("q4", None, None, None, "other question text", "other question text", 0)]

@@ -21,6 +21,8 @@ from itertools import combinations
 
 import duckdb
 
+from ..tables.sql import query
+
 __all__ = ["Agreement", "agreement", "ratings"]
 
 
@@ -37,10 +39,7 @@ class Agreement:
 def ratings(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[tuple[str, str, str, float | None]]:
     """(unit, benchmark, judge, 0–10 score without passes) for every current judgement of these runs' raw
     answers; a null score (a failed call, an unparsed reply) is a missing rating."""
-    return con.execute(
-        "SELECT run_id || '/' || benchmark || '/' || question_id || '/' || sample_index, benchmark, judge, "
-        "original_score_10 FROM scores WHERE list_contains($ids, run_id) AND strategy = '' ORDER BY ALL",
-        {"ids": run_ids}).fetchall()
+    return con.execute(query("reports.ratings"), {"ids": run_ids}).fetchall()
 
 
 def agreement(rows: list[tuple[str, str, str, float | None]]) -> Agreement:

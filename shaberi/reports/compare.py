@@ -39,23 +39,13 @@ import duckdb
 
 from ..errors import UsageError
 from ..tables.selection import Selection, find_runs, left_out, select_runs
-from ..tables.sql import connect, score_mean
+from ..tables.sql import connect, query, score_mean
 
 __all__ = ["Basis", "Comparison", "ComparisonReport", "Side", "compare", "min_pairs", "other_texts", "parse_side",
            "parse_sides", "select_side"]
 
 ALPHA = 0.05
-_SEP = "\x1f"  # joins judge, benchmark and prompt hash into one key
-# Each side's runs: a run on both sides (a tag and its own family) is counted on both.
-_SIDES = "SELECT unnest($a) AS run_id, true AS is_a UNION ALL SELECT unnest($b), false"
-# The (benchmark, question_id) pairs asked with more than one text, on one side or across both (another data
-# file gives ELYZA's row numbers to other tasks): not one question, never paired. Texts are compared with
-# their whitespace runs as one space (CRLF files, trailing blanks); a run without the question's text (no
-# questions row) is not held against it.
-_OTHER_TEXT = """
-    SELECT benchmark, question_id FROM questions JOIN side_runs USING (run_id)
-    GROUP BY benchmark, question_id
-    HAVING count(DISTINCT md5(trim(regexp_replace(array_to_string(turns, chr(10)), '\\s+', ' ', 'g')))) > 1"""
+_SEP = "\x1f"  # joins judge, benchmark and prompt hash into one key (chr(31) in paired_questions)
 
 
 @dataclass(frozen=True)
@@ -208,7 +198,7 @@ class ComparisonReport:
 
 def other_texts(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: list[str]) -> set[tuple[str, str]]:
     """The (benchmark, question id) pairs asked with other texts, on a side or across both: not one question."""
-    return set(con.execute(f"WITH side_runs AS ({_SIDES}) {_OTHER_TEXT}", {"a": runs_a, "b": runs_b}).fetchall())
+    return set(con.execute(query("compare.texts_differ"), {"a": runs_a, "b": runs_b}).fetchall())
 
 
 def min_pairs(alpha: float) -> int:
@@ -274,13 +264,10 @@ def _basis(con: duckdb.DuckDBPyConnection, tag_a: str, tag_b: str, runs_a: list[
     """The judges, passes and judging prompts both sides have; and the (judge, benchmark, prompt hash) keys of
     the judgements to compare."""
     def judges(runs: list[str]) -> list[str]:  # a judge whose calls all failed scored nothing there: not a judge
-        return [j for (j,) in con.execute("SELECT DISTINCT judge FROM judgements WHERE list_contains($r, run_id) AND "
-                                          "strategy = '' AND score IS NOT NULL ORDER BY 1", {"r": runs}).fetchall()]
+        return [j for (j,) in con.execute(query("compare.judges"), {"r": runs}).fetchall()]
 
     def passes(runs: list[str]) -> list[str]:
-        return [p for (p,) in con.execute(
-            "SELECT DISTINCT pass_name || '@' || coalesce(pass_version, '') FROM pass_deltas "
-            "WHERE list_contains($r, run_id) AND strategy = '' ORDER BY 1", {"r": runs}).fetchall()]
+        return [p for (p,) in con.execute(query("compare.passes"), {"r": runs}).fetchall()]
 
     ja, jb = judges(runs_a), judges(runs_b)
     if judge is not None:
@@ -298,9 +285,7 @@ def _basis(con: duckdb.DuckDBPyConnection, tag_a: str, tag_b: str, runs_a: list[
     pa_, pb = passes(runs_a), passes(runs_b)
     prompts: dict[str, dict[bool, set[tuple[str, str]]]] = {}
     for bench, is_a, j, h in con.execute(
-            f"SELECT DISTINCT benchmark, is_a, judge, coalesce(prompt_hash, '') FROM judgements JOIN ({_SIDES}) "
-            "USING (run_id) WHERE strategy = '' AND list_contains($used, judge)",
-            {"a": runs_a, "b": runs_b, "used": used}).fetchall():
+            query("compare.prompts"), {"a": runs_a, "b": runs_b, "used": used}).fetchall():
         prompts.setdefault(bench, {True: set(), False: set()})[is_a].add((j, h))
     common: dict[str, list[str]] = {}
     not_compared = {}
@@ -327,24 +312,19 @@ def _crossed_basis(con: duckdb.DuckDBPyConnection, tag_a: str, tag_b: str, runs_
     the keys of both sides' judgements, per benchmark both judged."""
     found: dict[str, dict[bool, set[str]]] = {}
     for bench, is_a, h in con.execute(
-            f"SELECT DISTINCT benchmark, is_a, coalesce(prompt_hash, '') FROM judgements JOIN ({_SIDES}) "
-            "USING (run_id) WHERE strategy = '' AND score IS NOT NULL AND judge = CASE WHEN is_a THEN $ja ELSE $jb END",
-            {"a": runs_a, "b": runs_b, "ja": judge_a, "jb": judge_b}).fetchall():
+            query("compare.crossed_prompts"), {"a": runs_a, "b": runs_b, "ja": judge_a, "jb": judge_b}).fetchall():
         found.setdefault(bench, {True: set(), False: set()})[is_a].add(h)
     for tag, judge, is_a in ((tag_a, judge_a, True), (tag_b, judge_b, False)):
         if not any(by[is_a] for by in found.values()):
             present = [j for (j,) in con.execute(
-                "SELECT DISTINCT judge FROM judgements WHERE list_contains($r, run_id) AND score IS NOT NULL "
-                "ORDER BY 1", {"r": runs_a if is_a else runs_b}).fetchall()]
+                query("compare.scored_judges"), {"r": runs_a if is_a else runs_b}).fetchall()]
             raise UsageError(f"judge {judge!r} has no scores for {tag!r}; judges there: {', '.join(present) or 'none'}")
     common = {b: sorted(by[True] | by[False]) for b, by in sorted(found.items()) if by[True] and by[False]}
     not_compared = {b: f"judged for {tag_a if by[True] else tag_b} only" for b, by in sorted(found.items())
                     if b not in common}
 
     def passes(runs: list[str]) -> list[str]:
-        return [p for (p,) in con.execute(
-            "SELECT DISTINCT pass_name || '@' || coalesce(pass_version, '') FROM pass_deltas "
-            "WHERE list_contains($r, run_id) AND strategy = '' ORDER BY 1", {"r": runs}).fetchall()]
+        return [p for (p,) in con.execute(query("compare.passes"), {"r": runs}).fetchall()]
 
     pa_, pb = passes(runs_a), passes(runs_b)
     basis = Basis([f"A: {judge_a}", f"B: {judge_b}"], [], [], [p for p in pa_ if p in pb],
@@ -358,77 +338,12 @@ def _crossed_basis(con: duckdb.DuckDBPyConnection, tag_a: str, tag_b: str, runs_
 def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: list[str], basis: Basis,
                   keys: list[str], crossed: tuple[str | None, str | None] | None = None) -> list[tuple]:
     """Per benchmark: the paired scores of each side, the dropped questions by reason per side, and the judge
-    scores left out of paired questions (a judge that scored the question on one side only). ``crossed``: side
-    A's judge and side B's (``--judge-a`` / ``--judge-b``), paired as one."""
+    scores left out of paired questions (a judge that scored the question on one side only), by the pairing rule
+    ``paired_questions()`` (``sql/070_compare.sql``). ``crossed``: side A's judge and side B's (``--judge-a`` /
+    ``--judge-b``), paired as one."""
     ja, jb = crossed or (None, None)
-    return con.execute(f"""
-        WITH side_runs AS ({_SIDES}),
-        q AS (  -- every question either side answered or judged
-            SELECT DISTINCT benchmark, question_id FROM answers JOIN side_runs USING (run_id)
-            WHERE strategy = '' AND sample_index = 0
-            UNION SELECT DISTINCT benchmark, question_id FROM judgement_rows JOIN side_runs USING (run_id)
-            WHERE strategy = '' AND sample_index = 0
-        ), sides AS (SELECT unnest([true, false]) AS is_a),
-        other AS ({_OTHER_TEXT}),
-        a AS (
-            SELECT benchmark, question_id, is_a, bool_and(error IS NOT NULL) AS failed
-            FROM answers JOIN side_runs USING (run_id) WHERE strategy = '' AND sample_index = 0 GROUP BY ALL
-        ), s AS (  -- per side, question and judge: the mean over the side's runs (NULL: no score)
-            SELECT benchmark, question_id, is_a, CASE WHEN $ja IS NULL THEN judge ELSE '' END AS judge,
-                   avg(score_10) AS score
-            FROM scores_using($passes) JOIN side_runs USING (run_id)
-            WHERE strategy = '' AND sample_index = 0
-              AND list_contains($keys, judge || '{_SEP}' || benchmark || '{_SEP}' || coalesce(prompt_hash, ''))
-              AND ($ja IS NULL OR judge = CASE WHEN is_a THEN $ja ELSE $jb END)
-            GROUP BY ALL
-        ), both_judged AS (  -- the judges that scored the question on both sides: the only ones compared
-            SELECT x.benchmark, x.question_id, x.judge, x.score AS score_a, y.score AS score_b
-            FROM s x JOIN s y USING (benchmark, question_id, judge)
-            WHERE x.is_a AND NOT y.is_a AND x.score IS NOT NULL AND y.score IS NOT NULL
-        ), pq AS (
-            SELECT benchmark, question_id, avg(score_a) AS score_a, avg(score_b) AS score_b, count(*) AS judges
-            FROM both_judged ANTI JOIN other USING (benchmark, question_id)
-            ANTI JOIN excluded_questions USING (benchmark, question_id)
-            GROUP BY ALL
-        ), side_state AS (
-            SELECT benchmark, question_id, is_a, count(*) AS judged, count(score) AS scored FROM s GROUP BY ALL
-        ), per AS (
-            SELECT q.benchmark, q.question_id, sides.is_a,
-                   CASE WHEN o.question_id IS NOT NULL THEN 'other question text'
-                        WHEN p.question_id IS NOT NULL THEN NULL
-                        WHEN a.question_id IS NULL AND st.judged IS NULL THEN 'no answer'
-                        WHEN a.failed THEN 'answer error'
-                        WHEN st.judged IS NULL THEN 'not judged'
-                        WHEN st.scored = 0 THEN 'null score'
-                        WHEN other_side.scored > 0 THEN 'no judge in common'  -- both scored it, by other judges
-                        END AS dropped  -- NULL: this side has a score; the other side's reason says why
-            FROM q CROSS JOIN sides
-            LEFT JOIN a ON a.benchmark = q.benchmark AND a.question_id = q.question_id AND a.is_a = sides.is_a
-            LEFT JOIN side_state st ON st.benchmark = q.benchmark AND st.question_id = q.question_id
-                                   AND st.is_a = sides.is_a
-            LEFT JOIN side_state other_side ON other_side.benchmark = q.benchmark
-                                           AND other_side.question_id = q.question_id AND other_side.is_a <> sides.is_a
-            LEFT JOIN pq p ON p.benchmark = q.benchmark AND p.question_id = q.question_id
-            LEFT JOIN other o ON o.benchmark = q.benchmark AND o.question_id = q.question_id
-            ANTI JOIN excluded_questions x ON x.benchmark = q.benchmark AND x.question_id = q.question_id
-        ), one_sided AS (  -- of the paired questions, the judge scores without a counterpart on the other side
-            SELECT s.benchmark, count(*) AS n FROM s SEMI JOIN pq USING (benchmark, question_id)
-            WHERE s.score IS NOT NULL
-              AND NOT EXISTS (SELECT 1 FROM both_judged b WHERE b.benchmark = s.benchmark
-                              AND b.question_id = s.question_id AND b.judge = s.judge)
-            GROUP BY 1
-        )
-        SELECT b.benchmark, b.title,
-               (SELECT list(score_a ORDER BY question_id) FROM pq p WHERE p.benchmark = b.benchmark),
-               (SELECT list(score_b ORDER BY question_id) FROM pq p WHERE p.benchmark = b.benchmark),
-               (SELECT map(list(dropped), list(n)) FROM (SELECT dropped, count(*) AS n FROM per p
-                WHERE p.benchmark = b.benchmark AND p.is_a AND dropped IS NOT NULL GROUP BY 1)),
-               (SELECT map(list(dropped), list(n)) FROM (SELECT dropped, count(*) AS n FROM per p
-                WHERE p.benchmark = b.benchmark AND NOT p.is_a AND dropped IS NOT NULL GROUP BY 1)),
-               coalesce((SELECT n FROM one_sided o WHERE o.benchmark = b.benchmark), 0)
-        FROM benchmark_info b
-        WHERE list_contains($benchmarks, b.benchmark)
-        ORDER BY b.position""",
+    return con.execute(
+        query("compare.benchmarks"),
         {"a": runs_a, "b": runs_b, "passes": basis.passes, "keys": keys, "ja": ja, "jb": jb,
          "benchmarks": sorted(basis.prompts)}).fetchall()
 

@@ -33,29 +33,20 @@ import pyarrow as pa
 
 from ..status import benchmark_statuses
 from ..tables.failures import converted
-from ..tables.location import Root, as_root, glob_literal, publish, published, write_bytes
+from ..tables.location import Root, as_root, publish, published, write_bytes
 from ..tables.rows import RunRecord
-from ..tables.schema import TABLES
 from ..tables.selection import find_runs
-from ..tables.sql import connect, shown_status
+from ..tables.sql import connect, query, shown_status
 from ..tables.store import Store
-from ..tables.stream import with_texts
+from ..tables.stream import copy_json, locate, with_texts
 
 __all__ = ["EXPORT_ERRORS", "export_connection", "export_failure", "export_run", "export_summary", "family_path",
            "run_folder", "write_manifest", "write_progress_manifest"]
 
 # What writing an export can raise that is no bug of ours: the disk, the object store, memory.
 EXPORT_ERRORS: tuple[type[BaseException], ...] = (duckdb.Error, OSError, pa.ArrowException, MemoryError)
-_QUESTION_ORDER = "length(question_id), question_id"  # q2 before q10, as inspect lists them
 _STORE_FOLDERS = {"tables", "journal", "locks", "quick-eval"}
 _COMPUTED_ONCE = ("answer_coverage", "judge_coverage", "pass_coverage", "scores", "token_usage")
-
-
-def _answer_id(t: str = "") -> str:
-    """SQL for ``answer_id`` from the columns of table alias ``t``."""
-    t = f"{t}." if t else ""
-    return (f"{t}run_id || '/' || {t}benchmark || '/' || {t}question_id || '/' || {t}sample_index || "
-            f"CASE WHEN {t}strategy = '' THEN '' ELSE '/' || {t}strategy END")
 
 
 def export_failure(exc: BaseException) -> str:
@@ -101,8 +92,7 @@ def export_connection(results_dir: Path, run_id: str) -> duckdb.DuckDBPyConnecti
     each read again are computed once (``connect``'s cache): none holds a text, and none reads what a run's end
     rewrites in its row (the statuses and errors of it and its stages; ``reused`` reads when and on what each
     stage started)."""
-    con = duckdb.connect()
-    con.execute(f"SET threads = 1; SET memory_limit = '128MB'; SET temp_directory = {_lit(_spill_dir())}")
+    con = duckdb.connect(config={"threads": 1, "memory_limit": "128MB", "temp_directory": _spill_dir()})
     return connect(results_dir, None, [run_id], upto="run_scores", con=con, cache=_COMPUTED_ONCE)
 
 
@@ -117,13 +107,10 @@ def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnectio
     """The run's manifest from its tables: statuses per run, stage and benchmark, counts, tokens with totals.
     ``holding_lock``: the caller holds the run's lock, so a run still marked running has no writer."""
     con = con or export_connection(results_dir, run_id)
-    (run,) = _records(con, "SELECT * FROM runs")
+    (run,) = _records(con, query("export.run"))
     statuses = benchmark_statuses(con)
-    examples = dict(con.execute("SELECT benchmark, any_value(error) FROM answers WHERE error IS NOT NULL "
-                                "GROUP BY 1").fetchall())
-    judged = {(r["benchmark"], r["judge"]): r for r in _records(con, """
-        SELECT benchmark, judge, count(*) AS rows, count(score) AS scored, min(created_at) AS first_at,
-               max(created_at) AS last_at FROM judgements GROUP BY ALL""")}
+    examples = dict(con.execute(query("export.answer_errors")).fetchall())
+    judged = {(r["benchmark"], r["judge"]): r for r in _records(con, query("export.judged"))}
     tokens, totals = _tokens(con)
     benchmarks = {}
     datasets = RunRecord.of(run).datasets
@@ -140,7 +127,7 @@ def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnectio
             "dataset": datasets.get(name),
         }
     # The run's writer: this process when it holds the lock (shaberi export), else as the connection found it.
-    alive = False if holding_lock else (con.execute("SELECT any_value(alive) FROM run_writers").fetchone() or [None])[0]
+    alive = False if holding_lock else (con.execute(query("export.writer_alive")).fetchone() or [None])[0]
     records = RunRecord.of(run).stages
     stages = {name: shown_status(con, r.get("status", "pending"), alive) for name, r in records.items()}
     return _write_manifest(results_dir, run | {"status": shown_status(con, run["stored_status"], alive)}, benchmarks,
@@ -160,9 +147,8 @@ def _tokens(con: duckdb.DuckDBPyConnection) -> tuple[list[dict], dict]:
     """The run's token rows (per stage, benchmark and model), and their totals with the estimated cost per stage,
     per benchmark, per pass and for the whole run: sums of the same rows, added here rather than asked of
     ``token_usage`` once per grouping."""
-    tokens = _records(con, "SELECT stage, benchmark, model, requests, prompt_tokens, completion_tokens, "
-                           "cached_requests FROM token_usage ORDER BY stage, benchmark, model")
-    cost = dict(con.execute("SELECT stage, sum(cost_usd) FROM cost GROUP BY 1").fetchall())
+    tokens = _records(con, query("export.tokens"))
+    cost = dict(con.execute(query("export.cost_by_stage")).fetchall())
     counts = ("requests", "prompt_tokens", "completion_tokens", "cached_requests")
 
     def summed(by: str | None) -> dict:
@@ -174,11 +160,7 @@ def _tokens(con: duckdb.DuckDBPyConnection) -> tuple[list[dict], dict]:
         return {k: found[k] for k in sorted(found, key=lambda k: (k is None, k))}
 
     by_stage = {stage: entry | {"cost_usd": cost.get(stage, 0.0)} for stage, entry in summed("stage").items()}
-    by_pass = {r.pop("pass_name"): r for r in _records(con, """
-        SELECT pass_name, count(*) FILTER (WHERE prompt_tokens IS NOT NULL) AS requests,
-               coalesce(sum(prompt_tokens), 0)::BIGINT AS prompt_tokens,
-               coalesce(sum(completion_tokens), 0)::BIGINT AS completion_tokens
-        FROM pass_deltas GROUP BY 1 ORDER BY 1""")}
+    by_pass = {r.pop("pass_name"): r for r in _records(con, query("export.pass_tokens"))}
     run = summed(None).get(None, dict.fromkeys(counts, 0)) | {"cost_usd": sum(cost.values()) or 0}
     return tokens, {"by_stage": by_stage, "by_benchmark": summed("benchmark"), "by_pass": by_pass, "run": run}
 
@@ -218,52 +200,28 @@ def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | 
     judgements, whose texts can be megabytes each (a reasoning model's), are streamed (``tables.stream``);
     the short records are written by DuckDB itself (``COPY … FORMAT JSON``)."""
     con = con or export_connection(results_dir, run_id)
-    (run,) = _records(con, "SELECT model, tag FROM runs")
+    (run,) = _records(con, query("export.run_names"))
     root = run_folder(results_dir, run["model"], run["tag"]) / "artifacts" / "shaberi"
     store = Store(results_dir)
-    answers = _stream(con, store.parts("answers", run_id), "answers", f"""
-        SELECT {_answer_id('a')} AS answer_id, a.run_id, a.benchmark, a.question_id, a.sample_index, a.strategy,
-               a.model, q.turns, q.reference, q.criteria, q.category, a.finish_reason, a.error, a.error_type,
-               a.attempts, a.latency_ms, a.prompt_tokens AS answer_prompt_tokens,
-               a.completion_tokens AS answer_completion_tokens, a.answer_hash, a.created_at::VARCHAR AS created_at,
-               l._file, l._row
-        FROM answers a LEFT JOIN questions q USING (run_id, benchmark, question_id)
-             JOIN {{located}} l ON {{match:a}}""", f"benchmark, {_QUESTION_ORDER}, sample_index, strategy",
-                      ["content", "reasoning"], _ANSWER_FIELDS)
+    answers = _stream(con, store.parts("answers", run_id), "answers", query("export.answers"),
+                      query("export.answers_order"), ["content", "reasoning"], _ANSWER_FIELDS)
     _write_grouped(answers, root / "normalized" / "answers.jsonl",
                    lambda r: root / "answers" / f"{r['benchmark']}.jsonl")
-    same_answer = " AND ".join(f"a.{c} = j.{c}" for c in TABLES["answers"].key)
-    judgements = _stream(con, store.parts("judgements", run_id), "judgements", f"""
-        SELECT {_answer_id('j')} AS answer_id, j.benchmark, j.question_id, j.judge AS judge_model, j.score,
-               j.shaberi_score, j.score_scale, j.parse_method, j.error, j.finish_reason AS judge_finish_reason,
-               coalesce(j.prompt_set, 'shaberi') AS prompt_set, j.prompt_hash,
-               j.answer_hash, a.prompt_tokens AS answer_prompt_tokens, a.completion_tokens AS answer_completion_tokens,
-               j.prompt_tokens AS judge_prompt_tokens, j.completion_tokens AS judge_completion_tokens,
-               j.created_at::VARCHAR AS created_at, j.sample_index, j.strategy, l._file, l._row
-        FROM judgements j LEFT JOIN answers a ON {same_answer} JOIN {{located}} l ON {{match:j}}""",
-                         f"judge_model, benchmark, {_QUESTION_ORDER}, sample_index, strategy, created_at",
-                         ["judge_output", "fallback_output"], _JUDGEMENT_FIELDS, _judge_reasoning)
+    judgements = _stream(con, store.parts("judgements", run_id), "judgements", query("export.judgements"),
+                         query("export.judgements_order"), ["judge_output", "fallback_output"], _JUDGEMENT_FIELDS,
+                         _judge_reasoning)
     _write_grouped(judgements, root / "normalized" / "judgements.jsonl",
                    lambda r: root / "judgements" / f"judge_{folder_name(r['judge_model'])}" / f"{r['benchmark']}.jsonl")
-    con.execute(f"""CREATE OR REPLACE TEMP VIEW x_scores AS
-        SELECT {_answer_id()} AS answer_id, benchmark, question_id, judge AS judge_model, original_score, pass_delta,
-               score, score_10, passes, error, prompt_hash FROM scores
-        ORDER BY judge, benchmark, {_QUESTION_ORDER}, sample_index""")
-    con.execute(f"""CREATE OR REPLACE TEMP VIEW x_passes AS
-        SELECT {_answer_id()} AS answer_id, * EXCLUDE (run_id) FROM pass_deltas ORDER BY pass_name, benchmark,
-        {_QUESTION_ORDER}""")
-    for name, bench in con.execute("SELECT DISTINCT pass_name, benchmark FROM x_passes").fetchall():
-        _copy(con, f"SELECT * FROM x_passes WHERE pass_name = {_lit(name)} AND benchmark = {_lit(bench)}",
-              root / "passes" / folder_name(name) / f"{bench}.jsonl")
-    _copy(con, "SELECT * FROM x_scores", root / "normalized" / "scores.jsonl")
+    con.execute(query("export.scores_view"))
+    con.execute(query("export.passes_view"))
+    for name, bench in con.execute(query("export.pass_files")).fetchall():
+        _copy(con, query("export.pass_rows"), root / "passes" / folder_name(name) / f"{bench}.jsonl",
+              {"name": name, "bench": bench})
+    _copy(con, query("export.score_rows"), root / "normalized" / "scores.jsonl")
     metrics = {
-        "benchmarks": _records(con, "SELECT judge, benchmark, title, score, baseline_score, n, n_scored, n_null, "
-                                    "n_error, n_judge_error, n_not_judged, n_stale, prompt_hashes "
-                                    "FROM benchmark_scores ORDER BY judge, position"),
-        "overall": _records(con, "SELECT judge, overall, baseline_overall, benchmarks_scored, complete "
-                                 "FROM run_scores ORDER BY judge"),
-        "cost": _records(con, "SELECT stage, model, requests, prompt_tokens, completion_tokens, priced, cost_usd "
-                              "FROM cost ORDER BY stage, model"),
+        "benchmarks": _records(con, query("export.metrics_benchmarks")),
+        "overall": _records(con, query("export.metrics_overall")),
+        "cost": _records(con, query("export.metrics_cost")),
         "tokens": _tokens(con)[1],
     }
     _write_json(root / "metrics.json", metrics)
@@ -286,26 +244,16 @@ def _judge_reasoning(texts: dict) -> dict:
     return {"reasoning": _SCORE_LINE.sub("", texts["judge_output"] or "", count=1).strip() or None}
 
 
-def _stream(con: duckdb.DuckDBPyConnection, parts: list[Root], table: str, query: str, order: str, texts: list[str],
+def _stream(con: duckdb.DuckDBPyConnection, parts: list[Root], table: str, rows: str, order: str, texts: list[str],
             fields: list[str], derive: Callable[[dict], dict] | None = None) -> Iterator[tuple[dict, bytes]]:
-    """``query``'s rows in ``order`` with ``table``'s long ``texts`` (``tables.stream``): each row, and its JSON
-    line (``fields``, then the texts). In ``query``, ``{located}`` is each stored row's place in its part and
-    ``{match:X}`` joins it to view X."""
+    """The named query ``rows``' rows in ``order`` with ``table``'s long ``texts`` (``tables.stream``): each row,
+    and its JSON line (``fields``, then the texts). ``{located}`` and ``{match:X}`` in it are filled by
+    ``tables.stream.locate``."""
     if not parts:
         return iter(())
-    spec = TABLES[table]
-    identity = list(dict.fromkeys([*spec.key, "created_at"]))
-    types = dict(spec.duckdb_columns)
-    files = ", ".join(_lit(glob_literal(p)) for p in parts)
-    located = (f"(SELECT {', '.join(f'CAST({c} AS {types[c]}) AS {c}' for c in identity)}, max(_file) AS _file, "
-               f"arg_max(file_row_number, _file) AS _row FROM read_parquet([{files}], union_by_name = true, "
-               f"filename = '_file', file_row_number = true, hive_partitioning = false) GROUP BY ALL)")
-    alias = re.search(r"\{match:(\w+)\}", query)
-    assert alias is not None
-    match = " AND ".join(f"{alias[1]}.{c} IS NOT DISTINCT FROM l.{c}" for c in identity)
-    rows = with_texts(con, query.replace("{located}", located).replace(alias[0], match), order, parts, texts, derive)
+    found = with_texts(con, locate(rows, table, parts), order, parts, texts, derive)
     # The texts' JSON object spliced in after the short fields: never parsed and serialized again.
-    return ((row, orjson.dumps({f: row[f] for f in fields})[:-1] + b"," + blob[1:] + b"\n") for row, blob in rows)
+    return ((row, orjson.dumps({f: row[f] for f in fields})[:-1] + b"," + blob[1:] + b"\n") for row, blob in found)
 
 
 def _write_grouped(lines: Iterator[tuple[dict, bytes]], every: Root, path: Callable[[dict], Root]) -> None:
@@ -318,13 +266,9 @@ def _write_grouped(lines: Iterator[tuple[dict, bytes]], every: Root, path: Calla
                     all_fh.write(line)
 
 
-def _lit(value: str) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _copy(con: duckdb.DuckDBPyConnection, query: str, path: Root) -> None:
+def _copy(con: duckdb.DuckDBPyConnection, rows: str, path: Root, params: dict | None = None) -> None:
     """JSON Lines by DuckDB, to a local temp file, then renamed or uploaded whole (``location.publish``)."""
-    publish(path, lambda tmp: con.execute(f"COPY ({query}) TO {_lit(str(tmp))} (FORMAT JSON)"))
+    publish(path, lambda tmp: copy_json(con, rows, params or {}, tmp))
 
 
 def export_summary(results_dir: Path, base_tag: str, model: str) -> Path | None:
@@ -335,8 +279,7 @@ def export_summary(results_dir: Path, base_tag: str, model: str) -> Path | None:
     if not family:
         return None
     con = connect(results_dir, None, [r.run_id for r in family])
-    complete = {(r, j): (c, b) for r, j, c, b in con.execute(
-        "SELECT run_id, judge, complete, incomplete_benchmarks FROM run_completeness").fetchall()}
+    complete = {(r, j): (c, b) for r, j, c, b in con.execute(query("export.completeness")).fetchall()}
     members = []
     for r in family:
         done, missing = complete.get((r.run_id, "*"), (True, []))
@@ -347,8 +290,7 @@ def export_summary(results_dir: Path, base_tag: str, model: str) -> Path | None:
     summary = {
         "kind": "multi_run", "base_tag": base_tag, "model": model,
         "tags": [m["tag"] for m in members], "run_ids": [m["run_id"] for m in members], "members": members,
-        "statistics": _records(con, "SELECT judge, benchmark, runs, mean, sd, margin, ci_low, ci_high, min, max, "
-                                    "\"values\", excluded_runs FROM multi_run_stats ORDER BY judge, position"),
+        "statistics": _records(con, query("export.family_statistics")),
     }
     path = family_path(results_dir, model, base_tag)
     _write_json(path, summary)

@@ -35,7 +35,7 @@ import jinja2
 from ..errors import UsageError
 from ..resources import resource_dir
 from ..tables.selection import left_out, select_runs
-from ..tables.sql import score_mean
+from ..tables.sql import query
 from .agreement import Agreement, agreement, ratings
 from .compare import other_texts, parse_sides, select_side
 from .inspector import Detail, Inspector
@@ -125,17 +125,13 @@ def _block(results_dir: Path, inspector: Inspector, tag: str, model: str) -> Blo
     chosen = select_runs(results_dir, tag, model)
     report = build(results_dir, tag, model=model, clustered=True, every_judge=True)
     con = inspector.con(*chosen.run_ids)
-    titles = dict(con.execute("SELECT title, benchmark FROM benchmark_info").fetchall())
-    judges = [j for (j,) in con.execute("SELECT DISTINCT judge FROM benchmark_scores WHERE list_contains($ids, "
-                                        "run_id) AND NOT is_pooled(judge) ORDER BY 1",
-                                        {"ids": chosen.run_ids}).fetchall()]
+    titles = dict(con.execute(query("report.titles")).fetchall())
+    judges = [j for (j,) in con.execute(query("report.judges"), {"ids": chosen.run_ids}).fetchall()]
     section = report.sections[0]
     # what the block's analyses pool: the judges of the headline's prompt set, never two sets in one number
     (pool,) = (section.judge,) if section.judge.startswith("*") else con.execute(
-        "SELECT pooled_judge($j)", {"j": section.judge}).fetchall()[0]
-    pooled = [j for (j,) in con.execute("SELECT DISTINCT judge FROM judgements WHERE list_contains($ids, run_id) "
-                                        "AND pooled_judge(judge) = $pool ORDER BY 1",
-                                        {"ids": chosen.run_ids, "pool": pool}).fetchall()]
+        query("report.pool_of"), {"j": section.judge}).fetchall()[0]
+    pooled = [j for (j,) in con.execute(query("report.pooled"), {"ids": chosen.run_ids, "pool": pool}).fetchall()]
     tables = [_table(s, chosen.family, titles) for s in report.sections]
     # A family member that did less than the others is left out of the scores (view): of everything else too.
     excluded = {run_id for run_id, _, _ in left_out(con, "*", model)} if chosen.family else set()
@@ -161,11 +157,8 @@ def _histograms(con: duckdb.DuckDBPyConnection, run_ids: list[str], judges: list
     """Per benchmark: how many of these judges' judgements scored 0, 1, … 10 (rounded), how many have no score,
     and how many of those stand for answers that errored (never sent to a judge)."""
     counts: dict[str, list[int]] = {}
-    for title, bin_, answer_error, n in con.execute(
-            "SELECT b.title, round(s.score_10)::INTEGER, s.error = 'answer_error', count(*) FROM scores s "
-            "JOIN benchmark_info b USING (benchmark) WHERE list_contains($ids, s.run_id) AND s.strategy = '' "
-            "AND list_contains($judges, s.judge) GROUP BY ALL ORDER BY min(b.position)",
-            {"ids": run_ids, "judges": judges}).fetchall():
+    for title, bin_, answer_error, n in con.execute(query("report.histograms"),
+                                                    {"ids": run_ids, "judges": judges}).fetchall():
         bins = counts.setdefault(title, [0] * 13)  # 0–10, then the null scores, then the answer errors among them
         bins[11 if bin_ is None else min(max(bin_, 0), 10)] += n
         bins[12] += n if bin_ is None and answer_error else 0
@@ -176,75 +169,34 @@ def _histograms(con: duckdb.DuckDBPyConnection, run_ids: list[str], judges: list
 def _spread(con: duckdb.DuckDBPyConnection, run_ids: list[str], tag: str, model: str, pool: str) -> list[dict]:
     """A family's run-to-run spread: per benchmark (and Overall) each run's score, with the family's mean and
     interval over its complete runs."""
-    rows = con.execute("""
-        WITH per_run AS (
-            SELECT title, position, run_index, score FROM benchmark_scores
-            WHERE list_contains($ids, run_id) AND judge = $pool AND score IS NOT NULL
-            UNION ALL
-            SELECT 'Overall', 1000, run_index, overall FROM run_scores
-            WHERE list_contains($ids, run_id) AND judge = $pool AND overall IS NOT NULL
-        )
-        SELECT p.title, m.mean, m.ci_low, m.ci_high, list(p.run_index ORDER BY p.run_index),
-               list(p.score ORDER BY p.run_index)
-        FROM per_run p LEFT JOIN multi_run_stats m
-          ON m.title = p.title AND m.base_tag = $tag AND m.model = $model AND m.judge = $pool
-        GROUP BY ALL ORDER BY min(p.position)""", {"ids": run_ids, "tag": tag, "model": model, "pool": pool}).fetchall()
+    rows = con.execute(query("report.spread"),
+                       {"ids": run_ids, "tag": tag, "model": model, "pool": pool}).fetchall()
     return [{"title": t, "mean": m, "low": lo, "high": hi,
              "values": [(f"run{i}", v) for i, v in zip(idx, values, strict=True)]}
             for t, m, lo, hi, idx, values in rows]
 
 
 def _categories(con: duckdb.DuckDBPyConnection, run_ids: list[str], judges: list[str] | None = None) -> list[dict]:
-    """Per benchmark and category: the mean of its questions' scores (each a mean over judges and runs), over
-    these judges only when given."""
-    rows = con.execute("""
-        WITH q AS (
-            SELECT s.benchmark, s.question_id, avg(s.score_10) AS score
-            FROM scores s WHERE list_contains($ids, s.run_id) AND s.strategy = '' AND s.score_10 IS NOT NULL
-              AND ($judges IS NULL OR list_contains($judges, s.judge))
-            GROUP BY ALL
-        ), c AS (
-            SELECT DISTINCT benchmark, question_id, category FROM questions
-            WHERE list_contains($ids, run_id) AND category IS NOT NULL
-        )
-        SELECT b.title, c.category, list(q.score ORDER BY q.question_id) FROM q JOIN c USING (benchmark, question_id)
-        JOIN benchmark_info b USING (benchmark) GROUP BY b.title, b.position, c.category
-        ORDER BY b.position, c.category""", {"ids": run_ids, "judges": judges}).fetchall()
+    """Per benchmark and category: the ``category_scores`` rule (each question's mean over judges and runs first,
+    then the mean over the questions), over these runs, and these judges only when given; with its t-interval over
+    the questions."""
     out = []
-    for title, category, scores in rows:
-        mean = score_mean(scores)
+    for title, category, mean, n, scores in con.execute(query("report.categories"),
+                                                        {"ids": run_ids, "judges": judges}).fetchall():
         low, high = _interval(mean, scores)
-        out.append({"title": title, "category": category, "score": mean, "low": low, "high": high, "n": len(scores)})
+        out.append({"title": title, "category": category, "score": mean, "low": low, "high": high, "n": n})
     return out
 
 
 def _passes(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[dict]:
     """Per pass: the answers it checked as they are now (``pass_coverage``: a model that failed or gave no readable
     verdict checked nothing), those it changed, the change on the 0–10 scale."""
-    query = """
-        WITH d AS (
-            SELECT d.pass_name, d.benchmark, b.title, d.question_id, d.run_id, d.judge, d.delta * b.to_ten AS delta,
-                   d.reason, a.content
-            FROM pass_deltas d JOIN benchmark_info b USING (benchmark)
-            JOIN answers a ON a.run_id = d.run_id AND a.benchmark = d.benchmark AND a.question_id = d.question_id
-                          AND a.sample_index = d.sample_index AND a.strategy = d.strategy
-            WHERE list_contains($ids, d.run_id) AND d.strategy = ''
-              AND coalesce(d.answer_hash = a.answer_hash, true)  -- the text as it is now
-        )"""
     out = []
     coverage = {name: (int(c), int(f), int(u)) for name, c, f, u in con.execute(
-        "SELECT pass_name, sum(checked), sum(model_failed), sum(unreadable) FROM pass_coverage "
-        "WHERE list_contains($ids, run_id) GROUP BY 1", {"ids": run_ids}).fetchall()}  # what counts as checked
-    for name, changed, mean, low, high in con.execute(query + """
-            SELECT pass_name, count(DISTINCT (run_id, benchmark, question_id)) FILTER (WHERE delta <> 0),
-                   avg(delta) FILTER (WHERE delta <> 0), min(delta) FILTER (WHERE delta <> 0),
-                   max(delta) FILTER (WHERE delta <> 0)
-            FROM d GROUP BY 1 ORDER BY 1""", {"ids": run_ids}).fetchall():
+        query("report.pass_checked"), {"ids": run_ids}).fetchall()}  # what counts as checked
+    for name, changed, mean, low, high in con.execute(query("report.pass_changes"), {"ids": run_ids}).fetchall():
         checked, model_failed, unreadable = coverage.get(name, (0, 0, 0))
-        examples = con.execute(query + """
-            SELECT title, question_id, judge, delta, reason, content FROM d
-            WHERE pass_name = $name AND delta <> 0 ORDER BY abs(delta) DESC, benchmark, question_id, run_id LIMIT $n""",
-                               {"ids": run_ids, "name": name, "n": EXAMPLES}).fetchall()
+        examples = con.execute(query("report.pass_examples"), {"ids": run_ids, "name": name, "n": EXAMPLES}).fetchall()
         out.append({"pass_name": name, "checked": checked, "model_failed": model_failed, "unreadable": unreadable,
                     "changed": changed, "mean": mean, "min": low, "max": high,
                     "examples": [dict(zip(["title", "question_id", "judge", "delta", "reason", "answer"], e,
@@ -283,13 +235,8 @@ def _movers(inspector: Inspector, a: Block, b: Block, overlap: Overlap) -> tuple
     shared = sorted(set(a.judges) & set(b.judges))
     notes = [f"judges both tags have: {', '.join(shared)}" if shared else
              "the tags share no judge: each side's judges are used (not like for like)"]
-    per_run = con.execute("""
-        SELECT s.run_id, s.benchmark, s.question_id, avg(s.score_10) FROM scores s
-        WHERE list_contains($ids, s.run_id) AND s.strategy = '' AND s.sample_index = 0
-          AND (len($judges) = 0 OR list_contains($judges, s.judge)) GROUP BY ALL""",
-                          {"ids": a.runs + b.runs, "judges": shared}).fetchall()
-    info = {bench: (title, to_ten) for bench, title, to_ten in con.execute(
-        "SELECT benchmark, title, to_ten FROM benchmark_info ORDER BY position").fetchall()}
+    per_run = con.execute(query("report.question_scores"), {"ids": a.runs + b.runs, "judges": shared}).fetchall()
+    info = {bench: (title, to_ten) for bench, title, to_ten in con.execute(query("report.benchmarks")).fetchall()}
     keys = overlap.same  # a question one tag never asked, or asked as another text, did not move
     if only := len(overlap.a ^ overlap.b):
         notes.append(f"{only} question{'s' if only > 1 else ''} asked by one side only left out")
@@ -361,8 +308,7 @@ def _overlap(inspector: Inspector, a: Block, b: Block) -> Overlap:
     con = inspector.con(*a.runs, *b.runs)
 
     def asked(run_ids: list[str]) -> set[tuple[str, str]]:
-        return set(con.execute("SELECT DISTINCT benchmark, question_id FROM questions "
-                               "WHERE list_contains($ids, run_id)", {"ids": run_ids}).fetchall())
+        return set(con.execute(query("report.asked"), {"ids": run_ids}).fetchall())
 
     return Overlap(asked(a.runs), asked(b.runs), other_texts(con, a.runs, b.runs))
 

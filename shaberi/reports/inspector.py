@@ -18,18 +18,13 @@ from ..errors import UsageError
 from ..tables.location import as_root
 from ..tables.rows import decoded
 from ..tables.selection import find_runs, require_root
-from ..tables.sql import connect
+from ..tables.sql import connect, query
 
 __all__ = ["ALL_JUDGES", "SORTS", "Detail", "Inspector", "Run"]
 
 ALL_JUDGES = "*"
-SORTS = {  # name -> ORDER BY (nulls last, then a stable key)
-    "score ↑": "score ASC NULLS LAST",
-    "score ↓": "score DESC NULLS LAST",
-    "difference": "abs(difference) DESC NULLS LAST",
-    "pass delta": "pass_delta ASC NULLS LAST",
-    "errors": "error IS NULL, score ASC NULLS LAST",
-}
+# The orders a list can take (nulls last, then a stable key): inspect.rows in sql/queries/inspect.sql orders by name.
+SORTS = ("score ↑", "score ↓", "difference", "pass delta", "errors")
 
 
 @dataclass(frozen=True)
@@ -85,18 +80,14 @@ class Inspector:
         return next(r for r in self.runs if r.run_id == run_id)
 
     def benchmarks(self, run_id: str) -> list[str]:
-        return [b for (b,) in self.con(run_id).execute(
-            "SELECT benchmark FROM answers WHERE run_id = $r UNION SELECT benchmark FROM judgements WHERE run_id = $r "
-            "ORDER BY 1", {"r": run_id}).fetchall()]
+        return [b for (b,) in self.con(run_id).execute(query("inspect.benchmarks"), {"r": run_id}).fetchall()]
 
     def judges(self, run_id: str) -> list[str]:
-        return [j for (j,) in self.con(run_id).execute(
-            "SELECT DISTINCT judge FROM judgements WHERE run_id = ? ORDER BY 1", [run_id]).fetchall()]
+        return [j for (j,) in self.con(run_id).execute(query("inspect.judges"), {"r": run_id}).fetchall()]
 
     def pools(self, run_id: str) -> list[str]:
         """The pooled rows of the run's judges: '*' (Shaberi's prompts), '* [LABEL]' per other prompt set."""
-        return [p for (p,) in self.con(run_id).execute(
-            "SELECT DISTINCT pooled_judge(judge) FROM judgements WHERE run_id = ? ORDER BY 1", [run_id]).fetchall()]
+        return [p for (p,) in self.con(run_id).execute(query("inspect.pools"), {"r": run_id}).fetchall()]
 
     def rows(self, run_id: str, benchmark: str | None = None, judge: str = ALL_JUDGES, sort: str = "score ↑",
              compare_run: str | None = None, compare_judge: str | None = None, errors_only: bool = False,
@@ -116,73 +107,27 @@ class Inspector:
         comparing = compare_run is not None or compare_judge is not None
         con = self.con(run_id, other_run)
         params = {"run": run_id, "judge": judge, "other_run": other_run, "other_judge": other_judge,
-                  "comparing": comparing, "bench": benchmark, "errors_only": errors_only, "limit": limit}
-        matching = ""
+                  "comparing": comparing, "bench": benchmark, "errors_only": errors_only, "limit": limit, "sort": sort}
+        rows = query("inspect.rows")
         if search:  # added only when asked: the unfiltered list reads no judge reply
             params["needle"] = search
-            matching = """
-              AND (lower(k.question_id) = lower($needle)
-                   OR coalesce(contains(lower(array_to_string(qq.turns, chr(10))), lower($needle))
-                            OR contains(lower(a.content), lower($needle)), false)
-                   OR EXISTS (SELECT 1 FROM judgements j
-                              WHERE j.run_id = $run AND j.benchmark = k.benchmark AND j.question_id = k.question_id
-                                AND j.strategy = '' AND j.sample_index = 0
-                                AND coalesce(contains(lower(j.judge_output), lower($needle))
-                                             OR contains(lower(j.fallback_output), lower($needle)), false)))"""
-        query = f"""
-            WITH per AS (
-                SELECT run_id, benchmark, question_id, avg(score_10) AS score,
-                       avg(original_score_10) AS original, any_value(error) FILTER (WHERE error IS NOT NULL) AS jerr
-                FROM scores WHERE strategy = '' AND sample_index = 0
-                  AND (judge = $judge OR pooled_judge(judge) = $judge)
-                GROUP BY ALL
-            ), other AS (
-                SELECT benchmark, question_id, avg(score_10) AS score FROM scores
-                WHERE run_id = $other_run AND strategy = '' AND sample_index = 0
-                  AND (judge = $other_judge OR pooled_judge(judge) = $other_judge) GROUP BY ALL
-            ), keys AS (  -- answered or judged: a partial run shows what it has
-                SELECT benchmark, question_id FROM answers WHERE run_id = $run AND strategy = '' AND sample_index = 0
-                UNION
-                SELECT benchmark, question_id FROM judgements WHERE run_id = $run AND strategy = '' AND sample_index = 0
-            )
-            SELECT k.benchmark, k.question_id, p.score, p.original, p.score - p.original AS pass_delta,
-                   CASE WHEN $comparing THEN o.score - p.score END AS difference,
-                   CASE WHEN $comparing THEN o.score END AS other_score, coalesce(a.error, p.jerr) AS error,
-                   qq.turns[1] AS question, count(*) OVER () AS total
-            FROM keys k
-            LEFT JOIN answers a ON a.run_id = $run AND a.benchmark = k.benchmark AND a.question_id = k.question_id
-                               AND a.strategy = '' AND a.sample_index = 0
-            LEFT JOIN questions qq ON qq.run_id = $run AND qq.benchmark = k.benchmark AND qq.question_id = k.question_id
-            LEFT JOIN per p ON p.run_id = $run AND p.benchmark = k.benchmark AND p.question_id = k.question_id
-            LEFT JOIN other o ON o.benchmark = k.benchmark AND o.question_id = k.question_id
-            WHERE ($bench IS NULL OR k.benchmark = $bench)
-              AND (NOT $errors_only OR coalesce(a.error, p.jerr) IS NOT NULL){matching}
-            ORDER BY {SORTS[sort]}, k.benchmark, length(k.question_id), k.question_id
-            LIMIT $limit"""
-        cursor = con.execute(query, params)
+            rows = rows.replace("/*matching*/", query("inspect.matching"))
+        cursor = con.execute(rows, params)
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
 
     def detail(self, run_id: str, benchmark: str, question_id: str) -> Detail:
         con = self.con(run_id, *self._connected)
         key = {"run": run_id, "bench": benchmark, "q": question_id}
-        q = con.execute("SELECT turns, reference, criteria, category FROM questions WHERE run_id = $run AND "
-                        "benchmark = $bench AND question_id = $q", key).fetchone() or ([], None, None, None)
-        a = con.execute("SELECT content, reasoning, error, finish_reason FROM answers WHERE run_id = $run AND "
-                        "benchmark = $bench AND question_id = $q AND strategy = '' AND sample_index = 0",
-                        key).fetchone() or (None, None, "no answer stored", None)
+        q = con.execute(query("inspect.question"), key).fetchone() or ([], None, None, None)
+        a = con.execute(query("inspect.answer"), key).fetchone() or (None, None, "no answer stored", None)
         detail = Detail(benchmark, question_id, list(q[0] or []), q[1], q[2], q[3], a[0], a[1], a[2], a[3])
-        cursor = con.execute(
-            "SELECT judge, score, score_scale, parse_method, judge_output, fallback_output, error, prompt_hash, "
-            "lineage FROM judgement_history WHERE run_id = $run AND benchmark = $bench AND question_id = $q "
-            "AND strategy = '' AND sample_index = 0 ORDER BY judge, created_at DESC", key)
+        cursor = con.execute(query("inspect.judgements"), key)
         names = [d[0] for d in cursor.description]
         found = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
         detail.judgements = [j for j in found if j["lineage"] == "current"]
         detail.history = [j for j in found if j["lineage"] != "current"]
-        cursor = con.execute(
-            "SELECT pass_name, delta, reason, detail FROM pass_deltas WHERE run_id = $run AND benchmark = $bench "
-            "AND question_id = $q AND strategy = '' AND sample_index = 0 ORDER BY pass_name", key)
+        cursor = con.execute(query("inspect.passes"), key)
         detail.passes = [decoded("pass_deltas", dict(zip(("pass_name", "delta", "reason", "detail"), row, strict=True)))
                          for row in cursor.fetchall()]
         return detail

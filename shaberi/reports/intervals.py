@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import duckdb
 
-from ..tables.sql import SCORE_DIGITS
+from ..tables.sql import SCORE_DIGITS, query
 
 __all__ = ["QuestionInterval", "question_intervals"]
 
@@ -45,13 +45,7 @@ def question_intervals(con: duckdb.DuckDBPyConnection, run_ids: list[str], judge
     counted runs), for ``judge`` ('*': every judge pooled; '* [LABEL]': those under that prompt set): the shown
     mean's question-clustered SE and interval.
     A benchmark with fewer than two questions has none, and then neither has the Overall."""
-    rows = con.execute("""
-        SELECT s.benchmark, s.run_id, s.question_id, s.score_10, b.in_overall, b.scale_min * b.to_ten,
-               b.scale_max * b.to_ten
-        FROM scores s JOIN benchmark_info b USING (benchmark)
-        WHERE list_contains($ids, s.run_id) AND s.strategy = '' AND s.score_10 IS NOT NULL
-          AND (s.judge = $judge OR pooled_judge(s.judge) = $judge)
-        ORDER BY b.position, s.question_id, s.run_id""", {"ids": run_ids, "judge": judge}).fetchall()
+    rows = con.execute(query("reports.question_scores"), {"ids": run_ids, "judge": judge}).fetchall()
     import numpy as np
     from scipy import stats
     from statsmodels.regression.linear_model import WLS  # about a second to import: only when asked for

@@ -75,7 +75,7 @@ import duckdb
 from .. import benchmarks as bm
 from ..errors import UsageError
 from ..tables.selection import RunRef, require_root, select_runs, tags_there
-from ..tables.sql import connect, score_mean
+from ..tables.sql import connect, query, score_mean
 from .output import write_atomic
 
 __all__ = ["AS_PUBLISHED_MARK", "FORMATS", "JUDGE_TITLES", "Board", "Column", "NonFinite", "board", "columns",
@@ -201,17 +201,8 @@ class Board:
 # value it counted, as text that reads back as the same double ("legacy: score -7 outside the 1–10 scale; as
 # published: -7").
 AS_PUBLISHED_MARK = "; as published: "
-# Every judged row as the original tooling read it: a legacy file's repeated rows included (superseded
-# judgements of the same text), a set-aside score as it counted it (``published``), everything else as the
-# lineage rule counts it. Averaged in DOUBLE, as pandas did: a 1e308 it counted is no error.
-_PUBLISHED_ROWS = f"""
-    SELECT r.tag, r.model, h.judge, h.benchmark, h.score, h.error,
-           CASE WHEN h.score IS NULL AND h.parse_method = 'legacy'
-                THEN TRY_CAST(regexp_extract(h.error, '{AS_PUBLISHED_MARK}(\\S+)$', 1) AS DOUBLE)
-                ELSE h.score END AS published
-    FROM judgement_history h JOIN runs r USING (run_id)
-    ANTI JOIN excluded_questions x ON x.benchmark = h.benchmark AND x.question_id = h.question_id
-    WHERE h.strategy = '' AND (h.lineage = 'current' OR (h.parse_method = 'legacy' AND h.lineage = 'superseded'))"""
+# Every judged row as the original tooling read it is published_rows(AS_PUBLISHED_MARK) (sql/016_published.sql).
+# Averaged in DOUBLE, as pandas did: a 1e308 it counted is no error.
 
 
 def published_mean(values: Iterable[float | None]) -> float | None:
@@ -241,11 +232,8 @@ def _published_means(con: duckdb.DuckDBPyConnection, tags: list[str] | None = No
     pandas averaged (the score × ``to_ten`` in doubles: ELYZA's × 2 of a 1e308 is inf); '*' pools every judge's
     rows. Computed here alone: the board, in every format, and the import report read these numbers."""
     values: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
-    for tag, model, judge, benchmark, published, to_ten in con.execute(f"""
-            SELECT p.tag, p.model, p.judge, p.benchmark, list(p.published), any_value(b.to_ten)
-            FROM ({_PUBLISHED_ROWS}) p JOIN benchmark_info b USING (benchmark)
-            WHERE p.published IS NOT NULL AND ($tags IS NULL OR list_contains($tags, p.tag)) GROUP BY ALL""",
-                                                                    {"tags": tags}).fetchall():
+    for tag, model, judge, benchmark, published, to_ten in con.execute(
+            query("leaderboard.published"), {"tags": tags, "mark": AS_PUBLISHED_MARK}).fetchall():
         scaled = [v * to_ten for v in published]  # in Python's doubles: an overflow is inf, never an error
         values[(tag, model, judge, benchmark)] += scaled
         values[(tag, model, "*", benchmark)] += scaled
@@ -257,10 +245,8 @@ def published_differences(results_dir: Path, run_ids: list[str]) -> list[tuple[s
     differ, for these runs; the published score is the board's (``_published_means``), to the last bit."""
     con = connect(results_dir, None, run_ids, upto="score_means")
     published = _published_means(con)
-    return [(model, judge, title, ours, theirs) for tag, model, judge, benchmark, title, ours in con.execute("""
-        SELECT r.tag, r.model, s.judge, s.benchmark, b.title, s.score FROM score_means s JOIN runs r USING (run_id)
-        JOIN benchmark_info b ON b.benchmark = s.benchmark
-        WHERE s.score IS NOT NULL ORDER BY r.model, s.judge = '*' DESC, s.judge, b.position""").fetchall()
+    return [(model, judge, title, ours, theirs) for tag, model, judge, benchmark, title, ours in con.execute(
+        query("leaderboard.own_scores")).fetchall()
         if (theirs := published.get((tag, model, judge, benchmark))) is not None
         and not abs(theirs - ours) <= 1e-12]  # inf and nan differ
 
@@ -311,24 +297,18 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
     if family:
         family_tags = sorted({t for t, _ in families})
         scores |= {(t, m, j, b): _Stat(s, lo, hi, n) for t, m, j, b, s, lo, hi, n in con.execute(
-            "SELECT base_tag, model, judge, benchmark, mean, ci_low, ci_high, runs FROM multi_run_stats "
-            "WHERE mean IS NOT NULL AND list_contains($tags, base_tag)", {"tags": family_tags}).fetchall()
+            query("leaderboard.family_stats"), {"tags": family_tags}).fetchall()
             if (t, m) in families}
-        judged |= {(t, m, j) for t, m, j in con.execute(
-            "SELECT DISTINCT base_tag, model, judge FROM benchmark_scores WHERE NOT is_pooled(judge) "
-            "AND score IS NOT NULL AND tag <> base_tag AND list_contains($tags, base_tag)",
-            {"tags": family_tags}).fetchall()
+        judged |= {(t, m, j) for t, m, j in con.execute(query("leaderboard.family_judges"),
+                                                        {"tags": family_tags}).fetchall()
             if (t, m) in families}
         notes = [f"{model}: {member} left out ({'; '.join(why)})" for base, model, member, why in con.execute(
-            "SELECT r.base_tag, r.model, r.tag, c.reasons FROM run_completeness c JOIN runs r USING (run_id) "
-            "WHERE NOT c.complete AND c.judge = '*' AND r.tag <> r.base_tag AND list_contains($tags, r.base_tag) "
-            "ORDER BY r.model, r.run_index", {"tags": family_tags}).fetchall() if (base, model) in families]
+            query("leaderboard.left_out"), {"tags": family_tags}).fetchall() if (base, model) in families]
     if singles := [k for k in ranked if k not in families]:
         single_tags = sorted({t for t, _ in singles})
         found = _published_means(con, single_tags).items() if as_published else (
-            ((t, m, j, b), sc) for t, m, j, b, sc in con.execute(
-                "SELECT r.tag, r.model, s.judge, s.benchmark, s.score FROM score_means s JOIN runs r USING (run_id) "
-                "WHERE list_contains($tags, r.tag)", {"tags": single_tags}).fetchall())
+            ((t, m, j, b), sc) for t, m, j, b, sc in con.execute(query("leaderboard.single_scores"),
+                                                                  {"tags": single_tags}).fetchall())
         single = {(t, m, j, b): _Stat(sc) for (t, m, j, b), sc in found if sc is not None and (t, m) in singles}
         scores |= single
         judged |= {(t, m, j) for t, m, j, b in single if not j.startswith("*")}
@@ -363,9 +343,8 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
             head += score(f"{t} ({title})", j)
     head += [*([Column("GPT4 delta", "ratio", GPT4)] if gpt4 else []), Column("% JA", "ratio", ""),
              Column("JA-MT questions", "text", ""), Column("Complete", "text", "")]
-    ja = {(t, m): v for by in ("tag", "base_tag") for t, m, v in con.execute(  # a family's: its members' answers
-        f"SELECT r.{by}, r.model, sum(a.japanese_chars) / nullif(sum(a.letter_chars), 0) FROM answers a "
-        "JOIN runs r USING (run_id) GROUP BY ALL").fetchall()}  # counted as each answer was written
+    # per tag, then per family (its members' answers, overriding a tag of the same name as before)
+    ja = {(t, m): v for _, t, m, v in con.execute(query("leaderboard.japanese_share")).fetchall()}
 
     rows: list[tuple[int, list]] = []  # (the pooled group it is ranked in, its cells)
     for t, model in ranked:
@@ -430,7 +409,7 @@ def _apart(con: duckdb.DuckDBPyConnection, ranked: dict, scores: dict, judged: s
     """Imported results whose prompts are unknown (``import-legacy`` without ``--judge-prompts``) and runs judged
     with Shaberi's own prompts never share a column: ranked together, the runs' judges (and their pooled rows) are
     labelled ``[shaberi]``."""
-    imported = set(con.execute("SELECT tag, model FROM runs WHERE generation_config = '{}'").fetchall())
+    imported = set(con.execute(query("leaderboard.imported")).fetchall())
     unknown = any((t, m) in imported and " [" not in j for t, m, j in judged)  # a judge of unnamed prompts
     if not unknown or all(k in imported for k in ranked):
         return scores, judged
@@ -446,10 +425,7 @@ def _apart(con: duckdb.DuckDBPyConnection, ranked: dict, scores: dict, judged: s
 
 def _published_note(con: duckdb.DuckDBPyConnection, tags: list[str]) -> str:
     """The one line saying how many set-aside legacy scores --as-published counted, as the original did."""
-    row = con.execute(f"""
-        SELECT count(*) FILTER (WHERE error LIKE 'legacy: score % outside the %'), count(*)
-        FROM ({_PUBLISHED_ROWS}) WHERE score IS NULL AND published IS NOT NULL AND list_contains($tags, tag)""",
-                      {"tags": tags}).fetchone()
+    row = con.execute(query("leaderboard.published_note"), {"tags": tags, "mark": AS_PUBLISHED_MARK}).fetchone()
     outside, counted = row if row else (0, 0)
     others = f" and {counted - outside:,} that are no number (true as 1, numeric text as its number)" \
         if counted > outside else ""

@@ -21,7 +21,7 @@ import duckdb
 from ..errors import UsageError
 from ..status import run_statuses, worst
 from ..tables.selection import RunRef, left_out, select_runs
-from ..tables.sql import connect
+from ..tables.sql import connect, query
 
 __all__ = ["Report", "build", "rank"]
 
@@ -103,11 +103,7 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
     models = sorted(by_model, key=lambda m: (*rank(by_model[m][0].complete, by_model[m][0].overall), m))
     token_cols = ["model", "stage", "requests", "cached_requests", "prompt_tokens", "completion_tokens", "cost_usd",
                   "priced"]
-    found = con.execute(
-        "SELECT r.model, coalesce(c.stage, 'Total'), sum(c.requests), sum(c.cached_requests), sum(c.prompt_tokens), "
-        "sum(c.completion_tokens), sum(c.cost_usd), bool_and(c.priced) FROM cost c JOIN runs r USING (run_id) "
-        "WHERE list_contains($ids, c.run_id) GROUP BY ROLLUP (r.model, c.stage) HAVING count(*) > 0 "
-        "ORDER BY c.stage IS NULL, c.stage", {"ids": chosen.run_ids}).fetchall()
+    found = con.execute(query("view.tokens"), {"ids": chosen.run_ids}).fetchall()
     tokens = [list(t) for m in models for t in found if t[0] == m]  # each model's own, and its Total
     if len(models) > 1:  # and the tag's, said as such: never a silent sum
         tokens += [["all models", *t[1:]] for t in found if t[0] is None]
@@ -119,11 +115,10 @@ def _failed_judges(con: duckdb.DuckDBPyConnection, runs: list[RunRef], family: b
     could be read), with its most common error: beside judges that scored, the run is partial, not failed,
     and the failed judge is named (``status.run_statuses``)."""
     suspects = [r for (r,) in con.execute(  # a judge with no score where it judged: the statuses say why (costly)
-        "SELECT DISTINCT run_id FROM benchmark_scores WHERE list_contains($ids, run_id) AND NOT is_pooled(judge) "
-        "AND score IS NULL AND n > 0", {"ids": [r.run_id for r in runs]}).fetchall()]
+        query("view.unscored_runs"), {"ids": [r.run_id for r in runs]}).fetchall()]
     if not suspects:
         return {}
-    titles = dict(con.execute("SELECT benchmark, title FROM benchmark_info").fetchall())
+    titles = dict(con.execute(query("view.titles")).fetchall())
     found: dict[str, dict[str, list[str]]] = {}
     statuses = run_statuses(con, suspects)
     for r in runs:
@@ -139,10 +134,7 @@ def _failed_judges(con: duckdb.DuckDBPyConnection, runs: list[RunRef], family: b
 
 def _present(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[str]:
     """The judges with judgements in these runs."""
-    return [j for (j,) in con.execute(
-        "SELECT DISTINCT judge FROM benchmark_scores WHERE list_contains($ids, run_id) AND NOT is_pooled(judge) "
-        "ORDER BY 1",
-        {"ids": run_ids}).fetchall()]
+    return [j for (j,) in con.execute(query("view.judges"), {"ids": run_ids}).fetchall()]
 
 
 def _judges(con: duckdb.DuckDBPyConnection, present: list[str], judge: str | None, every: bool = False) -> list[str]:
@@ -164,15 +156,12 @@ def _judges(con: duckdb.DuckDBPyConnection, present: list[str], judge: str | Non
 
 def _pools(con: duckdb.DuckDBPyConnection, judges: list[str]) -> dict[str, str]:
     """Each judge's pooled row ('*', or '* [LABEL]' under another prompt set: ``pooled_judge``)."""
-    return dict(con.execute("SELECT j, pooled_judge(j) FROM unnest($js::VARCHAR[]) t(j)", {"js": judges}).fetchall())
+    return dict(con.execute(query("view.pools"), {"js": judges}).fetchall())
 
 
 def _benchmarks(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[tuple[str, str]]:
     """The core benchmarks always (a missing one shows as not run), others when they were run."""
-    return con.execute(
-        "SELECT benchmark, title FROM benchmark_info WHERE in_overall OR benchmark IN "
-        "(SELECT DISTINCT benchmark FROM questions WHERE list_contains($ids, run_id)) ORDER BY position",
-        {"ids": run_ids}).fetchall()
+    return con.execute(query("view.benchmarks"), {"ids": run_ids}).fetchall()
 
 
 QUESTION_COLUMNS = ["se_clustered", "ci_questions_low", "ci_questions_high"]  # with --clustered-se (intervals.py)
@@ -187,7 +176,7 @@ def _by_question(con: duckdb.DuckDBPyConnection, section: Section, run_ids: list
     from .intervals import question_intervals
 
     found = question_intervals(con, run_ids, section.judge)
-    titles = dict(con.execute("SELECT benchmark, title FROM benchmark_info").fetchall()) | {"overall": "Overall"}
+    titles = dict(con.execute(query("view.titles")).fetchall()) | {"overall": "Overall"}
     if clipped := [titles.get(b, b) for b, q in found.items() if q.clipped]:
         section.notes.append(f"95% CI (questions) clipped to the scale: {', '.join(clipped)}")
     return {b: [q.se, q.low, q.high] for b, q in found.items()}
@@ -199,10 +188,7 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str,
                                                *QUESTION_COLUMNS, "note"])
     by_question = _by_question(con, section, [run_id], clustered)
     none = [None] * len(QUESTION_COLUMNS)
-    got = {r[0]: r[1:] for r in con.execute(
-        "SELECT benchmark, score, baseline_score, n, n_null, n_error + n_judge_error, n_not_judged, n_stale, "
-        "prompt_hashes, n_readings_differ FROM benchmark_scores WHERE run_id = $run AND judge = $judge",
-        {"run": run_id, "judge": judge}).fetchall()}
+    got = {r[0]: r[1:] for r in con.execute(query("view.run_benchmarks"), {"run": run_id, "judge": judge}).fetchall()}
     coverage = _answered(con, [run_id])
     by_judge = _not_judged_by_judge(con, [run_id]) if judge == ALL_JUDGES else {}
     for bench, title in _benchmarks(con, [run_id]):
@@ -228,8 +214,7 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str,
         section.prompt_hashes[bench] = prompts
         section.rows.append([title, score, baseline, n, null, errors, not_judged, *by_question.get(bench, none),
                              "; ".join(x for x in notes if x)])
-    overall = con.execute("SELECT overall, baseline_overall, complete FROM run_scores WHERE run_id = $run AND judge = "
-                          "$judge", {"run": run_id, "judge": judge}).fetchone()
+    overall = con.execute(query("view.run_overall"), {"run": run_id, "judge": judge}).fetchone()
     if overall and overall[0] is not None:
         section.complete = bool(overall[2])
         section.rows.append(["Overall", overall[0], overall[1], None, None, None, None, *by_question.get(
@@ -242,9 +227,7 @@ def _single(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_id: str,
 
 def _answered(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, tuple[int, int]]:
     """Per benchmark: the answers these runs hold and how many of them are errors."""
-    return {b: (int(n), int(e)) for b, n, e in con.execute(
-        "SELECT benchmark, sum(answers), sum(answer_errors) FROM answer_coverage WHERE list_contains($ids, run_id) "
-        "GROUP BY 1", {"ids": run_ids}).fetchall()}
+    return {b: (int(n), int(e)) for b, n, e in con.execute(query("view.answered"), {"ids": run_ids}).fetchall()}
 
 
 def _state(answered: tuple[int, int] | None, judged: bool) -> str | None:
@@ -260,10 +243,7 @@ def _state(answered: tuple[int, int] | None, judged: bool) -> str | None:
 
 def _not_judged_by_judge(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, str]:
     """Pooled judges count an answer once per judge: per benchmark, which judges left how many out."""
-    rows = con.execute("SELECT benchmark, judge, sum(n_not_judged)::BIGINT FROM benchmark_scores "
-                       "WHERE NOT is_pooled(judge) AND list_contains($ids, run_id) GROUP BY ALL "
-                       "HAVING sum(n_not_judged) > 0 ORDER BY 1, 2",
-                       {"ids": run_ids}).fetchall()
+    rows = con.execute(query("view.not_judged_by_judge"), {"ids": run_ids}).fetchall()
     out: dict[str, list[str]] = {}
     for bench, judge, n in rows:
         out.setdefault(bench, []).append(f"{judge} {n}")
@@ -281,15 +261,10 @@ def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list
     if excluded:
         section.notes.append("left out (family statistics count complete runs only): " + ", ".join(
             f"{t} ({'; '.join(b)})" for _, t, b in excluded))
-    for bench, prompts in con.execute(
-            "SELECT benchmark, list_sort(list_distinct(flatten(list(prompt_hashes)))) FROM benchmark_scores "
-            "WHERE list_contains($ids, run_id) AND judge = $judge GROUP BY 1", {"ids": counted, "judge": judge}
-    ).fetchall():
+    for bench, prompts in con.execute(query("view.family_prompts"), {"ids": counted, "judge": judge}).fetchall():
         section.prompt_hashes[bench] = prompts
-    stats = {r[0]: r[1:] for r in con.execute(
-        "SELECT benchmark, mean, sd, ci_low, ci_high, min, max, runs, baseline_mean, ci_clipped FROM multi_run_stats "
-        "WHERE base_tag = $tag AND model = $model AND judge = $judge",
-        {"tag": tag, "model": model, "judge": judge}).fetchall()}
+    stats = {r[0]: r[1:] for r in con.execute(query("view.family_stats"),
+                                              {"tag": tag, "model": model, "judge": judge}).fetchall()}
     if (runs := max((v[6] for v in stats.values()), default=0)) > 1:
         clipped = [t for b, t in [*_benchmarks(con, run_ids), ("overall", "Overall")] if b in stats and stats[b][8]]
         section.notes.append(f"95% CI: run to run only ({runs} runs, {runs - 1} degree{'s' if runs > 2 else ''} of "
@@ -297,12 +272,10 @@ def _multi(con: duckdb.DuckDBPyConnection, model: str, judge: str, run_ids: list
                              + (f"; clipped to the scale: {', '.join(clipped)}" if clipped else "")
                              + ("" if clustered else "; --clustered-se adds the interval over questions × runs"))
     coverage = _answered(con, run_ids)
-    judged = {b for (b,) in con.execute(
-        "SELECT benchmark FROM benchmark_scores WHERE list_contains($ids, run_id) AND judge = $judge AND n > 0",
-        {"ids": run_ids, "judge": judge}).fetchall()}
+    judged = {b for (b,) in con.execute(query("view.judged_benchmarks"), {"ids": run_ids, "judge": judge}).fetchall()}
     by_question = _by_question(con, section, counted, clustered)
     none = [None] * len(QUESTION_COLUMNS)
-    core = {b for (b,) in con.execute("SELECT benchmark FROM benchmark_info WHERE in_overall").fetchall()}
+    core = {b for (b,) in con.execute(query("view.core")).fetchall()}
     for bench, title in [*_benchmarks(con, run_ids), ("overall", "Overall")]:
         if bench not in stats:
             state = _state(coverage.get(bench), judged=bench in judged) if bench != "overall" else None

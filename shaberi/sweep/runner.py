@@ -40,6 +40,7 @@ from ..llm.client import ClientConfig
 from ..passes import build
 from ..pipeline import Outcome, RunRequest, repeated, run
 from ..promptsets import load as load_prompts
+from ..status import combined
 from .plan import ModelSpec, Plan
 from .progress import counts
 
@@ -239,8 +240,8 @@ def evaluate_model(plan: Plan, spec: ModelSpec, report: Report, judge_lease: Cal
 
 
 def _status(outcomes: dict[str, Outcome]) -> str:
-    statuses = {o.status for o in outcomes.values()}
-    return "ok" if statuses == {"ok"} else "failed" if statuses == {"failed"} else "partial"
+    """A model's status over its runs, done side by side: the one rule (``status.combined``)."""
+    return combined([o.status for o in outcomes.values()])
 
 
 def _merge(generated: dict[str, Any], judged: dict[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """The persisted tables, declared once: the contract between stages, SQL views and exports.
 
 Every table is partitioned by ``run_id``. Rows are appended; when a key is written again the row with
-the latest ``created_at`` wins (the SQL views and the store's compaction apply the same rule), except
-``token_usage``, whose rows are increments and are summed.
+the greatest ``Table.version`` (``created_at``; a run's row: ``updated_at``) wins, ties going to the row written
+last. That ordering is declared here once: the SQL views (``sql.latest_row``, ``{latest:TABLE}`` in
+``sql/010_tables.sql``) and the store's reads and compaction (``store._latest``) both take it from here.
+``token_usage``'s rows are increments and are summed.
 
 Column types are named here, not built as Arrow types, so that read-only commands (``leaderboard``,
 ``view``) can declare their DuckDB views without importing pyarrow; ``Table.schema`` builds the Arrow
@@ -40,6 +42,7 @@ class Table:
     key: tuple[str, ...]
     additive: bool = False  # rows are increments to be summed, not versions of a key
     derive: Callable[[pa.Table], pa.Table] | None = None  # fills derived columns whenever a part is written
+    version: str = "created_at"  # a key's latest row has the greatest value here (ties: the row written last)
 
     @property
     def columns(self) -> list[str]:
@@ -57,8 +60,8 @@ class Table:
 
 
 def _t(name: str, key: tuple[str, ...], fields: list[tuple[str, str]], additive: bool = False,
-       derive: Callable[[pa.Table], pa.Table] | None = None) -> Table:
-    return Table(name, tuple(fields), key, additive, derive)
+       derive: Callable[[pa.Table], pa.Table] | None = None, version: str = "created_at") -> Table:
+    return Table(name, tuple(fields), key, additive, derive, version)
 
 
 def _count_scripts(data: pa.Table) -> pa.Table:
@@ -111,6 +114,7 @@ TABLES: dict[str, Table] = {
                 ("created_at", TS),
                 ("updated_at", TS),  # last written
             ],
+            version="updated_at",  # every stage rewrites the run's row: the last written is the run
         ),
         _t(
             "questions",

@@ -11,6 +11,7 @@ scipy's Student t quantile, so confidence intervals come from scipy, not from a 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import threading
@@ -31,8 +32,9 @@ from .location import Root, as_root, attach, glob_in, glob_literal, is_remote
 from .schema import TABLES, Table
 from .writers import probe_writers
 
-__all__ = ["LATEST_RUN_ROW", "SCORE_DIGITS", "connect", "define_status", "load_pricing", "materialize", "read_only",
-           "reattach", "relisting", "score_mean", "shown_status"]
+__all__ = ["LATEST_RUN_ROW", "SCORE_DIGITS", "connect", "define_status", "latest_row", "load_pricing", "materialize",
+           "query",
+           "read_only", "reattach", "relisting", "score_mean", "shown_status", "status_rule"]
 
 T = TypeVar("T")
 # The one rule for a mean of scores, wherever it is printed (the views, the leaderboard, compare, the report):
@@ -61,14 +63,75 @@ def score_mean(values: Iterable[float | None]) -> float | None:
     return float(row[0])
 
 
+_QUERY_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+@functools.cache
+def _queries(group: str) -> dict[str, str]:
+    path = resource_dir("sql") / "queries" / f"{group}.sql"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KeyError(f"no query file {path}") from None
+    pieces = _QUERY_NAME.split(text)  # [preamble, name, body, name, body, …]
+    return {name: body.strip().rstrip(";") for name, body in zip(pieces[1::2], pieces[2::2], strict=True)}
+
+
+def query(name: str) -> str:
+    """The named query ``GROUP.NAME``: the section headed ``-- name: NAME`` of ``sql/queries/GROUP.sql``. The SQL a
+    report or command asks the views lives beside the views, so that no rule hides in a Python string
+    (``tests/test_architecture.py`` checks); the caller passes values only (DuckDB's ``$name`` parameters)."""
+    group, _, section = name.partition(".")
+    try:
+        return _queries(group)[section]
+    except KeyError:
+        raise KeyError(f"no query {name!r} (sql/queries/{group}.sql, -- name: {section})") from None
+
+
+def latest_row(table: str, file: str | None = "_file") -> str:
+    """The latest-row rule as a QUALIFY condition: per key, the greatest ``Table.version`` (schema.py declares it,
+    and the store's ``_latest`` keeps the same row), ties to the part written last (``file``: the column naming it;
+    None where the rows carry none)."""
+    spec = TABLES[table]
+    order = f"{spec.version} DESC" + (f", {file} DESC" if file else "")
+    return f"row_number() OVER (PARTITION BY {', '.join(spec.key)} ORDER BY {order}) = 1"
+
+
 # A run's row is rewritten by every stage: its latest version is the run (as the runs view reads it).
-LATEST_RUN_ROW = "row_number() OVER (PARTITION BY run_id ORDER BY updated_at DESC) = 1"
+LATEST_RUN_ROW = latest_row("runs", None)
 _STATUS_SQL = "005_status.sql"
 
 
 def define_status(con: duckdb.DuckDBPyConnection) -> None:
     """The status rule (``shown_status``) alone, for a connection that needs no other view (``find_runs``)."""
     con.execute((resource_dir("sql") / _STATUS_SQL).read_text(encoding="utf-8"))
+
+
+_STATUS_RULES = ("worst_status", "combined_status", "finished_status")
+_rules_lock = threading.Lock()
+_rules: duckdb.DuckDBPyConnection | None = None
+
+
+def status_rule(rule: str, statuses: list[str]) -> str:
+    """``rule`` (worst_status, combined_status or finished_status of ``sql/005_status.sql``) over statuses held
+    outside a view (a stage's over the benchmarks a run scoped, a sweep's model over its runs): the same words give
+    the same status wherever they are combined."""
+    if rule not in _STATUS_RULES:
+        raise ValueError(f"no status rule {rule!r}; rules: {', '.join(_STATUS_RULES)}")
+    return _status_rule(rule, tuple(s or "" for s in statuses))
+
+
+@functools.lru_cache(maxsize=1024)
+def _status_rule(rule: str, statuses: tuple[str, ...]) -> str:
+    """A few words, asked of DuckDB once (about 2 ms a call): a view's section or a run's stage asks often."""
+    global _rules
+    with _rules_lock:
+        if _rules is None:
+            _rules = duckdb.connect()
+            define_status(_rules)
+        row = _rules.execute(f"SELECT {rule}($s::VARCHAR[])", {"s": list(statuses)}).fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def shown_status(con: duckdb.DuckDBPyConnection, stored: str | None, alive: bool | None) -> str:
@@ -189,15 +252,17 @@ def _benchmark_info() -> list[tuple]:
 
 
 _KEY = re.compile(r"\{key:([a-z_]+)\}")
+_LATEST = re.compile(r"\{latest:([a-z_]+)\}")
 _VIEW = re.compile(r"^CREATE OR REPLACE VIEW (\w+) AS", re.MULTILINE)
 
 
 def _prepared(script: str) -> str:
     """A ``sql/`` script as it is run: ``{key:TABLE}`` filled with the table's key columns as ``schema.TABLES``
-    declares them, and each view bound when a query reads it, not when it is created (``DEFER_BINDING``).
-    Binding a view binds every view under it; a query binds them anyway, so binding all of them up front only
-    cost every command 90 ms (measured: ``connect`` 126 → 40 ms)."""
+    declares them, ``{latest:TABLE}`` with its latest-row rule (``latest_row``), and each view bound when a query
+    reads it, not when it is created (``DEFER_BINDING``). Binding a view binds every view under it; a query binds
+    them anyway, so binding all of them up front only cost every command 90 ms (measured: ``connect`` 126 → 40 ms)."""
     script = _KEY.sub(lambda m: ", ".join(TABLES[m[1]].key), script)
+    script = _LATEST.sub(lambda m: latest_row(m[1]), script)
     return _VIEW.sub(r"CREATE OR REPLACE VIEW \1 WITH (DEFER_BINDING) AS", script)
 
 

@@ -108,7 +108,7 @@ class Store:
         if not parts:
             empty = spec.schema if columns is None else pa.schema([spec.schema.field(c) for c in columns])
             return empty.empty_table()
-        need = None if columns is None else list(dict.fromkeys([*columns, *spec.key, "created_at"]))
+        need = None if columns is None else list(dict.fromkeys([*columns, *spec.key, spec.version]))
         data = pa.concat_tables([_conform(_read_part(p, need), spec, need) for p in parts])
         data = _sum_increments(data, spec) if spec.additive else _latest(data, spec)
         return data if columns is None else data.select(columns)
@@ -123,7 +123,7 @@ class Store:
             self.replace(table, run_id, self.read(table, run_id))
             return
         # Pass 1: which (part, row) holds the latest version of each key.
-        keys, cols = [], list(dict.fromkeys([*spec.key, "created_at"]))  # a versioned key holds it already
+        keys, cols = [], list(dict.fromkeys([*spec.key, spec.version]))  # a versioned key holds it already
         for i, p in enumerate(parts):
             k = _conform(_read_part(p, cols), spec, cols)
             k = k.append_column("__part", pa.array([i] * k.num_rows, pa.int32()))
@@ -347,14 +347,15 @@ def _conform(data: pa.Table, spec: Table, columns: list[str] | None) -> pa.Table
 
 
 def _latest(data: pa.Table, spec: Table) -> pa.Table:
-    """Keep, per key, the row with the greatest created_at (ties: the one written last)."""
+    """Keep, per key, the row with the greatest ``spec.version`` (ties: the one written last): the rule the views
+    apply (``sql.latest_row``), from the one ordering schema.py declares."""
     if data.num_rows == 0:
         return data
     # ordered and grouped on the key and time columns alone; the wide columns (answer texts) are copied once
     n = data.num_rows
-    small = data.select(list(dict.fromkeys([*spec.key, "created_at"]))).append_column("__order",
+    small = data.select(list(dict.fromkeys([*spec.key, spec.version]))).append_column("__order",
                                                                                     pa.array(range(n), pa.int64()))
-    order = pc.sort_indices(small, sort_keys=[("created_at", "ascending"), ("__order", "ascending")])
+    order = pc.sort_indices(small, sort_keys=[(spec.version, "ascending"), ("__order", "ascending")])
     small = small.take(order).append_column("__pos", pa.array(range(n), pa.int64()))
     last = small.group_by(list(spec.key), use_threads=False).aggregate([("__pos", "max")])
     pos = last.column("__pos_max")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
+import re
 import struct
 import tempfile
 from array import array
@@ -29,9 +30,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .layout import part_seq
-from .location import Root, open_for_read
+from .location import Root, glob_literal, open_for_read
+from .schema import TABLES
 
-__all__ = ["with_texts"]
+__all__ = ["copy_json", "locate", "with_texts"]
 
 _HEAD = struct.Struct("<qI")  # rank, length of the serialized texts
 BUDGET = 16 << 20
@@ -82,6 +84,32 @@ def _read_run(run: IO[bytes]) -> Iterator[tuple[int, bytes]]:
     while head := run.read(_HEAD.size):
         rank, size = _HEAD.unpack(head)
         yield rank, run.read(size)
+
+
+def _lit(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def locate(query: str, table: str, parts: list[Root]) -> str:
+    """``query`` (a named query) with ``{located}`` filled: each stored row of ``table``'s ``parts`` with its place
+    (``_file``, ``_row``: the last written of a key's rows), and ``{match:X}`` the condition joining it to view X's
+    row (the table's key and version)."""
+    spec = TABLES[table]
+    identity = list(dict.fromkeys([*spec.key, spec.version]))
+    types = dict(spec.duckdb_columns)
+    files = ", ".join(_lit(glob_literal(p)) for p in parts)
+    located = (f"(SELECT {', '.join(f'CAST({c} AS {types[c]}) AS {c}' for c in identity)}, max(_file) AS _file, "
+               f"arg_max(file_row_number, _file) AS _row FROM read_parquet([{files}], union_by_name = true, "
+               f"filename = '_file', file_row_number = true, hive_partitioning = false) GROUP BY ALL)")
+    alias = re.search(r"\{match:(\w+)\}", query)
+    assert alias is not None
+    match = " AND ".join(f"{alias[1]}.{c} IS NOT DISTINCT FROM l.{c}" for c in identity)
+    return query.replace("{located}", located).replace(alias[0], match)
+
+
+def copy_json(con: duckdb.DuckDBPyConnection, query: str, params: dict, path: Path) -> None:
+    """``query``'s rows as JSON Lines in ``path``, written by DuckDB itself (``COPY … FORMAT JSON``)."""
+    con.execute(f"COPY ({query}) TO $__path (FORMAT JSON)", {**params, "__path": str(path)})
 
 
 def with_texts(con: duckdb.DuckDBPyConnection, query: str, order: str, parts: list[Root], texts: list[str],
