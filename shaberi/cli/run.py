@@ -208,12 +208,11 @@ def run(
 
         changed = asyncio.run(reprocess_run(results_dir, model, tag, prompt_set))
         typer.echo(f"reprocessed run {run_id_for(model, tag)}: {changed} judgements changed, 0 API calls")
-        from ..tables.sql import connect
+        from ..tables.sql import connect, query
 
         for label, n in connect(results_dir).execute(  # read only by the clone that made them
-                "SELECT prompt_set, count(*) FROM judgements WHERE run_id = $run AND prompt_set LIKE 'original:%' "
-                "AND prompt_set IS DISTINCT FROM $label GROUP BY 1 ORDER BY 1",
-                {"run": run_id_for(model, tag), "label": prompt_set.label}).fetchall():
+                query("run.other_original_readings"), {"run": run_id_for(model, tag), "label": prompt_set.label}
+        ).fetchall():
             typer.echo(f"note: {n} judgements under {label} left as they are: give that clone with --judge-prompts "
                        "to read them again", err=True)
         return

@@ -174,18 +174,11 @@ def grader_counts(store: Store, run_id: str, ids: list[str], strategies: list[st
     """Per grader (``judges``: judge name -> grader label), the grades that count (the ``judgements`` view) of
     this evaluation's answers by its graders: every member and strategy answer of the sampled questions, and
     the separate baseline's sample 0."""
-    from ..tables.sql import connect
+    from ..tables.sql import connect, query
 
     con = connect(store.root, run_ids=[run_id] + ([base_run] if base_run else []), upto="lineage")
-    rows = con.execute(
-        f"""SELECT judge, count(*), count(*) FILTER (WHERE parse_method IN {UNREADABLE}),
-                   count(*) FILTER (WHERE score IS NULL)
-            FROM judgements
-            WHERE question_id IN (SELECT unnest($ids)) AND judge IN (SELECT unnest($judges)) AND (
-                  (run_id = $run AND strategy IN (SELECT unnest($strategies)))
-                  OR (run_id = $base AND strategy = '' AND sample_index = 0))
-            GROUP BY 1""",
-        {"ids": ids, "judges": sorted(judges), "run": run_id, "strategies": ["", *strategies],
-         "base": base_run or ""}).fetchall()
+    rows = con.execute(query("ensemble.grader_counts"), {
+        "ids": ids, "judges": sorted(judges), "run": run_id, "strategies": ["", *strategies], "base": base_run or "",
+        "unreadable": list(UNREADABLE)}).fetchall()
     return {judges[judge]: {"graded": n, "unreadable": unread, "no_grade": null}
             for judge, n, unread, null in sorted(rows, key=lambda r: judges[r[0]])}
