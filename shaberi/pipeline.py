@@ -197,8 +197,9 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             stored = store.read("runs", run_id).to_pylist()  # as it is now, under the lock
             before = RunRecord.of(stored[0]) if stored else None
             now = info.record("running")
-            if not generating:  # the candidate's side of the row stays as it was generated
-                assert before is not None
+            if before is None and not generating:  # removed since check_stored found it
+                raise UsageError(f"run {run_id} is gone from {req.results_dir}: generate its answers again")
+            if before is not None and not generating:  # the candidate's side of the row stays as it was generated
                 now = before.replace(judges=now.judges, passes=now.passes, pass_config=now.pass_config,
                                      judge_prompts=now.judge_prompts, prompt_hashes=now.prompt_hashes)
             record = _merged(before, now)
@@ -209,7 +210,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
                               judges=[req.judge_prompts.judge(j.name) for j in judges])
             limits_before = before.concurrency_history if before else {}
 
-            def updated(status: str) -> RunRecord:
+            def updated() -> RunRecord:  # this invocation's endpoint limits after those stored before
                 return record.replace(concurrency_history=endpoint_limits(clients, limits_before))
 
             async def do(stage: str) -> None:
@@ -357,14 +358,14 @@ class _Stages:
         self.export_error: str | None = None
         self.state: dict[str, dict] = dict(previous) | {s: {"status": "pending"} for s in stages}
         self.counts: Callable[[], dict[str, dict]] = dict
-        self.make_row: Callable[[str], RunRecord] | None = None
+        self.make_row: Callable[[], RunRecord] | None = None
 
     def _row(self, status: str, error: str | None = None) -> dict:
         assert self.make_row is not None
-        return runs(self.make_row(status).replace(stages=self.state, status=status, error=error))
+        return runs(self.make_row().replace(stages=self.state, status=status, error=error))
 
     @contextlib.contextmanager
-    def running(self, make_row: Callable[[str], RunRecord], counts: Callable[[], dict[str, dict]]
+    def running(self, make_row: Callable[[], RunRecord], counts: Callable[[], dict[str, dict]]
                 ) -> Iterator[None]:
         self.make_row, self.counts = make_row, counts
         self.store.replace("runs", self.run_id, [self._row("running")])
