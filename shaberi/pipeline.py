@@ -17,9 +17,10 @@ from . import benchmarks as bm
 from .errors import UsageError
 from .generate import GenerationConfig, Progress, generate, write_questions
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, rejudge_since, reprocess
-from .llm.client import ChatClient, ClientConfig, Transport, endpoint_limits
+from .llm.client import ChatClient, ClientConfig, endpoint_limits
 from .llm.endpoints import ModelAt, check_base_url, resolve_api_key, shared_llm
 from .llm.lease import EndpointLease, Lease
+from .llm.transport import Transport
 from .passes import Pass
 from .passes.runner import PassProgress, run_passes
 from .prompts import generation_template, template_hash

@@ -10,8 +10,9 @@ import orjson
 import pytest
 
 from shaberi import errors
-from shaberi.llm.client import ChatClient, ClientConfig, MockTransport, Response
+from shaberi.llm.client import ChatClient, ClientConfig
 from shaberi.llm.params import Verbatim
+from shaberi.llm.transport import MockTransport, Response
 from shaberi.testing import LoopbackServer
 from shaberi.testing.server import request_key
 

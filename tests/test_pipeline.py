@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from shaberi.llm.client import ClientConfig, MockTransport, Response
+from shaberi.llm.client import ClientConfig
 from shaberi.llm.endpoints import ModelAt
+from shaberi.llm.transport import MockTransport, Response
 from shaberi.passes import build
 from shaberi.pipeline import RunRequest, run
 

@@ -12,9 +12,10 @@ import orjson
 import pytest
 
 from shaberi import errors
-from shaberi.llm.client import ChatClient, ClientConfig, MockTransport, Response
+from shaberi.llm.client import ChatClient, ClientConfig
 from shaberi.llm.control import ControlConfig, Controller, duration
 from shaberi.llm.params import Verbatim
+from shaberi.llm.transport import MockTransport, Response
 from shaberi.testing import LoopbackServer
 
 

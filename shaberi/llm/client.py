@@ -18,12 +18,10 @@ import asyncio
 import email.utils
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 from urllib.parse import urlsplit
 
-import aiohttp
 import orjson
 
 from .. import errors
@@ -31,83 +29,16 @@ from ..redact import redact, url_secrets
 from .control import ControlConfig, Controller, Pacing
 from .lease import Answer, Lease
 from .params import Sampling, Verbatim, chat_body
+from .transport import AiohttpTransport, Response, Transport
 
 __all__ = [
     "LLM",
-    "AiohttpTransport",
     "ChatClient",
     "ClientConfig",
     "Completion",
-    "MockTransport",
-    "Response",
-    "Transport",
     "encode",
     "endpoint_limits",
 ]
-
-
-# -- transport seam --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Response:
-    status: int
-    headers: Mapping[str, str]
-    body: bytes
-
-
-class Transport(Protocol):
-    """Sends one HTTP request. Raises ``errors.ConnectError`` or ``errors.RequestTimeout``."""
-
-    async def request(
-        self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], timeout: float
-    ) -> Response: ...
-
-    async def aclose(self) -> None: ...
-
-
-class AiohttpTransport:
-    def __init__(self) -> None:
-        self._session: aiohttp.ClientSession | None = None
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
-
-    async def request(
-        self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], timeout: float
-    ) -> Response:
-        if self._session is None:
-            # No connector limit: the Controller decides how many requests are in flight.
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0), cookie_jar=aiohttp.DummyCookieJar()
-            )
-        if timeout not in self._timeouts:
-            self._timeouts[timeout] = aiohttp.ClientTimeout(total=timeout)
-        try:
-            async with self._session.request(
-                method, url, data=body, headers=headers, timeout=self._timeouts[timeout]
-            ) as resp:
-                return Response(resp.status, resp.headers, await resp.read())
-        except TimeoutError:
-            raise errors.RequestTimeout(f"no answer within {timeout:g} s") from None
-        except aiohttp.ClientError as exc:
-            raise errors.ConnectError(f"{type(exc).__name__}: {exc}") from None
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-
-
-class MockTransport:
-    """Answers from a function instead of the network, as httpx's MockTransport does."""
-
-    def __init__(self, handler: Callable[[str, str, bytes | None], Awaitable[Response] | Response]) -> None:
-        self.handler = handler
-
-    async def request(
-        self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], timeout: float
-    ) -> Response:
-        result = self.handler(method, url, body)
-        return await result if asyncio.iscoroutine(result) else result  # type: ignore[return-value]
-
-    async def aclose(self) -> None:
-        pass
 
 
 LONG_WAIT = 30.0  # a Retry-After this long is said on the display: a held run must not look stalled

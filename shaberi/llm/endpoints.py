@@ -12,7 +12,8 @@ from urllib.parse import urlparse
 
 from ..errors import UsageError
 from ..run_info import validate_name
-from .client import LLM, ChatClient, ClientConfig, Transport
+from .client import LLM, ChatClient, ClientConfig
+from .transport import Transport
 
 __all__ = ["DEFAULT_KEY_ENV", "ModelAt", "check_base_url", "is_loopback", "parse_judge", "resolve_api_key",
            "shared_llm"]
