@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import benchmarks as bm
-from .errors import UsageError
+from .errors import StorageError, UsageError
 from .generate import GenerationConfig, Progress, generate, write_questions
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, rejudge_since, reprocess
 from .llm.client import ChatClient, ClientConfig, endpoint_limits
@@ -373,16 +373,23 @@ class _Stages:
         try:
             yield
         except BaseException as exc:
-            stopped = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)  # Ctrl-C: resumable, not failed
-            error = "stopped by the user (Ctrl-C): re-run the same command to resume" if stopped else (
-                f"{type(exc).__name__}: {exc}")
+            # Ctrl-C, or what the disk or the object store did (a corrupt part, a full disk): the run stopped, and
+            # resumes with the same command once that is fixed; it did not fail.
+            by_user = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
+            stopped = by_user or isinstance(exc, StorageError)
+            error = ("stopped by the user (Ctrl-C): re-run the same command to resume" if by_user
+                     else str(exc) if stopped else f"{type(exc).__name__}: {exc}")
             for name in self.stages:
                 status = self.state[name].get("status")
                 if status in ("running", "pending"):
                     self.state[name]["status"] = ("interrupted" if stopped else "failed") if status == "running" \
                         else "not run"
-            self.store.replace("runs", self.run_id, [self._row("interrupted" if stopped else "failed", error)])
-            write_manifest(self.results_dir, self.run_id)
+            try:
+                self.store.replace("runs", self.run_id, [self._row("interrupted" if stopped else "failed", error)])
+                write_manifest(self.results_dir, self.run_id)
+            except StorageError:
+                if not isinstance(exc, StorageError):
+                    raise
             raise
 
     async def run(self, do: Callable[[str], Awaitable[None]], outcome: Outcome) -> None:

@@ -230,6 +230,16 @@ def test_generate_once_then_evaluate_many_times_without_generation_calls(server,
     assert reasoning.returncode == 0, reasoning.stderr
     assert server.stats()["calls"] == 5 and "failed" not in reasoning.stdout, reasoning.stdout
     assert [sorted(b) for b in server.bodies()] == [["max_completion_tokens", "model"]] * 5
+    # The same strategy's calls failing once (its answers errors, its grades none), then answering the same texts as
+    # before: the grades of those texts count again (the error rows' grades are stale), none is left without one.
+    server.fail_next(*[400] * 5)
+    failed = shaberi("ensemble", "quick-eval", "--model", "m", "--sample", "5", "--seed", "2", "--strategy",
+                     "standard", "--consensus-model", f"other@{server.base_url}", *args)
+    assert "5 of 5 consensus calls failed" in failed.stdout + failed.stderr, failed.stdout + failed.stderr
+    assert shaberi("ensemble", "quick-eval", "--model", "m", "--sample", "5", "--seed", "2", "--strategy", "standard",
+                   "--consensus-model", f"other@{server.base_url}", *args).returncode == 0
+    assert query(tmp_path / "r", "SELECT count(*), count(score) FROM judgements WHERE strategy = 'standard'") == [
+        (5, 5)]
     # A rule grader has no prompt: its rules' version, not a prompt hash, says how a grade was made.
     from shaberi.ensemble.graders import GRADERS
 

@@ -139,9 +139,37 @@ def test_a_corrupt_part_is_one_line_naming_it_in_every_command(server, tmp_path)
     assert str(caught.value).startswith(f"cannot read {part}: ")
 
 
+def test_a_part_found_corrupt_midway_stops_the_run_interrupted_not_failed(server, tmp_path):
+    """The judge stage finds its stored judgements unreadable after the run began: one line, exit 2, and the run is
+    ``interrupted`` (the same command resumes it once the part is restored), never ``failed`` by what the disk did."""
+    data = write_rakuda(tmp_path / "d", ["質問0", "質問1"])
+    args = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j",
+            "--results-dir", str(tmp_path / "r"), "--data-dir", str(data)]
+    assert shaberi(*args).returncode == 0
+    (part,) = (tmp_path / "r" / "tables" / "judgements").glob("*/part-*.parquet")
+    whole = part.read_bytes()
+    part.write_bytes(whole[:64])
+    for _ in range(2):  # the same state, the same code
+        proc = shaberi(*args)
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert len(errors) == 1 and errors[0].startswith(f"error: cannot read {part}: "), proc.stderr
+    (row,) = Store(tmp_path / "r").read("runs", "default__m__" + row_suffix(tmp_path / "r")).to_pylist()
+    assert row["status"] == "interrupted" and row["error"].startswith(f"cannot read {part}"), row
+    part.write_bytes(whole)
+    server.reset()
+    again = shaberi(*args)
+    assert again.returncode == 0 and server.stats()["calls"] == 0, again.stderr  # resumed: nothing paid twice
+    assert query(tmp_path / "r", "SELECT status FROM runs") == [("ok",)]
+
+
+def row_suffix(root) -> str:
+    (folder,) = (root / "tables" / "runs").iterdir()
+    return folder.name.rpartition("__")[2]
+
+
 def test_what_the_disk_does_is_one_line_with_what_to_do():
     import errno
-
 
     full = said(OSError(errno.ENOSPC, "No space left on device", "/r/tables/x.parquet"))
     assert full == ("no space left on the device writing /r/tables/x.parquet: free some space and run the same "

@@ -10,6 +10,7 @@ import hashlib
 import orjson
 
 from ..errors import LLMError
+from ..lineage import answer_hash
 from ..llm.client import LLM
 from ..llm.dispatch import Dispatcher
 from ..prompts import template_hash
@@ -71,11 +72,13 @@ async def consensus(journal: Journal, cached: CachedEntry, strat: Strategy, ids:
             done.outcome.failed += 1
             done.outcome.error = done.outcome.error or str(error)[:200]
             journal.append("answers", answer_row(cached.run_id, key, model, request_hash=identity, calls=1,
-                                                 error=str(error)[:2000],
+                                                 answer_hash=answer_hash(None), error=str(error)[:2000],
                                                  error_type=error.error_type if error else "error"))
             return
         content, detail, ctx = outcome
+        # its text's hash: a grade of another text of this strategy (an earlier answer, a failed call) is stale
         row = answer_row(cached.run_id, key, model, request_hash=identity, calls=1, content=content,
+                         answer_hash=answer_hash(content),
                          reasoning=orjson.dumps(detail).decode(), attempts=ctx.requests,
                          prompt_tokens=ctx.prompt_tokens, completion_tokens=ctx.completion_tokens)
         done[qid] = content

@@ -6,13 +6,13 @@ foreign error, where the results are read and written (as httpx's ``map_exceptio
     an object store's client (botocore, s3fs,    ObjectStorageError (exit 2)
       gcsfs, their aiohttp), by its type or a
       cause's, or raised inside their code
-    duckdb.IOException naming a part             PartReplaced     (exit 1: a writer replaced it after it was listed)
-    duckdb.InvalidInputException naming a part,  UnreadablePart   (exit 2: corrupt or truncated)
-      pyarrow.ArrowException reading one
+    duckdb.IOException naming a part gone         PartReplaced     (exit 1: a writer replaced it after it was listed)
+    any other DuckDB or pyarrow error naming a   UnreadablePart   (exit 2: corrupt, truncated, not readable)
+      part
 
 DuckDB reads through its own C++ and, on object storage, through fsspec: the foreign error reaches Python as a
 DuckDB error, its type lost, with the part's path in its text. The DuckDB type says what happened; the text
-only names the part (as DuckDB was given it for an IO error: glob-escaped; as found for a corrupt file), or the
+only names the part (as DuckDB was given it, glob-escaped, or as it found it: whichever is there), or the
 object store's failure DuckDB carried.
 """
 
@@ -33,7 +33,7 @@ from .location import as_root, unglob
 
 __all__ = ["converted", "storage_errors", "unreadable_part"]
 
-_PART = re.compile(r"""['"]([^'"]+\.parquet)['"]""")
+_PART = re.compile(r"""(["'])(.+?\.parquet)\1""")  # quoted as DuckDB quotes it (a path may hold the other quote)
 _READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
 _STORAGE_PACKAGES = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google")
 # What an object store's failure says inside the DuckDB or pyarrow error that carried it (its type is gone).
@@ -65,14 +65,14 @@ def converted(exc: BaseException) -> StorageError | None:
                                   "network")
     if not carried or not (part := _PART.search(text := str(exc))):
         return None
-    if isinstance(exc, duckdb.IOException):  # named as DuckDB was given it: glob_literal's escapes undone
-        path = unglob(part.group(1))
-        if not _exists(path):
-            return PartReplaced(f"{path} was replaced by a run being written while this command read it: run the "
-                                "same command again")
-    else:
-        path = part.group(1)  # a file DuckDB or pyarrow opened: its own name
-    return unreadable_part(path, text.splitlines()[0].replace(part.group(0), "it"))
+    named, reason = part.group(2), text.splitlines()[0]
+    # DuckDB names a part as it was given it (glob_literal's escapes: "No files found that match the pattern …")
+    # or as it found it (a file it opened): the one that is there is the part; neither, and it was replaced.
+    there = next((p for p in dict.fromkeys([named, unglob(named)]) if _exists(p)), None)
+    if there is None and isinstance(exc, duckdb.IOException):
+        return PartReplaced(f"{unglob(named)} was replaced by a run being written while this command read it: run "
+                            "the same command again")
+    return unreadable_part(there or named, reason)
 
 
 @contextlib.contextmanager
