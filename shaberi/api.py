@@ -24,6 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import UsageError
 from .tables.failures import storage_errors
 from .tables.location import as_root
 from .tables.selection import find_runs, select_runs
@@ -142,6 +143,9 @@ def _frame(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | 
     import polars as pl
 
     with storage_errors():
-        frame = pl.from_arrow(con.sql(query, params=params or None).to_arrow_table())  # a relation: no row copy
+        relation = con.sql(query, params=params or None)
+        if relation is None:  # no statement that returns rows (an empty query, a SET)
+            raise UsageError(f"{query!r} returns no rows to read; give a query, e.g. 'SELECT * FROM runs'")
+        frame = pl.from_arrow(relation.to_arrow_table())  # a relation: no row copy
     assert isinstance(frame, pl.DataFrame)
     return frame

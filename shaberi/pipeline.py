@@ -201,8 +201,10 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             if before is None and not generating:  # removed since check_stored found it
                 raise UsageError(f"run {run_id} is gone from {req.results_dir}: generate its answers again")
             if before is not None and not generating:  # the candidate's side of the row stays as it was generated
+                judging = {"judging": now.generation_config["judging"]} if judges else {}  # what judges were sent
                 now = before.replace(judges=now.judges, passes=now.passes, pass_config=now.pass_config,
-                                     judge_prompts=now.judge_prompts, prompt_hashes=now.prompt_hashes)
+                                     judge_prompts=now.judge_prompts, prompt_hashes=now.prompt_hashes,
+                                     generation_config=before.generation_config | judging)
             record = _merged(before, now)
             if on_start:
                 on_start(outcome)
@@ -520,7 +522,10 @@ def _merged(before: RunRecord | None, now: RunRecord) -> RunRecord:
         benchmarks=list(dict.fromkeys([*before.benchmarks, *now.benchmarks])),
         datasets=before.datasets | now.datasets,
         prompt_hashes=before.prompt_hashes | now.prompt_hashes,
-        judge_prompts=before.judge_prompts | now.judge_prompts,
+        judge_prompts=before.judge_prompts | {  # a prompt set judged with again keeps its other judges' requests
+            label: entry | ({"requests": before.judge_prompts[label].get("requests", {}) | entry["requests"]}
+                            if "requests" in entry and label in before.judge_prompts else {})
+            for label, entry in now.judge_prompts.items()},
         judges=list(dict.fromkeys([*before.judges, *now.judges])),
         passes=[p for p in before.passes if p.partition("@")[0] not in again] + now.passes,
         pass_config=before.pass_config | now.pass_config)

@@ -179,6 +179,7 @@ def test_a_judge_name_given_twice_on_two_endpoints_is_refused(server, tmp_path, 
 
 def test_stored_text_prints_as_stored_never_as_markup(tmp_path):
     """A judge reply or model name holding "[/x]" or "[[fail:401]]" is text, not console markup."""
+    (tmp_path / "r" / "tables").mkdir(parents=True)  # a results root, empty
     proc = shaberi("sql", "SELECT '[/]' AS t, '評価不能 [[fail:401]]' AS u, 'llama[q4]' AS m", "--results-dir",
                    str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr
@@ -199,6 +200,7 @@ def test_help_bare_commands_and_options_that_would_do_nothing(tmp_path):
 
 
 def test_markdown_cells_keep_pipes_and_line_breaks_inside_the_table(tmp_path):
+    (tmp_path / "tables").mkdir()
     out = shaberi("sql", "SELECT 'a|b' AS x, 'l1' || chr(10) || 'l2' AS y", "--format", "markdown", "--results-dir",
                   str(tmp_path))
     assert out.stdout.splitlines() == ["| x | y |", "|---|---|", "| a\\|b | l1<br>l2 |", ""]
@@ -206,6 +208,7 @@ def test_markdown_cells_keep_pipes_and_line_breaks_inside_the_table(tmp_path):
 
 def test_sql_reads_the_results_and_nothing_else(tmp_path):
     root = str(tmp_path / "r")
+    (tmp_path / "r" / "tables").mkdir(parents=True)
     for query, needle in [(f"COPY (SELECT 1) TO '{tmp_path}/out.csv'", "not COPY"),
                           (f"SELECT 1; ATTACH '{tmp_path}/x.db'", "not ATTACH"),
                           ("SET enable_external_access = true", "not SET"),
@@ -332,3 +335,21 @@ def test_a_reader_run_from_another_directory_says_no_results_root_is_there(tmp_p
                                                     "tables/ there): give --results-dir DIR (or set "
                                                     "SHABERI_RESULTS_DIR) where shaberi run wrote its results\n")
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["sql", "   "], "shaberi sql got no query"),
+    (["sql", "SELECT 1", "--results-dir", "{tmp}/nowhere"], "no results root at"),
+    (["ensemble", "quick-eval", "--model", "m", "--out", "{tmp}"], "is a directory"),
+    (["ensemble", "check", "--model", "m", "--out", "{tmp}"], "is a directory"),
+    (["serve-local", "--port", "99999"], "not in the range 1<=x<=65535"),
+])
+def test_input_a_command_cannot_use_is_one_line_before_any_work(tmp_path, args, said):
+    """An empty query, a results folder that is not there (not an empty one), a result file that is a folder, a
+    port no socket has: one line, exit 2, nothing written."""
+    (tmp_path / "r" / "tables").mkdir(parents=True)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    proc = shaberi(*args, *([] if "--results-dir" in args or args[0] == "serve-local" else
+                            ["--results-dir", str(tmp_path / "r")]))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and said in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["r", "tables"]

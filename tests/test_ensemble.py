@@ -247,6 +247,17 @@ def test_generate_once_then_evaluate_many_times_without_generation_calls(server,
         ("exact:numeric", None, GRADERS["numeric"].version)]
 
 
+def test_a_reasoning_models_cache_is_asked_as_its_family_takes_it_and_says_so(server, tmp_path):
+    data = write_gsm8k(tmp_path / "d", n=2)
+    made = shaberi("ensemble", "generate-cache", "--model", "gpt-5-mini", "--base-url", server.base_url, "--datasets",
+                   "gsm8k", "--n", "2", "--temperature", "0.7", "--data-dir", str(data), "--results-dir",
+                   str(tmp_path / "r"))
+    assert made.returncode == 0, made.stderr
+    assert "note: gpt-5-mini is in model family 'openai-reasoning'" in made.stderr and "temperature not sent" in \
+        made.stderr
+    assert [sorted(b) for b in server.bodies()] == [["max_completion_tokens", "model", "seed"]] * 4
+
+
 def test_recorded_responses_and_the_ci_gate(data_dir, tmp_path):
     recorded = [str(data_dir / "recorded" / "mmlu_pro" / f"{m}.jsonl") for m in RECORDED]
     args = ["--results-dir", str(tmp_path / "r")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 
 from shaberi import judge as judge_module
 from shaberi import prompts as prompts_module
+from shaberi.judge import JudgeConfig
 from shaberi.llm.client import ClientConfig
 from shaberi.llm.endpoints import ModelAt
 from shaberi.pipeline import RunRequest, run
@@ -118,6 +120,15 @@ def test_rerun_skips_stored_judgements_rejudge_calls_again_and_leaves_answers_al
     assert query(results, "SELECT count(*) FROM raw_judgements") == [(6,)]  # compaction keeps them too
     assert query(results, "SELECT count(*), count(DISTINCT question_id) FROM judgements") == [(3, 3)]
     assert query(results, "SELECT sum(requests) FROM token_usage WHERE stage = 'judging'") == [(6,)]
+    # A rejudge with other judge settings: the run's row says what its judges were sent last, and keeps the rest.
+    created = query(results, "SELECT created_at, generation_config FROM runs")[0]
+    evaluate(server, results, data, rejudge=True, judging=JudgeConfig(temperature=0.7, max_tokens=300))
+    assert [(b["temperature"], b["max_tokens"]) for b in server.bodies()[-3:]] == [(0.7, 300)] * 3
+    (row,) = query(results, "SELECT created_at, generation_config, judges FROM runs")
+    before, after = json.loads(created[1]), json.loads(row[1])
+    assert row[0] == created[0] and after == before | {"judging": after["judging"]}
+    assert (after["judging"]["temperature"], after["judging"]["max_tokens"]) == (0.7, 300)
+    assert row[2] == [f"judge-a@{server.base_url}"]
 
 
 def test_a_changed_judging_prompt_or_a_new_judge_is_judged_again(server, tmp_path, monkeypatch):

@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
+from shaberi.errors import UsageError
 from shaberi.llm.client import ClientConfig
 from shaberi.llm.endpoints import ModelAt
 from shaberi.llm.transport import MockTransport, Response
@@ -98,3 +101,24 @@ def test_a_report_of_a_tag_with_several_models_gives_each_its_block(tmp_path):
     assert page.count("<h3>a · default") == page.count("<h3>b · default") == 1
     page = write_report(tmp_path / "r", "default", tmp_path / "x.html", model="b").read_text(encoding="utf-8")
     assert "<h3>a · default" not in page and "<h3>b · default" in page
+
+
+def test_an_invocation_keeps_what_the_run_had_and_a_prompt_sets_other_judges_requests():
+    """The runs row an invocation writes (``_merged``): its own settings, the run's creation time, benchmarks,
+    judges and passes kept (a pass run again replaces its entry), and a prompt set judged with again keeps the
+    request record of its judges not asked this time (gpt-5.1's Responses API request beside gpt-4.1's)."""
+    from shaberi.pipeline import _merged
+    from shaberi.tables.rows import RunRecord
+
+    base = RunRecord("t__m__x", "t", "t", 1, "m")
+    before = base.replace(created_at=1, benchmarks=["rakuda"], judges=["a@u"], passes=["p@1", "q@1"],
+                          judge_prompts={"original:c1": {"folder": "f", "requests": {"gpt-5.1": {"api": "responses"}}}})
+    now = base.replace(created_at=2, benchmarks=["tengu"], judges=["b@u"], passes=["p@2"],
+                       judge_prompts={"original:c1": {"folder": "f", "requests": {"gpt-4.1": {"api": "chat"}}}})
+    merged = _merged(before, now)
+    assert (merged.created_at, merged.benchmarks, merged.judges, merged.passes) == (
+        1, ["rakuda", "tengu"], ["a@u", "b@u"], ["q@1", "p@2"])
+    assert merged.judge_prompts["original:c1"]["requests"] == {"gpt-5.1": {"api": "responses"},
+                                                               "gpt-4.1": {"api": "chat"}}
+    with pytest.raises(UsageError, match="rename one of the two folders"):
+        _merged(before, now.replace(judge_prompts={"original:c1": {"folder": "other", "path": "p"}}))

@@ -128,7 +128,7 @@ def _make(name: str, convert: Convert, *, scale: tuple[int, int], data: Mapping[
     required: one module names everything a benchmark is."""
     if data is None:
         raise ValueError(f"benchmark {name!r} has no data entry: register it with data={{'file': …, 'columns': "
-                         "[…]}} (docs/reference/plugins.md)")
+                         "[…]} (docs/reference/plugins.md)")
     if prompts is None:
         raise ValueError(f"benchmark {name!r} names no template folder: register it with prompts=FOLDER, the "
                          f"folder holding generation/{name}.jinja and judging/{name}/ (docs/reference/plugins.md)")

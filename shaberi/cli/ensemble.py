@@ -86,9 +86,12 @@ def ensemble_generate_cache(
     import asyncio
 
     from ..ensemble.commands import generate
+    from ..llm.params import Sampling, family_note
 
     config = client_config(concurrency, timeout, max_retries, rpm, tpm, rate_limit_timeout, retry_after_max,
                            concurrency_start, concurrency_min)
+    if note := family_note(model, Sampling(temperature, max_tokens)):  # as run says it: the cache's name keeps -tT
+        typer.echo(f"note: {note}", err=True)
     failed = []
     for made in asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature, max_tokens,
                                      api_key_env, config, limit, cache_dir=cache_dir)):
@@ -205,8 +208,8 @@ def ensemble_quick_eval(
     api_key_env: ApiKeyEnv = None,
     baseline_model: Annotated[str | None, typer.Option("--baseline-model", help="A separate cached run (e.g. "
                                                        "temperature 0) whose sample 0 is the baseline.")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Result file [default: results/quick-eval/…json].")
-                   ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Result file [default: results/quick-eval/…json].",
+                                             dir_okay=False)] = None,
     significance: Significance = None,
     require_complete: RequireComplete = False,
     cache_dir: CacheDir = None,
@@ -274,7 +277,7 @@ def ensemble_check(
     datasets: Annotated[str | None, typer.Option("--datasets", help="Comma list: one CI job's datasets, of those "
                                                  "the baseline file configures [default: all of them].")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Result file (for ensemble report) [default: "
-                                             "results/quick-eval/…json].")] = None,
+                                             "results/quick-eval/…json].", dir_okay=False)] = None,
     significance: Significance = None,
     require_complete: RequireComplete = False,
     cache_dir: CacheDir = None,

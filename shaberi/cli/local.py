@@ -119,7 +119,8 @@ def demo(
 def serve_local(
     gguf: Annotated[Path | None, typer.Option("--gguf", help="A GGUF model file [default: the embedded "
                                               "Qwen2.5-Coder-0.5B-Instruct Q4_K_M].")] = None,
-    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 to serve the model on.")] = 8000,
+    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 to serve the model on.", min=1,
+                                      max=65535)] = 8000,
     threads: Annotated[int, typer.Option("--threads", help="CPU threads; 1 when shaberi runs on the same "
                                          "machine (2 threads collapse when the other core is busy).")] = 1,
     model: Annotated[str, typer.Option("--model", help="The embedded model: qwen2.5-coder-0.5b or "

@@ -34,8 +34,10 @@ def sql(
     """Run SQL over the results views (runs, questions, answers, judgements, scores, benchmark_scores, …)."""
     import duckdb
 
+    from ..tables.selection import require_root
     from ..tables.sql import connect, read_only
 
+    require_root(results_dir)  # a mistyped folder is not an empty one
     con = connect(results_dir, pricing)
     read_only(con, results_dir, query)
     try:

@@ -225,6 +225,8 @@ def read_only(con: duckdb.DuckDBPyConnection, root: str | Path | Root, query: st
         statements = con.extract_statements(query)
     except duckdb.Error as exc:
         raise UsageError(f"SQL: {str(exc).splitlines()[0]}") from None
+    if not statements:
+        raise UsageError("shaberi sql got no query; give one, e.g. shaberi sql 'SELECT * FROM runs'")
     allowed = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
     if refused := [s.type.name for s in statements if s.type not in allowed]:
         raise UsageError(f"shaberi sql runs queries only (SELECT, EXPLAIN), not {', '.join(refused)}; "
