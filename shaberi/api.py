@@ -145,7 +145,7 @@ def _frame(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | 
     with storage_errors():
         relation = con.sql(query, params=params or None)
         if relation is None:  # no statement that returns rows (an empty query, a SET)
-            raise UsageError(f"{query!r} returns no rows to read; give a query, e.g. 'SELECT * FROM runs'")
+            raise UsageError(f"{query!r} returns no rows to read; give a query that does")
         frame = pl.from_arrow(relation.to_arrow_table())  # a relation: no row copy
     assert isinstance(frame, pl.DataFrame)
     return frame
