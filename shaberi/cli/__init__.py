@@ -18,7 +18,6 @@ from typer.core import TyperCommand, TyperGroup
 
 from ..errors import ShaberiError
 from ..redact import redact
-from ..tables.failures import converted
 from . import ensemble, local, results, run, sweep  # noqa: F401  (each registers its commands on the application)
 from .common import HELP, app
 
@@ -70,6 +69,8 @@ def _invoke(command: TyperCommand | TyperGroup, argv: list[str] | None, prog_nam
         typer.echo("Aborted!", err=True)
         sys.exit(1)
     except Exception as exc:
+        from ..tables.failures import converted  # DuckDB and pyarrow: only once something failed
+
         if (said := converted(exc)) is None:
             raise  # a bug: its traceback is what a maintainer needs
         typer.echo(f"error: {said}", err=True)
