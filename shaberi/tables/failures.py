@@ -26,7 +26,6 @@ import traceback
 from collections.abc import Iterator
 
 import duckdb
-import pyarrow as pa
 
 from ..errors import DiskFull, NotWritable, ObjectStorageError, PartReplaced, StorageError, UnreadablePart
 from .location import as_root, unglob
@@ -56,6 +55,8 @@ def converted(exc: BaseException) -> StorageError | None:
     if isinstance(exc, OSError) and exc.errno in _READ_ONLY:
         return NotWritable(f"cannot write {exc.filename or 'the results'} ({exc.strerror}): make the results "
                            "directory writable or choose another --results-dir")
+    import pyarrow as pa  # here: a command that fails pays for it, not every command that reads
+
     carried = isinstance(exc, duckdb.Error | pa.ArrowException)
     if _from_object_storage(exc) or (carried and any(s in str(exc) for s in _OBJECT_STORE)):
         lines = [ln for ln in str(exc).splitlines() if ln.strip()] or [type(exc).__name__]
