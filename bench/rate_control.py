@@ -4,12 +4,17 @@
     python bench/rate_control.py --caps 5,20 --latencies 0.5 --min-ideal 5
 
 For each in-flight cap (5, 20, 60, 150) and latency (0.1, 0.5, 2 s) the loopback server answers 429 beyond
-the cap; a run of N calls (at least 1,000, more where needed for the ideal to last ``--min-ideal`` seconds)
-is timed with default options (``--concurrency 200`` where the cap is above the default 60) and, as the
-floor, with the concurrency fixed at the true cap. Printed per cell: wall ÷ ideal (N × latency ÷ cap) for
-both, the 429 share of requests and answers lost. Then three other endpoints: one that queues instead of
-refusing (``--queue``: the latency growth is the figure), and requests- and tokens-per-minute budgets
-stated in ``x-ratelimit-*`` headers. Targets (issue 16): wall <= 1.15 x ideal, 429s < 2 %, none lost.
+the cap (``--retry-after S``: each such 429 says ``Retry-After: S``, as some providers' do); a run of N calls
+(at least 1,000, more where needed for the ideal to last ``--min-ideal`` seconds) is timed with default
+options (``--concurrency 200`` where the cap is above the default 60) and, as the floor, with the concurrency
+fixed at the true cap. Printed per cell: wall ÷ ideal (N × latency ÷ cap) for both, the 429 share of requests
+and answers lost. Then other endpoints: one that queues instead of refusing (``--queue``: the latency growth
+is the figure), requests- and tokens-per-minute budgets stated in ``x-ratelimit-*`` headers, and a gateway
+refusing 10 % of requests whatever the load (``stray``: with no header and with ``Retry-After: 0``), against
+the same run without the stray refusals. Targets (issues 16, 34):
+wall <= 1.15 x ideal, 429s < 2 %, none lost; with stray 429s within 1.3 x the run without them.
+
+    python bench/rate_control.py --caps 20,150 --latencies 0.3 --retry-after 1 --skip queue,rpm,tpm,stray
 """
 
 from __future__ import annotations
@@ -58,7 +63,8 @@ def main() -> None:
     parser.add_argument("--caps", default="5,20,60,150")
     parser.add_argument("--latencies", default="0.1,0.5,2")
     parser.add_argument("--min-ideal", type=float, default=10.0, help="seconds the ideal run lasts at least")
-    parser.add_argument("--skip", default="", help="comma list of: grid,floor,queue,rpm,tpm")
+    parser.add_argument("--skip", default="", help="comma list of: grid,floor,queue,rpm,tpm,stray")
+    parser.add_argument("--retry-after", type=float, default=None, help="Retry-After seconds on the grid's 429s")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
     worst = {"ratio": 0.0, "share": 0.0, "lost": 0}
@@ -70,7 +76,7 @@ def main() -> None:
                 n = max(1000, int(args.min_ideal * cap / latency + 0.5))
                 ideal = n * latency / cap
                 extra = ["--concurrency", "200"] if cap > DEFAULT_MAX else []
-                with LoopbackServer(latency_ms=latency * 1000, capacity=cap) as server:
+                with LoopbackServer(latency_ms=latency * 1000, capacity=cap, retry_after=args.retry_after) as server:
                     wall, stats, answers = run(server, n, extra)
                     floor_wall, floor_stats = float("nan"), {"calls": 1, "by_status": {}}
                     if "floor" not in skip:
@@ -91,6 +97,16 @@ def main() -> None:
               f"ideal, latency mean {answers['mean_ms'] / 1000:.2f} s / median {answers['p50_ms'] / 1000:.2f} s "
               f"(unqueued 0.50 s; at the default maximum of 60 in flight it would be 1.50 s), peak in flight "
               f"{stats['peak_in_flight']}")
+    if "stray" not in skip:  # 10 % refused whatever the load, 100 ms: against the same run with no refusals
+        n, latency = 2000, 0.1
+        with LoopbackServer(latency_ms=latency * 1000) as server:
+            clean, _, _ = run(server, n, [])
+        for retry_after in (None, 0.0):
+            with LoopbackServer(latency_ms=latency * 1000, stray_429=0.1, retry_after=retry_after) as server:
+                wall, stats, answers = run(server, n, [])
+            said = "no header" if retry_after is None else f"Retry-After: {retry_after:g}"
+            print(f"stray 429s (10 % of requests, {said}, 0.1 s, {n:,} calls): wall {wall / clean:.3f}x the same run "
+                  f"without them ({clean:.1f} s), 429s {share(stats):.2f} %, {answers['lost']} lost", flush=True)
     for kind in ("rpm", "tpm"):
         if kind in skip:
             continue

@@ -225,3 +225,48 @@ def test_a_tokens_budget_paces_the_first_window_too():
 def test_reset_durations_as_openai_writes_them():
     assert [duration(v) for v in ("20ms", "1s", "6m0s", "1m30.5s", "2", None, "soon", "nan", "-3")] == [
         0.02, 1.0, 360.0, 90.5, 2.0, None, None, None, 0.0]
+
+
+def test_the_loopback_server_states_retry_after_on_load_429s_and_refuses_strays_at_its_rate():
+    """The servers the rate-control bench measures against: 429s beyond the cap carrying ``Retry-After`` when asked,
+    and stray 429s for a seeded fraction of requests whatever the load (the same ones each run)."""
+    import urllib.error
+    import urllib.request
+
+    from scipy.stats import binom
+
+    def refusals(server: LoopbackServer, n: int) -> list[str | None]:
+        said = []
+        for i in range(n):
+            request = urllib.request.Request(f"{server.base_url}/chat/completions", method="POST", data=orjson.dumps(
+                {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}),
+                headers={"Content-Type": "application/json"})
+            try:
+                urllib.request.urlopen(request, timeout=10).read()
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 429
+                said.append(exc.headers.get("Retry-After"))
+        return said
+
+    with LoopbackServer(stray_429=0.1, retry_after=0) as strays:
+        first = refusals(strays, 400)
+        # one at a time, so never over a capacity: 400 × 10 % refused, within the binomial's 99.9 % interval
+        assert binom.ppf(0.0005, 400, 0.1) <= len(first) <= binom.ppf(0.9995, 400, 0.1), len(first)
+        assert set(first) == {"0"} and strays.stats()["by_status"]["429"] == len(first)
+        strays.reset()
+        assert len(refusals(strays, 400)) == len(first)  # seeded: the same run sees the same refusals
+    async def burst(url: str) -> list[errors.LLMError]:
+        """Six at once against a cap of two, each given up at its first refusal: the refusals."""
+        client = ChatClient(url, None, ClientConfig(max_retries=0, rate_limit_timeout=0.01,
+                                                    control=ControlConfig(start=6, max=6)))
+        try:
+            found = await asyncio.gather(*(client.chat(*body(f"b{i}")) for i in range(6)), return_exceptions=True)
+        finally:
+            await client.aclose()
+        return [r for r in found if isinstance(r, errors.LLMError)]
+
+    for retry_after in (1, None):  # without --retry-after a capacity 429 has no header, as before
+        with LoopbackServer(latency_ms=300, capacity=2, retry_after=retry_after) as capped:
+            refused = asyncio.run(burst(capped.base_url))
+            assert refused and capped.stats()["by_status"]["429"] >= len(refused)
+            assert all(isinstance(r, errors.RateLimitError) and r.retry_after == retry_after for r in refused)

@@ -4,7 +4,10 @@ It behaves like a small real endpoint: it answers ``POST /v1/chat/completions`` 
 Japanese reply and ``usage`` tokens, ``GET /v1/models`` with one model, after ``--latency-ms``.
 Its limits, none of which the client is told:
 
-- ``--capacity N``: beyond N requests in flight it answers 429 (no headers, like a gateway's cap);
+- ``--capacity N``: beyond N requests in flight it answers 429 (no headers, like a gateway's cap; with
+  ``--retry-after S`` each carries ``Retry-After: S``, as some providers' load 429s do);
+- ``--stray-429 F``: a fraction F of requests get 429 whatever the load (a gateway's random refusals; seeded,
+  so a run sees the same ones; ``Retry-After`` as above);
 - ``--queue N``: it serves N at a time and queues the rest (latency grows; no 429), like a local vLLM;
 - ``--rpm R`` / ``--tpm T``: requests / tokens (prompt + completion) a minute, each a bucket holding two
   seconds' worth; every response carries OpenAI's ``x-ratelimit-limit/remaining/reset-{requests,tokens}``
@@ -68,6 +71,7 @@ import asyncio
 import base64
 import hashlib
 import math
+import random
 import re
 import sys
 import time
@@ -99,8 +103,10 @@ class FakeLLM:
 
     def __init__(self, latency_ms: float = 0.0, capacity: int = 0, models: tuple[str, ...] = ("fake-model",),
                  queue: int = 0, rpm: float = 0, tpm: float = 0, judges: tuple[str, ...] = (),
-                 odd_answers: bool = False) -> None:
+                 odd_answers: bool = False, retry_after: float | None = None, stray_429: float = 0.0) -> None:
         self.judges = frozenset(judges)
+        self.refused_for = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else None
+        self.stray_429 = stray_429
         self.odd_answers = odd_answers
         self.latency = latency_ms / 1000
         self.capacity = capacity
@@ -121,6 +127,7 @@ class FakeLLM:
         self.bodies: deque[dict] = deque(maxlen=2000)
         self.replies: deque[dict] = deque(maxlen=2000)  # {model, content} of each answered chat request
         self.system_prompts: set[str] = set()  # seen before: their tokens come from the "cache"
+        self.strays = random.Random(0)  # which requests a stray 429 hits: the same ones each run
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -196,8 +203,10 @@ class FakeLLM:
         self.by_key[key] += 1
         if self.forced:
             return self._respond(self.forced.pop(0), b'{"error": {"message": "forced by /_fail"}}')
+        if self.stray_429 and self.strays.random() < self.stray_429:
+            return self._respond(429, b'{"error": {"message": "try again"}}', self.refused_for)
         if self.capacity and self.in_flight > self.capacity:
-            return self._respond(429, b'{"error": {"message": "capacity exceeded"}}')
+            return self._respond(429, b'{"error": {"message": "capacity exceeded"}}', self.refused_for)
         text = "\n".join(str(m.get("content") or "") for m in messages)
         judging = str(payload.get("model", "")) in self.judges or any(
             m.get("role") == "system" and "FINAL SCORE" in str(m.get("content")) for m in messages)
@@ -391,7 +400,8 @@ class _Bucket:
 async def _serve(args: argparse.Namespace) -> None:
     state = FakeLLM(latency_ms=args.latency_ms, capacity=args.capacity, models=tuple(args.models.split(",")),
                     queue=args.queue, rpm=args.rpm, tpm=args.tpm,
-                    judges=tuple(j for j in args.judges.split(",") if j), odd_answers=args.odd_answers)
+                    judges=tuple(j for j in args.judges.split(",") if j), odd_answers=args.odd_answers,
+                    retry_after=args.retry_after, stray_429=args.stray_429)
     runner = web.AppRunner(state.app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=1024)
@@ -433,6 +443,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tpm", type=float, default=0, help="tokens a minute, with x-ratelimit headers (0: none)")
     parser.add_argument("--judges", default="", help="comma list of models whose every request is a judge call")
     parser.add_argument("--odd-answers", action="store_true", help="candidate replies a template must not touch")
+    parser.add_argument("--retry-after", type=float, default=None,
+                        help="Retry-After seconds on capacity and stray 429s (none: no header)")
+    parser.add_argument("--stray-429", type=float, default=0.0, help="fraction of requests refused whatever the load")
     args = parser.parse_args(argv)
     try:
         try:
