@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 import shaberi as shaberi_api
+from shaberi.run_info import run_id_for
 from shaberi.tables.store import Store, recover
 
 from .conftest import query, shaberi, write_rakuda
@@ -154,18 +155,13 @@ def test_a_part_found_corrupt_midway_stops_the_run_interrupted_not_failed(server
         errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert len(errors) == 1 and errors[0].startswith(f"error: cannot read {part}: "), proc.stderr
-    (row,) = Store(tmp_path / "r").read("runs", "default__m__" + row_suffix(tmp_path / "r")).to_pylist()
+    (row,) = Store(tmp_path / "r").read("runs", run_id_for("m", "default")).to_pylist()
     assert row["status"] == "interrupted" and row["error"].startswith(f"cannot read {part}"), row
     part.write_bytes(whole)
     server.reset()
     again = shaberi(*args)
     assert again.returncode == 0 and server.stats()["calls"] == 0, again.stderr  # resumed: nothing paid twice
     assert query(tmp_path / "r", "SELECT status FROM runs") == [("ok",)]
-
-
-def row_suffix(root) -> str:
-    (folder,) = (root / "tables" / "runs").iterdir()
-    return folder.name.rpartition("__")[2]
 
 
 def test_what_the_disk_does_is_one_line_with_what_to_do():
