@@ -13,7 +13,7 @@ import pytest
 
 from shaberi import errors
 from shaberi.llm.client import ChatClient, ClientConfig
-from shaberi.llm.control import ControlConfig, Controller, duration
+from shaberi.llm.control import ControlConfig, Controller, Ticket, duration
 from shaberi.llm.params import Verbatim
 from shaberi.llm.transport import MockTransport, Response
 from shaberi.testing import LoopbackServer
@@ -46,6 +46,60 @@ def test_an_in_flight_cap_is_found_near_the_wall_and_held():
     # at the wall, below it and not collapsed, refusing rarely, does not.
     assert cuts and 5 <= client.control.limit <= 9
     assert client.rate_limited == rejected and client.limits()["rate_limited"] == rejected
+
+
+def test_a_retry_after_on_a_load_429_is_that_requests_wait_not_everyones():
+    """A cap of 8 whose 429s say ``Retry-After: 1``: each refused request waits its second (its next arrival is at
+    least 1 s after its refusal), while the others keep the cap busy; nothing holds every send."""
+    with LoopbackServer(latency_ms=50, capacity=8, retry_after=1) as server:
+        client, _ = asyncio.run(many(server.base_url, 400))
+        stats, arrivals = server.stats(), server.arrivals()
+    assert stats["by_status"]["200"] == 400
+    refused = [(t, key) for t, key, status in arrivals if status == 429]
+    assert refused and len(refused) < 0.05 * stats["calls"]
+    for t, key in refused:
+        again = min(a for a, k, _ in arrivals if k == key and a > t)
+        assert again >= t + 1.0, (t, again)
+    assert client.pacing.not_before == 0.0  # no hold of every send was ever set
+    # the others went on: requests arrived in the second after every refusal but the last
+    assert all(any(t < a < t + 1.0 for a, _, _ in arrivals) for t, _ in refused[:-1])
+
+
+def test_random_refusals_are_not_taken_for_load():
+    """A gateway refusing 10 % of requests whatever the load, with no cap: the limit is not driven down (lowering
+    it would not make the refusals rarer); every request is answered in the end."""
+    with LoopbackServer(latency_ms=50, stray_429=0.1) as server:
+        client, _ = asyncio.run(many(server.base_url, 800))
+        stats = server.stats()
+    assert stats["by_status"]["200"] == 800
+    refused = stats["by_status"]["429"]
+    assert refused >= 40  # ~10 % of ~890 requests: the strays really came
+    cuts = [limit for _, limit, why in client.control.history if why == "429"]
+    assert len(cuts) <= refused / 8, (len(cuts), refused)  # the old rule cut at every one, down to 1
+    assert client.control.limit >= 30 and min(cuts, default=60) >= 20, client.control.history
+
+
+def test_a_retry_after_from_an_endpoint_refusing_everything_holds_every_send():
+    """Refused at every in-flight level (a spent budget with no x-ratelimit headers): once the controller reads the
+    429s as the endpoint's, its Retry-After holds every send, so the endpoint is not asked again before then."""
+    calls: list[float] = []
+
+    def handler(method: str, url: str, data: bytes | None) -> Response:
+        calls.append(time.monotonic())
+        if len(calls) <= 6:
+            return Response(429, {"Retry-After": "1"}, b'{"error": {"message": "slow down"}}')
+        return Response(200, {}, orjson.dumps({"choices": [{"message": {"content": "答え"}}]}))
+
+    client = ChatClient("http://model.invalid/v1", None, transport=MockTransport(handler))
+
+    async def go() -> None:
+        await asyncio.gather(*(client.chat(*body(f"q{i}")) for i in range(10)))
+
+    asyncio.run(go())
+    assert client.pacing.not_before > 0  # the endpoint's hold was set
+    # after the hold was set, no send went out before it ended: the next call came a second after the refusals
+    refusals, later = calls[:6], calls[6:]
+    assert min(later) >= max(refusals) + 0.9
 
 
 def test_a_server_that_queues_is_not_driven_into_an_ever_longer_queue():
@@ -137,9 +191,13 @@ def test_the_rules():
     async def go() -> None:
         c = Controller(ControlConfig(start=4, max=100))
 
+        async def sent(c: Controller) -> Ticket:
+            await c.acquire()
+            return c.send()
+
         async def round_trip(cap: int = 1000) -> None:
             """One window against a server refusing beyond ``cap`` in flight: its 429s come back first."""
-            tickets = [await c.acquire() for _ in range(int(c.limit))]
+            tickets = [await sent(c) for _ in range(int(c.limit))]
             for t in sorted(tickets, key=lambda t: t.in_flight <= cap):
                 if t.in_flight > cap:
                     c.rate_limited(t)
@@ -158,13 +216,13 @@ def test_the_rules():
         assert int(c.limit) == 25  # probing the wall again, one slot for the round trip
         c2 = Controller(ControlConfig(start=8, max=100))
         for _ in range(3):
-            tickets = [await c2.acquire() for _ in range(int(c2.limit))]
+            tickets = [await sent(c2) for _ in range(int(c2.limit))]
             for t in tickets:
                 c2.success(t, 0.1, 0)
         peak = c2.limit
         for _ in range(4):  # four times the latency: a queue (the first round still holds earlier answers)
             await asyncio.sleep(0.06)
-            tickets = [await c2.acquire() for _ in range(int(c2.limit))]
+            tickets = [await sent(c2) for _ in range(int(c2.limit))]
             for t in tickets:
                 c2.success(t, 0.4, 0)
             peak = max(peak, c2.limit)
@@ -181,7 +239,10 @@ def test_a_stray_429_is_not_taken_for_a_wall():
 
     async def go() -> Controller:
         c = Controller(ControlConfig(start=30, max=60))
-        tickets = [await c.acquire() for _ in range(10)]
+        tickets = []
+        for _ in range(10):
+            await c.acquire()
+            tickets.append(c.send())
         c.rate_limited(tickets[2])
         assert int(c.limit) == 15
         for t in tickets[3:]:

@@ -144,23 +144,27 @@ class ChatClient:
                 refused.attempts = attempts  # the endpoint holds every send past this request's time bound
                 raise refused
             attempts += 1
-            ticket = await self.control.acquire()
-            slot, answer = None, None
-            try:
-                # after the slot: a budget a response has just stated applies to every later send
+            await self.control.acquire()
+            slot = None
+            try:  # after the slot: a budget a response has just stated applies to every later send
                 if not self.pacing.idle:
                     await self.pacing.wait(estimate=len(body) / 3)  # UTF-8 bytes per token, roughly, in Japanese
                 slot = await self.lease.acquire() if self.lease else None
+            except BaseException:
+                self.control.other(None)
+                raise
+            ticket, answer = self.control.send(), None
+            try:
                 sent = time.perf_counter()
                 self.requests += 1
                 resp = await self.transport.request(
                     "POST", f"{self.base_url}{path}", body, self.headers, self.config.timeout
                 )
                 if (spent := self.pacing.observe(resp.headers)) is not None:
-                    self._hold(spent, "x-ratelimit-reset")
+                    self.pacing.hold(self._capped(spent, "x-ratelimit-reset"))
                 content, reasoning, finish, usage = parse(resp)
             except errors.RateLimitError as exc:
-                self.control.rate_limited(ticket)
+                endpoint = self.control.rate_limited(ticket)
                 answer = Answer(refused=True)
                 exc.args = (redact(str(exc), self._secrets),)  # a server may echo the key; rows store this text
                 self.rate_limited += 1
@@ -171,7 +175,7 @@ class ChatClient:
                     exc.attempts = attempts
                     raise
                 refused = exc
-                delay = min(self._after_429(refusals, exc.retry_after), left)
+                delay = min(self._after_429(refusals, exc.retry_after, endpoint), left)
             except errors.LLMError as exc:
                 self.control.other(ticket)
                 exc.args = (redact(str(exc), self._secrets),)
@@ -198,25 +202,31 @@ class ChatClient:
                     self.lease.release(slot, answer)  # type: ignore[union-attr]
             await asyncio.sleep(delay)
 
-    def _after_429(self, refusals: int, retry_after: float | None) -> float:
+    def _after_429(self, refusals: int, retry_after: float | None, endpoint: bool) -> float:
         """How long a refused request waits before it queues again. The controller has already shrunk the
         limit, so the first pauses are about a round trip; from the fourth refusal of the same request on
         each doubles (up to ``backoff_max``), so an endpoint refusing everything is not hammered. A stated
-        Retry-After holds every send."""
+        Retry-After is this request's wait, as the SDKs take it; only when the controller reads the 429 as the
+        ``endpoint``'s (a rate or a spent budget) does it hold every send: a capacity 429's Retry-After holding
+        all of them would idle the whole cap for one request's refusal."""
         pause = random.uniform(0.5, 1.0) * min(self.config.backoff_max,
                                                 max(self.control.rtt, 0.05) * 2 ** max(0, refusals - 3))
-        return max(pause, self._hold(retry_after, "Retry-After")) if retry_after is not None else pause
+        if retry_after is None:
+            return pause
+        wait = self._capped(retry_after, "Retry-After")
+        if endpoint:
+            self.pacing.hold(wait)
+        return max(pause, wait)
 
-    def _hold(self, seconds: float, what: str) -> float:
-        """Hold every send ``seconds`` as the server asked, capped by ``retry_after_max`` and said on the
-        display when long or cut: an hour's wait must not look like a stalled run."""
+    def _capped(self, seconds: float, what: str) -> float:
+        """A wait the server asked for, capped by ``retry_after_max`` and said on the display when long or cut:
+        an hour's wait must not look like a stalled run."""
         wait = min(seconds, self.config.retry_after_max)
         if wait >= LONG_WAIT or seconds > wait:
             note = f"{self.shown_url} asked to wait {seconds:g} s ({what}); " + (
                 f"waiting {wait:g} s instead (--retry-after-max)" if seconds > wait else "waiting")
             if note not in self.notes:
                 self.notes.append(note)
-        self.pacing.hold(wait)
         return wait
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:

@@ -8,6 +8,8 @@ so the client learns them the way TCP learns a path's, and listens when the endp
       success, so a low cap answers 429 before many are sent; then **slow start**: +1 slot per success
       (doubling each round trip) until the first congestion signal; then **additive increase**: +1 slot
       per round trip.
+    - In-flight counts are taken when a request leaves (after any pacing or lease wait), not when it takes its
+      slot: what the server saw.
     - A **429** on a request sent after the last decrease (so at most one decrease per round trip) sets the
       limit just below the in-flight count the server refused (at most halving what was in use, or before
       any success the window meant to go out; a second 429 there is believed): a cap is found in one or two
@@ -19,6 +21,10 @@ so the client learns them the way TCP learns a path's, and listens when the endp
       costs a handful of 429s a run, not one every few round trips. A request sent with clearly more in
       flight than the ceiling that then succeeds shows the 429 was a stray one, not a wall: that cut is
       undone (as TCP undoes a spurious retransmission's), so one early 429 cannot leave a run at 2.
+    - **Random refusals** (a gateway refusing a share of requests whatever the load) are told from a wall by
+      the answers around them: a wall refuses nearly every request sent with as many in flight, a gateway a
+      few of them. A 429 where most of the last two rounds' answers sent with as many or more in flight
+      succeeded changes nothing: lowering the limit would not make it rarer.
     - **Latency**, for servers that queue instead of refusing (a local vLLM): each round's median latency
       per output token against a baseline, the lowest median of four consecutive answers lately (a short
       queue-free moment is enough to see it); every four answers are compared too, so growth (and slow
@@ -33,13 +39,16 @@ so the client learns them the way TCP learns a path's, and listens when the endp
     Requests and tokens per minute, from ``--rpm``/``--tpm`` and from OpenAI-style
     ``x-ratelimit-limit/remaining/reset-{requests,tokens}`` headers, pace sends evenly before the wall
     instead of after it (tokens through the mean tokens per request seen so far); a remaining budget of
-    zero, or a ``Retry-After``, holds every send until the stated time.
+    zero holds every send until the stated time. A ``Retry-After`` on a 429 is that request's wait, unless the
+    controller reads the 429 as the endpoint's (refused again soon after a cut, below it: a rate or a spent
+    budget), when it holds every send too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import math
 import re
 import statistics
@@ -58,6 +67,7 @@ HOLD = 4  # round trips below a ceiling before probing it again (doubles per rep
 HOLD_MAX = 256
 UNDO_MARGIN = 2  # a success sent with this many more in flight than the refused level: no wall there
 REPEAT_CUTS = (0.9, 0.8, 0.6, 0.5)  # a 429 again soon after a decrease: the limit was still too high
+STRAY_SHARE = 0.2  # refusals at least this share of recent answers are never random ones (``Controller._stray``)
 HOLD_GROWTH, SHRINK = 1.8, 2.5  # a round's latency over the baseline: stop growing / shrink
 GROUP, GROUPS = 4, 240  # the baseline: the lowest median of 4 consecutive answers, of the last 240 such groups
 TOKEN_WEIGHT = 16  # latency is compared per (output tokens + this): a long answer is no queue
@@ -90,7 +100,8 @@ class Controller:
     def __init__(self, config: ControlConfig = ControlConfig()) -> None:
         self.config = config
         self.limit = float(config.start)
-        self.in_flight = 0
+        self.held = 0  # slots taken (acquired, not yet answered)
+        self.in_flight = 0  # of which sent
         self.ssthresh = float("inf")  # slow start while the limit is below this
         self._t0 = time.monotonic()
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -103,8 +114,8 @@ class Controller:
         self._repeats = 0
         self._ceiling: int | None = None
         self._floored = False  # the last 429 cut stopped at half the window, above its in-flight count
-        self._undo: tuple[float, float, int] | None = None  # (limit, ssthresh) before the last 429 cut, and
-        # the in-flight count that 429 was sent with
+        self._undo: tuple[float, float, int] | None = None  # (limit, ssthresh) before the last 429 cuts, and
+        # the in-flight count the last was sent with
         self._hold = HOLD
         self._hold_until = 0.0
         self.rtt = 0.0  # smoothed latency of successes, seconds
@@ -112,13 +123,15 @@ class Controller:
         self._group: list[tuple[float, float]] = []
         self._floors: deque[float] = deque(maxlen=GROUPS)
         self._peak = 0  # the most in flight since the last decrease
+        self._answers: deque[tuple[int, bool]] = deque(maxlen=1024)  # (sent with how many in flight, refused)
         self._crowded = False  # the last round's latency said: do not grow
         self._last_record = -float("inf")
         self.history: list[tuple[float, int, str]] = [(0.0, config.start, "start")]
 
     # -- sending ---------------------------------------------------------------------------------
-    async def acquire(self) -> Ticket:
-        if self.in_flight >= int(self.limit):  # the common case is a free slot: no coroutine for it
+    async def acquire(self) -> None:
+        """Wait for a free slot (in the first window, for its turn too); ``send`` when the request leaves."""
+        if self.held >= int(self.limit):  # the common case is a free slot: no coroutine for it
             await self._slot()
         if not self._answered:  # spread the first window: a low cap answers before many are sent
             now = time.monotonic()
@@ -127,13 +140,18 @@ class Controller:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._first_answer.wait(), at - FIRST_WINDOW_GAP - now)
             await self._slot()
+        self.held += 1
+
+    def send(self) -> Ticket:
+        """The request leaves now (after any pacing or lease wait): its ticket counts what is on the wire with
+        it, what the server sees, not what merely holds a slot."""
         self.in_flight += 1
         self._sent += 1
         self._peak = max(self._peak, self.in_flight)
         return Ticket(self._sent, self.in_flight)
 
     async def _slot(self) -> None:
-        while self.in_flight >= int(self.limit):
+        while self.held >= int(self.limit):
             fut = asyncio.get_running_loop().create_future()
             self._waiters.append(fut)
             try:
@@ -143,9 +161,11 @@ class Controller:
                     self._waiters.remove(fut)
                 raise
 
-    def _release(self) -> None:
-        self.in_flight -= 1
-        free = int(self.limit) - self.in_flight
+    def _release(self, ticket: Ticket | None) -> None:
+        self.held -= 1
+        if ticket is not None:
+            self.in_flight -= 1
+        free = int(self.limit) - self.held
         while free > 0 and self._waiters:
             fut = self._waiters.popleft()
             if not fut.done():
@@ -169,22 +189,36 @@ class Controller:
             self._set(min(float(self.config.max), self.limit + step), now, "increase")
         if self._undo and ticket.in_flight >= self._undo[2] + UNDO_MARGIN:
             (limit, self.ssthresh, _), self._undo = self._undo, None  # no wall where the 429 said: undo the cut
-            self._ceiling, self._hold, self._floored = None, HOLD, False
+            self._forget_cut()
             self._set(max(self.limit, limit), now, "undo")
         if self._ceiling is not None and self.limit >= self._ceiling + 1:
             self._ceiling, self._hold = None, HOLD  # the probe passed: the wall has moved
-        self._release()
+        self._answers.append((ticket.in_flight, False))
+        self._release(ticket)
 
-    def rate_limited(self, ticket: Ticket) -> None:
+    def rate_limited(self, ticket: Ticket) -> bool:
+        """A 429. True when it is the endpoint's as a whole (a rate or a spent budget: refused again soon after
+        a cut, with fewer in flight than the cut allowed), so a ``Retry-After`` on it holds every send; else
+        it is about this request and our in-flight count, and only this request waits."""
         now = time.monotonic()
-        if ticket.seq > self._recover:  # sent after the last decrease: news about the current limit
+        self._answers.append((ticket.in_flight, True))
+        endpoint = False
+        if ticket.seq <= self._recover:  # sent before the last decrease: answered by it already
+            pass
+        elif self._stray(ticket.in_flight):  # one of a gateway's random refusals: no news about a wall
+            if self._undo and ticket.in_flight < self._undo[2]:  # refused below where the last cut put a wall:
+                # that cut's 429 was one of them too; back to the level it refused, the wall forgotten
+                (before, self.ssthresh, level), self._undo = self._undo, None
+                self._forget_cut()
+                self._set(max(self.limit, min(before, level)), now, "undo")
+        else:
             in_use = min(self.limit, self._peak) if self.rtt else self.limit
             limit: float
             if self._floored:  # the last cut doubted its 429; a second wall at this in-flight count is one
                 limit, self._floored = ticket.in_flight - 1, False
             elif now - self._last_cut < 3 * max(self.rtt, 0.05):
                 limit = self.limit * REPEAT_CUTS[min(self._repeats, len(REPEAT_CUTS) - 1)]
-                self._repeats += 1
+                self._repeats, endpoint = self._repeats + 1, True
             else:
                 # at most half of what was in use (before any success: of the window meant to go out), so a
                 # 429 after a lull or in the first window's first milliseconds is not read as a cap of 2
@@ -195,18 +229,42 @@ class Controller:
             self._hold = min(self._hold * 2, HOLD_MAX) if repeat else HOLD
             self._ceiling = ticket.in_flight
             self._hold_until = now + self._hold * max(self.rtt, 0.05)
-            undo = (self.limit, self.ssthresh, ticket.in_flight)
+            # what undoing it restores: the state before this cut, or before the cut it follows if that one is
+            # still unconfirmed (a stray 429 answered by a second cut must not leave the first in place)
+            undo = (*(self._undo[:2] if self._undo else (self.limit, self.ssthresh)), ticket.in_flight)
             self._cut(limit, now, "429")
             self._undo = undo
-        self._release()
+        self._release(ticket)
+        return endpoint
+
+    def _stray(self, level: int) -> bool:
+        """Whether a 429 sent with ``level`` in flight is one of a gateway's random refusals rather than news of a
+        wall, from the last two rounds' answers. A wall refuses most requests sent with as many in flight or
+        more; random refusals are a small share at every level. So it is stray when refusals are under
+        ``STRAY_SHARE`` of those answers and, among those sent with ``level`` or more, successes are as many as
+        refusals, or this is the only refusal there while refusals below it show random ones around (a
+        second one before any success there is a wall)."""
+        recent = list(itertools.islice(reversed(self._answers), max(2 * int(self.limit), 16)))
+        if sum(no for _, no in recent) >= STRAY_SHARE * len(recent):
+            return False  # refused too often for chance: a wall or a rate
+        refused = sum(no for n, no in recent if n >= level)
+        answered = sum(not no for n, no in recent if n >= level)
+        around = any(no for n, no in recent if n < level)
+        return refused <= answered or (refused == 1 and around)
+
+    def _forget_cut(self) -> None:
+        """The last cut was undone: no wall, and no recent cut for a next 429 to repeat."""
+        self._ceiling, self._hold, self._floored = None, HOLD, False
+        self._last_cut, self._repeats = -float("inf"), 0
 
     def snapshot(self) -> list[tuple[float, int, str]]:
         """The history with the limit as it is now (increases are sampled once a second)."""
         return [*self.history, (round(time.monotonic() - self._t0, 3), int(self.limit), "now")]
 
-    def other(self, ticket: Ticket) -> None:
-        """A 5xx, a timeout, a bad body: nothing learned about our share of the server."""
-        self._release()
+    def other(self, ticket: Ticket | None) -> None:
+        """A 5xx, a timeout, a bad body, or nothing sent (cancelled while it waited): nothing learned about our
+        share of the server."""
+        self._release(ticket)
 
     # -- latency -------------------------------------------------------------------------------
     def _observe_latency(self, now: float, seconds: float, per_token: float) -> None:

@@ -66,7 +66,8 @@ class JudgeBudget:
 
     async def acquire(self, key: str, slots: int, holder: str = "") -> int:
         e = self._endpoint(key, slots)
-        ticket = await e.control.acquire()
+        await e.control.acquire()
+        ticket = e.control.send()  # the holder sends as soon as it has the slot
         e.held[ticket.seq] = (ticket, holder)
         self.heard[holder] = time.monotonic()  # a holder that died while it waited is reaped from now on
         e.acquired += 1

@@ -70,6 +70,13 @@ class LoopbackServer:
         with urllib.request.urlopen(f"{root}/_replies", timeout=10) as resp:
             return json.loads(resp.read())
 
+    def arrivals(self) -> list[tuple[float, str | None, int | None]]:
+        """(``time.monotonic()`` at arrival, request key, status) of each chat request, oldest first: the clock is
+        the machine's, so the caller can order its own events against the server's."""
+        root = self.base_url.removesuffix("/v1")
+        with urllib.request.urlopen(f"{root}/_arrivals", timeout=10) as resp:
+            return [tuple(a) for a in json.loads(resp.read())]  # type: ignore[misc]
+
     def fail_next(self, *statuses: int) -> None:
         """Answer the next chat requests with these HTTP statuses."""
         root = self.base_url.removesuffix("/v1")

@@ -128,6 +128,9 @@ class FakeLLM:
         self.replies: deque[dict] = deque(maxlen=2000)  # {model, content} of each answered chat request
         self.system_prompts: set[str] = set()  # seen before: their tokens come from the "cache"
         self.strays = random.Random(0)  # which requests a stray 429 hits: the same ones each run
+        # (monotonic seconds at arrival, request key, status) of each chat request: the clock is the machine's,
+        # so a test in another process can order its own events against them
+        self.arrivals: deque[tuple[float, str | None, int | None]] = deque(maxlen=20_000)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -140,6 +143,7 @@ class FakeLLM:
         app.router.add_get("/_requests", self.requests_handler)
         app.router.add_get("/_bodies", self.bodies_handler)
         app.router.add_get("/_replies", self.replies_handler)
+        app.router.add_get("/_arrivals", self.arrivals_handler)
         return app
 
     async def models(self, request: web.Request) -> web.Response:
@@ -168,6 +172,9 @@ class FakeLLM:
     async def replies_handler(self, request: web.Request) -> web.Response:
         return web.Response(body=orjson.dumps(list(self.replies)), content_type="application/json")
 
+    async def arrivals_handler(self, request: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps(list(self.arrivals)), content_type="application/json")
+
     async def fail_handler(self, request: web.Request) -> web.Response:
         self.forced.extend(int(status) for status in orjson.loads(await request.read()))
         return web.Response(text="ok")
@@ -180,10 +187,13 @@ class FakeLLM:
         self.calls += 1
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        arrived, response = time.monotonic(), None
         try:
-            return await self._chat(request)
+            response = await self._chat(request)
+            return response
         finally:
             self.in_flight -= 1
+            self.arrivals.append((arrived, request.get("key"), response.status if response else None))
 
     async def _chat(self, request: web.Request) -> web.Response:
         responses = request.path.endswith("/responses")
@@ -192,7 +202,7 @@ class FakeLLM:
             messages = payload["input" if responses else "messages"]
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return self._respond(400, b'{"error": {"message": "invalid request body"}}')
-        key = request_key(messages)
+        key = request["key"] = request_key(messages)
         self.recent.append(messages)
         self.bodies.append({k: v for k, v in payload.items() if k not in ("messages", "input")}
                            | ({"api": "responses"} if responses else {}))
