@@ -37,10 +37,14 @@ async def many(base_url: str, n: int) -> tuple[ChatClient, list[float]]:
 def test_an_in_flight_cap_is_found_near_the_wall_and_held():
     with LoopbackServer(latency_ms=50, capacity=8) as server:
         client, _ = asyncio.run(many(server.base_url, 600))
-        stats = server.stats()
+        stats, arrivals = server.stats(), server.arrivals()
     assert stats["by_status"]["200"] == 600  # nothing lost, with the default retry settings
     rejected = stats["by_status"].get("429", 0)
-    assert 0 < rejected < 0.05 * stats["calls"]
+    # Before any answer the first window goes out spread, and on a busy machine the first 429s come back late, so
+    # how many of it pass the cap depends on the machine; at most the window (40), and after it rarely.
+    later = [status for t, _, status in arrivals if t > arrivals[0][0] + 0.5]
+    assert 0 < rejected < 40 + 0.02 * stats["calls"]
+    assert later.count(429) < 0.02 * len(later), (later.count(429), len(later))
     cuts = [limit for _, limit, why in client.control.history if why == "429"]
     # How fast it gets there depends on how busy the machine is (bench/rate_control.py measures it); that it holds
     # at the wall, below it and not collapsed, refusing rarely, does not.

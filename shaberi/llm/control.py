@@ -18,9 +18,9 @@ so the client learns them the way TCP learns a path's, and listens when the endp
       ×0.6, then ×0.5).
     - The level that failed is the **ceiling**: the limit regrows to just below it and probes it again only
       after holding ``HOLD`` round trips, twice as long each time the same wall answers, so a fixed cap
-      costs a handful of 429s a run, not one every few round trips. A request sent with clearly more in
-      flight than the ceiling that then succeeds shows the 429 was a stray one, not a wall: that cut is
-      undone (as TCP undoes a spurious retransmission's), so one early 429 cannot leave a run at 2.
+      costs a handful of 429s a run, not one every few round trips. When more of the requests sent lately
+      with as many in flight or more succeed than were refused, the 429 was a stray one, not a wall: that cut
+      is undone (as TCP undoes a spurious retransmission's), so one early 429 cannot leave a run at 2.
     - **Random refusals** (a gateway refusing a share of requests whatever the load) are told from a wall by
       the answers around them: a wall refuses nearly every request sent with as many in flight, a gateway a
       few of them. A 429 where most of the last two rounds' answers sent with as many or more in flight
@@ -65,7 +65,7 @@ __all__ = ["ControlConfig", "Controller", "Pacing", "Ticket"]
 FIRST_WINDOW_GAP = 0.005  # seconds between the first window's sends: 200/s, 30 requests in 0.15 s
 HOLD = 4  # round trips below a ceiling before probing it again (doubles per repeat, up to HOLD_MAX)
 HOLD_MAX = 256
-UNDO_MARGIN = 2  # a success sent with this many more in flight than the refused level: no wall there
+UNDO_MARGIN = 2  # a cut is undone on successes sent with this many more in flight than the refused level
 REPEAT_CUTS = (0.9, 0.8, 0.6, 0.5)  # a 429 again soon after a decrease: the limit was still too high
 STRAY_SHARE = 0.2  # refusals at least this share of recent answers are never random ones (``Controller._stray``)
 HOLD_GROWTH, SHRINK = 1.8, 2.5  # a round's latency over the baseline: stop growing / shrink
@@ -187,13 +187,13 @@ class Controller:
             if self._ceiling is not None and int(self.limit + step) >= self._ceiling and now < self._hold_until:
                 step = 0.0  # just below the wall that answered 429: hold before probing it again
             self._set(min(float(self.config.max), self.limit + step), now, "increase")
-        if self._undo and ticket.in_flight >= self._undo[2] + UNDO_MARGIN:
+        self._answers.append((ticket.in_flight, False))
+        if self._undo and ticket.in_flight >= self._undo[2] + UNDO_MARGIN and self._passed(self._undo[2]):
             (limit, self.ssthresh, _), self._undo = self._undo, None  # no wall where the 429 said: undo the cut
             self._forget_cut()
             self._set(max(self.limit, limit), now, "undo")
         if self._ceiling is not None and self.limit >= self._ceiling + 1:
             self._ceiling, self._hold = None, HOLD  # the probe passed: the wall has moved
-        self._answers.append((ticket.in_flight, False))
         self._release(ticket)
 
     def rate_limited(self, ticket: Ticket) -> bool:
@@ -229,28 +229,47 @@ class Controller:
             self._hold = min(self._hold * 2, HOLD_MAX) if repeat else HOLD
             self._ceiling = ticket.in_flight
             self._hold_until = now + self._hold * max(self.rtt, 0.05)
-            # what undoing it restores: the state before this cut, or before the cut it follows if that one is
-            # still unconfirmed (a stray 429 answered by a second cut must not leave the first in place)
-            undo = (*(self._undo[:2] if self._undo else (self.limit, self.ssthresh)), ticket.in_flight)
+            # what undoing it restores: the state before this cut, or before the cut it follows soon after if
+            # that one is still unconfirmed (a stray 429 answered by a second cut must not leave the first)
+            chained = self._undo and now - self._last_cut < 3 * max(self.rtt, 0.05)
+            undo = (*(self._undo[:2] if chained else (self.limit, self.ssthresh)), ticket.in_flight)  # type: ignore[index]
             self._cut(limit, now, "429")
             self._undo = undo
         self._release(ticket)
         return endpoint
 
+    def _recent(self, level: int) -> tuple[int, int, bool]:
+        """Of the last two rounds' answers sent with ``level`` or more in flight: (refused, succeeded), and
+        whether any sent with fewer was refused."""
+        refused = succeeded = 0
+        below = False
+        for n, no in itertools.islice(reversed(self._answers), max(2 * int(self.limit), 16)):
+            if n >= level:
+                refused += no
+                succeeded += not no
+            else:
+                below = below or no
+        return refused, succeeded, below
+
+    def _passed(self, level: int) -> bool:
+        """More requests sent lately with clearly more than ``level`` in flight succeeded than were refused: no
+        wall there. (Not one success, nor one at ``level``: our count runs ahead of the server's by the answers
+        on their way back, more so on a busy machine, so a wall lets a few through just above it.)"""
+        refused, succeeded, _ = self._recent(level + UNDO_MARGIN)
+        return succeeded > max(refused, 1)
+
     def _stray(self, level: int) -> bool:
         """Whether a 429 sent with ``level`` in flight is one of a gateway's random refusals rather than news of a
-        wall, from the last two rounds' answers. A wall refuses most requests sent with as many in flight or
-        more; random refusals are a small share at every level. So it is stray when refusals are under
-        ``STRAY_SHARE`` of those answers and, among those sent with ``level`` or more, successes are as many as
-        refusals, or this is the only refusal there while refusals below it show random ones around (a
-        second one before any success there is a wall)."""
-        recent = list(itertools.islice(reversed(self._answers), max(2 * int(self.limit), 16)))
-        if sum(no for _, no in recent) >= STRAY_SHARE * len(recent):
+        wall. A wall refuses most requests sent with as many in flight or more; random refusals are a small
+        share at every level. So it is stray when refusals are under ``STRAY_SHARE`` of the last two rounds'
+        answers and, among those sent with ``level`` or more, successes are as many as refusals, or this is
+        the only refusal there while refusals below it show random ones around (a second one before any
+        success there is a wall)."""
+        window = list(itertools.islice(reversed(self._answers), max(2 * int(self.limit), 16)))
+        if sum(no for _, no in window) >= STRAY_SHARE * len(window):
             return False  # refused too often for chance: a wall or a rate
-        refused = sum(no for n, no in recent if n >= level)
-        answered = sum(not no for n, no in recent if n >= level)
-        around = any(no for n, no in recent if n < level)
-        return refused <= answered or (refused == 1 and around)
+        refused, succeeded, below = self._recent(level)
+        return refused <= succeeded or (refused == 1 and below)
 
     def _forget_cut(self) -> None:
         """The last cut was undone: no wall, and no recent cut for a next 429 to repeat."""
