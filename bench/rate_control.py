@@ -5,14 +5,16 @@
 
 For each in-flight cap (5, 20, 60, 150) and latency (0.1, 0.5, 2 s) the loopback server answers 429 beyond
 the cap (``--retry-after S``: each such 429 says ``Retry-After: S``, as some providers' do); a run of N calls
-(at least 1,000, more where needed for the ideal to last ``--min-ideal`` seconds) is timed with default
-options (``--concurrency 200`` where the cap is above the default 60) and, as the floor, with the concurrency
-fixed at the true cap. Printed per cell: wall ÷ ideal (N × latency ÷ cap) for both, the 429 share of requests
-and answers lost. Then other endpoints: one that queues instead of refusing (``--queue``: the latency growth
-is the figure), requests- and tokens-per-minute budgets stated in ``x-ratelimit-*`` headers, and a gateway
-refusing 10 % of requests whatever the load (``stray``: with no header and with ``Retry-After: 0``), against
-the same run without the stray refusals. Targets (issues 16, 34):
-wall <= 1.15 x ideal, 429s < 2 %, none lost; with stray 429s within 1.3 x the run without them.
+(at least ``--min-calls``, 1,000, more where needed for the ideal to last ``--min-ideal`` seconds) is timed
+with default options (``--concurrency 200`` where the cap is above the default 60) and, as the floor, with the
+concurrency fixed at the true cap. Printed per cell: wall ÷ ideal (N × latency ÷ cap) for both, the 429 share
+of requests and answers lost. Then a cap above ``--concurrency`` (150 against the default 60: the same command
+with the concurrency fixed at 60 is the floor), and other endpoints: one that queues instead of refusing
+(``--queue``: the latency growth is the figure), requests- and tokens-per-minute budgets stated in
+``x-ratelimit-*`` headers, and a gateway refusing 10 % of requests whatever the load (``stray``: with no header
+and with ``Retry-After: 0``), against the same run without the stray refusals. Targets (issues 16, 34):
+wall <= 1.15 x ideal (or 1.05 x the floor where the floor is above 1.1 x), 429s < 2 %, none lost; above
+--concurrency within 1.1 x the fixed run; with stray 429s within 1.3 x the run without them.
 
     python bench/rate_control.py --caps 20,150 --latencies 0.3 --retry-after 1 --skip queue,rpm,tpm,stray
 """
@@ -63,7 +65,8 @@ def main() -> None:
     parser.add_argument("--caps", default="5,20,60,150")
     parser.add_argument("--latencies", default="0.1,0.5,2")
     parser.add_argument("--min-ideal", type=float, default=10.0, help="seconds the ideal run lasts at least")
-    parser.add_argument("--skip", default="", help="comma list of: grid,floor,queue,rpm,tpm,stray")
+    parser.add_argument("--min-calls", type=int, default=1000, help="calls a grid cell makes at least")
+    parser.add_argument("--skip", default="", help="comma list of: grid,floor,above,queue,rpm,tpm,stray")
     parser.add_argument("--retry-after", type=float, default=None, help="Retry-After seconds on the grid's 429s")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
@@ -73,7 +76,7 @@ def main() -> None:
               f"{'peak':>4} | {'floor':>6} {'429 %':>6} | {'vs floor':>8}")
         for cap in map(int, args.caps.split(",")):
             for latency in map(float, args.latencies.split(",")):
-                n = max(1000, int(args.min_ideal * cap / latency + 0.5))
+                n = max(args.min_calls, int(args.min_ideal * cap / latency + 0.5))
                 ideal = n * latency / cap
                 extra = ["--concurrency", "200"] if cap > DEFAULT_MAX else []
                 with LoopbackServer(latency_ms=latency * 1000, capacity=cap, retry_after=args.retry_after) as server:
@@ -89,6 +92,15 @@ def main() -> None:
                 worst = {"ratio": max(worst["ratio"], wall / ideal), "share": max(worst["share"], share(stats)),
                          "lost": worst["lost"] + answers["lost"]}
         print(f"worst: wall {worst['ratio']:.3f}x ideal, 429s {worst['share']:.2f} %, {worst['lost']} answers lost")
+    if "above" not in skip:  # the cap above --concurrency: the default maximum is the wall; against it fixed
+        n, latency, cap = 3000, 0.3, 150
+        with LoopbackServer(latency_ms=latency * 1000, capacity=cap, retry_after=args.retry_after) as server:
+            wall, stats, answers = run(server, n, [])
+            fixed, _, _ = run(server, n, ["--concurrency", str(DEFAULT_MAX), "--concurrency-start", str(DEFAULT_MAX),
+                                          "--concurrency-min", str(DEFAULT_MAX)])
+        print(f"cap {cap} above --concurrency {DEFAULT_MAX} (0.3 s, {n:,} calls): default options {wall:.1f} s, "
+              f"{wall / fixed:.3f}x the same run with the concurrency fixed at {DEFAULT_MAX} ({fixed:.1f} s), 429s "
+              f"{share(stats):.2f} %, {answers['lost']} lost", flush=True)
     if "queue" not in skip:  # a server that queues beyond 20 at 0.5 s: ideal = N x 0.5 / 20
         n, latency, slots = 1000, 0.5, 20
         with LoopbackServer(latency_ms=latency * 1000, queue=slots) as server:
