@@ -18,7 +18,7 @@ from ..tables.rows import AnswerKey, token_usage
 from ..tables.rows import answer as answer_row
 from ..tables.store import Journal
 from .entry import CachedEntry
-from .graders import GRADERS, Grader
+from .grading import Grading
 from .result import StrategyOutcome
 from .strategies import Context, Strategy
 
@@ -32,8 +32,9 @@ class Consensus(dict):
 
 
 async def consensus(journal: Journal, cached: CachedEntry, strat: Strategy, ids: list[str],
-                     members: dict[str, list[str | None]], llm: LLM | None) -> Consensus:
-    """qid -> consensus text for every sampled question, reusing stored answers with the same identity."""
+                     members: dict[str, list[str | None]], llm: LLM | None, grading: Grading) -> Consensus:
+    """qid -> consensus text for every sampled question, reusing stored answers with the same identity; a
+    strategy compares answers with ``grading``'s rule graders (what it extracted from the members' texts)."""
     done = Consensus()
     done.outcome = StrategyOutcome([], [])
     uses_model = bool(strat.templates)
@@ -57,9 +58,7 @@ async def consensus(journal: Journal, cached: CachedEntry, strat: Strategy, ids:
     async def call(work: tuple[str, list[str], str]) -> tuple[str, dict, Context]:
         qid, responses, _ = work
         question = question_of[qid]
-        rules = GRADERS.get(question.extra.get("grader", ""))
-        ctx = Context(rules if isinstance(rules, Grader) else None, llm.model if llm else None,
-                      llm.client if llm else None)
+        ctx = Context(grading.rules(question), llm.model if llm else None, llm.client if llm else None)
         found = await strat.combine(question, responses, ctx)
         return found.content, found.detail, ctx
 

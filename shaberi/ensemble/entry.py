@@ -56,10 +56,12 @@ class CachedEntry:
                 self.members[qid][index] = None if error else row
                 self.failed += bool(error)
         self.grades = {(j["question_id"], j["sample_index"], j["strategy"], j["judge"], j["answer_hash"],
-                        How(j["prompt_hash"], j["grader_version"])): (j["score"], j["parse_method"], j["error"])
+                        How(j["prompt_hash"], j["grader_version"])): (j["score"], j["parse_method"], j["error"],
+                                                                      j["judge_output"])
                        for j in store.read("judgements", run_id, ["question_id", "sample_index", "strategy", "judge",
                                                                   "answer_hash", "prompt_hash", "grader_version",
-                                                                  "score", "parse_method", "error"]).to_pylist()}
+                                                                  "score", "parse_method", "error", "judge_output"]
+                                           ).to_pylist()}
 
         datasets = store.read("runs", run_id).to_pylist()
         provenance: dict = next(iter(RunRecord.of(datasets[0]).datasets.values()), {}) if datasets else {}

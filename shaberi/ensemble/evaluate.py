@@ -105,7 +105,7 @@ async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry
         outcome.samples_mean = [accuracy([grading.get(qid, i, "")[0] for i in range(len(members[qid]))])
                                 for qid in ids]
         for name in strategies:
-            done = await _consensus(journal, cached, STRATEGIES[name](), ids, members, consensus)
+            done = await _consensus(journal, cached, STRATEGIES[name](), ids, members, consensus, grading)
             await grading.grade([(qid, 0, name, done[qid]) for qid in ids], journal)
             grades = [grading.get(qid, 0, name) for qid in ids]
             outcome.strategies[name] = done.outcome

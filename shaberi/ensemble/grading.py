@@ -6,6 +6,9 @@ judge call failed; the same text for the same question is graded once, whichever
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 from typing import NamedTuple
 
 from ..benchmarks import Question
@@ -17,7 +20,7 @@ from ..tables.rows import AnswerKey, token_usage
 from ..tables.rows import judgement as judgement_row
 from ..tables.store import Journal, Store
 from .entry import CachedEntry, How
-from .graders import GRADERS, Grader, ModelGrader
+from .graders import GRADERS, Extraction, Grader, ModelGrader, RuleGrader
 from .graders.llm import GRADES
 
 __all__ = ["UNREADABLE", "Grading", "grader_counts"]
@@ -59,8 +62,28 @@ class Grading:
         self.results: dict[tuple[str, int, str], tuple[int | None, int | None]] = {}
         # The same text for the same question is graded once, whichever member or strategy wrote it.
         self.by_text: dict[tuple[str, str, How, str], tuple[int | None, str, str | None, str | None]] = {
-            (qid, judge_name, how, a_hash): (_score(score, method), method, None, error)
-            for (qid, _, _, judge_name, a_hash, how), (score, method, error) in cached.grades.items()}
+            (qid, judge_name, how, a_hash): (_score(score, method), method, output, error)
+            for (qid, _, _, judge_name, a_hash, how), (score, method, error, output) in cached.grades.items()}
+        self._rules: dict[str, Grader | None] = {}
+
+    def rules(self, question: Question) -> Grader | None:
+        """The question's rule grader for a strategy to extract answers with (None: graded by a judge model, or
+        by nothing), reading back what this grading extracted from the same text rather than extracting it
+        again: a vote reads every member's answer, all of them graded just before."""
+        kind = question.extra.get("grader", "")
+        if kind not in self._rules:
+            grader = GRADERS.get(kind)
+            self._rules[kind] = None if not isinstance(grader, Grader) else grader if not isinstance(
+                grader, RuleGrader) else replace(grader, extract=partial(self._extracted, kind, grader.extract))
+        return self._rules[kind]
+
+    def _extracted(self, kind: str, extract: Callable[[str, Question], Extraction], text: str,
+                   question: Question) -> Extraction:
+        graded = self._grader(question)
+        got = self.by_text.get((question.question_id, graded.judge, graded.how, answer_hash(text)))
+        if got is not None and got[3] is None and got[1] not in _ERRORS:  # (score, method, output, error)
+            return Extraction(got[2], got[1])
+        return extract(text, question)
 
     def get(self, qid: str, sample_index: int, strategy: str) -> tuple[int | None, int | None]:
         """(correct, attempted) as 0/1, both None when there is no readable grade."""

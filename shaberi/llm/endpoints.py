@@ -7,13 +7,15 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlparse
 
 from ..errors import UsageError
 from ..run_info import validate_name
-from .client import LLM, ChatClient, ClientConfig
-from .transport import Transport
+
+if TYPE_CHECKING:  # aiohttp, under the client, costs ~80 ms to import: only a command that calls a model needs it
+    from .client import LLM, ChatClient, ClientConfig
+    from .transport import Transport
 
 __all__ = ["DEFAULT_KEY_ENV", "ModelAt", "check_base_url", "is_loopback", "parse_judge", "resolve_api_key",
            "shared_llm"]
@@ -94,6 +96,7 @@ def shared_llm(spec: str, default_url: str | None, key_env: str | None, config: 
                key_option: str = "--judge-api-key-env", transport: Transport | None = None) -> LLM:
     """``MODEL`` or ``MODEL@BASE_URL`` as an LLM on a client shared by everything on that endpoint and key
     (``clients`` maps (URL, key) to the client). ``what`` names the option in error messages."""
+    from .client import LLM, ChatClient
     if "@" not in spec and not default_url:
         raise UsageError(f"{what}={spec!r} needs MODEL@BASE_URL (no --base-url given)")
     name, url = parse_judge(spec, (default_url or "").rstrip("/"))

@@ -125,7 +125,7 @@ def runs(record: RunRecord) -> dict[str, object]:
 
 
 def _row(table: str, values: dict[str, object]) -> dict[str, object]:
-    if unknown := sorted(set(values) - set(TABLES[table].columns)):
+    if not values.keys() <= (columns := TABLES[table].column_set) and (unknown := sorted(values.keys() - columns)):
         raise ValueError(f"{table} has no column {', '.join(unknown)} (see schema.TABLES)")
     return values | {"created_at": values.get("created_at") or now_us()}
 

@@ -44,9 +44,14 @@ class Table:
     derive: Callable[[pa.Table], pa.Table] | None = None  # fills derived columns whenever a part is written
     version: str = "created_at"  # a key's latest row has the greatest value here (ties: the row written last)
 
-    @property
+    @cached_property
     def columns(self) -> list[str]:
         return [name for name, _ in self.fields]
+
+    @cached_property
+    def column_set(self) -> frozenset[str]:
+        """The columns as a set: every row built is checked against it."""
+        return frozenset(self.columns)
 
     @property
     def duckdb_columns(self) -> list[tuple[str, str]]:

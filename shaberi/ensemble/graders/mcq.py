@@ -72,11 +72,16 @@ def rules(labels: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
 _CONNECTIVES = "(?:because|since|as|is|was|which|with|for|from|due|given|this|that|here|there|then|so)"
 
 
+@cache
+def _another(x: str) -> re.Pattern[str]:
+    """A second letter right after the stated one: "or (B)", ", C", "for part a and (B)"."""
+    return re.compile(rf"[)\]」*]*\s*(?:,|/|&|\bor\b|\band\b|\bfor\b[^.]{{0,20}}?\band\b)\s*"
+                      rf"(?:(?i:option|choice)\s+)?[(\[]?{x}(?![A-Za-z])")
+
+
 def _hedged(text: str, m: re.Match[str], x: str) -> bool:
     """Does the stated letter come with another ("(C) or (B)", "(A) for part a and (B) …", "(B, C, G)")?"""
-    rest = text[m.end(1):m.end(1) + 40].split("\n")[0]
-    return bool(re.match(rf"[)\]」*]*\s*(?:,|/|&|\bor\b|\band\b|\bfor\b[^.]{{0,20}}?\band\b)\s*"
-                         rf"(?:(?i:option|choice)\s+)?[(\[]?{x}(?![A-Za-z])", rest))
+    return bool(_another(x).match(text[m.end(1):m.end(1) + 40].split("\n")[0]))
 
 
 @GRADERS.register("mcq", same=lambda found, q: found.answer == (q.reference or "").strip().upper(), version="2")
