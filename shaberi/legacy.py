@@ -18,7 +18,8 @@ false 0, "7" 7), and averaged the column, NaN and null left out. The value it co
 last row; its earlier rows are kept as superseded judgements (``prompt_hash`` ``legacy:repeat<k>``), which
 ``leaderboard --as-published`` counts as the original tooling did. The import report names the models whose
 numbers differ between the two (repeats, set-aside scores). Tengu 61–65 are kept in the tables and left out of
-scores by the views. Models are processed one at a time, so memory follows the largest model, not the tree.
+scores by the views. Models are processed one at a time in each of a process per core (up to 8), so memory
+follows the largest models, not the tree.
 
 ``--judge-prompts [JUDGE=]PATH`` says which prompts a judge folder's judgements were made with (the published
 GPT-4.1 judgements: the original's 2025-04 prompts): they are stored under that prompt set's label (``gpt-4.1-2025-04-14
@@ -36,10 +37,15 @@ most often 0 bytes) holds no model's results: it is skipped, counted (``empty fi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import multiprocessing
+import os
 import stat
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeGuard
@@ -82,6 +88,18 @@ class ImportReport:
     counted: list[str] = field(default_factory=list)  # run ids with set-aside scores --as-published counts
     as_published: int = 0  # set-aside scores --as-published counts (the original tooling averaged them)
     differences: list[str] = field(default_factory=list)  # where --as-published differs from the default
+
+    def add(self, other: ImportReport) -> None:
+        """Fold in what importing other models found (a worker's report)."""
+        self.models += other.models
+        self.files += other.files
+        self.answers += other.answers
+        self.judgements += other.judgements
+        self.as_published += other.as_published
+        self.counts.update(other.counts)
+        self.warnings += other.warnings
+        self.repeated += other.repeated
+        self.counted += other.counted
 
 
 def _files(root: Path, report: ImportReport) -> dict[str, list[tuple[str | None, str, Path]]]:
@@ -362,18 +380,57 @@ def import_tree(path: Path, results_dir: Path, prompts: dict[str | None, PromptS
     if unknown := sorted(j for j in prompts or {} if j is not None and j not in judges):
         raise UsageError(f"--judge-prompts names judge {unknown[0]!r}, which {path} has no judge_{unknown[0]} folder "
                          f"for; its judges: {', '.join(judges) or 'none'}")
-    for files in by_model.values():  # the whole tree checked first: bad input stops it before anything is written
-        for judge, folder, file in files:
-            _file(judge, folder, file, ImportReport())
-    store = Store(results_dir)
-    for model, files in by_model.items():
-        _import_model(store, model, files, report, prompts or {})
+    global _job
+    _job = (results_dir, prompts or {})
+    with _workers(len(by_model)) as pool:  # models are independent: each process reads and writes its own
+        # the whole tree checked first: bad input stops it before anything is written
+        for _ in pool.map(_check, by_model.values()):
+            pass
+        for part in pool.map(_import_one, by_model.items()):
+            report.add(part)
     if differ := list(dict.fromkeys([*report.repeated, *report.counted])):
         report.differences = [
             f"{model}: {title} ({'all judges' if judge == '*' else judge}) {_shown_mean(ours)} by default, "
             f"{_shown_mean(published)} as published ({_shown_mean(published - ours, '+')})"
             for model, judge, title, ours, published in published_differences(results_dir, differ)
             if not abs(published - ours) <= 1e-9]  # not the rounding of two orders of summation (inf differs)
+    return report
+
+
+_job: tuple[Path, dict[str | None, PromptSet]] = (Path(), {})  # what a worker imports into, and with: set before the
+# workers are forked, so nothing of it is pickled
+
+
+@contextlib.contextmanager
+def _workers(models: int) -> Iterator[Executor]:
+    """A process per core for a tree of several models (forked: they start in milliseconds and inherit ``_job``);
+    a small tree, or a platform without fork, in this process."""
+    cores = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
+    if models < 4 or cores < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        yield _Inline()
+        return
+    with ProcessPoolExecutor(min(cores, models), mp_context=multiprocessing.get_context("fork")) as pool:
+        try:
+            yield pool
+        except BaseException:
+            pool.shutdown(cancel_futures=True)  # a model that failed stops the import: none after it is started
+            raise
+
+
+class _Inline(Executor):
+    def map(self, fn, *iterables, timeout=None, chunksize=1):  # type: ignore[no-untyped-def,override]
+        return map(fn, *iterables)
+
+
+def _check(files: list[tuple[str | None, str, Path]]) -> None:
+    for judge, folder, file in files:
+        _file(judge, folder, file, ImportReport())
+
+
+def _import_one(item: tuple[str, list[tuple[str | None, str, Path]]]) -> ImportReport:
+    results_dir, prompts = _job
+    report = ImportReport()
+    _import_model(Store(results_dir), *item, report, prompts)
     return report
 
 
