@@ -65,6 +65,7 @@ class Grading:
             (qid, judge_name, how, a_hash): (_score(score, method), method, output, error)
             for (qid, _, _, judge_name, a_hash, how), (score, method, error, output) in cached.grades.items()}
         self._rules: dict[str, Grader | None] = {}
+        self._pending: list[tuple[str, dict]] = []  # grades not yet journaled (``_flush``)
 
     def rules(self, question: Question) -> Grader | None:
         """The question's rule grader for a strategy to extract answers with (None: graded by a judge model, or
@@ -115,19 +116,30 @@ class Grading:
                 continue
             same = self.by_text.get((qid, graded.judge, graded.how, a_hash))
             if text is None and strategy:  # the strategy's model call failed: no grade, not a wrong one
-                self._store(journal, question, index, strategy, graded, a_hash, None, "consensus_error", None)
+                self._store(question, index, strategy, graded, a_hash, None, "consensus_error", None)
             elif text is None:  # a member's error answer: wrong, and never sent to a judge
-                self._store(journal, question, index, strategy, graded, a_hash, 0, "answer_error", None)
+                self._store(question, index, strategy, graded, a_hash, 0, "answer_error", None)
             elif same is not None and not call_failed(same[3]) and same[1] != "answer_error":
-                self._store(journal, question, index, strategy, graded, a_hash, same[0], same[1], same[2])
+                self._store(question, index, strategy, graded, a_hash, same[0], same[1], same[2])
             elif graded.rules is None:
                 asks.append(_Ask(question, index, strategy, graded, a_hash, text))
             else:
                 right, found = graded.rules.grade(text, question)
-                self._store(journal, question, index, strategy, graded, a_hash, int(right), found.method,
+                self._store(question, index, strategy, graded, a_hash, int(right), found.method,
                             found.answer)
+            if len(self._pending) >= 1000:
+                self._flush(journal)
+        self._flush(journal)
         if asks:
             await self._ask(asks, journal)
+        self._flush(journal)
+
+    def _flush(self, journal: Journal) -> None:
+        """Journal the grades made so far in one write: a rule's grade costs nothing to make again, so a thousand
+        go together (a judge model's, paid for, is journaled as soon as it is read)."""
+        if self._pending:
+            journal.append_many(self._pending)
+            self._pending.clear()
 
     async def _ask(self, asks: list[_Ask], journal: Journal) -> None:
         assert self.judge is not None
@@ -143,15 +155,16 @@ class Grading:
         def record(ask: _Ask, outcome: tuple[str, Completion] | None, error: LLMError | None) -> None:
             question, index, strategy, graded, a_hash, _ = ask
             if outcome is None:  # no grade: asked again next time
-                self._store(journal, question, index, strategy, graded, a_hash, None, "judge_error", None,
+                self._store(question, index, strategy, graded, a_hash, None, "judge_error", None,
                             error=f"judge_error: {error}")
                 return
             grade, reply = outcome
-            self._store(journal, question, index, strategy, graded, a_hash, grader(ask).score(grade), grade,
+            self._store(question, index, strategy, graded, a_hash, grader(ask).score(grade), grade,
                         reply.content, tokens=(reply.prompt_tokens, reply.completion_tokens))
-            journal.append("token_usage", token_usage(
+            self._pending.append(("token_usage", token_usage(
                 self.cached.run_id, "judging", question.benchmark, model, requests=reply.attempts,
-                prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens))
+                prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)))
+            self._flush(journal)  # paid for: durable now
 
         unique: dict[tuple[str, str], _Ask] = {}
         for ask in asks:  # one call per distinct text; the repeats copy its grade afterwards
@@ -161,20 +174,20 @@ class Grading:
             question, index, strategy, graded, a_hash, _ = ask
             if (question.question_id, index, strategy) not in self.results:
                 score, method, output, error = self.by_text[(question.question_id, graded.judge, graded.how, a_hash)]
-                self._store(journal, question, index, strategy, graded, a_hash, score, method, output, error)
+                self._store(question, index, strategy, graded, a_hash, score, method, output, error)
 
-    def _store(self, journal: Journal, question: Question, index: int, strategy: str, graded: _Graded, a_hash: str,
+    def _store(self, question: Question, index: int, strategy: str, graded: _Graded, a_hash: str,
                score: int | None, method: str, output: str | None, error: str | None = None,
                tokens: tuple[int, int] | None = None) -> None:
         error = error or _ERRORS.get(method)
         self.results[(question.question_id, index, strategy)] = _outcome(score, method)
         self.by_text[(question.question_id, graded.judge, graded.how, a_hash)] = (score, method, output, error)
-        journal.append("judgements", judgement_row(
+        self._pending.append(("judgements", judgement_row(
             self.cached.run_id, AnswerKey(question.benchmark, question.question_id, index, strategy), graded.judge,
             (0, 1), graded.how.prompt_hash, a_hash, grader_version=graded.how.grader_version,
             score=None if score is None else float(score), parse_method=method, judge_output=output,
             prompt_tokens=tokens[0] if tokens else None, completion_tokens=tokens[1] if tokens else None,
-            error=error))
+            error=error)))
 
 
 _ERRORS = {"answer_error": "answer_error", "judge_error": "judge_error", "consensus_error": "consensus_error",

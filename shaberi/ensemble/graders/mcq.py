@@ -59,11 +59,13 @@ def rules(labels: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
     # "I believe …", "A reasonable …": the letter is a word of the sentence, not the choice.
     word = rf"(?!['’]\w|\s+(?!{_CONNECTIVES}\b)[a-z]+\b)"
     return (
-        ("answer", re.compile(rf"(?:{english}|{japanese}){lead}({x}){_END}{word}")),
+        # the lookahead names the characters a statement can start with: re tries the whole alternation only
+        # there (2.7x faster over the recorded responses, the same matches); NFKC leaves no other case of them
+        ("answer", re.compile(rf"(?=[AaIWw答正解])(?:{english}|{japanese}){lead}({x}){_END}{word}")),
         ("boxed", re.compile(rf"\\boxed\{{\s*(?:\\text(?:bf)?\{{\s*)?\(?({x}){_END}\)?"
                              r"(?=[.:]?\s*\}|[.:]\s|\s+[^-+*/=^\s])")),
         ("bold", re.compile(rf"\*\*\s*\(?({x})\)?[.:]?\s*\*\*")),
-        ("parenthesised", re.compile(rf"(?<![\w\\)\]}}'])(?<!{_OPERATOR})(?<![+/=^<>→∨∧×·] )\(({x})\)(?![\w(])"
+        ("parenthesised", re.compile(rf"(?=\()(?<![\w\\)\]}}'])(?<!{_OPERATOR})(?<![+/=^<>→∨∧×·] )\(({x})\)(?![\w(])"
                                      rf"{_OPERAND}")),  # not "- (F)": a list item
         ("bare", re.compile(rf"^[\W_]*({x})[\W_]*$")),
     )
