@@ -28,6 +28,12 @@ from .strategies import STRATEGIES
 
 __all__ = ["quick_eval", "refuse_bad_request"]
 
+# A grade or consensus answer costs nothing to make again: its journal is converted in large batches (32 MB at
+# most), so an evaluation adds a part or two, and a partition is compacted only once evaluations have left many
+# (rewriting every member answer each time cost more than reading a few parts).
+JOURNAL_ROWS = 100_000
+COMPACT_PARTS = 8
+
 
 def refuse_bad_request(strategies: list[str], sample: int, has_consensus: bool) -> None:
     """Bad input to an evaluation, refused before anything is read or graded."""
@@ -76,7 +82,7 @@ async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry
     if not ids:
         raise UsageError(f"the cache {entry.run_id} holds no answers yet; run generate-cache again to fill it")
     grading = Grading(cached, judge)
-    journal = store.journal(entry.run_id)
+    journal = store.journal(entry.run_id, batch_rows=JOURNAL_ROWS)
     try:
         members = {qid: cached.responses(qid) for qid in ids}
         width = max((len(r) for r in members.values()), default=0)
@@ -112,8 +118,9 @@ async def _dataset(store: Store, entry: cache.CacheEntry, base: cache.CacheEntry
             done.outcome.correct, done.outcome.attempted = [g[0] for g in grades], [g[1] for g in grades]
     finally:
         journal.close()
-    store.compact("answers", entry.run_id)
-    store.compact("judgements", entry.run_id)
+    for table in ("answers", "judgements"):
+        if len(store.parts(table, entry.run_id)) > COMPACT_PARTS:
+            store.compact(table, entry.run_id)
     separate = base.run_id if base is not None and base.run_id != entry.run_id else None
     outcome.graders = grader_counts(store, entry.run_id, ids, strategies, separate,
                                      grading.judges | (base_grading.judges if separate else {}))
