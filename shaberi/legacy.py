@@ -43,6 +43,7 @@ import math
 import multiprocessing
 import os
 import stat
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -404,9 +405,10 @@ _job: tuple[Path, dict[str | None, PromptSet]] = (Path(), {})  # what a worker i
 @contextlib.contextmanager
 def _workers(models: int) -> Iterator[Executor]:
     """A process per core for a tree of several models (forked: they start in milliseconds and inherit ``_job``);
-    a small tree, or a platform without fork, in this process."""
+    a small tree, a platform without fork, or a process running other threads (a notebook's kernel: a fork
+    copies the locks they hold) in this process."""
     cores = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
-    if models < 4 or cores < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if models < 4 or cores < 2 or threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
         yield _Inline()
         return
     with ProcessPoolExecutor(min(cores, models), mp_context=multiprocessing.get_context("fork")) as pool:

@@ -74,12 +74,12 @@ class Grading:
         kind = question.extra.get("grader", "")
         if kind not in self._rules:
             grader = GRADERS.get(kind)
-            self._rules[kind] = None if not isinstance(grader, Grader) else grader if not isinstance(
-                grader, RuleGrader) else replace(grader, extract=partial(self._extracted, kind, grader.extract))
+            if isinstance(grader, RuleGrader):
+                grader = replace(grader, extract=partial(self._extracted, grader.extract))
+            self._rules[kind] = grader if isinstance(grader, Grader) else None
         return self._rules[kind]
 
-    def _extracted(self, kind: str, extract: Callable[[str, Question], Extraction], text: str,
-                   question: Question) -> Extraction:
+    def _extracted(self, extract: Callable[[str, Question], Extraction], text: str, question: Question) -> Extraction:
         graded = self._grader(question)
         got = self.by_text.get((question.question_id, graded.judge, graded.how, answer_hash(text)))
         if got is not None and got[3] is None and got[1] not in _ERRORS:  # (score, method, output, error)

@@ -24,7 +24,8 @@ so the client learns them the way TCP learns a path's, and listens when the endp
     - **Random refusals** (a gateway refusing a share of requests whatever the load) are told from a wall by
       the answers around them: a wall refuses nearly every request sent with as many in flight, a gateway a
       few of them. A 429 where most of the last two rounds' answers sent with as many or more in flight
-      succeeded changes nothing: lowering the limit would not make it rarer.
+      succeeded (or the first there, with random ones below it) changes nothing, since lowering the limit
+      would not make them rarer, and undoes a cut that one of them, refused higher up, caused.
     - **Latency**, for servers that queue instead of refusing (a local vLLM): each round's median latency
       per output token against a baseline, the lowest median of four consecutive answers lately (a short
       queue-free moment is enough to see it); every four answers are compared too, so growth (and slow
@@ -92,6 +93,18 @@ class Ticket(NamedTuple):
 
     seq: int
     in_flight: int
+
+
+@dataclass
+class _Seen:
+    """Recent answers (``Controller._recent``): all of them and their refusals; of those sent with a given level or
+    more in flight, the refused and the succeeded; whether one sent with fewer was refused."""
+
+    answers: int = 0
+    refusals: int = 0
+    refused: int = 0
+    succeeded: int = 0
+    below: bool = False
 
 
 class Controller:
@@ -231,32 +244,33 @@ class Controller:
             self._hold_until = now + self._hold * max(self.rtt, 0.05)
             # what undoing it restores: the state before this cut, or before the cut it follows soon after if
             # that one is still unconfirmed (a stray 429 answered by a second cut must not leave the first)
-            chained = self._undo and now - self._last_cut < 3 * max(self.rtt, 0.05)
-            undo = (*(self._undo[:2] if chained else (self.limit, self.ssthresh)), ticket.in_flight)  # type: ignore[index]
+            restore = self._undo[:2] if self._undo and now - self._last_cut < 3 * max(self.rtt, 0.05) else (
+                self.limit, self.ssthresh)
+            undo = (*restore, ticket.in_flight)
             self._cut(limit, now, "429")
             self._undo = undo
         self._release(ticket)
         return endpoint
 
-    def _recent(self, level: int) -> tuple[int, int, bool]:
-        """Of the last two rounds' answers sent with ``level`` or more in flight: (refused, succeeded), and
-        whether any sent with fewer was refused."""
-        refused = succeeded = 0
-        below = False
+    def _recent(self, level: int) -> _Seen:
+        """What the last two rounds' answers say about ``level`` in flight."""
+        seen = _Seen()
         for n, no in itertools.islice(reversed(self._answers), max(2 * int(self.limit), 16)):
+            seen.answers += 1
+            seen.refusals += no
             if n >= level:
-                refused += no
-                succeeded += not no
+                seen.refused += no
+                seen.succeeded += not no
             else:
-                below = below or no
-        return refused, succeeded, below
+                seen.below = seen.below or no
+        return seen
 
     def _passed(self, level: int) -> bool:
         """More requests sent lately with clearly more than ``level`` in flight succeeded than were refused: no
         wall there. (Not one success, nor one at ``level``: our count runs ahead of the server's by the answers
         on their way back, more so on a busy machine, so a wall lets a few through just above it.)"""
-        refused, succeeded, _ = self._recent(level + UNDO_MARGIN)
-        return succeeded > max(refused, 1)
+        seen = self._recent(level + UNDO_MARGIN)
+        return seen.succeeded > max(seen.refused, 1)
 
     def _stray(self, level: int) -> bool:
         """Whether a 429 sent with ``level`` in flight is one of a gateway's random refusals rather than news of a
@@ -265,11 +279,10 @@ class Controller:
         answers and, among those sent with ``level`` or more, successes are as many as refusals, or this is
         the only refusal there while refusals below it show random ones around (a second one before any
         success there is a wall)."""
-        window = list(itertools.islice(reversed(self._answers), max(2 * int(self.limit), 16)))
-        if sum(no for _, no in window) >= STRAY_SHARE * len(window):
+        seen = self._recent(level)
+        if seen.refusals >= STRAY_SHARE * seen.answers:
             return False  # refused too often for chance: a wall or a rate
-        refused, succeeded, below = self._recent(level)
-        return refused <= succeeded or (refused == 1 and below)
+        return seen.refused <= seen.succeeded or (seen.refused == 1 and seen.below)
 
     def _forget_cut(self) -> None:
         """The last cut was undone: no wall, and no recent cut for a next 429 to repeat."""
