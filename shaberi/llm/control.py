@@ -5,7 +5,9 @@ so the client learns them the way TCP learns a path's, and listens when the endp
 
 ``Controller`` (how many in flight)
     - The first window (``start`` requests) goes out spread ``FIRST_WINDOW_GAP`` apart until the first
-      success, so a low cap answers 429 before many are sent; then **slow start**: +1 slot per success
+      success, so a low cap answers 429 before many are sent; while nothing has answered, not even a 429,
+      it widens a slot a turn towards the maximum (a cap above the start is found in the first round trip,
+      not after doubling); then **slow start**: +1 slot per success
       (doubling each round trip) until the first congestion signal; then **additive increase**: +1 slot
       per round trip.
     - In-flight counts are taken when a request leaves (after any pacing or lease wait), not when it takes its
@@ -121,6 +123,7 @@ class Controller:
         self._sent = 0
         self._answered = False  # a success yet: the first window is spread until then (a 429 keeps it spread)
         self._first_answer = asyncio.Event()
+        self._refused = False  # a 429 yet: the first window stops widening
         self._next_first = 0.0
         self._recover = 0  # a 429 on a request sent before this one was already answered by a decrease
         self._last_cut = -float("inf")
@@ -144,14 +147,18 @@ class Controller:
     # -- sending ---------------------------------------------------------------------------------
     async def acquire(self) -> None:
         """Wait for a free slot (in the first window, for its turn too); ``send`` when the request leaves."""
-        if self.held >= int(self.limit):  # the common case is a free slot: no coroutine for it
-            await self._slot()
         if not self._answered:  # spread the first window: a low cap answers before many are sent
             now = time.monotonic()
             at = self._next_first = max(self._next_first, now) + FIRST_WINDOW_GAP
             if at - FIRST_WINDOW_GAP > now:  # until its turn, or the first answer: then the window is known
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._first_answer.wait(), at - FIRST_WINDOW_GAP - now)
+            if not (self._answered or self._refused) and self.held >= int(self.limit) < self.config.max:
+                # the window is out and nothing has answered, not even a 429 (which comes back at once): the
+                # endpoint takes more, so the window widens a slot a turn, towards the maximum, instead of
+                # waiting a whole round trip to double (a cap above the start is found in the first round)
+                self._set(self.limit + 1, time.monotonic(), "increase")
+        if self.held >= int(self.limit):  # the common case is a free slot: no coroutine for it
             await self._slot()
         self.held += 1
 
@@ -192,6 +199,8 @@ class Controller:
         if not self._answered:  # the first success: the rest of the first window may go at once
             self._answered = True
             self._first_answer.set()
+            if self._ceiling is not None:  # a wall found before any round trip was timed: hold below it now
+                self._hold_until = max(self._hold_until, now + self._hold * seconds)
         self._observe_latency(now, seconds, seconds / (completion_tokens + TOKEN_WEIGHT))
         if self._crowded and self.limit < self.ssthresh:
             self.ssthresh = self.limit  # queueing began: slow start is over
@@ -215,6 +224,7 @@ class Controller:
         it is about this request and our in-flight count, and only this request waits."""
         now = time.monotonic()
         self._answers.append((ticket.in_flight, True))
+        self._refused = True
         endpoint = False
         if ticket.seq <= self._recover:  # sent before the last decrease: answered by it already
             pass
@@ -229,7 +239,9 @@ class Controller:
             limit: float
             if self._floored:  # the last cut doubted its 429; a second wall at this in-flight count is one
                 limit, self._floored = ticket.in_flight - 1, False
-            elif now - self._last_cut < 3 * max(self.rtt, 0.05):
+            elif now - self._last_cut < 3 * max(self.rtt, 0.05) and not (
+                    self._ceiling is not None and ticket.in_flight >= self._ceiling and now >= self._hold_until):
+                # refused again soon after a cut, and not as a probe of the wall it found once the hold was over
                 limit = self.limit * REPEAT_CUTS[min(self._repeats, len(REPEAT_CUTS) - 1)]
                 self._repeats, endpoint = self._repeats + 1, True
             else:
