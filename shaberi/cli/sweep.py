@@ -105,6 +105,9 @@ def _connect(address: str | None) -> Any:
     except ImportError:
         typer.echo("note: Ray is not installed (pip install 'shaberi[cluster]'): running every model here", err=True)
         return None
+    # The driver's C++ core prints its ERROR lines straight to stderr (a dying actor's "failed to push error to
+    # driver"), around the one line the CLI gives; they stay in the session's python-core-driver log.
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
     try:
         ray.init(address=address or "auto", log_to_driver=False, logging_level=logging.ERROR,
                  runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith("SHABERI_")}})
