@@ -50,12 +50,12 @@ __all__ = [
     "Timeout",
     "Tpm",
     "app",
-    "arrow_without_pandas",
     "check_concurrency",
     "client_config",
     "console",
     "data_app",
     "ensemble_app",
+    "prepare_arrow",
     "print_rows",
 ]
 
@@ -235,13 +235,21 @@ def _cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
 
 
-def arrow_without_pandas() -> None:
-    """pyarrow imports pandas (0.3 s, 60 MB) the first time it converts Python values, only to ask whether
-    they are pandas objects; the commands that write tables never hand it one. Let that one question fail
+def prepare_arrow() -> None:
+    """pyarrow set up for a command that writes tables.
+
+    Its memory comes from the C library's allocator, which gives freed memory back, rather than mimalloc's
+    pool, which keeps it: measured, the peak of a 2,000-call run 210 -> 191 MB, of quick-eval over 60,160
+    answers 650 -> 520 MB, at the same speed.
+
+    And pyarrow imports pandas (0.3 s, 60 MB) the first time it converts Python values, only to ask whether
+    they are pandas objects; the commands that write tables never hand it one. That one question is let fail
     (pyarrow asks once per process); pandas itself stays importable, for statsmodels."""
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
     if "pandas" in sys.modules:
         return
-    import pyarrow as pa
 
     class NoPandas:
         @staticmethod

@@ -24,9 +24,9 @@ from .common import (
     Rpm,
     Timeout,
     Tpm,
-    arrow_without_pandas,
     client_config,
     ensemble_app,
+    prepare_arrow,
     print_rows,
 )
 
@@ -82,7 +82,7 @@ def ensemble_generate_cache(
     """N answers to every question, stored once per (model, dataset, N, temperature); resumable. The datasets
     run at once under one adaptive limit. With --cache-dir, what its files hold is not asked again, and the
     entries are written there (commit them)."""
-    arrow_without_pandas()
+    prepare_arrow()
     import asyncio
 
     from ..ensemble.commands import generate
@@ -124,7 +124,7 @@ def ensemble_import_responses(
     """Pre-recorded responses as ensemble members (sample_index in the order given): zero calls. Every file
     answers the same questions, each once, with text; questions no file answers are not evaluated (the
     coverage is stated). With --cache-dir, the entry is written there too (commit it)."""
-    arrow_without_pandas()
+    prepare_arrow()
     from ..ensemble.commands import import_responses
 
     done = import_responses(results_dir, data_dir, model, dataset, files, cache_dir)
@@ -221,7 +221,7 @@ def ensemble_quick_eval(
     Exit codes: 0 no significant regression against the single-model baseline; 1 a significant regression, or a
     strategy × dataset that could not be compared at all (every consensus call failed, or no question with a
     readable grade on every side): one line names each, the result file is written either way; 2 bad input."""
-    arrow_without_pandas()
+    prepare_arrow()
     import asyncio
 
     from ..ensemble.commands import evaluate
@@ -291,7 +291,7 @@ def ensemble_check(
 
     Exit codes: 0 no significant regression; 1 a significant regression, or a strategy × dataset that could not
     be compared at all (one line names each); 2 bad input."""
-    arrow_without_pandas()
+    prepare_arrow()
     import asyncio
 
     from ..ensemble.commands import check
@@ -325,7 +325,7 @@ def ensemble_regenerate_baseline(
     """Evaluate the model's whole configuration again and make its accuracies the accepted ones in the baseline
     file (commit the change), printing old and new. A regression is shown but does not stop the rewrite: this is
     accepting the current state. Exit codes: 0 rewritten; 2 bad input (nothing written)."""
-    arrow_without_pandas()
+    prepare_arrow()
     import asyncio
 
     from ..ensemble.commands import regenerate_baseline

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import UsageError
-from .common import DEFAULT_DATA, DEFAULT_RESULTS, DataDir, Format, ResultsDir, app, arrow_without_pandas, data_app
+from .common import DEFAULT_DATA, DEFAULT_RESULTS, DataDir, Format, ResultsDir, app, data_app, prepare_arrow
 from .results import view
 from .run import run_request
 
@@ -68,7 +68,7 @@ def demo(
 ) -> None:
     """Every stage end to end on a real local model (candidate and judge), offline and without a key: answers,
     judgements, the three passes, scores and the export. The scores of a 0.5B model mean nothing."""
-    arrow_without_pandas()
+    prepare_arrow()
     from contextlib import AbstractContextManager
 
     from ..generate import GenerationConfig

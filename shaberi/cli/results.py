@@ -11,7 +11,7 @@ import orjson
 import typer
 
 from ..errors import UsageError
-from .common import DEFAULT_RESULTS, Format, FormatOption, ResultsDir, SafeCSV, app, arrow_without_pandas, print_rows
+from .common import DEFAULT_RESULTS, Format, FormatOption, ResultsDir, SafeCSV, app, prepare_arrow, print_rows
 
 if TYPE_CHECKING:
     from ..reports.compare import ComparisonReport
@@ -295,7 +295,7 @@ def import_legacy(
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """Import original Shaberi results as runs tagged 'legacy' (one per model); re-importing adds nothing."""
-    arrow_without_pandas()
+    prepare_arrow()
     from ..legacy import TAG, import_tree, report_lines
     from ..promptsets import load
 

@@ -28,9 +28,9 @@ from .common import (
     Timeout,
     Tpm,
     app,
-    arrow_without_pandas,
     check_concurrency,
     client_config,
+    prepare_arrow,
     print_rows,
 )
 
@@ -182,7 +182,7 @@ def run(
     stage failed: every call of it failed, or nothing of it is usable (one line names the most common error);
     2 bad input, nothing written.
     """
-    arrow_without_pandas()
+    prepare_arrow()
     from ..benchmarks import resolve
     from ..generate import GenerationConfig
     from ..judge import JudgeConfig

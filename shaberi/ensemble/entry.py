@@ -67,6 +67,14 @@ class CachedEntry:
         provenance: dict = next(iter(RunRecord.of(datasets[0]).datasets.values()), {}) if datasets else {}
         self.size = max(int(provenance.get("rows") or 0), len(self.questions))  # the dataset's, --limit or not
 
+    def release_texts(self) -> None:
+        """Let go of the member texts, their memory given back to the system: what is left of an evaluation
+        needs only grades."""
+        import pyarrow as pa
+
+        del self._texts  # ``responses`` fails loudly after this
+        pa.default_memory_pool().release_unused()
+
     def responses(self, qid: str) -> list[str | None]:
         got = self.members.get(qid, {})
         rows = [got.get(i) for i in range(max(got) + 1)] if got else []
