@@ -55,13 +55,12 @@ class CachedEntry:
             else:
                 self.members[qid][index] = None if error else row
                 self.failed += bool(error)
-        self.grades = {(j["question_id"], j["sample_index"], j["strategy"], j["judge"], j["answer_hash"],
-                        How(j["prompt_hash"], j["grader_version"])): (j["score"], j["parse_method"], j["error"],
-                                                                      j["judge_output"])
-                       for j in store.read("judgements", run_id, ["question_id", "sample_index", "strategy", "judge",
-                                                                  "answer_hash", "prompt_hash", "grader_version",
-                                                                  "score", "parse_method", "error", "judge_output"]
-                                           ).to_pylist()}
+        graded = store.read("judgements", run_id, ["question_id", "sample_index", "strategy", "judge", "answer_hash",
+                                                   "prompt_hash", "grader_version", "score", "parse_method", "error",
+                                                   "judge_output"])
+        self.grades = {(qid, index, strategy, judge, a_hash, How(prompt, version)): (score, method, error, output)
+                       for qid, index, strategy, judge, a_hash, prompt, version, score, method, error, output
+                       in zip(*(c.to_pylist() for c in graded.columns), strict=True)}
 
         datasets = store.read("runs", run_id).to_pylist()
         provenance: dict = next(iter(RunRecord.of(datasets[0]).datasets.values()), {}) if datasets else {}

@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
-
-import aiohttp
+from typing import TYPE_CHECKING, Protocol
 
 from .. import errors
+
+if TYPE_CHECKING:  # imported by the first request (~0.1 s): a command that never calls a model does not pay it
+    import aiohttp
 
 __all__ = ["AiohttpTransport", "MockTransport", "Response", "Transport"]
 
@@ -42,6 +43,8 @@ class AiohttpTransport:
     async def request(
         self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], timeout: float
     ) -> Response:
+        import aiohttp
+
         if self._session is None:
             # No connector limit: the Controller decides how many requests are in flight.
             self._session = aiohttp.ClientSession(
