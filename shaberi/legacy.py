@@ -45,11 +45,11 @@ import os
 import stat
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -59,7 +59,6 @@ from .promptsets import PromptSet
 from .reports.leaderboard import AS_PUBLISHED_MARK, published_differences
 from .run_info import RunInfo
 from .tables.rows import AnswerKey, answer, judgement, question
-from .tables.schema import TABLES
 from .tables.store import Store, now_us
 
 __all__ = ["MAX_LINE", "ImportReport", "folders", "import_tree", "report_lines"]
@@ -92,15 +91,12 @@ class ImportReport:
 
     def add(self, other: ImportReport) -> None:
         """Fold in what importing other models found (a worker's report)."""
-        self.models += other.models
-        self.files += other.files
-        self.answers += other.answers
-        self.judgements += other.judgements
-        self.as_published += other.as_published
-        self.counts.update(other.counts)
-        self.warnings += other.warnings
-        self.repeated += other.repeated
-        self.counted += other.counted
+        for f in fields(self):
+            mine = getattr(self, f.name)
+            if isinstance(mine, Counter):
+                mine.update(getattr(other, f.name))
+            else:
+                setattr(self, f.name, mine + getattr(other, f.name))
 
 
 def _files(root: Path, report: ImportReport) -> dict[str, list[tuple[str | None, str, Path]]]:
@@ -382,12 +378,17 @@ def import_tree(path: Path, results_dir: Path, prompts: dict[str | None, PromptS
         raise UsageError(f"--judge-prompts names judge {unknown[0]!r}, which {path} has no judge_{unknown[0]} folder "
                          f"for; its judges: {', '.join(judges) or 'none'}")
     global _job
-    _job = (results_dir, prompts or {})
-    with _workers(len(by_model)) as pool:  # models are independent: each process reads and writes its own
-        # the whole tree checked first: bad input stops it before anything is written
-        for _ in pool.map(_check, by_model.values()):
-            pass
-        for part in pool.map(_import_one, by_model.items()):
+    store = Store(results_dir)
+    # One pass: each model read once, its tables staged; published only once every model is, so that bad input
+    # anywhere stops the import before anything is written.
+    with store.staging() as staging:
+        _job = (results_dir, prompts or {}, staging)
+        with _mapper(len(by_model)) as each:  # models are independent
+            staged = list(each(_stage_one, by_model.items()))
+        for model, (part, run_id, tables) in zip(by_model, staged, strict=True):
+            with store.lock(run_id, f"legacy import of {model!r}"):
+                for table, path in tables.items():
+                    store.replace(table, run_id, path)
             report.add(part)
     if differ := list(dict.fromkeys([*report.repeated, *report.counted])):
         report.differences = [
@@ -398,42 +399,37 @@ def import_tree(path: Path, results_dir: Path, prompts: dict[str | None, PromptS
     return report
 
 
-_job: tuple[Path, dict[str | None, PromptSet]] = (Path(), {})  # what a worker imports into, and with: set before the
-# workers are forked, so nothing of it is pickled
+# What a worker imports into, with, and where it stages: set before the workers are forked, so nothing of it is
+# pickled.
+_job: tuple[Path, dict[str | None, PromptSet], Path] = (Path(), {}, Path())
 
 
 @contextlib.contextmanager
-def _workers(models: int) -> Iterator[Executor]:
-    """A process per core for a tree of several models (forked: they start in milliseconds and inherit ``_job``);
-    a small tree, a platform without fork, or a process running other threads (a notebook's kernel: a fork
-    copies the locks they hold) in this process."""
+def _mapper(models: int) -> Iterator[Callable[..., Iterator[Any]]]:
+    """``map`` over a process per core for a tree of several models (forked: they start in milliseconds and
+    inherit ``_job``); in this process for a small tree, a platform without fork, or a process running other
+    threads (a notebook's kernel: a fork copies the locks they hold)."""
     cores = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
     if models < 4 or cores < 2 or threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
-        yield _Inline()
+        yield map
         return
     with ProcessPoolExecutor(min(cores, models), mp_context=multiprocessing.get_context("fork")) as pool:
         try:
-            yield pool
+            yield pool.map
         except BaseException:
             pool.shutdown(cancel_futures=True)  # a model that failed stops the import: none after it is started
             raise
 
 
-class _Inline(Executor):
-    def map(self, fn, *iterables, timeout=None, chunksize=1):  # type: ignore[no-untyped-def,override]
-        return map(fn, *iterables)
-
-
-def _check(files: list[tuple[str | None, str, Path]]) -> None:
-    for judge, folder, file in files:
-        _file(judge, folder, file, ImportReport())
-
-
-def _import_one(item: tuple[str, list[tuple[str | None, str, Path]]]) -> ImportReport:
-    results_dir, prompts = _job
+def _stage_one(item: tuple[str, list[tuple[str | None, str, Path]]]) -> tuple[ImportReport, str, dict[str, Path]]:
+    """One model's tables staged (a worker's part of ``import_tree``): its report, run id and staged parts."""
+    results_dir, prompts, staging = _job
     report = ImportReport()
-    _import_model(Store(results_dir), *item, report, prompts)
-    return report
+    run_id, tables = _model_tables(*item, report, prompts)
+    store = Store(results_dir)
+    for table, rows in tables.items():
+        store.stage(table, rows, staging / f"{run_id}.{table}.parquet")
+    return report, run_id, {table: staging / f"{run_id}.{table}.parquet" for table in tables}
 
 
 def _shown_mean(value: float, sign: str = "") -> str:
@@ -441,8 +437,9 @@ def _shown_mean(value: float, sign: str = "") -> str:
     return f"{value:{sign}.4f}" if abs(value) < 1e9 else f"{value:{sign}.4g}"
 
 
-def _import_model(store: Store, model: str, files: list[tuple[str | None, str, Path]], report: ImportReport,
-                  prompts: dict[str | None, PromptSet]) -> None:
+def _model_tables(model: str, files: list[tuple[str | None, str, Path]], report: ImportReport,
+                  prompts: dict[str | None, PromptSet]) -> tuple[str, dict[str, list[dict]]]:
+    """A model's files read into its run's rows: (run id, table -> rows)."""
     info = RunInfo(model=model, tag=TAG, base_url="", api_key=None, generation_config={}, benchmarks=[],
                    datasets={}, prompt_hashes={})
     at = now_us()
@@ -479,11 +476,6 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
                     created_at=at - repeat)
     info.benchmarks = sorted({name for name, _ in questions})
     info.judges = tuple(sorted(judges))
-    with store.lock(info.run_id, f"legacy import of {model!r}"):
-        store.replace("runs", info.run_id, [info.row("complete")])
-        store.replace("questions", info.run_id, list(questions.values()))
-        store.replace("answers", info.run_id, list(answers.values()))
-        store.replace("judgements", info.run_id, list(judgements.values()) or TABLES["judgements"].schema.empty_table())
     report.models += 1
     report.answers += len(answers)
     report.judgements += sum(1 for key in judgements if key[3] == 0)
@@ -491,6 +483,8 @@ def _import_model(store: Store, model: str, files: list[tuple[str | None, str, P
         report.repeated.append(info.run_id)
     if any(AS_PUBLISHED_MARK in (j["error"] or "") for j in judgements.values()):
         report.counted.append(info.run_id)
+    return info.run_id, {"runs": [info.row("complete")], "questions": list(questions.values()),
+                         "answers": list(answers.values()), "judgements": list(judgements.values())}
 
 
 def _number(value: float) -> str:

@@ -187,3 +187,36 @@ def test_wrong_credentials_for_a_bucket_are_one_line_in_every_command(server, tm
             assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (args, proc.stderr)
             assert proc.stderr.startswith("error: object storage:") and "AWS_" in proc.stderr
     assert list(work.iterdir()) == [] and server.stats()["calls"] == 0
+
+
+def test_a_legacy_tree_imported_to_s3_holds_the_rows_it_holds_on_disk_and_bad_input_writes_nothing(
+        s3, state, tmp_path, data_dir):
+    """The import stages every model's tables on this machine and publishes them only once all are read: on S3
+    each staged part is uploaded whole; a bad file in the tree leaves the bucket (and the staging folder) empty."""
+    source = data_dir / "legacy" / "subset20" / "data"
+    models = sorted({p.stem for p in source.glob("model_answers/*/*.json")})[:4]  # four: a process per core
+    tree = tmp_path / "tree"
+    for path in source.rglob("*.json"):
+        if path.stem in models:
+            target = tree / "data" / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.link(path, target)
+    root, local = s3.bucket("legacy") + "/r", tmp_path / "local"
+    for results in (root, str(local)):
+        done = cli("import-legacy", str(tree), "--results-dir", results)
+        assert done.returncode == 0, done.stderr
+    there, here = table_rows(root, VOLATILE), table_rows(local, VOLATILE)
+    for table in TABLES:
+        assert there[table] == here[table], table
+    assert query(root, "SELECT count(DISTINCT run_id) FROM answers") == [(4,)]
+    assert not [p for p in state.rglob("*") if p.is_file()], "nothing staged is left on this machine"
+
+    bad = next((tree / "data" / "model_answers").glob("*/*.json"))
+    bad.unlink()
+    bad.write_text('[{"Question": "q"},\n{"Question": "r"}]\n', encoding="utf-8")  # a JSON array: refused
+    fresh = s3.bucket("legacy-bad") + "/r"
+    refused = cli("import-legacy", str(tree), "--results-dir", fresh)
+    assert refused.returncode == 2 and "is a JSON array" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not list(Store(fresh).root.rglob("*")), "nothing reached the bucket"
+    assert not [p for p in state.rglob("*") if p.is_file()]

@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeAlias
@@ -29,7 +30,8 @@ if TYPE_CHECKING:  # duckdb costs ~45 ms to import: not for a command that only 
     import duckdb
 
 __all__ = ["REMOTE_SCHEMES", "Root", "as_root", "attach", "glob_in", "glob_literal", "is_remote", "local_state",
-           "open_for_read", "publish", "published", "put_new", "remove", "unglob", "write_bytes", "write_whole"]
+           "move_whole", "open_for_read", "publish", "published", "put_new", "remove", "unglob", "write_bytes",
+           "write_whole"]
 
 REMOTE_SCHEMES = ("s3://", "gs://", "gcs://")
 # The storage clients log each retry with its traceback on stderr; the error is said once, in one line.
@@ -184,6 +186,19 @@ def write_whole(final: Root) -> Iterator[str | IO[bytes]]:
         os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def move_whole(staged: Path, final: Root) -> None:
+    """``staged``, a whole local file, made ``final`` (and gone from where it was): renamed on a disk (the same
+    one: ``Store.staging``), uploaded in one PUT to object storage."""
+    if not is_remote(final):
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staged, final)
+        return
+    with write_whole(final) as target, open(staged, "rb") as source:
+        assert not isinstance(target, str)  # remote: an open object
+        shutil.copyfileobj(source, target)
+    staged.unlink()
 
 
 def write_bytes(final: Root, data: bytes) -> None:

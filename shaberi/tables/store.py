@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -38,7 +39,7 @@ from filelock import FileLock, Timeout
 from ..errors import LeaseLostError, RunLockedError
 from .failures import storage_errors, unreadable_part
 from .layout import live_parts, part_name, part_seq
-from .location import Root, as_root, glob_in, is_remote, local_state, open_for_read, remove, write_whole
+from .location import Root, as_root, glob_in, is_remote, local_state, move_whole, open_for_read, remove, write_whole
 from .objectlock import ObjectLock
 from .schema import TABLES, Table
 
@@ -72,22 +73,46 @@ class Store:
         return self._last_seq
 
     # -- writing -----------------------------------------------------------------------------
-    def write_part(self, table: str, run_id: str, data: pa.Table | list[dict], seq: int | None = None,
+    def write_part(self, table: str, run_id: str, data: pa.Table | list[dict] | Path, seq: int | None = None,
                    covers: int | None = None) -> Root:
         """Write one part atomically (``location.write_whole``) and return its path. ``covers``: the newest part
-        this one holds the rows of (``live_parts``)."""
+        this one holds the rows of (``live_parts``). A path: a part ``stage`` wrote, moved in whole."""
+        self._check_lease()
+        final = self.run_dir(table, run_id) / part_name(seq if seq is not None else self.next_seq(), covers)
+        if isinstance(data, Path):
+            with storage_errors():
+                move_whole(data, final)
+            return final
+        return self.stage(table, data, final)
+
+    def stage(self, table: str, data: pa.Table | list[dict], path: Root) -> Root:
+        """``data`` as a part of ``table`` at ``path``, whole and durable; in a ``staging`` folder, for
+        ``write_part`` or ``replace`` to publish later."""
         spec = TABLES[table]
         if isinstance(data, list):
             data = pa.Table.from_pylist(data, schema=spec.schema)
         if spec.derive is not None:
             data = spec.derive(data)
-        self._check_lease()
-        final = self.run_dir(table, run_id) / part_name(seq if seq is not None else self.next_seq(), covers)
-        with storage_errors(), write_whole(final) as target:
+        with storage_errors(), write_whole(path) as target:
             pq.write_table(data, target, compression="zstd", row_group_size=_group_rows(data))
-        return final
+        return path
 
-    def replace(self, table: str, run_id: str, data: pa.Table | list[dict]) -> None:
+    @contextlib.contextmanager
+    def staging(self) -> Iterator[Path]:
+        """A folder for parts written now and published only once all are (``stage``): beside the tables on a
+        disk, so that publishing is a rename; on this machine for a remote root. Removed with what is left, and
+        so are the folders made for it that nothing was published into (bad input writes nothing)."""
+        made = [d for d in (self.state, *self.state.parents) if not d.exists()]
+        self.state.mkdir(parents=True, exist_ok=True)
+        try:
+            with tempfile.TemporaryDirectory(prefix=".staging-", dir=self.state) as folder:
+                yield Path(folder)
+        finally:
+            for d in made:
+                with contextlib.suppress(OSError):  # not empty: something was published
+                    d.rmdir()
+
+    def replace(self, table: str, run_id: str, data: pa.Table | list[dict] | Path) -> None:
         """Make ``data`` the whole content of the run's partition (new part first, then old ones go). The newest
         part it replaces stays until the next replacement: a reader that listed it a moment ago (``find_runs``
         while a sweep's runs change stage) still finds it; every reader skips it as covered (``live_parts``)."""
