@@ -175,3 +175,20 @@ def said(exc: BaseException) -> tuple[str, int] | None:
 
     found = converted(exc)
     return (str(found), found.exit_code) if found is not None else None
+
+
+def test_staging_left_by_a_killed_import_is_removed_by_the_next_one_and_a_live_ones_is_kept(tmp_path):
+    """A legacy import stages gigabytes beside the results; one killed (SIGKILL, out of memory) leaves them. The
+    next staging on this machine removes what processes that are gone left, never a running import's."""
+    import socket
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host = socket.gethostname()
+    left = tmp_path / f".staging-{host}-{int(dead.stdout)}-abc"
+    running = tmp_path / f".staging-{host}-{os.getpid()}-def"
+    for folder in (left, running):
+        folder.mkdir()
+        (folder / "x.answers.parquet").write_bytes(b"staged")
+    with Store(tmp_path).staging() as mine:
+        assert mine.is_dir() and not left.exists() and running.exists()
+    assert not mine.exists() and running.exists()

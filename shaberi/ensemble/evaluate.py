@@ -29,9 +29,9 @@ from .strategies import STRATEGIES
 __all__ = ["quick_eval", "refuse_bad_request"]
 
 # A vote's consensus answer costs nothing to make again: the journal is converted in large batches (32 MB at
-# most), so an evaluation adds a part or two (the free grades one more, ``Grading._write``), and a partition is
-# compacted only once evaluations have left many (rewriting every member answer each time cost more than reading
-# a few parts).
+# most), so an evaluation adds a part or two (and the free grades one per grading pass, ``Grading._write``), and a
+# partition is compacted only once evaluations have left many (rewriting every member answer each time cost more
+# than reading a few parts).
 JOURNAL_ROWS = 100_000
 COMPACT_PARTS = 8
 

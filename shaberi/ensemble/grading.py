@@ -163,8 +163,8 @@ class Grading:
             self._paid.append(("token_usage", token_usage(
                 self.cached.run_id, "judging", question.benchmark, model, requests=reply.attempts,
                 prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)))
-            journal.append_many(self._paid)  # paid for: durable now
-            self._paid.clear()
+            rows, self._paid = self._paid, []  # taken first: a journal that fails after its write has them
+            journal.append_many(rows)  # paid for: durable now
 
         unique: dict[tuple[str, str], _Ask] = {}
         for ask in asks:  # one call per distinct text; the repeats copy its grade afterwards

@@ -14,6 +14,7 @@ given to read passes through ``glob_literal``, so that a root named ``res [1]`` 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import hashlib
 import logging
@@ -174,8 +175,14 @@ def write_whole(final: Root) -> Iterator[str | IO[bytes]]:
     """A target to write ``final`` through, visible only once whole: a temp path (fsync, rename on exit) on a
     disk, an open object (one PUT on exit) on object storage. Nothing is left under ``final`` on an error."""
     if is_remote(final):
-        with final.open("wb") as fh:
+        fh = final.open("wb")
+        try:
             yield fh
+        except BaseException:
+            fh.discard()  # an upload under way is aborted, and closing must not store what was written so far
+            fh.closed = True  # (fsspec's close would: its ``__exit__`` commits whatever the error)
+            raise
+        fh.close()
         return
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.with_name(f".{final.name}.tmp")
@@ -193,11 +200,18 @@ def move_whole(staged: Path, final: Root) -> None:
     one: ``Store.staging``), uploaded in one PUT to object storage."""
     if not is_remote(final):
         final.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staged, final)
-        return
+        try:
+            os.replace(staged, final)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:  # else tables/ is another disk (a link): copied whole, below
+                raise
     with write_whole(final) as target, open(staged, "rb") as source:
-        assert not isinstance(target, str)  # remote: an open object
-        shutil.copyfileobj(source, target)
+        if isinstance(target, str):
+            with open(target, "wb") as copy:
+                shutil.copyfileobj(source, copy)
+        else:
+            shutil.copyfileobj(source, target)
     staged.unlink()
 
 

@@ -22,7 +22,10 @@ steps neither loses nor duplicates rows.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -44,6 +47,16 @@ from .objectlock import ObjectLock
 from .schema import TABLES, Table
 
 __all__ = ["Journal", "Store", "now_us", "recover"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def now_us() -> int:
@@ -104,8 +117,13 @@ class Store:
         so are the folders made for it that nothing was published into (bad input writes nothing)."""
         made = [d for d in (self.state, *self.state.parents) if not d.exists()]
         self.state.mkdir(parents=True, exist_ok=True)
+        mine = f".staging-{socket.gethostname()}-"
+        for left in self.state.glob(f"{glob.escape(mine)}*-*"):  # by a process of this machine killed since
+            pid = left.name.removeprefix(mine).split("-")[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(left, ignore_errors=True)
         try:
-            with tempfile.TemporaryDirectory(prefix=".staging-", dir=self.state) as folder:
+            with tempfile.TemporaryDirectory(prefix=f"{mine}{os.getpid()}-", dir=self.state) as folder:
                 yield Path(folder)
         finally:
             for d in made:
