@@ -6,17 +6,27 @@ Imports ``recorded/mmlu_pro/*.jsonl`` as five ensemble members (``import-respons
 with the majority strategy over every question, and prints each member's accuracy, the vote's, the
 paired comparison (exact McNemar, paired t, Fisher) of the vote against the best member, and the wall
 time of each step against a floor measured in the same run (reading the five files with orjson).
+
+Then the same as a user runs it: whole ``shaberi ensemble import-responses`` and ``quick-eval`` processes (wall,
+peak RSS), quick-eval grading every member (cold) and again from stored grades, against the floor of the
+interpreter importing the libraries quick-eval needs and nothing of shaberi. Targets (issue 34): quick-eval
+<= 3 s and <= 500 MB.
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import BIN, run_cli
 
 from shaberi.ensemble import cache
 from shaberi.ensemble import datasets as gt
@@ -65,6 +75,31 @@ def main() -> None:
     print(f"\nwall time: reading the five files {floor:.2f} s (floor); import-responses {imported:.2f} s "
           f"({imported / floor:.1f}×); quick-eval, grading every member and voting {evaluated:.2f} s "
           f"({evaluated / floor:.1f}×); again, all from stored grades {again:.2f} s ({again / floor:.1f}×)")
+    whole_processes(data, files)
+
+
+LIBRARIES = "import duckdb, pyarrow.parquet, rich, scipy.stats, statsmodels.stats.multitest, typer"
+
+
+def whole_processes(data: Path, files: list[Path]) -> None:
+    results = tempfile.mkdtemp(prefix="shaberi-bench-ensemble-cli-")
+    common = ["--results-dir", results, "--data-dir", str(data)]
+    run_cli(["ensemble", "import-responses", *map(str, files), "--dataset", "mmlu_pro", "--model", "recorded-5",
+             *common])
+    quick = ["ensemble", "quick-eval", "--model", "recorded-5", "--sample", "1000000", "--out",
+             str(Path(results) / "qe.json"), *common]
+    cold, cold_rss = run_cli(quick)
+    again, again_rss = run_cli(quick)
+    floor = statistics.median(timed([str(BIN / "python"), "-c", LIBRARIES]) for _ in range(3))
+    print(f"\nwhole processes: the libraries' import alone {floor:.2f} s (floor: {LIBRARIES.removeprefix('import ')})"
+          f"; quick-eval grading every member {cold:.2f} s, {cold_rss} MB; again {again:.2f} s, {again_rss} MB "
+          "(targets <= 3 s, <= 500 MB)")
+
+
+def timed(args: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(args, capture_output=True, check=True)
+    return time.perf_counter() - started
 
 
 def _member_vector(results: Path, index: int, ids: list[str]) -> list[int]:
