@@ -19,12 +19,13 @@ class LoopbackServer:
 
     def __init__(self, latency_ms: float = 0.0, capacity: int = 0, *, queue: int = 0, rpm: float = 0,
                  tpm: float = 0, models: tuple[str, ...] = ("fake-model",), judges: tuple[str, ...] = (),
-                 odd_answers: bool = False, retry_after: float | None = None, stray_429: float = 0.0) -> None:
+                 odd_answers: bool = False, retry_after: float | None = None, stray_429: float = 0.0,
+                 batch_seconds: float = 0.0) -> None:
         self.args = ["--latency-ms", str(latency_ms), "--capacity", str(capacity), "--queue", str(queue),
                      "--rpm", str(rpm), "--tpm", str(tpm), "--models", ",".join(models), "--judges", ",".join(judges),
                      *(["--odd-answers"] if odd_answers else []),
                      *(["--retry-after", str(retry_after)] if retry_after is not None else []),
-                     "--stray-429", str(stray_429)]
+                     "--stray-429", str(stray_429), "--batch-seconds", str(batch_seconds)]
         self.proc: subprocess.Popen[str] | None = None
         self.base_url = ""
 
@@ -76,6 +77,13 @@ class LoopbackServer:
         root = self.base_url.removesuffix("/v1")
         with urllib.request.urlopen(f"{root}/_arrivals", timeout=10) as resp:
             return [tuple(a) for a in json.loads(resp.read())]  # type: ignore[misc]
+
+    def expire_batches(self) -> list[str]:
+        """Every batch in progress expires now (its unanswered requests: ``batch_expired``); their ids."""
+        root = self.base_url.removesuffix("/v1")
+        request = urllib.request.Request(f"{root}/_batches/expire", data=b"", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return list(json.loads(resp.read())["expired"])
 
     def fail_next(self, *statuses: int) -> None:
         """Answer the next chat requests with these HTTP statuses."""

@@ -38,6 +38,9 @@ body so that a retry of the same request sees the next outcome::
     <<answer#N: TEXT>>  the reply to a request with seed N (before ``<<answer:``): one question text, a reply
                         per run of a family, as the same question gets from a sampling model
 
+The Batch API (files, batches, cancel; ``--batch-seconds``, expiry on demand, partial error files) answers each
+line as the chat endpoint would: see ``batches.py``.
+
 ``POST /v1/responses`` (OpenAI's Responses API: ``input`` for ``messages``, ``max_output_tokens``) answers the
 same way in that API's shape; the original Shaberi asks its GPT-5.1 judges there.
 ``--odd-answers``: every candidate reply ends in what a judging template must pass through unchanged (braces,
@@ -80,6 +83,8 @@ from collections import Counter, deque
 import orjson
 from aiohttp import web
 
+from .batches import BatchAPI
+
 __all__ = ["FakeLLM", "main", "request_key"]
 
 _FAULT = re.compile(r"\[\[fail:(\w+)(?:\*(\d+))?\]\]")
@@ -103,8 +108,10 @@ class FakeLLM:
 
     def __init__(self, latency_ms: float = 0.0, capacity: int = 0, models: tuple[str, ...] = ("fake-model",),
                  queue: int = 0, rpm: float = 0, tpm: float = 0, judges: tuple[str, ...] = (),
-                 odd_answers: bool = False, retry_after: float | None = None, stray_429: float = 0.0) -> None:
+                 odd_answers: bool = False, retry_after: float | None = None, stray_429: float = 0.0,
+                 batch_seconds: float = 0.0) -> None:
         self.judges = frozenset(judges)
+        self.batch = BatchAPI(self._chat, batch_seconds)
         self.refused_for = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else None
         self.stray_429 = stray_429
         self.odd_answers = odd_answers
@@ -144,6 +151,7 @@ class FakeLLM:
         app.router.add_get("/_bodies", self.bodies_handler)
         app.router.add_get("/_replies", self.replies_handler)
         app.router.add_get("/_arrivals", self.arrivals_handler)
+        self.batch.routes(app)
         return app
 
     async def models(self, request: web.Request) -> web.Response:
@@ -156,6 +164,9 @@ class FakeLLM:
             "peak_in_flight": self.peak_in_flight,
             "by_key": dict(self.by_key),
             "by_status": {str(k): v for k, v in self.by_status.items()},
+            "uploads": self.batch.uploads,
+            "batches": self.batch.created,
+            "batch_requests": self.batch.answered,
         }
         return web.Response(body=orjson.dumps(body), content_type="application/json")
 
@@ -411,7 +422,7 @@ async def _serve(args: argparse.Namespace) -> None:
     state = FakeLLM(latency_ms=args.latency_ms, capacity=args.capacity, models=tuple(args.models.split(",")),
                     queue=args.queue, rpm=args.rpm, tpm=args.tpm,
                     judges=tuple(j for j in args.judges.split(",") if j), odd_answers=args.odd_answers,
-                    retry_after=args.retry_after, stray_429=args.stray_429)
+                    retry_after=args.retry_after, stray_429=args.stray_429, batch_seconds=args.batch_seconds)
     runner = web.AppRunner(state.app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=1024)
@@ -456,6 +467,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--retry-after", type=float, default=None,
                         help="Retry-After seconds on capacity and stray 429s (none: no header)")
     parser.add_argument("--stray-429", type=float, default=0.0, help="fraction of requests refused whatever the load")
+    parser.add_argument("--batch-seconds", type=float, default=0.0, help="how long a batch takes (batches.py)")
     args = parser.parse_args(argv)
     try:
         try:

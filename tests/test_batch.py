@@ -1,0 +1,123 @@
+"""Chat calls through the Batch API (``llm/batch.py``), over real HTTP to the loopback server's Batch API: the same
+replies as synchronous calls, one upload per batch, lines a batch failed or left unprocessed retried in a later
+batch, and a batch submitted by one process collected by the next instead of being paid for again."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from shaberi.errors import ServerError
+from shaberi.llm.batch import BatchTransport
+from shaberi.llm.client import ChatClient, ClientConfig
+from shaberi.llm.control import ControlConfig
+from shaberi.llm.params import Sampling
+from shaberi.llm.transport import AiohttpTransport
+from shaberi.testing import LoopbackServer
+
+FIXED = ClientConfig(control=ControlConfig(start=500, min=500, max=500), timeout=2.0, max_retries=2,
+                     backoff_base=0.05, backoff_max=0.1)
+
+
+def messages(i: int, marker: str = "") -> list[dict]:
+    return [{"role": "user", "content": f"質問{i}：日本の首都は？{marker}"}]
+
+
+async def ask_all(base_url: str, prompts: list[list[dict]], **batch: object) -> tuple[list, BatchTransport]:
+    transport = BatchTransport(AiohttpTransport(), base_url, {}, linger=0.2, poll=0.05, **batch)  # type: ignore[arg-type]
+    client = ChatClient(base_url, None, FIXED, transport=transport)
+    try:
+        got = await asyncio.gather(*(client.chat("fake-model", m, Sampling(temperature=0.0)) for m in prompts),
+                                   return_exceptions=True)
+    finally:
+        await client.aclose()
+    return got, transport
+
+
+def test_calls_through_a_batch_get_the_replies_synchronous_calls_get_with_one_upload():
+    prompts = [messages(i) for i in range(30)]
+    with LoopbackServer() as server:
+        direct = asyncio.run(_direct(server.base_url, prompts))
+        server.reset()
+        got, transport = asyncio.run(ask_all(server.base_url, prompts))
+        stats = server.stats()
+    assert [c.content for c in got] == [c.content for c in direct]
+    assert [c.prompt_tokens for c in got] == [c.prompt_tokens for c in direct]
+    assert stats["calls"] == 0, "no synchronous call"
+    assert (stats["uploads"], stats["batches"], stats["batch_requests"]) == (1, 1, 30)
+    assert len(transport.submitted) == 1 and transport.status[transport.submitted[0]]["status"] == "completed"
+
+
+async def _direct(base_url: str, prompts: list[list[dict]]) -> list:
+    client = ChatClient(base_url, None, ClientConfig())
+    try:
+        return list(await asyncio.gather(*(client.chat("fake-model", m, Sampling(temperature=0.0)) for m in prompts)))
+    finally:
+        await client.aclose()
+
+
+def test_a_batch_taking_longer_than_the_request_timeout_is_waited_for():
+    with LoopbackServer(batch_seconds=3.0) as server:  # FIXED's per-request timeout is 2 s
+        got, _ = asyncio.run(ask_all(server.base_url, [messages(i) for i in range(5)]))
+    assert all(not isinstance(c, BaseException) and c.content for c in got), got
+
+
+def test_lines_in_the_error_file_are_retried_in_later_batches_as_often_as_any_5xx_and_the_rest_answered():
+    prompts = [messages(i) for i in range(10)] + [messages(99, "[[batch:fail]]")]
+    with LoopbackServer() as server:
+        got, transport = asyncio.run(ask_all(server.base_url, prompts))
+        stats = server.stats()
+    assert all(not isinstance(c, BaseException) for c in got[:10])
+    assert isinstance(got[10], ServerError) and "server_error" in str(got[10])
+    # the failing line: its first batch, then max_retries (2) more, each its own batch
+    assert stats["batches"] == 3 and stats["batch_requests"] == 10 + 3
+    assert len(set(transport.submitted)) == 3
+
+
+def test_an_expired_batch_answers_what_it_did_and_its_other_lines_go_in_a_new_batch():
+    prompts = [messages(i) for i in range(20)]
+
+    async def scenario(server: LoopbackServer) -> tuple[list, BatchTransport]:
+        task = asyncio.create_task(ask_all(server.base_url, prompts))
+        while server.stats()["batch_requests"] < 5:
+            await asyncio.sleep(0.05)
+        expired = await asyncio.to_thread(server.expire_batches)
+        assert len(expired) == 1
+        return await task
+
+    with LoopbackServer(batch_seconds=4.0) as server:
+        got, transport = asyncio.run(scenario(server))
+        stats = server.stats()
+    assert all(not isinstance(c, BaseException) and c.content for c in got), got
+    assert stats["batches"] == 2 and stats["calls"] == 0
+    first = transport.status[transport.submitted[0]]
+    assert first["status"] == "expired" and first["request_counts"]["completed"] >= 5
+    # the expired batch's answered lines were not asked again: every question was answered in exactly one batch
+    assert stats["batch_requests"] == 20
+
+
+def test_a_batch_submitted_by_a_process_that_died_is_collected_by_the_next_not_submitted_again():
+    prompts = [messages(i) for i in range(12)]
+    journal: dict[str, str] = {}
+
+    async def first(base_url: str) -> None:  # submits, journals, then dies while the batch runs
+        def record(batch_id: str, cids: list[str]) -> None:
+            journal.update(dict.fromkeys(cids, batch_id))
+
+        task = asyncio.create_task(ask_all(base_url, prompts, on_submit=record))
+        while not journal:
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with LoopbackServer(batch_seconds=2.0) as server:
+        asyncio.run(first(server.base_url))
+        assert server.stats()["uploads"] == 1
+        got, transport = asyncio.run(ask_all(server.base_url, prompts, known=journal))
+        stats = server.stats()
+    assert all(not isinstance(c, BaseException) and c.content for c in got), got
+    assert (stats["uploads"], stats["batches"], stats["batch_requests"], stats["calls"]) == (1, 1, 12, 0)
+    assert transport.submitted == [next(iter(journal.values()))]
+
