@@ -17,10 +17,12 @@ from . import benchmarks as bm
 from .errors import StorageError, UsageError
 from .generate import GenerationConfig, Progress, generate, write_questions
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, rejudge_since, reprocess
+from .llm.batch import BATCH_SIZE, BatchTransport
 from .llm.client import ChatClient, ClientConfig, endpoint_limits
+from .llm.control import ControlConfig
 from .llm.endpoints import ModelAt, check_base_url, resolve_api_key, shared_llm
 from .llm.lease import EndpointLease, Lease
-from .llm.transport import Transport
+from .llm.transport import AiohttpTransport, Transport
 from .passes import Pass
 from .passes.runner import PassProgress, run_passes
 from .prompts import generation_template, template_hash
@@ -67,6 +69,8 @@ class RunRequest:
     judges: list[ModelAt] = field(default_factory=list)
     judge_api_key_env: str | None = None  # default: the candidate's key variable
     judge_concurrency: int | None = None  # default: the candidate's maximum
+    judge_batch: bool = False  # judge calls through the judges' Batch API (``llm.batch``)
+    batch_poll: float = 15.0  # seconds between looks at a batch in progress
     judging: JudgeConfig = field(default_factory=JudgeConfig)
     rejudge: bool = False
     judge_prompts: PromptSet = SHABERI  # the judging prompt set (``--judge-prompts``: promptsets.load)
@@ -257,7 +261,12 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
             raise UsageError(f"--judge {name!r} is given twice, at {clash.client.base_url} and {url}; a judge's "
                              "judgements are kept under its name: judge with one of them per run")
         key = resolve_api_key(url, key_env, "--judge-api-key-env")
-        if (url, key) not in clients:
+        if (url, key) not in clients and req.judge_batch:  # every call at once into the queue: no rate to control
+            batched = BatchTransport(req.transport or AiohttpTransport(), url, poll=req.batch_poll)
+            clients[(url, key)] = ChatClient(url, key, replace(req.client, control=ControlConfig(
+                BATCH_SIZE, BATCH_SIZE, BATCH_SIZE)), transport=batched, option=f"--judge {name}@{url}",
+                key_option="--judge-api-key-env")
+        elif (url, key) not in clients:
             clients[(url, key)] = client = ChatClient(url, key, replace(req.client, control=control),
                                                       transport=req.transport, option=f"--judge {name}@{url}",
                                                       key_option="--judge-api-key-env")

@@ -30,6 +30,11 @@ CREATE OR REPLACE VIEW pass_deltas AS
 SELECT * EXCLUDE (_file) FROM raw_pass_deltas
 QUALIFY {latest:pass_deltas};
 
+-- A provider batch a run submitted: status submitted until its results were read, then collected.
+CREATE OR REPLACE VIEW batches AS
+SELECT * EXCLUDE (_file) FROM raw_batches
+QUALIFY {latest:batches};
+
 -- answer_id(run, bench, question, sample, strat): an answer's id in exports and viewers,
 -- <run_id>/<benchmark>/<question_id>/<sample_index>[/<strategy>].
 CREATE OR REPLACE MACRO answer_id(run, bench, question, sample, strat) AS

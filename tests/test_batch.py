@@ -5,6 +5,11 @@ batch, and a batch submitted by one process collected by the next instead of bei
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -16,6 +21,8 @@ from shaberi.llm.params import Sampling
 from shaberi.llm.transport import AiohttpTransport
 from shaberi.testing import LoopbackServer
 
+from .conftest import query, shaberi, write_rakuda
+
 FIXED = ClientConfig(control=ControlConfig(start=500, min=500, max=500), timeout=2.0, max_retries=2,
                      backoff_base=0.05, backoff_max=0.1)
 
@@ -25,7 +32,7 @@ def messages(i: int, marker: str = "") -> list[dict]:
 
 
 async def ask_all(base_url: str, prompts: list[list[dict]], **batch: object) -> tuple[list, BatchTransport]:
-    transport = BatchTransport(AiohttpTransport(), base_url, {}, linger=0.2, poll=0.05, **batch)  # type: ignore[arg-type]
+    transport = BatchTransport(AiohttpTransport(), base_url, linger=0.2, poll=0.05, **batch)  # type: ignore[arg-type]
     client = ChatClient(base_url, None, FIXED, transport=transport)
     try:
         got = await asyncio.gather(*(client.chat("fake-model", m, Sampling(temperature=0.0)) for m in prompts),
@@ -121,3 +128,57 @@ def test_a_batch_submitted_by_a_process_that_died_is_collected_by_the_next_not_s
     assert (stats["uploads"], stats["batches"], stats["batch_requests"], stats["calls"]) == (1, 1, 12, 0)
     assert transport.submitted == [next(iter(journal.values()))]
 
+
+
+def _judged(results, tag: str) -> list[tuple]:
+    return query(results, "SELECT question_id, score, via, batch_id IS NOT NULL FROM judgements j JOIN runs r "
+                          f"USING (run_id) WHERE r.tag = '{tag}' ORDER BY question_id")
+
+
+def test_a_run_judged_through_batches_has_the_scores_a_synchronous_one_has_and_makes_no_synchronous_judge_call(
+        tmp_path):
+    data = write_rakuda(tmp_path / "d", [f"質問{i}：日本の首都は？" for i in range(8)])
+    results = tmp_path / "r"
+    with LoopbackServer() as candidate, LoopbackServer(batch_seconds=0.5) as judges:
+        common = ["run", "--model", "m", "--base-url", candidate.base_url, "--benchmark", "rakuda",
+                  "--judge", f"j@{judges.base_url}", "--data-dir", str(data), "--results-dir", str(results)]
+        done = shaberi(*common, "--tag", "sync")
+        assert done.returncode == 0, done.stderr
+        assert judges.stats()["calls"] == 8
+        judges.reset()
+        done = shaberi(*common, "--tag", "batched", "--judge-batch", "--batch-poll", "0.1")
+        assert done.returncode == 0, done.stderr
+        stats = judges.stats()
+    assert (stats["calls"], stats["uploads"], stats["batches"], stats["batch_requests"]) == (0, 1, 1, 8)
+    sync, batched = _judged(results, "sync"), _judged(results, "batched")
+    assert [(q, s) for q, s, _, _ in batched] == [(q, s) for q, s, _, _ in sync] and len(sync) == 8
+    assert {(via, has_id) for _, _, via, has_id in sync} == {("sync", False)}
+    assert {(via, has_id) for _, _, via, has_id in batched} == {("batch", True)}
+    assert query(results, "SELECT status, count(*) FROM batches GROUP BY ALL") == [("collected", 1)]
+
+
+def test_a_run_killed_while_its_batch_runs_collects_that_batch_when_run_again_and_pays_for_nothing_twice(tmp_path):
+    data = write_rakuda(tmp_path / "d", [f"質問{i}：日本の首都は？" for i in range(6)])
+    results = tmp_path / "r"
+    with LoopbackServer() as candidate, LoopbackServer(batch_seconds=6.0) as judges:
+        args = ["run", "--model", "m", "--base-url", candidate.base_url, "--benchmark", "rakuda",
+                "--judge", f"j@{judges.base_url}", "--judge-batch", "--batch-poll", "0.1", "--data-dir", str(data),
+                "--results-dir", str(results)]
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+        proc = subprocess.Popen([sys.executable, "-m", "shaberi", *args], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while judges.stats()["batches"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)  # the batch's id journaled (right after it was created)
+            assert judges.stats()["batch_requests"] < 6, "killed while the batch is under way"
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+        finally:
+            proc.kill()
+        again = shaberi(*args)
+        assert again.returncode == 0, again.stderr
+        stats = judges.stats()
+    assert (stats["calls"], stats["uploads"], stats["batches"], stats["batch_requests"]) == (0, 1, 1, 6)
+    assert query(results, "SELECT count(*), count(score), count(DISTINCT batch_id) FROM judgements") == [(6, 6, 1)]

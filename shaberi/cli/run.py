@@ -99,6 +99,14 @@ def run(
         rich_help_panel=JUDGES,
         help="Most judge requests in flight per judge endpoint, shared by every shaberi process on this machine "
              "[default: --concurrency].")] = None,
+    judge_batch: Annotated[bool, typer.Option(
+        "--judge-batch", rich_help_panel=JUDGES,
+        help="Judge through the judges' Batch API (OpenAI's; about half the price, answered within hours): "
+             "every judge call goes in a batch, a follow-up in a later one. A run stopped while batches are under "
+             "way collects them when run again, instead of paying for them twice.")] = False,
+    batch_poll: Annotated[float, typer.Option(
+        metavar="SECONDS", rich_help_panel=JUDGES,
+        help="How often a batch under way is looked at.")] = 15.0,
     judge_temperature: Annotated[str, typer.Option(
         metavar="FLOAT|omit", rich_help_panel=JUDGES,
         help="Judge sampling temperature, or omit (send none).")] = "0",
@@ -232,6 +240,7 @@ def run(
         ("--frequency-penalty", frequency_penalty, frequency_penalty is None or -2 <= frequency_penalty <= 2,
          "between -2 and 2"),
         ("--retry-errors", retry_errors, retry_errors >= 0, "0 or more"),
+        ("--batch-poll", batch_poll, batch_poll > 0, "above 0"),
     ]:
         if not ok:
             raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
@@ -245,8 +254,8 @@ def run(
         generation=GenerationConfig(**candidate_params, frequency_penalty=frequency_penalty, seed=seed),
         client=client,
         rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
-        judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency,
-        judging=JudgeConfig(**judge_params),
+        judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency, judge_batch=judge_batch,
+        batch_poll=batch_poll, judging=JudgeConfig(**judge_params),
         rejudge=rejudge, judge_prompts=prompt_set,
         passes=build(passes, pass_option or []) if passes is not None else [], model_base_url=judge_base_url,
     )

@@ -26,9 +26,9 @@ import orjson
 from .. import errors
 from .transport import Response, Transport
 
-__all__ = ["BATCH_HEADER", "BatchTransport", "Batches", "custom_id"]
+__all__ = ["BATCH_SIZE", "BatchTransport", "Batches", "custom_id"]
 
-BATCH_HEADER = "x-shaberi-batch"  # on a response that came through a batch: its id
+BATCH_SIZE = 50_000  # requests a batch holds at most (OpenAI's limit; 200 MB is the other)
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 _PATHS = ("/chat/completions", "/responses")
 
@@ -119,11 +119,10 @@ class BatchTransport:
     """A ``Transport`` that sends chat requests through ``Batches`` (see the module); anything else (``/models``)
     goes to ``inner`` as it is."""
 
-    def __init__(self, inner: Transport, base_url: str, headers: Mapping[str, str], *, size: int = 50_000,
-                 max_bytes: int = 190 << 20, linger: float = 2.0, poll: float = 10.0,
-                 on_submit: Callable[[str, list[str]], object] | None = None,
+    def __init__(self, inner: Transport, base_url: str, *, size: int = BATCH_SIZE, max_bytes: int = 190 << 20,
+                 linger: float = 2.0, poll: float = 10.0, on_submit: Callable[[str, list[str]], object] | None = None,
                  known: Mapping[str, str] | None = None) -> None:
-        self.inner, self.api = inner, Batches(base_url, headers, inner)
+        self.inner, self.api = inner, Batches(base_url, {}, inner)
         self.base_url = base_url.rstrip("/")
         self.size, self.max_bytes, self.linger, self.poll = size, max_bytes, linger, poll
         self.on_submit = on_submit
@@ -141,12 +140,13 @@ class BatchTransport:
         path = url.removeprefix(self.base_url)
         if method != "POST" or body is None or not path.endswith(_PATHS):
             return await self.inner.request(method, url, body, headers, timeout)
+        self.api.headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}  # the client's key
         cid = custom_id(body)
         answer: asyncio.Future = asyncio.get_running_loop().create_future()
         if (earlier := self.known.pop(cid, None)) is not None:  # submitted by an earlier process: collected
             task = self._collecting.get(earlier) or self._collect(earlier, {}, known=True)
             status, data = (await asyncio.shield(task)).get(cid) or _MISSING
-            return Response(status, {BATCH_HEADER: earlier}, data)
+            return Response(status, {}, data, earlier)
         self._queue.setdefault(cid, _Waiting(path, body)).answers.append(answer)
         self._last = time.monotonic()
         if self._flusher is None or self._flusher.done():
@@ -227,6 +227,15 @@ class BatchTransport:
         self._collecting[batch_id] = task
         return task
 
+    def collected(self) -> list[str]:
+        """The batches whose results were read (their requests answered from them)."""
+        return [b for b, task in self._collecting.items() if task.done() and not task.cancelled()]
+
+    def bind(self, known: Mapping[str, str], on_submit: Callable[[str, list[str]], object]) -> None:
+        """What a stage's journal says: the requests of batches submitted earlier and not collected (custom_id
+        -> batch id), and where a new batch is journaled."""
+        self.known, self.on_submit = dict(known), on_submit
+
     async def aclose(self) -> None:
         for task in [*self._collecting.values(), *self._running, *([self._flusher] if self._flusher else [])]:
             task.cancel()
@@ -251,7 +260,7 @@ def _answer_all(waiting: list[_Waiting], status: int, data: bytes, batch_id: str
     for w in waiting:
         for fut in w.answers:
             if not fut.done():
-                fut.set_result(Response(status, {BATCH_HEADER: batch_id} if batch_id else {}, data))
+                fut.set_result(Response(status, {}, data, batch_id))
 
 
 def _fail_all(chunk: dict[str, _Waiting], exc: BaseException | None) -> None:

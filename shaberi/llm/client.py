@@ -69,6 +69,7 @@ class Completion:
     latency_ms: float  # the answering request's round trip: not time queued in the client, not earlier attempts
     reasoning_tokens: int = 0  # of completion_tokens (usage.completion_tokens_details.reasoning_tokens)
     cached_tokens: int = 0  # of prompt_tokens (usage.prompt_tokens_details.cached_tokens)
+    batch_id: str | None = None  # the provider batch that answered it (``llm.batch``); None: answered directly
 
 
 class ChatClient:
@@ -196,7 +197,8 @@ class ChatClient:
                 self.pacing.used(prompt + completion)
                 return Completion(content, reasoning, finish, prompt, completion, attempts, took * 1000,
                                   min(_detail(usage, "completion_tokens_details", "reasoning_tokens"), completion),
-                                  min(_detail(usage, "prompt_tokens_details", "cached_tokens"), prompt))
+                                  min(_detail(usage, "prompt_tokens_details", "cached_tokens"), prompt),
+                                  resp.batch_id)
             finally:
                 if slot is not None:
                     self.lease.release(slot, answer)  # type: ignore[union-attr]

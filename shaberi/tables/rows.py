@@ -21,8 +21,8 @@ from ..redact import strip_credentials
 from .schema import TABLES
 from .store import now_us
 
-__all__ = ["ANSWER_COLUMNS", "JSON_COLUMNS", "AnswerKey", "RunRecord", "Stage", "answer", "decoded", "judgement",
-           "pass_delta", "question", "runs", "token_usage"]
+__all__ = ["ANSWER_COLUMNS", "JSON_COLUMNS", "AnswerKey", "RunRecord", "Stage", "answer", "batch", "decoded",
+           "judgement", "pass_delta", "question", "runs", "token_usage"]
 
 Stage = Literal["generation", "judging", "passes", "consensus"]
 
@@ -155,6 +155,13 @@ def pass_delta(run_id: str, key: AnswerKey, pass_name: str, pass_version: str, d
     """A ``pass_deltas`` row: what one pass changed (0: checked, nothing to change) on one answer's score."""
     return _row("pass_deltas", {"run_id": run_id, **key._asdict(), "judge": "", "pass_name": pass_name,
                                 "pass_version": pass_version, "delta": float(delta), **values})
+
+
+def batch(run_id: str, batch_id: str, endpoint: str, stage: Stage, custom_ids: list[str], status: str
+          ) -> dict[str, object]:
+    """A ``batches`` row: a provider batch submitted (``status`` submitted, with its requests) or collected."""
+    return _row("batches", {"run_id": run_id, "batch_id": batch_id, "endpoint": strip_credentials(endpoint),
+                            "stage": stage, "custom_ids": custom_ids, "status": status})
 
 
 def token_usage(run_id: str, stage: Stage, benchmark: str, model: str, *, requests: int = 0, prompt_tokens: int = 0,

@@ -190,6 +190,8 @@ TABLES: dict[str, Table] = {
                 ("reasoning_tokens", I64),  # of completion_tokens
                 ("cached_prompt_tokens", I64),  # of prompt_tokens
                 ("error", STR),  # answer_error | unparseable: … | judge_error: …
+                ("via", STR),  # how the judge's first reply came: sync | batch (null in parts older than it)
+                ("batch_id", STR),  # the provider's batch that answered it (via batch)
                 ("created_at", TS),
             ],
         ),
@@ -207,6 +209,22 @@ TABLES: dict[str, Table] = {
                 ("answer_hash", STR),  # of the checked text (a model's verdict is reused only for the same text)
                 ("prompt_tokens", I64),  # of the pass's model calls, if any
                 ("completion_tokens", I64),  # of the pass's model calls
+                ("created_at", TS),
+            ],
+        ),
+        _t(
+            "batches",
+            # A provider batch a stage submitted, journaled before anything waits on it; a later row of the same
+            # batch says it was collected. A run resumed collects the batches it submitted and has not collected
+            # instead of submitting their requests again.
+            ("run_id", "batch_id"),
+            [
+                ("run_id", STR),
+                ("batch_id", STR),  # the provider's id
+                ("endpoint", STR),  # its base URL, without credentials
+                ("stage", STR),  # judging
+                ("custom_ids", STR_LIST),  # its requests: a hash of each body (``llm.batch.custom_id``)
+                ("status", STR),  # submitted | collected
                 ("created_at", TS),
             ],
         ),

@@ -50,8 +50,8 @@ class _Work:
 
 
 class BatchAPI:
-    def __init__(self, chat: Callable[[Any], Awaitable[web.Response]], seconds: float) -> None:
-        self.chat, self.seconds = chat, seconds
+    def __init__(self, answer: Callable[[Any], Awaitable[web.Response]], seconds: float) -> None:
+        self.answer, self.seconds = answer, seconds
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}  # what GET /v1/batches/{id} answers
         self._tasks: dict[str, asyncio.Task] = {}
@@ -135,7 +135,7 @@ class BatchAPI:
         work = self._work[batch["id"]]
         for i, line in enumerate(work.lines):
             await asyncio.sleep(self.seconds / len(work.lines))
-            response = await self.chat(_Line(line["url"], line["body"]))
+            response = await self.answer(_Line(line["url"], line["body"]))
             self.answered += 1
             try:
                 body = orjson.loads(response.body)  # type: ignore[arg-type]
