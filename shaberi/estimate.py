@@ -78,10 +78,10 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
              config: GenerationConfig, judges: list[str], judge_max_tokens: int,
              pricing: Path | None, generating: bool = True, rejudge: bool = False,
              questions: set[tuple[str, str]] | None = None, rerun: bool = False,
-             retry_errors: int = 2, prompts: PromptSet = SHABERI) -> list[Estimate]:
+             retry_errors: int = 2, prompts: PromptSet = SHABERI, judge_batch: bool = False) -> list[Estimate]:
     """The generation row (unless ``generating`` is off: ``--rejudge``, ``--stages judge``) and one row per
     judge, for these questions. ``questions``: the (benchmark, question id) pairs the judge stage is limited
-    to (``--limit``)."""
+    to (``--limit``). ``judge_batch``: the judges priced at their Batch API rates."""
     store = Store(results_dir)
     run_id = run_id_for(model, tag)
     progress = Progress()
@@ -111,7 +111,7 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
     for name in judges:
         calls = stored[name]["call"] + len(planned)  # a new or retried answer is a new text to judge
         rows.append(_priced(con, "judging", name, calls, stored[name]["reused"], round(per_call * calls),
-                            judge_max_tokens, _observed(con, "judge", name)))
+                            judge_max_tokens, _observed(con, "judge", name), judge_batch))
     return rows
 
 
@@ -131,9 +131,9 @@ def _observed(con: duckdb.DuckDBPyConnection, kind: str, name: str) -> float | N
 
 
 def _priced(con: duckdb.DuckDBPyConnection, stage: str, model: str, calls: int, reused: int, prompt: int,
-            max_tokens: int, observed: float | None) -> Estimate:
+            max_tokens: int, observed: float | None, batch: bool = False) -> Estimate:
     typical = round((observed or TYPICAL_COMPLETION[stage]) * calls)
-    price = con.execute(query("reports.price"), {"model": model}).fetchone()
+    price = con.execute(query("reports.price"), {"model": model, "batch": batch}).fetchone()
     input_price, output_price = price or (0.0, 0.0)
     cost = prompt / 1e6 * input_price
     return Estimate(stage, model, calls, reused, prompt, typical, calls * max_tokens, price is not None,

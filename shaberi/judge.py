@@ -384,7 +384,8 @@ def _awaiting(journal: Journal, run_id: str, item: _Item, reply: Completion) -> 
                completion_tokens=reply.completion_tokens, error=AWAITING, **_via(reply))
     usage = token_usage(run_id, "judging", item.answer["benchmark"], item.judge.name, requests=reply.attempts,
                         prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
-                        reasoning_tokens=reply.reasoning_tokens, cached_prompt_tokens=reply.cached_tokens)
+                        reasoning_tokens=reply.reasoning_tokens, cached_prompt_tokens=reply.cached_tokens,
+                        batch=reply.batch_id is not None)
     journal.append_many([("judgements", row), ("token_usage", usage)])
 
 
@@ -439,7 +440,7 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
             progress.failures[f"fallback {verdict.fallback_error.error_type}: {str(verdict.fallback_error)[:100]}"] += 1
     usage = token_usage(run_id, "judging", item.answer["benchmark"], item.judge.name, requests=requests,
                         prompt_tokens=spent[0], completion_tokens=spent[1], reasoning_tokens=spent[2],
-                        cached_prompt_tokens=spent[3])
+                        cached_prompt_tokens=spent[3], batch=verdict is not None and verdict.reply.batch_id is not None)
     journal.append_many([("judgements", row), ("token_usage", usage)])
     progress.done += 1
     progress.judged += 1

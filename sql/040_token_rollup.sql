@@ -31,6 +31,8 @@ WITH used AS (
            sum(completion_tokens)::BIGINT AS completion_tokens,
            sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
            sum(cached_prompt_tokens)::BIGINT AS cached_prompt_tokens,
+           sum(batch_prompt_tokens)::BIGINT AS batch_prompt_tokens,
+           sum(batch_completion_tokens)::BIGINT AS batch_completion_tokens,
            max(created_at) AS created_at
     FROM raw_token_usage
     GROUP BY {key:token_usage}
@@ -38,6 +40,8 @@ WITH used AS (
 SELECT run_id, stage, benchmark, model, coalesce(u.requests, 0)::BIGINT AS requests,
        coalesce(u.prompt_tokens, 0)::BIGINT AS prompt_tokens,
        coalesce(u.completion_tokens, 0)::BIGINT AS completion_tokens, u.reasoning_tokens, u.cached_prompt_tokens,
+       coalesce(u.batch_prompt_tokens, 0)::BIGINT AS batch_prompt_tokens,
+       coalesce(u.batch_completion_tokens, 0)::BIGINT AS batch_completion_tokens,
        coalesce(r.rows, 0)::BIGINT AS cached_requests, u.created_at
 FROM used u FULL JOIN reused r USING (run_id, stage, benchmark, model);
 

@@ -141,7 +141,7 @@ def test_a_run_judged_through_batches_has_the_scores_a_synchronous_one_has_and_m
     results = tmp_path / "r"
     with LoopbackServer() as candidate, LoopbackServer(batch_seconds=0.5) as judges:
         common = ["run", "--model", "m", "--base-url", candidate.base_url, "--benchmark", "rakuda",
-                  "--judge", f"j@{judges.base_url}", "--data-dir", str(data), "--results-dir", str(results)]
+                  "--judge", f"gpt-4.1-mini@{judges.base_url}", "--data-dir", str(data), "--results-dir", str(results)]
         done = shaberi(*common, "--tag", "sync")
         assert done.returncode == 0, done.stderr
         assert judges.stats()["calls"] == 8
@@ -155,6 +155,15 @@ def test_a_run_judged_through_batches_has_the_scores_a_synchronous_one_has_and_m
     assert {(via, has_id) for _, _, via, has_id in sync} == {("sync", False)}
     assert {(via, has_id) for _, _, via, has_id in batched} == {("batch", True)}
     assert query(results, "SELECT status, count(*) FROM batches GROUP BY ALL") == [("collected", 1)]
+    # the same tokens, priced at the shipped Batch API rates (half of gpt-4.1-mini's: 0.20 and 0.80 per million)
+    cost = dict((tag, rest) for tag, *rest in query(
+        results, "SELECT r.tag, c.prompt_tokens, c.completion_tokens, c.batch_prompt_tokens, c.batch_completion_tokens,"
+                 " c.cost_usd FROM cost c JOIN runs r USING (run_id) WHERE c.stage = 'judging'"))
+    prompt, completion = cost["sync"][:2]
+    assert prompt > 0 and cost["batched"][:4] == [prompt, completion, prompt, completion]
+    assert cost["sync"][2:4] == [0, 0]
+    assert cost["sync"][4] == pytest.approx(prompt / 1e6 * 0.40 + completion / 1e6 * 1.60, rel=1e-12)
+    assert cost["batched"][4] == pytest.approx(prompt / 1e6 * 0.20 + completion / 1e6 * 0.80, rel=1e-12)
 
 
 def test_a_run_killed_while_its_batch_runs_collects_that_batch_when_run_again_and_pays_for_nothing_twice(tmp_path):

@@ -84,3 +84,23 @@ def test_dry_run_of_two_turn_conversations_and_rerun_matches_the_calls(server, t
     assert shaberi(*common, "--rerun").returncode == 0
     # The server answers alike: the same texts again, whose judgements are reused. The plan is the bound.
     assert server.stats()["calls"] == 4
+
+
+def test_dry_run_prices_a_batched_judge_at_its_batch_rates_and_a_judge_without_them_at_its_own(server, tmp_path):
+    data = write_rakuda(tmp_path / "d", ["質問1", "質問2", "質問3"])
+    pricing = tmp_path / "prices.toml"
+    pricing.write_text('["batched-judge"]\ninput = 1000.0\noutput = 2000.0\nbatch_input = 400.0\nbatch_output = 900.0\n'
+                       '["plain-judge"]\ninput = 1000.0\noutput = 2000.0\n', encoding="utf-8")
+    rows = {}
+    for judge in ("batched-judge", "plain-judge"):
+        for batch in ([], ["--judge-batch"]):
+            dry = shaberi("run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge",
+                          judge, "--results-dir", str(tmp_path / "r"), "--data-dir", str(data), "--pricing",
+                          str(pricing), "--dry-run", *batch)
+            assert dry.returncode == 0, dry.stderr
+            rows[(judge, bool(batch))] = next(r for r in _table(dry.stdout) if r[0] == "judging")
+    for (judge, batch), cells in rows.items():
+        prompt, typical, most = (int(c.lstrip("~").replace(",", "")) for c in cells[4:7])
+        rates = (400.0, 900.0) if judge == "batched-judge" and batch else (1000.0, 2000.0)
+        assert cells[7] == f"${prompt / 1e6 * rates[0] + typical / 1e6 * rates[1]:,.2f}", (judge, batch, cells)
+        assert cells[8] == f"${prompt / 1e6 * rates[0] + most / 1e6 * rates[1]:,.2f}", (judge, batch, cells)

@@ -392,7 +392,7 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
             each.results_dir, each.model, each.tag, each.base_url, items, each.generation,
             [j.name for j in each.judges] if "judge" in stages else [], each.judging.max_tokens, pricing,
             generating="generate" in stages, rejudge=each.rejudge, questions=scope, rerun=each.rerun,
-            retry_errors=each.retry_errors, prompts=each.judge_prompts)]
+            retry_errors=each.retry_errors, prompts=each.judge_prompts, judge_batch=each.judge_batch)]
     family = runs > 1
 
     def cells(rows: list[Estimate]) -> list[str]:

@@ -165,13 +165,15 @@ def batch(run_id: str, batch_id: str, endpoint: str, stage: Stage, custom_ids: l
 
 
 def token_usage(run_id: str, stage: Stage, benchmark: str, model: str, *, requests: int = 0, prompt_tokens: int = 0,
-                completion_tokens: int = 0, reasoning_tokens: int = 0, cached_prompt_tokens: int = 0
-                ) -> dict[str, object]:
+                completion_tokens: int = 0, reasoning_tokens: int = 0, cached_prompt_tokens: int = 0,
+                batch: bool = False) -> dict[str, object]:
     """A ``token_usage`` increment (rows are summed): HTTP requests sent, retries included, and their tokens
-    (of which reasoning, and prompt tokens the provider's cache served). The rows a stage reused instead of
-    calling are counted from the tables (the ``token_usage`` view), never written: a resume would add them
-    again."""
+    (of which reasoning, and prompt tokens the provider's cache served; ``batch``: all of them through a Batch
+    API, priced at its rate). The rows a stage reused instead of calling are counted from the tables (the
+    ``token_usage`` view), never written: a resume would add them again."""
     return _row("token_usage", {"run_id": run_id, "stage": stage, "benchmark": benchmark, "model": model,
                                 "requests": requests, "prompt_tokens": prompt_tokens,
                                 "completion_tokens": completion_tokens, "reasoning_tokens": reasoning_tokens,
-                                "cached_prompt_tokens": cached_prompt_tokens, "cached_requests": 0})
+                                "cached_prompt_tokens": cached_prompt_tokens,
+                                "batch_prompt_tokens": prompt_tokens if batch else 0,
+                                "batch_completion_tokens": completion_tokens if batch else 0, "cached_requests": 0})

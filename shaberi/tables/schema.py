@@ -241,6 +241,8 @@ TABLES: dict[str, Table] = {
                 ("completion_tokens", I64),  # summed
                 ("reasoning_tokens", I64),  # of completion_tokens (null in parts older than it)
                 ("cached_prompt_tokens", I64),  # of prompt_tokens: priced at the cached input rate
+                ("batch_prompt_tokens", I64),  # of prompt_tokens, sent through a Batch API: priced at its rate
+                ("batch_completion_tokens", I64),  # of completion_tokens, answered through a Batch API
                 ("cached_requests", I64),  # no longer written (0): the token_usage view counts reuse from the tables
                 ("created_at", TS),
             ],

@@ -203,15 +203,19 @@ def materialize(con: duckdb.DuckDBPyConnection, *views: str) -> duckdb.DuckDBPyC
     return con
 
 
-def load_pricing(path: Path | None = None) -> list[tuple[str, float, float, float | None]]:
-    """(model, input, output, cached_input) in USD per million tokens, from a TOML file of
-    ``[model] input = …, output = …, cached_input = …``."""
+def load_pricing(path: Path | None = None) -> list[tuple[str, float, float, float | None, float | None, float | None]]:
+    """(model, input, output, cached_input, batch_input, batch_output) in USD per million tokens, from a TOML file
+    of ``[model] input = …, output = …`` and optionally ``cached_input``, ``batch_input``, ``batch_output``."""
     path = path or resource_dir("data") / "pricing.toml"
+
+    def rate(entry: dict, name: str) -> float | None:
+        return float(entry[name]) if name in entry else None
+
     try:
         with open(path, "rb") as fh:
             entries = tomllib.load(fh)
-        return [(model, float(p["input"]), float(p["output"]),
-                 float(p["cached_input"]) if "cached_input" in p else None) for model, p in entries.items()]
+        return [(model, float(p["input"]), float(p["output"]), rate(p, "cached_input"), rate(p, "batch_input"),
+                 rate(p, "batch_output")) for model, p in entries.items()]
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"cannot read pricing file {path}: {exc}; each [model] needs input and output "
                          "(USD per million tokens)") from None
@@ -304,8 +308,9 @@ def _define(con: duckdb.DuckDBPyConnection, root: Root, pricing: Path | None, ru
     excluded = [(name, q) for name, spec in bm.BENCHMARKS.items() for q in sorted(spec.excluded)]
     if excluded:
         con.executemany("INSERT INTO excluded_questions VALUES (?, ?)", excluded)
-    con.execute("CREATE OR REPLACE TABLE pricing (model VARCHAR, input DOUBLE, output DOUBLE, cached_input DOUBLE)")
-    con.executemany("INSERT INTO pricing VALUES (?, ?, ?, ?)", load_pricing(pricing))
+    con.execute("CREATE OR REPLACE TABLE pricing (model VARCHAR, input DOUBLE, output DOUBLE, cached_input DOUBLE, "
+                "batch_input DOUBLE, batch_output DOUBLE)")
+    con.executemany("INSERT INTO pricing VALUES (?, ?, ?, ?, ?, ?)", load_pricing(pricing))
     con.execute(f"CREATE OR REPLACE MACRO score_round(x) AS round(x, {SCORE_DIGITS})")
     con.execute(f"CREATE OR REPLACE MACRO score_mean(x) AS {_SCORE_MEAN}")
     probe_writers(con, root, f"SELECT run_id, status FROM raw_runs QUALIFY {LATEST_RUN_ROW}")

@@ -52,7 +52,9 @@ SELECT avg(completion_tokens) FROM answers WHERE model = $name AND completion_to
 SELECT avg(completion_tokens) FROM judgements WHERE judge = $name AND completion_tokens > 0;
 
 -- name: price
-SELECT input, output FROM pricing WHERE model = price_model($model);
+SELECT CASE WHEN $batch THEN coalesce(batch_input, input) ELSE input END,
+       CASE WHEN $batch THEN coalesce(batch_output, output) ELSE output END
+FROM pricing WHERE model = price_model($model);
 
 -- name: run_status
 SELECT * FROM run_status ORDER BY run_id, benchmark NULLS FIRST;
