@@ -275,8 +275,10 @@ def _uncollected(store: Store, run_id: str) -> dict[str, str]:
 
 
 def _submitted(journal: Journal, run_id: str, endpoint: str, batch_id: str, custom_ids: list[str]) -> None:
-    """A batch just created, journaled before anything waits on it: a killed run's next one collects it."""
+    """A batch just created, journaled before anything waits on it: a killed run's next one collects it. Stored
+    in a part at once, so that readers see the run waiting on it (``shown_status``) even if it is killed."""
     journal.append("batches", batch_row(run_id, batch_id, endpoint, "judging", custom_ids, "submitted"))
+    journal.flush()
 
 
 def _unfinished(row: dict) -> bool:

@@ -1,11 +1,16 @@
--- shown_status(stored, alive): a run's (or a stage's) status as every reader shows it, from the status its row
--- holds and whether its writer is alive (run_writers; NULL: cannot be told). The one place this rule lives:
--- the runs view, find_runs, the manifest and the API all read it here.
+-- shown_status(stored, alive, waiting): a run's (or a stage's) status as every reader shows it, from the status
+-- its row holds, whether its writer is alive (run_writers; NULL: cannot be told) and whether it submitted provider
+-- batches it has not collected (waiting; NULL: none known). The one place this rule lives: the runs view,
+-- find_runs, the manifest and the API all read it here.
 --   running with no live writer: interrupted (killed, or the machine died; resumable)
+--   interrupted, or running with no live writer, with batches under way: waiting (they run on at the provider;
+--   the same command collects them)
 --   complete, error: the words of older rows for ok, failed
-CREATE OR REPLACE MACRO shown_status(stored, alive) AS
+CREATE OR REPLACE MACRO shown_status(stored, alive, waiting) AS
     CASE coalesce(stored, 'ok')
-        WHEN 'running' THEN CASE WHEN alive = false THEN 'interrupted' ELSE 'running' END
+        WHEN 'running' THEN CASE WHEN alive = false THEN CASE WHEN waiting THEN 'waiting' ELSE 'interrupted' END
+                                 ELSE 'running' END
+        WHEN 'interrupted' THEN CASE WHEN waiting THEN 'waiting' ELSE 'interrupted' END
         WHEN 'complete' THEN 'ok'
         WHEN 'error' THEN 'failed'
         ELSE coalesce(stored, 'ok') END;
@@ -36,7 +41,7 @@ CREATE OR REPLACE MACRO is_pooled(judge) AS starts_with(judge, '*');
 --                       pass's deltas are still scores, so a failed pass (combined over its passes) makes it partial
 CREATE OR REPLACE MACRO status_word(s) AS CASE s WHEN 'complete' THEN 'ok' WHEN 'error' THEN 'failed' ELSE s END;
 CREATE OR REPLACE MACRO status_rank(s) AS
-    coalesce(list_position(['ok', 'not run', 'partial', 'running', 'interrupted', 'failed'], s), 1) - 1;
+    coalesce(list_position(['ok', 'not run', 'partial', 'running', 'waiting', 'interrupted', 'failed'], s), 1) - 1;
 CREATE OR REPLACE MACRO generation_status(questions, answers, errors, missing) AS
     CASE WHEN questions = 0 OR answers = 0 THEN 'not run'
          WHEN missing = 0 AND errors = 0 THEN 'ok'

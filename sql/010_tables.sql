@@ -5,11 +5,15 @@
 -- raw_<table> (created by shaberi/tables/sql.py) holds every stored row plus _file. token_usage (increments, summed) is defined with the
 -- rows it reused, after the lineage rule (040_token_rollup.sql).
 
--- runs: status as readers show it (shown_status: a run whose writer died is interrupted), stored_status as its
--- row holds it.
+-- runs: status as readers show it (shown_status: a run whose writer died is interrupted, or waiting on the batches
+-- it submitted), stored_status as its row holds it.
 CREATE OR REPLACE VIEW runs AS
-SELECT r.* EXCLUDE (_file) REPLACE (shown_status(r.status, w.alive) AS status), r.status AS stored_status
-FROM raw_runs r LEFT JOIN run_writers w USING (run_id)
+WITH waiting AS (
+    SELECT run_id, bool_or(status = 'submitted') AS waiting
+    FROM (SELECT run_id, status FROM raw_batches QUALIFY {latest:batches}) GROUP BY run_id
+)
+SELECT r.* EXCLUDE (_file) REPLACE (shown_status(r.status, w.alive, b.waiting) AS status), r.status AS stored_status
+FROM raw_runs r LEFT JOIN run_writers w USING (run_id) LEFT JOIN waiting b USING (run_id)
 QUALIFY {latest:runs};
 
 CREATE OR REPLACE VIEW questions AS

@@ -186,8 +186,14 @@ def test_a_run_killed_while_its_batch_runs_collects_that_batch_when_run_again_an
             proc.wait(30)
         finally:
             proc.kill()
+        # readers show it waiting on its batch, not interrupted: the batch runs on at the provider
+        assert query(results, "SELECT status FROM runs") == [("waiting",)]
+        shown = shaberi("view", "--results-dir", str(results))
+        assert "waiting: batches it submitted run on" in shown.stdout + shown.stderr, shown.stdout
         again = shaberi(*args)
         assert again.returncode == 0, again.stderr
         stats = judges.stats()
+    assert query(results, "SELECT status FROM runs") == [("ok",)]
+    assert query(results, "SELECT status FROM batches") == [("collected",)]
     assert (stats["calls"], stats["uploads"], stats["batches"], stats["batch_requests"]) == (0, 1, 1, 6)
     assert query(results, "SELECT count(*), count(score), count(DISTINCT batch_id) FROM judgements") == [(6, 6, 1)]

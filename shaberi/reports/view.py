@@ -98,6 +98,9 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
             if section.status == "interrupted":
                 section.notes.append("interrupted: no process is writing it; the rows its last calls journaled "
                                      "count once it is resumed (run the same command again)")
+            if section.status == "waiting":
+                section.notes.append("waiting: batches it submitted run on at the provider; the same command "
+                                     "collects them (nothing is submitted again)")
             by_model.setdefault(m, []).append(section)
     # A tag holding several models: one block per model, best Overall first (a model without one last).
     models = sorted(by_model, key=lambda m: (*rank(by_model[m][0].complete, by_model[m][0].overall), m))

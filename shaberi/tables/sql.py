@@ -137,7 +137,7 @@ def _status_rule(rule: str, statuses: tuple[str, ...]) -> str:
 def shown_status(con: duckdb.DuckDBPyConnection, stored: str | None, alive: bool | None) -> str:
     """A status as readers show it, by the one rule (``sql/005_status.sql``), for a status held outside the runs
     view (a stage's record in ``runs.stages``)."""
-    row = con.execute("SELECT shown_status($stored, $alive)", {"stored": stored, "alive": alive}).fetchone()
+    row = con.execute("SELECT shown_status($stored, $alive, NULL)", {"stored": stored, "alive": alive}).fetchone()
     assert row is not None
     return str(row[0])
 
