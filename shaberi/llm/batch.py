@@ -120,7 +120,7 @@ class BatchTransport:
     goes to ``inner`` as it is."""
 
     def __init__(self, inner: Transport, base_url: str, *, size: int = BATCH_SIZE, max_bytes: int = 190 << 20,
-                 linger: float = 2.0, poll: float = 10.0, on_submit: Callable[[str, list[str]], object] | None = None,
+                 linger: float = 0.5, poll: float = 10.0, on_submit: Callable[[str, list[str]], object] | None = None,
                  known: Mapping[str, str] | None = None) -> None:
         self.inner, self.api = inner, Batches(base_url, {}, inner)
         self.base_url = base_url.rstrip("/")

@@ -147,7 +147,9 @@ class Controller:
     # -- sending ---------------------------------------------------------------------------------
     async def acquire(self) -> None:
         """Wait for a free slot (in the first window, for its turn too); ``send`` when the request leaves."""
-        if not self._answered:  # spread the first window: a low cap answers before many are sent
+        if not self._answered and self.config.min < self.config.max:
+            # spread the first window: a low cap answers before many are sent (a fixed window has nothing to find:
+            # a batch's requests, which answer hours later, all go at once)
             now = time.monotonic()
             at = self._next_first = max(self._next_first, now) + FIRST_WINDOW_GAP
             if at - FIRST_WINDOW_GAP > now:  # until its turn, or the first answer: then the window is known

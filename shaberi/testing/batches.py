@@ -133,8 +133,9 @@ class BatchAPI:
 
     async def _run(self, batch: dict) -> None:
         work = self._work[batch["id"]]
-        for i, line in enumerate(work.lines):
-            await asyncio.sleep(self.seconds / len(work.lines))
+        loop, began = asyncio.get_running_loop(), asyncio.get_running_loop().time()
+        for i, line in enumerate(work.lines):  # line i is due at its share of the batch's time, not after it
+            await asyncio.sleep(max(0.0, began + self.seconds * (i + 1) / len(work.lines) - loop.time()))
             response = await self.answer(_Line(line["url"], line["body"]))
             self.answered += 1
             try:

@@ -140,7 +140,7 @@ class FakeLLM:
         self.arrivals: deque[tuple[float, str | None, int | None]] = deque(maxlen=20_000)
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(client_max_size=256 << 20)  # a batch file: up to 200 MB at OpenAI
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/responses", self.chat)
         app.router.add_get("/v1/models", self.models)
