@@ -56,8 +56,10 @@ class Batches:
                 f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="shaberi.jsonl"\r\n'
                 f"Content-Type: application/jsonl\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
         uploaded = await self._json("POST", "/files", form, f"multipart/form-data; boundary={boundary}")
+        # not sent again when no answer came: the batch may exist (and be paid for) all the same
         return await self._json("POST", "/batches", orjson.dumps({
-            "input_file_id": uploaded["id"], "endpoint": endpoint, "completion_window": "24h"}), "application/json")
+            "input_file_id": uploaded["id"], "endpoint": endpoint, "completion_window": "24h"}), "application/json",
+            once=True)
 
     async def get(self, batch_id: str) -> dict:
         return await self._json("GET", f"/batches/{batch_id}", None, None)
@@ -80,8 +82,9 @@ class Batches:
                     found[record["custom_id"]] = (503, orjson.dumps({"error": {"message": why}}))
         return found
 
-    async def _json(self, method: str, path: str, body: bytes | None, content_type: str | None) -> dict:
-        resp = await self._call(method, path, body, content_type)
+    async def _json(self, method: str, path: str, body: bytes | None, content_type: str | None,
+                    once: bool = False) -> dict:
+        resp = await self._call(method, path, body, content_type, once)
         try:
             got = orjson.loads(resp.body)
         except orjson.JSONDecodeError:
@@ -90,13 +93,15 @@ class Batches:
             raise errors.BadResponseError(f"{method} {path} answered {type(got).__name__}, not an object")
         return got
 
-    async def _call(self, method: str, path: str, body: bytes | None, content_type: str | None) -> Response:
+    async def _call(self, method: str, path: str, body: bytes | None, content_type: str | None,
+                    once: bool = False) -> Response:
+        """``once``: a request the endpoint may have carried out though no answer came back is not sent again."""
         headers = dict(self.headers) | ({"Content-Type": content_type} if content_type else {})
         for attempt in range(self.attempts):
             try:
                 resp = await self.transport.request(method, f"{self.base_url}{path}", body, headers, self.timeout)
             except (errors.ConnectError, errors.RequestTimeout):
-                if attempt == self.attempts - 1:
+                if once or attempt == self.attempts - 1:
                     raise
             else:
                 if resp.status < 400:
