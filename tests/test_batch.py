@@ -19,6 +19,7 @@ from shaberi.llm.client import ChatClient, ClientConfig
 from shaberi.llm.control import ControlConfig
 from shaberi.llm.params import Sampling
 from shaberi.llm.transport import AiohttpTransport
+from shaberi.tables.sql import connect
 from shaberi.testing import LoopbackServer
 
 from .conftest import query, shaberi, write_rakuda
@@ -197,3 +198,30 @@ def test_a_run_killed_while_its_batch_runs_collects_that_batch_when_run_again_an
     assert query(results, "SELECT status FROM batches") == [("collected",)]
     assert (stats["calls"], stats["uploads"], stats["batches"], stats["batch_requests"]) == (0, 1, 1, 6)
     assert query(results, "SELECT count(*), count(score), count(DISTINCT batch_id) FROM judgements") == [(6, 6, 1)]
+
+
+def test_a_reply_without_a_score_asks_its_fallback_in_a_later_batch_with_the_rows_a_synchronous_run_writes(
+        tmp_path):
+    data = write_rakuda(tmp_path / "d", [
+        "<<judge: 丁寧な回答です。 || FINAL SCORE: 6>> 質問1",  # the follow-up gives the score
+        "<<judge: 判断できません。 || やはり判断できません。>> 質問2",  # neither does
+        "<<judge: FINAL SCORE: 7>> 質問3",  # the first reply does
+    ])
+    results = tmp_path / "r"
+    with LoopbackServer() as candidate, LoopbackServer(batch_seconds=0.3) as judges:
+        common = ["run", "--model", "m", "--base-url", candidate.base_url, "--benchmark", "rakuda",
+                  "--judge", f"j@{judges.base_url}", "--data-dir", str(data), "--results-dir", str(results)]
+        assert shaberi(*common, "--tag", "sync").returncode == 0
+        judges.reset()
+        done = shaberi(*common, "--tag", "batched", "--judge-batch", "--batch-poll", "0.1")
+        assert done.returncode == 0, done.stderr
+        stats = judges.stats()
+    # three primaries in the first batch; the two follow-ups in a second
+    assert (stats["calls"], stats["batches"], stats["batch_requests"]) == (0, 2, 5)
+    rows = ("SELECT question_id, score, parse_method, judge_output, fallback_output, j.error FROM judgements j "
+            "JOIN runs r USING (run_id) WHERE r.tag = $tag ORDER BY question_id")
+    con = connect(results)
+    sync, batched = (con.execute(rows, {"tag": t}).fetchall() for t in ("sync", "batched"))
+    assert batched == sync and [r[1] for r in sync] == [6.0, None, 7.0]
+    assert con.execute("SELECT count(DISTINCT batch_id) FROM judgements j JOIN runs r USING (run_id) "
+                       "WHERE r.tag = 'batched'").fetchall() == [(1,)]  # a judgement names its first reply's batch
