@@ -151,6 +151,8 @@ def test_a_run_judged_through_batches_has_the_scores_a_synchronous_one_has_and_m
         assert done.returncode == 0, done.stderr
         stats = judges.stats()
     assert (stats["calls"], stats["uploads"], stats["batches"], stats["batch_requests"]) == (0, 1, 1, 8)
+    # the plain lines say how the batch stands, whenever they were printed: queued, or submitted
+    assert "8 requests queued for a batch" in done.stderr or "batches: 1 submitted" in done.stderr, done.stderr
     sync, batched = _judged(results, "sync"), _judged(results, "batched")
     assert [(q, s) for q, s, _, _ in batched] == [(q, s) for q, s, _, _ in sync] and len(sync) == 8
     assert {(via, has_id) for _, _, via, has_id in sync} == {("sync", False)}

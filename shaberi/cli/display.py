@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from ..llm.batch import BatchTransport
 from ..llm.client import ChatClient
 from ..passes.runner import PassProgress
 from ..pipeline import Outcome
@@ -80,8 +81,10 @@ def unreadable_lines(p: PassProgress) -> list[str]:
 
 
 def _endpoint(client: ChatClient) -> str:
-    return (f"{client.label}: limit {int(client.control.limit)}, in flight {client.control.in_flight}, "
+    line = (f"{client.label}: limit {int(client.control.limit)}, in flight {client.control.in_flight}, "
             f"{client.requests:,} requests, {client.rate_limited:,} 429s, {client.retries:,} retries")
+    batched = client.transport.summary() if isinstance(client.transport, BatchTransport) else ""
+    return f"{line}; {batched}" if batched else line
 
 
 @contextlib.asynccontextmanager

@@ -138,6 +138,7 @@ class BatchTransport:
         self._collecting: dict[str, asyncio.Task] = {}  # batch id -> its collector: custom_id -> (status, body)
         self._running: set[asyncio.Task] = set()  # submissions under way (the loop keeps only weak references)
         self.submitted: list[str] = []  # batch ids, in order
+        self._began = 0.0  # when the first was submitted (or collecting began)
         self.status: dict[str, dict] = {}  # batch id -> its last polled object
 
     async def request(self, method: str, url: str, body: bytes | None, headers: Mapping[str, str],
@@ -185,6 +186,7 @@ class BatchTransport:
                     _answer_all([chunk[c] for c in cids], 503 if isinstance(exc, errors.ServerError) else 400,
                                 orjson.dumps({"error": {"message": f"batch submission: {exc}"}}), None)
                     continue
+                self._began = self._began or time.monotonic()
                 self.submitted.append(batch["id"])
                 self.status[batch["id"]] = batch
                 if self.on_submit is not None:
@@ -227,10 +229,21 @@ class BatchTransport:
                     await asyncio.sleep(min(300.0, self.poll * 2 ** min(failures, 8)))
 
         if known:
+            self._began = self._began or time.monotonic()
             self.submitted.append(batch_id)
         task = asyncio.create_task(go())
         self._collecting[batch_id] = task
         return task
+
+    def summary(self) -> str:
+        """How its batches stand, for the display: submitted, ended, their requests done, the time waited."""
+        if not self.submitted:
+            return f"{len(self._queue):,} requests queued for a batch" if self._queue else ""
+        ended = sum(self.status.get(b, {}).get("status") in TERMINAL for b in self.submitted)
+        counts = [self.status.get(b, {}).get("request_counts") or {} for b in self.submitted]
+        done = sum(c.get("completed", 0) + c.get("failed", 0) for c in counts)
+        return (f"batches: {len(self.submitted)} submitted, {ended} ended, {done:,} of "
+                f"{sum(c.get('total', 0) for c in counts):,} requests done, {time.monotonic() - self._began:.0f} s")
 
     def collected(self) -> list[str]:
         """The batches whose results were read (their requests answered from them)."""
