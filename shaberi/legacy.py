@@ -427,9 +427,10 @@ def _stage_one(item: tuple[str, list[tuple[str | None, str, Path]]]) -> tuple[Im
     report = ImportReport()
     run_id, tables = _model_tables(*item, report, prompts)
     store = Store(results_dir)
+    paths = {table: staging / f"{run_id}.{table}.parquet" for table in tables}
     for table, rows in tables.items():
-        store.stage(table, rows, staging / f"{run_id}.{table}.parquet")
-    return report, run_id, {table: staging / f"{run_id}.{table}.parquet" for table in tables}
+        store.stage(table, rows, paths[table])
+    return report, run_id, paths
 
 
 def _shown_mean(value: float, sign: str = "") -> str:

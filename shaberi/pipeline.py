@@ -261,16 +261,16 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
             raise UsageError(f"--judge {name!r} is given twice, at {clash.client.base_url} and {url}; a judge's "
                              "judgements are kept under its name: judge with one of them per run")
         key = resolve_api_key(url, key_env, "--judge-api-key-env")
-        if (url, key) not in clients and req.judge_batch:  # every call at once into the queue: no rate to control
-            batched = BatchTransport(req.transport or AiohttpTransport(), url, poll=req.batch_poll)
-            clients[(url, key)] = ChatClient(url, key, replace(req.client, control=ControlConfig(
-                BATCH_SIZE, BATCH_SIZE, BATCH_SIZE)), transport=batched, option=f"--judge {name}@{url}",
-                key_option="--judge-api-key-env")
-        elif (url, key) not in clients:
-            clients[(url, key)] = client = ChatClient(url, key, replace(req.client, control=control),
-                                                      transport=req.transport, option=f"--judge {name}@{url}",
+        if (url, key) not in clients:
+            transport, window = req.transport, control
+            if req.judge_batch:  # every call at once into the batch's queue: no rate to control, no slot to share
+                transport = BatchTransport(req.transport or AiohttpTransport(), url, poll=req.batch_poll)
+                window = ControlConfig(BATCH_SIZE, BATCH_SIZE, BATCH_SIZE)
+            clients[(url, key)] = client = ChatClient(url, key, replace(req.client, control=window),
+                                                      transport=transport, option=f"--judge {name}@{url}",
                                                       key_option="--judge-api-key-env")
-            client.lease = (req.judge_lease or EndpointLease)(url, top)
+            if not req.judge_batch:
+                client.lease = (req.judge_lease or EndpointLease)(url, top)
         clients[(url, key)].models.add(name)
         judges.append(Judge(name, clients[(url, key)]))
     return judges

@@ -65,7 +65,6 @@ class Grading:
             (qid, judge_name, how, a_hash): (_score(score, method), method, output, error)
             for (qid, _, _, judge_name, a_hash, how), (score, method, error, output) in cached.grades.items()}
         self._rules: dict[str, Grader | None] = {}
-        self._paid: list[tuple[str, dict]] = []  # a judge model's grade and its tokens, journaled at once
         self._free: list[dict] = []  # grades made again for nothing (``_write``)
 
     def rules(self, question: Question) -> Grader | None:
@@ -158,13 +157,11 @@ class Grading:
                             error=f"judge_error: {error}")
                 return
             grade, reply = outcome
-            self._store(question, index, strategy, graded, a_hash, grader(ask).score(grade), grade,
-                        reply.content, tokens=(reply.prompt_tokens, reply.completion_tokens))
-            self._paid.append(("token_usage", token_usage(
+            row = self._store(question, index, strategy, graded, a_hash, grader(ask).score(grade), grade,
+                              reply.content, tokens=(reply.prompt_tokens, reply.completion_tokens))
+            journal.append_many([("judgements", row), ("token_usage", token_usage(  # paid for: durable now
                 self.cached.run_id, "judging", question.benchmark, model, requests=reply.attempts,
-                prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)))
-            rows, self._paid = self._paid, []  # taken first: a journal that fails after its write has them
-            journal.append_many(rows)  # paid for: durable now
+                prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens))])
 
         unique: dict[tuple[str, str], _Ask] = {}
         for ask in asks:  # one call per distinct text; the repeats copy its grade afterwards
@@ -178,7 +175,9 @@ class Grading:
 
     def _store(self, question: Question, index: int, strategy: str, graded: _Graded, a_hash: str,
                score: int | None, method: str, output: str | None, error: str | None = None,
-               tokens: tuple[int, int] | None = None) -> None:
+               tokens: tuple[int, int] | None = None) -> dict:
+        """Record a grade; its row is written with the others (``_write``) unless it came from a paid call
+        (``tokens``), whose caller journals it at once."""
         error = error or _ERRORS.get(method)
         self.results[(question.question_id, index, strategy)] = _outcome(score, method)
         self.by_text[(question.question_id, graded.judge, graded.how, a_hash)] = (score, method, output, error)
@@ -190,8 +189,7 @@ class Grading:
             error=error)
         if tokens is None:
             self._free.append(row)
-        else:
-            self._paid.append(("judgements", row))
+        return row
 
 
 _ERRORS = {"answer_error": "answer_error", "judge_error": "judge_error", "consensus_error": "consensus_error",

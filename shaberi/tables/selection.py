@@ -53,25 +53,28 @@ def find_runs(root: Root, tag: str | None = None, *, match: Match = "tag_or_fami
         parts, _ = live_parts_under(root / "tables" / "runs", folders)
         if not parts:
             return []
-        files = ", ".join("'{}'".format(glob_literal(p).replace("'", "''")) for p in parts)
         con.execute(
             "CREATE OR REPLACE TEMP TABLE listed_runs AS SELECT run_id, model, tag, base_tag, run_index, status "
-            f"FROM read_parquet([{files}], union_by_name = true) QUALIFY {LATEST_RUN_ROW} "
+            f"FROM {_parquet(parts)} QUALIFY {LATEST_RUN_ROW} "
             f"AND ($tag IS NULL OR {where}) AND ($model IS NULL OR model = $model)", {"tag": tag, "model": model})
         probe_writers(con, root, "SELECT run_id, status FROM listed_runs")
         batches, _ = live_parts_under(root / "tables" / "batches", folders)  # none unless a run used a Batch API
         waiting = "SELECT NULL::VARCHAR AS run_id, NULL::BOOLEAN AS waiting WHERE false"
         if batches:
-            files = ", ".join("'{}'".format(glob_literal(p).replace("'", "''")) for p in batches)
             waiting = (f"SELECT run_id, bool_or(status = 'submitted') AS waiting FROM (SELECT run_id, status FROM "
-                       f"read_parquet([{files}], union_by_name = true) QUALIFY {latest_row('batches', None)}) "
-                       "GROUP BY run_id")
+                       f"{_parquet(batches)} QUALIFY {latest_row('batches', None)}) GROUP BY run_id")
         rows = con.execute("SELECT run_id, model, tag, base_tag, run_index, shown_status(status, w.alive, b.waiting) "
                            f"FROM listed_runs LEFT JOIN run_writers w USING (run_id) LEFT JOIN ({waiting}) b "
                            "USING (run_id) ORDER BY model, run_index, tag").fetchall()
         return [RunRef(*r) for r in rows]
 
     return relisting(read)
+
+
+def _parquet(parts: list[Root]) -> str:
+    """A read of these parts' rows, as SQL."""
+    files = ", ".join("'{}'".format(glob_literal(p).replace("'", "''")) for p in parts)
+    return f"read_parquet([{files}], union_by_name = true)"
 
 
 @dataclass
