@@ -60,7 +60,10 @@ def test_a_retry_after_on_a_load_429_is_that_requests_wait_not_everyones():
         stats, arrivals = server.stats(), server.arrivals()
     assert stats["by_status"]["200"] == 400
     refused = [(t, key) for t, key, status in arrivals if status == 429]
-    assert refused and len(refused) < 0.05 * stats["calls"]
+    # as above: the first window's 429s (at most the window, 40, more of them on a busy machine), then rarely
+    began = min(t for t, _, _ in arrivals)
+    assert refused and len(refused) < 40 + 0.02 * stats["calls"]
+    assert len([t for t, _ in refused if t > began + 0.5]) < 0.02 * stats["calls"]
     for t, key in refused:
         again = min(a for a, k, _ in arrivals if k == key and a > t)
         assert again >= t + 1.0, (t, again)
