@@ -2,6 +2,7 @@
 
     ShaberiError              the CLI prints one line and exits with its ``exit_code``
     ├── LeaseLostError        the run's lease was taken over while this process wrote it (exit 1: the work failed)
+    ├── BudgetSpent           the next call's worst case would pass --max-cost: nothing more is sent (exit 1)
     ├── StorageError          what the disk or the object store did (converted where the results are read and
     │   │                     written: ``tables.failures``)
     │   ├── DiskFull          no space left (exit 1: the work ran, what was done is kept)
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 __all__ = [
     "BadResponseError",
+    "BudgetSpent",
     "ConnectError",
     "DataError",
     "DiskFull",
@@ -62,6 +64,13 @@ class ShaberiError(Exception):
 class LeaseLostError(ShaberiError):
     """Another writer took over the run's lease (this one stopped renewing it in time): what this process did
     is kept, nothing more is written. Not bad input: the work ran and failed."""
+
+    exit_code = 1
+
+
+class BudgetSpent(ShaberiError):
+    """The spending limit (``--max-cost``) leaves no room for the next call's worst case. Raised before that call
+    is sent, never after: the calls already paid are recorded, and the same command resumes with a higher limit."""
 
     exit_code = 1
 

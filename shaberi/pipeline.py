@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import benchmarks as bm
-from .errors import StorageError, UsageError
+from .budget import open_budget, spent_usd
+from .errors import BudgetSpent, StorageError, UsageError
 from .generate import GenerationConfig, Progress, generate, write_questions
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, rejudge_since, reprocess
 from .llm.batch import BATCH_SIZE, BatchTransport
@@ -72,6 +73,8 @@ class RunRequest:
     judge_batch: bool = False  # judge calls through the judges' Batch API (``llm.batch``)
     batch_poll: float = 15.0  # seconds between looks at a batch in progress
     judging: JudgeConfig = field(default_factory=JudgeConfig)
+    max_cost: float | None = None  # USD: no call whose worst case could take the run's spend past it (``budget``)
+    pricing: Path | None = None  # the price table for max_cost [default: data/pricing.toml]
     rejudge: bool = False
     judge_prompts: PromptSet = SHABERI  # the judging prompt set (``--judge-prompts``: promptsets.load)
     passes: list[Pass] = field(default_factory=list)  # run after the other stages (or alone: stages ["passes"])
@@ -109,6 +112,8 @@ class Outcome:
     status: str = "running"  # the run's status once it finished: ok | partial | failed
     stages: dict[str, dict] = field(default_factory=dict)  # this invocation's stages, as they ended
     export_error: str | None = None  # the export failed (the run's status is its stages'; ``shaberi export`` retries)
+    stopped: str | None = None  # why --max-cost stopped it (no call that could pass the limit was sent)
+    spent: float | None = None  # with max_cost: the run's cost (the ``cost`` view) when it ended
 
     @property
     def failed_stages(self) -> dict[str, dict]:
@@ -125,8 +130,9 @@ class Outcome:
     @property
     def failed(self) -> bool:
         """The command fails (exit 1): a stage it ran holds nothing usable, or the whole run does, or its export
-        could not be written."""
-        return bool(self.failed_stages) or self.status == "failed" or self.export_error is not None
+        could not be written, or the spending limit stopped it before the work was done."""
+        return (bool(self.failed_stages) or self.status == "failed" or self.export_error is not None
+                or self.stopped is not None)
 
 
 def parse_stages(spec: str | list[str] | None, have_judges: bool, have_passes: bool = False, rejudge: bool = False
@@ -182,6 +188,11 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             req.judge_prompts.check(judged, scope.questions_by_benchmark(store, run_id), [j.name for j in judges])
         for client in clients:
             await client.check()
+        if req.max_cost is not None:  # an unpriced model is bad input, before anything is written
+            budget = open_budget(req.max_cost, req.results_dir, req.pricing, [run_id],
+                                 [(m, c.batched) for c in clients for m in sorted(c.models)])
+            for client in clients:
+                client.budget = budget
         info = RunInfo(
             model=req.model,
             tag=req.tag,
@@ -241,6 +252,8 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
                 outcome.status, outcome.stages = tracker.finish(scope.benchmarks, req.export,
                                                                 info.base_tag != req.tag, req.model, info.base_tag)
                 outcome.export_error = tracker.export_error
+            if outcome.stopped is not None:
+                outcome.spent = spent_usd(req.results_dir, req.pricing, [run_id])
         return outcome
     finally:
         for client in clients:
@@ -368,6 +381,7 @@ class _Stages:
         # are the ones it reused (the ``reused`` view). None: every benchmark.
         self.scope = {"benchmarks": benchmarks, "judges": judges or []}
         self.export_error: str | None = None
+        self.stopped: str | None = None  # what the spending limit refused (BudgetSpent): the stages after are not run
         self.state: dict[str, dict] = dict(previous) | {s: {"status": "pending"} for s in stages}
         self.counts: Callable[[], dict[str, dict]] = dict
         self.make_row: Callable[[], RunRecord] | None = None
@@ -414,10 +428,18 @@ class _Stages:
             row = self._row("running")
             self.store.replace("runs", self.run_id, [row])
             write_progress_manifest(self.results_dir, row, self.counts())
-            await do(name)
+            try:
+                await do(name)
+            except BudgetSpent as exc:  # nothing more is sent; what was paid for is recorded
+                outcome.stopped = self.stopped = str(exc)
             outcome.calls[name] = _calls(name, outcome)
-            self.state[name] = begun | outcome.calls[name].record() | {"finished_at": now_us()}
+            self.state[name] = begun | outcome.calls[name].record() | {"finished_at": now_us()} | (
+                {"stopped": self.stopped} if self.stopped else {})
             self.store.replace("runs", self.run_id, [self._row("running")])
+            if self.stopped:
+                for later in self.stages[self.stages.index(name) + 1:]:
+                    self.state[later] = {"status": "not run", "stopped": self.stopped}
+                return
 
     def finish(self, scoped: list[str] | None, export: bool, family: bool, model: str, base_tag: str
                ) -> tuple[str, dict[str, dict]]:
@@ -445,7 +467,8 @@ class _Stages:
                 record["error"], record["error_count"] = top_error(in_scope, name)
         failed = [name for name in self.stages if self.state[name]["status"] == "failed"]
         status = run_status([b["status"] for b in benchmarks.values()])
-        error = "; ".join(describe(name, self.state[name]) for name in failed) or None
+        error = "; ".join([*(describe(name, self.state[name]) for name in failed),
+                           *([f"stopped: {self.stopped}"] if self.stopped else [])]) or None
         # The run's status is its stages'; the export comes after it, and a failed export fails only itself.
         self.store.replace("runs", self.run_id, [self._row(status, error)])
         if export:

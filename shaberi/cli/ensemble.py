@@ -75,13 +75,21 @@ def ensemble_generate_cache(
     retry_after_max: RetryAfterMax = 300.0,
     concurrency_start: ConcurrencyStart = None,
     concurrency_min: ConcurrencyMin = 1,
+    max_cost: Annotated[float | None, typer.Option(
+        "--max-cost", metavar="USD", help="Spending limit over the entries made: no call is sent whose worst case "
+        "(its prompt and --max-tokens at the model's price) could take their cost past it; they stop partial (exit "
+        "1), and the same command with a higher limit carries on without paying twice.")] = None,
+    pricing: Annotated[Path | None, typer.Option(
+        "--pricing", help="Prices per million tokens (TOML) for --max-cost, instead of data/pricing.toml.")] = None,
     cache_dir: CacheDir = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
     """N answers to every question, stored once per (model, dataset, N, temperature); resumable. The datasets
     run at once under one adaptive limit. With --cache-dir, what its files hold is not asked again, and the
-    entries are written there (commit them)."""
+    entries are written there (commit them).
+
+    Exit codes: 0 done; 1 every answer of an entry is an error, or --max-cost stopped it; 2 bad input."""
     prepare_arrow()
     import asyncio
 
@@ -92,9 +100,12 @@ def ensemble_generate_cache(
                            concurrency_start, concurrency_min)
     if note := family_note(model, Sampling(temperature, max_tokens)):  # as run says it: the cache's name keeps -tT
         typer.echo(f"note: {note}", err=True)
-    failed = []
+    if max_cost is not None and not 0 < max_cost < float("inf"):
+        raise UsageError(f"--max-cost {max_cost:g} is out of range: it must be a number of USD above 0")
+    failed, stopped = [], []
     for made in asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature, max_tokens,
-                                     api_key_env, config, limit, cache_dir=cache_dir)):
+                                     api_key_env, config, limit, cache_dir=cache_dir, max_cost=max_cost,
+                                     pricing=pricing)):
         done = made.done
         called = done.done - done.cached
         errors = f", {done.errors:,} errors: run again to retry them" if done.errors else ""
@@ -104,9 +115,19 @@ def ensemble_generate_cache(
                         f"does {base_url} honour seed and temperature {temperature:g}?")
         if done.errors and done.errors == done.total:
             failed.append(made.run_id)
-    if failed:
-        typer.echo(f"FAILED: every answer is an error in {', '.join(failed)} (see: shaberi view, or the answers "
-                   "table's error column)", err=True)
+        if made.stopped:
+            stopped.append(made)
+    if stopped:
+        from ..budget import spent_usd
+
+        spent = spent_usd(results_dir, pricing, [m.run_id for m in stopped])
+        typer.echo(f"error: stopped before the spending limit ({stopped[0].stopped}): "
+                   f"{', '.join(m.run_id for m in stopped)} left partial, having cost ${spent:.4f}; raise --max-cost "
+                   "and run the same command again to continue (nothing already paid for is asked again)", err=True)
+    if failed or stopped:
+        if failed:
+            typer.echo(f"FAILED: every answer is an error in {', '.join(failed)} (see: shaberi view, or the answers "
+                       "table's error column)", err=True)
         raise typer.Exit(1)
 
 

@@ -166,9 +166,15 @@ def run(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", rich_help_panel=RUNS,
         help="Print the calls, tokens and cost this would take; call nothing.")] = False,
+    max_cost: Annotated[float | None, typer.Option(
+        "--max-cost", metavar="USD", rich_help_panel=RUNS,
+        help="Spending limit of each run: no call is sent whose worst case (its prompt and its max tokens at the "
+             "model's price) could take the run's cost past it; the run stops partial (exit 1), and the same "
+             "command with a higher limit carries on without paying twice. Every model called must be priced "
+             "(--pricing).")] = None,
     pricing: Annotated[Path | None, typer.Option(
         "--pricing", rich_help_panel=RUNS,
-        help="Prices per million tokens (TOML) for --dry-run, instead of data/pricing.toml.")] = None,
+        help="Prices per million tokens (TOML) for --dry-run and --max-cost, instead of data/pricing.toml.")] = None,
     concurrency: Annotated[int, typer.Option(
         "--concurrency", rich_help_panel=LIMITS,
         help="Most requests in flight: the upper bound of the adaptive limit.")] = 60,
@@ -187,8 +193,8 @@ def run(
     command to continue).
 
     Exit codes: 0 done (the run's status may still be partial: see view or the manifest); 1 the work ran but a
-    stage failed: every call of it failed, or nothing of it is usable (one line names the most common error);
-    2 bad input, nothing written.
+    stage failed: every call of it failed, or nothing of it is usable (one line names the most common error), or
+    --max-cost stopped it; 2 bad input, nothing written.
     """
     prepare_arrow()
     from ..benchmarks import resolve
@@ -241,6 +247,7 @@ def run(
          "between -2 and 2"),
         ("--retry-errors", retry_errors, retry_errors >= 0, "0 or more"),
         ("--batch-poll", batch_poll, batch_poll > 0, "above 0"),
+        ("--max-cost", max_cost, max_cost is None or 0 < max_cost < float("inf"), "a number of USD above 0"),
     ]:
         if not ok:
             raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
@@ -255,7 +262,7 @@ def run(
         client=client,
         rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency, judge_batch=judge_batch,
-        batch_poll=batch_poll, judging=JudgeConfig(**judge_params),
+        batch_poll=batch_poll, judging=JudgeConfig(**judge_params), max_cost=max_cost, pricing=pricing,
         rejudge=rejudge, judge_prompts=prompt_set,
         passes=build(passes, pass_option or []) if passes is not None else [], model_base_url=judge_base_url,
     )
@@ -468,6 +475,10 @@ def run_request(request: RunRequest, told: set[str] | None = None) -> Outcome:
         typer.echo(f"error: the export could not be written ({outcome.export_error}); the run stays "
                    f"{outcome.status}, its tables hold everything: shaberi export --tag {outcome.info.tag} writes it "
                    "again", err=True)
+    if outcome.stopped is not None:
+        typer.echo(f"error: stopped before the spending limit ({outcome.stopped}): run {outcome.info.run_id} has "
+                   f"cost ${outcome.spent or 0:.4f}; raise --max-cost and run the same command again to continue "
+                   "(nothing already paid for is asked again)", err=True)
     if broken := outcome.failed_stages:
         typer.echo("error: " + "; ".join(describe(name, r) for name, r in broken.items()), err=True)
     elif outcome.status == "failed":

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..benchmarks import Dataset, read_located
-from ..errors import DataError, UsageError
+from ..errors import BudgetSpent, DataError, UsageError
 from ..generate import BenchmarkProgress, GenerationConfig, Progress, generate, write_questions
 from ..lineage import answer_hash
 from ..llm.client import ChatClient, endpoint_limits
@@ -47,7 +47,7 @@ from ..tables.schema import TABLES
 from ..tables.selection import find_runs
 from ..tables.store import Store, now_us
 
-__all__ = ["CacheEntry", "cache_files", "check_writable", "entries", "export", "find", "generate_cache",
+__all__ = ["CacheEntry", "cache_files", "cache_info", "check_writable", "entries", "export", "find", "generate_cache",
            "identical_members", "import_responses", "materialize", "tag_for"]
 
 # the member columns a cache file keeps, in this order: nothing that depends on where or when they were made
@@ -112,27 +112,39 @@ def _info(model: str, dataset: Dataset, n: int, temperature: float | None, base_
 
 async def generate_cache(results_dir: Path, model: str, dataset: Dataset, client: ChatClient, n: int,
                          temperature: float, max_tokens: int = 2048, progress: Progress | None = None
-                         ) -> tuple[str, BenchmarkProgress]:
+                         ) -> tuple[str, BenchmarkProgress, str | None]:
     """N answers to every question of ``dataset``, member i asked with ``seed`` i, so that an endpoint that
     honours a seed samples each member afresh instead of repeating one answer N times (the seed is in the
     request body, hence in its ``request_hash``). Resumable: a stored answer to a (question, sample) is kept
     whatever endpoint or request options made it (the entry's identity is its model, dataset, N and
     temperature), so the seed never makes a cache made without it be paid for again. Returns the cache
-    entry's run id and what this call did (done, reused, errors)."""
+    entry's run id, what this call did (done, reused, errors), and why the spending limit stopped it (the
+    client's ``budget``: the entry is left ``partial``), if it did."""
     validate_name("model", model)
     if n < 1:
         raise UsageError("--n must be at least 1")
     config = GenerationConfig(temperature=temperature, max_tokens=max_tokens, samples=n, seed=0)
-    info = _info(model, dataset, n, temperature, client.base_url, None, {"temperature": temperature,
-                                                                        "max_tokens": max_tokens,
-                                                                        "seed": "sample_index"})
+    info = cache_info(model, dataset, n, temperature, client.base_url, max_tokens)
     store = Store(results_dir)
+    progress = progress or Progress()
+    stopped = None
     with store.lock(info.run_id, f"ensemble cache {model!r} {dataset.benchmark!r}"):
         store.replace("runs", info.run_id, [info.row("running")])
         write_questions(store, info.run_id, [dataset])
-        done = await generate(store, info.run_id, model, [dataset], client, config, progress=progress, by_key=True)
-        store.replace("runs", info.run_id, [info.row("ok", None, endpoint_limits([client]))])
-    return info.run_id, done.benchmarks[dataset.benchmark]
+        try:
+            await generate(store, info.run_id, model, [dataset], client, config, progress=progress, by_key=True)
+        except BudgetSpent as exc:  # what was paid for is recorded; the same command with a higher limit goes on
+            stopped = str(exc)
+        store.replace("runs", info.run_id, [info.row("partial" if stopped else "ok", stopped,
+                                                     endpoint_limits([client]))])
+    return info.run_id, progress.benchmarks[dataset.benchmark], stopped
+
+
+def cache_info(model: str, dataset: Dataset, n: int, temperature: float, base_url: str, max_tokens: int
+               ) -> RunInfo:
+    """The run of a generated cache entry (its run id names the entry)."""
+    return _info(model, dataset, n, temperature, base_url, None, {"temperature": temperature,
+                                                                 "max_tokens": max_tokens, "seed": "sample_index"})
 
 
 def identical_members(results_dir: Path, run_id: str, n: int) -> tuple[int, int]:

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import orjson
 
+from ..budget import open_budget
 from ..errors import DataError, UsageError
 from ..generate import BenchmarkProgress, Progress
 from ..llm.client import ChatClient, ClientConfig
@@ -34,15 +35,16 @@ class Made(NamedTuple):
     path: Path | None
     identical: int
     complete: int
+    stopped: str | None = None  # the spending limit stopped it (``budget``): the entry is partial
 
 
 async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str, datasets: str, n: int,
                    temperature: float, max_tokens: int, api_key_env: str | None, client_config: ClientConfig,
-                   limit: int | None = None, progress: Progress | None = None, cache_dir: Path | None = None
-                   ) -> list[Made]:
+                   limit: int | None = None, progress: Progress | None = None, cache_dir: Path | None = None,
+                   max_cost: float | None = None, pricing: Path | None = None) -> list[Made]:
     """Every dataset at once through one client, so its limit is shared: a fast dataset's free slots go to a
     slow one. With ``cache_dir``: its files are read first (what they hold is not asked again) and written
-    after."""
+    after. ``max_cost`` (USD): a spending limit over the entries made (``budget``), priced from ``pricing``."""
     check_base_url(base_url)
     for option, ok, want in (("--n", n >= 1, "at least 1"), ("--max-tokens", max_tokens >= 1, "at least 1"),
                              ("--temperature", math.isfinite(temperature) and 0 <= temperature <= 2,
@@ -59,13 +61,18 @@ async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str,
     client = ChatClient(base_url, resolve_api_key(base_url, api_key_env), client_config)
     try:
         await client.check()
+        client.models.add(model)
+        if max_cost is not None:  # an unpriced model is bad input, before anything is written
+            run_ids = [cache.cache_info(model, d, n, temperature, client.base_url, max_tokens).run_id for d in loaded]
+            client.budget = open_budget(max_cost, results_dir, pricing, run_ids, [(model, False)])
         made = await asyncio.gather(*(cache.generate_cache(results_dir, model, d, client, n, temperature,
                                                            max_tokens, progress) for d in loaded))
     finally:
         await client.aclose()
     return [Made(run_id, d.benchmark, done, None if cache_dir is None else cache.export(
         results_dir, cache.CacheEntry(run_id, model, d.benchmark, n, temperature), cache_dir),
-        *cache.identical_members(results_dir, run_id, n)) for d, (run_id, done) in zip(loaded, made, strict=True)]
+        *cache.identical_members(results_dir, run_id, n), stopped)
+        for d, (run_id, done, stopped) in zip(loaded, made, strict=True)]
 
 
 class Imported(NamedTuple):

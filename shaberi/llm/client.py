@@ -18,18 +18,23 @@ import asyncio
 import email.utils
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import orjson
 
 from .. import errors
 from ..redact import redact, url_secrets
+from .batch import BatchTransport
 from .control import ControlConfig, Controller, Pacing
 from .lease import Answer, Lease
 from .params import Sampling, Verbatim, chat_body
 from .transport import AiohttpTransport, Response, Transport
+
+if TYPE_CHECKING:
+    from ..budget import Budget
 
 __all__ = [
     "LLM",
@@ -103,6 +108,7 @@ class ChatClient:
         self.retries = 0  # requests sent again after a 5xx, a timeout, a connection error or a bad body
         self.notes: list[str] = []  # what the user should know about this endpoint (shown, stored)
         self.lease: Lease | None = None  # set to share the endpoint's slots with other processes
+        self.budget: Budget | None = None  # set to stop before a call that could pass --max-cost
         self.models: set[str] = set()  # the model names asked of this endpoint: check() looks for them
 
     async def check(self) -> None:
@@ -134,9 +140,24 @@ class ChatClient:
                    **more: object) -> Completion:
         """Ask ``model`` the ``messages`` with ``sampling`` (``more``: frequency_penalty, seed), the body built
         here (``encode``); retry what is worth retrying. A ``Verbatim`` with ``api="responses"`` goes to OpenAI's
-        ``/responses`` (the original Shaberi's GPT-5.1 judge requests), anything else to ``/chat/completions``."""
+        ``/responses`` (the original Shaberi's GPT-5.1 judge requests), anything else to ``/chat/completions``. With a
+        ``budget`` (``--max-cost``) the call's worst case is held first: ``BudgetSpent``, and nothing sent, when it
+        does not fit."""
         body = encode(model, messages, sampling, **more)
         path, parse = _APIS[sampling.api if isinstance(sampling, Verbatim) else "chat"]
+        if self.budget is None:
+            return await self._send(body, path, parse)
+        held = await self.budget.reserve(model, body, self.batched)  # BudgetSpent: not sent
+        done = None
+        try:
+            done = await self._send(body, path, parse)
+            return done
+        finally:
+            self.budget.settle(held, model, self.batched, *((done.prompt_tokens, done.completion_tokens)
+                                                            if done else ()))
+
+    async def _send(self, body: bytes, path: str, parse: _Parser) -> Completion:
+        """``chat``'s request, sent (and sent again) until it is answered or fails for good."""
         attempts = failures = refusals = 0
         refused_since = 0.0
         refused: errors.RateLimitError | None = None
@@ -250,6 +271,11 @@ class ChatClient:
         return f"{role} {self.shown_url}"
 
     @property
+    def batched(self) -> bool:
+        """Its calls go through a provider's Batch API (priced at its batch rates)."""
+        return isinstance(self.transport, BatchTransport)
+
+    @property
     def max_in_flight(self) -> int:
         return self.config.control.max
 
@@ -335,7 +361,9 @@ def _raise_for_status(resp: Response) -> None:
         raise errors.PermanentError(message, status=resp.status)
 
 
-_APIS = {"chat": ("/chat/completions", _parse), "responses": ("/responses", _parse_responses)}
+_Parser = Callable[[Response], tuple[str | None, str | None, str | None, dict]]
+_APIS: dict[str, tuple[str, _Parser]] = {"chat": ("/chat/completions", _parse),
+                                         "responses": ("/responses", _parse_responses)}
 _TEXT_BLOCKS = ("text", "output_text")
 _THOUGHT_BLOCKS = ("thinking", "reasoning")
 

@@ -6,6 +6,9 @@ rendering the next prompt delays the next send of every worker behind it in the 
 and drop outcomes in ``finished``; a callback one loop iteration later records them and plans more. An
 outcome waits at most that one iteration for its journal write: like the call itself, it is "in flight"
 until then.
+
+A call refused by the spending limit (``BudgetSpent``, raised before anything is sent) stops the handing out of
+work: the calls in flight land and are recorded, then ``run`` raises it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Generic, TypeVar
 
-from ..errors import LLMError
+from ..errors import BudgetSpent, LLMError
 
 __all__ = ["Dispatcher"]
 
@@ -36,6 +39,7 @@ class Dispatcher(Generic[T, R]):
         self.finished: list[tuple[T, R | None, LLMError | None]] = []
         self.scheduled = self.closed = False
         self.failure: BaseException | None = None
+        self.spent: BudgetSpent | None = None  # the spending limit refused a call: no more are started
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
@@ -48,9 +52,11 @@ class Dispatcher(Generic[T, R]):
             self._drain()
         if self.failure is not None:
             raise self.failure
+        if self.spent is not None:
+            raise self.spent
 
     async def _worker(self) -> None:
-        while self.failure is None:
+        while self.failure is None and self.spent is None:
             if not self.ready:
                 self._plan_ahead()
                 if not self.ready:
@@ -60,13 +66,16 @@ class Dispatcher(Generic[T, R]):
                 outcome: tuple[T, R | None, LLMError | None] = (item, await self.call(item), None)
             except LLMError as exc:
                 outcome = (item, None, exc)
+            except BudgetSpent as exc:  # not sent: nothing to record, and nothing more to start
+                self.spent = self.spent or exc
+                return
             self.finished.append(outcome)  # after the await: _drain swaps the list meanwhile
             if not self.scheduled:
                 self.scheduled = True
                 asyncio.get_running_loop().call_soon(self._drain)
 
     def _plan_ahead(self) -> None:
-        while len(self.ready) < self.workers and (item := next(self.work, None)) is not None:
+        while self.spent is None and len(self.ready) < self.workers and (item := next(self.work, None)) is not None:
             self.ready.append(item)
 
     def _drain(self) -> None:

@@ -1,0 +1,126 @@
+"""``--max-cost``: a spending limit that stops a run cleanly, before the call that could pass it.
+
+Before each call is sent (directly or into a provider batch), the spend so far, every call in flight's worst
+case and this call's worst case together must fit the limit; a call that would fit once calls in flight end
+waits for them. The spend so far is the ``cost`` view's total for the command's runs when it starts (earlier
+invocations included: the limit is the run's, not the invocation's), then what each answered call reports. A
+call's worst case is its request body's bytes as prompt tokens (a byte-level tokenizer never makes more tokens
+than bytes, and the JSON around the messages outweighs a chat template's tokens) plus its completion limit, at the
+model's rates (the batch rates through a batch). Prompt tokens a provider's cache served are counted at the full
+input rate here: the limit errs toward stopping early, never late.
+
+A call that could not fit even with nothing in flight raises ``BudgetSpent`` before it is sent. The dispatcher
+then hands out no more work and lets the calls in flight land (``llm.dispatch``), so everything paid for is
+recorded; the stage ends, the run's status is what its tables hold (``partial``), and the same command with a
+higher limit carries on from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from .errors import BudgetSpent, UsageError
+
+__all__ = ["Budget", "Rate", "completion_bound", "open_budget", "spent_usd"]
+
+# Where a request body states its completion limit: chat completions' two names and the Responses API's.
+_LIMITS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+
+
+def completion_bound(body: bytes) -> int | None:
+    """The completion limit a request body states (None: it states none, and its cost has no bound)."""
+    fields = orjson.loads(body)
+    return next((v for k in _LIMITS if isinstance(v := fields.get(k), int) and not isinstance(v, bool)), None)
+
+
+class Budget:
+    """The limit, what is spent, and what the calls in flight may still cost; shared by every client of a command.
+    ``rates``: by (model, through a batch)."""
+
+    def __init__(self, limit: float, spent: float, rates: dict[tuple[str, bool], Rate]) -> None:
+        self.limit, self.spent, self.rates = limit, spent, rates
+        self.held = 0.0  # the worst cases of the calls in flight
+        self.refused = 0  # calls not sent for want of room
+        self.why = ""  # what stopped the first refused call
+        self._freed: asyncio.Event | None = None  # set when a call in flight ends
+
+    async def reserve(self, model: str, body: bytes, batch: bool) -> float:
+        """Hold this call's worst case, once it fits beside the calls in flight (they end, and free their holds),
+        or raise ``BudgetSpent`` (nothing is sent) when it could not fit even with nothing in flight: so where a
+        run stops depends on what it has spent, not on how many calls were in flight."""
+        rate = self.rates.get((model, batch))
+        if rate is None:  # every model the command asks is priced when it opens the budget
+            self._refuse(f"{model} has no price")
+        assert rate is not None
+        bound = completion_bound(body)
+        if bound is None:
+            self._refuse(f"a request to {model} states no completion limit, so its cost has no bound")
+        worst = (len(body) * rate.input + (bound or 0) * rate.output) / 1e6
+        while True:
+            if self.spent + worst > self.limit:
+                self._refuse(f"the next call to {model} could cost up to ${worst:.4f}, and ${self.spent:.4f} is "
+                             "spent")
+            if self.spent + self.held + worst <= self.limit:
+                self.held += worst
+                return worst
+            self._freed = self._freed or asyncio.Event()
+            await self._freed.wait()
+
+    def settle(self, held: float, model: str, batch: bool, prompt_tokens: int = 0, completion_tokens: int = 0
+               ) -> None:
+        """A call ended: its worst case released, and what its answer reported (nothing for a failed call) spent."""
+        rate = self.rates[(model, batch)]
+        self.held -= held
+        self.spent += (prompt_tokens * rate.input + completion_tokens * rate.output) / 1e6
+        if self._freed is not None:  # the calls waiting for room look again
+            self._freed.set()
+            self._freed = None
+
+    def _refuse(self, why: str) -> None:
+        self.refused += 1
+        self.why = self.why or why
+        raise BudgetSpent(f"--max-cost ${self.limit:g}: {why}")
+
+
+def spent_usd(results_dir: str | Path, pricing: Path | None, run_ids: list[str]) -> float:
+    """The ``cost`` view's total for these runs: what ``view`` and the report say they cost."""
+    from .tables.sql import connect
+
+    con = connect(results_dir, pricing, run_ids, upto="cost")
+    return float(con.execute("SELECT coalesce(sum(cost_usd), 0) FROM cost").fetchone()[0])  # type: ignore[index]
+
+
+def open_budget(limit: float, results_dir: str | Path, pricing: Path | None, run_ids: list[str],
+                calls: Iterable[tuple[str, bool]]) -> Budget:
+    """The budget of a command about to call these (model, through a batch) pairs for these runs. A model the
+    price table lacks is bad input: its calls could not be counted."""
+    from .tables.sql import connect, query
+
+    if not limit > 0 or limit == float("inf"):  # NaN fails this too
+        raise UsageError(f"--max-cost {limit:g} is out of range: give a spending limit in USD above 0, e.g. 5")
+    con = connect(results_dir, pricing, run_ids, upto="cost")
+    asked = list(dict.fromkeys(calls))
+    rates: dict[tuple[str, bool], Rate] = {}
+    for model, batch in asked:
+        if (row := con.execute(query("reports.price"), {"model": model, "batch": batch}).fetchone()) is not None:
+            rates[(model, batch)] = Rate(*row)
+    if unpriced := sorted({m for m, b in asked if (m, b) not in rates}):
+        where = pricing or "data/pricing.toml"
+        raise UsageError(f"--max-cost counts every call's price, and {', '.join(map(repr, unpriced))} has none in "
+                         f"{where}: give --pricing FILE with an entry [\"{unpriced[0]}\"] input = …, output = … "
+                         "(USD per million tokens)")
+    spent = float(con.execute("SELECT coalesce(sum(cost_usd), 0) FROM cost").fetchone()[0])  # type: ignore[index]
+    return Budget(limit, spent, rates)

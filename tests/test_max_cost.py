@@ -1,0 +1,157 @@
+"""``--max-cost`` (``budget.py``): a run stops before a call whose worst case could pass the limit, partial with
+exit 1 and one line; the same command with a higher limit finishes it, asking no request twice (counted on the
+loopback server); an unpriced model is refused with exit 2 before anything is written."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from shaberi.budget import Budget, Rate, completion_bound, open_budget
+from shaberi.errors import BudgetSpent, UsageError
+from shaberi.testing import LoopbackServer
+
+from .conftest import query, shaberi, write_rakuda
+from .test_ensemble import write_gsm8k
+
+# USD per million tokens: a token costs a thousandth of a dollar, so a handful of calls spend whole cents.
+PRICES = """
+["m"]
+input = 1000
+output = 1000
+["j"]
+input = 1000
+output = 1000
+batch_input = 500
+batch_output = 500
+"""
+
+
+def _pricing(tmp_path: Path, text: str = PRICES) -> Path:
+    path = tmp_path / "prices.toml"
+    path.write_text(text)
+    return path
+
+
+def _spent(results: Path, pricing: Path) -> float:
+    from shaberi.tables.sql import connect
+
+    return connect(results, pricing).execute("SELECT coalesce(sum(cost_usd), 0) FROM cost").fetchone()[0]
+
+
+def test_a_run_stops_before_the_limit_partial_and_a_higher_limit_finishes_it_without_asking_anything_twice(tmp_path):
+    # questions of one length: every candidate call has the same worst case, so where a run stops depends only on
+    # what it has spent (and a second invocation with the same limit sends nothing)
+    data = write_rakuda(tmp_path / "d", [f"質問{i:02d}：日本の首都はどこですか？" for i in range(20)])
+    results, pricing = tmp_path / "r", _pricing(tmp_path)
+    with LoopbackServer() as server:
+        args = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j",
+                "--max-tokens", "100", "--judge-max-tokens", "100", "--pricing", str(pricing),
+                "--data-dir", str(data), "--results-dir", str(results)]
+        first = shaberi(*args, "--max-cost", "1.5")
+        assert first.returncode == 1, first.stderr
+        lines = [line for line in first.stderr.splitlines() if "spending limit" in line]
+        assert len(lines) == 1 and "raise --max-cost and run the same command again" in lines[0], first.stderr
+        assert "status: partial" in first.stdout
+        spent = _spent(results, pricing)
+        assert 0 < spent <= 1.5  # what was sent never passes the limit, worst cases counted before each call
+        assert f"${spent:.4f}" in lines[0]
+        asked = server.stats()
+        made = query(results, "SELECT (SELECT count(*) FROM answers WHERE error IS NULL) + "
+                              "(SELECT count(*) FROM judgements WHERE score IS NOT NULL)")[0][0]
+        assert 0 < made < 40 and made == asked["calls"]  # stopped mid-run, every paid call in the tables
+        assert query(results, "SELECT status, error LIKE '%--max-cost%' FROM runs") == [("partial", True)]
+        # the same state reads the same: run again with the same limit, it stops at once, exit 1 again
+        again = shaberi(*args, "--max-cost", "1.5")
+        assert again.returncode == 1 and server.stats()["calls"] == asked["calls"], again.stderr
+        done = shaberi(*args, "--max-cost", "100")
+        assert done.returncode == 0, done.stderr
+        stats = server.stats()
+    assert query(results, "SELECT status FROM runs") == [("ok",)]
+    assert query(results, "SELECT count(*), count(score) FROM judgements") == [(20, 20)]
+    # every request (keyed by what the model was sent) was asked once over the three invocations
+    assert stats["calls"] == 40 and set(stats["by_key"].values()) == {1}, stats["by_key"]
+
+
+def test_an_unpriced_model_refuses_max_cost_with_exit_2_and_writes_nothing(tmp_path):
+    data = write_rakuda(tmp_path / "d", ["質問"])
+    results = tmp_path / "r"
+    with LoopbackServer() as server:
+        common = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "unpriced",
+                  "--data-dir", str(data), "--results-dir", str(results), "--max-cost", "5"]
+        done = shaberi(*common, "--pricing", str(_pricing(tmp_path)))
+        default = shaberi(*common[:7], *common[9:])  # no judge; the shipped table does not price "m" either
+        bad = shaberi(*common[:-1], "0")
+        calls = server.stats()["calls"]
+    assert done.returncode == 2 and "'unpriced' has none in" in done.stderr and "--pricing" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert default.returncode == 2 and "'m' has none in data/pricing.toml" in default.stderr, default.stderr
+    assert bad.returncode == 2 and "--max-cost 0 is out of range" in bad.stderr, bad.stderr
+    assert calls == 0 and not (results / "tables").exists()
+
+
+def test_generate_cache_stops_partial_and_resumes_without_paying_twice(tmp_path):
+    data = write_gsm8k(tmp_path / "d", n=8)
+    results, pricing = tmp_path / "r", _pricing(tmp_path)
+    with LoopbackServer() as server:
+        args = ["ensemble", "generate-cache", "--model", "m", "--base-url", server.base_url, "--datasets", "gsm8k",
+                "--n", "2", "--max-tokens", "50", "--pricing", str(pricing), "--data-dir", str(data),
+                "--results-dir", str(results)]
+        first = shaberi(*args, "--max-cost", "0.6")
+        assert first.returncode == 1 and "raise --max-cost" in first.stderr, first.stderr
+        assert 0 < _spent(results, pricing) <= 0.6
+        assert query(results, "SELECT status FROM runs") == [("partial",)]
+        done = shaberi(*args, "--max-cost", "50")
+        assert done.returncode == 0, done.stderr
+        stats = server.stats()
+    assert query(results, "SELECT status FROM runs") == [("ok",)]
+    assert query(results, "SELECT count(*) FROM answers WHERE error IS NULL") == [(16,)]
+    assert stats["calls"] == 16  # 8 questions × 2 members, each asked once over both invocations
+
+
+def test_a_call_is_held_at_its_worst_case_and_settled_at_what_it_reported():
+    body = b'{"model":"j","messages":[{"role":"user","content":"abc"}],"max_tokens":100}'
+    assert completion_bound(body) == 100 and completion_bound(b'{"max_output_tokens":7}') == 7
+    budget = Budget(1.0, 0.25, {("j", False): Rate(1000, 1000), ("j", True): Rate(500, 500)})
+    held = asyncio.run(budget.reserve("j", body, batch=True))
+    assert held == pytest.approx((len(body) + 100) * 500 / 1e6)  # the batch rates through a batch
+    budget.settle(held, "j", True, 10, 20)
+    assert budget.held == pytest.approx(0) and budget.spent == pytest.approx(0.25 + 30 * 500 / 1e6)
+    with pytest.raises(BudgetSpent, match="no completion limit"):
+        asyncio.run(budget.reserve("j", b'{"model":"j","messages":[]}', batch=False))
+    budget.spent = 0.9
+    with pytest.raises(BudgetSpent, match="could cost up to"):
+        asyncio.run(budget.reserve("j", body, batch=False))  # 0.9 + 0.17 > 1
+    assert budget.refused == 2 and budget.held == pytest.approx(0)
+
+
+def test_a_call_that_fits_once_the_calls_in_flight_end_waits_for_them_instead_of_stopping_the_run():
+    body = b'{"model":"m","messages":[],"max_tokens":100}'
+    worst = (len(body) + 100) * 1000 / 1e6
+
+    async def scenario() -> list[str]:
+        budget, order = Budget(2.5 * worst, 0.0, {("m", False): Rate(1000, 1000)}), []
+        first, second = await budget.reserve("m", body, False), await budget.reserve("m", body, False)
+        waiting = asyncio.create_task(budget.reserve("m", body, False))  # a third does not fit beside them
+        await asyncio.sleep(0.05)
+        order.append("waiting" if not waiting.done() else "sent")
+        budget.settle(first, "m", False, 10, 10)  # the first ends having cost little: room for the third
+        await waiting
+        order.append("sent")
+        budget.settle(second, "m", False, 100, 100)
+        budget.spent = 2.0 * worst  # spent so far leaves less than one worst case even with nothing in flight
+        with pytest.raises(BudgetSpent):
+            await budget.reserve("m", body, False)
+        return order
+
+    assert asyncio.run(scenario()) == ["waiting", "sent"]
+
+
+def test_the_budget_starts_from_what_the_run_has_cost_and_prices_batches_at_the_batch_rate(tmp_path):
+    pricing = _pricing(tmp_path)
+    budget = open_budget(2.0, tmp_path / "empty", pricing, ["m--default"], [("m", False), ("j", True)])
+    assert budget.spent == 0 and budget.rates == {("m", False): Rate(1000, 1000), ("j", True): Rate(500, 500)}
+    with pytest.raises(UsageError, match="'x' has none in"):
+        open_budget(2.0, tmp_path / "empty", pricing, [], [("x", False)])
