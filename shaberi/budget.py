@@ -97,10 +97,10 @@ class Budget:
 
 def spent_usd(results_dir: str | Path, pricing: Path | None, run_ids: list[str]) -> float:
     """The ``cost`` view's total for these runs: what ``view`` and the report say they cost."""
-    from .tables.sql import connect
+    from .tables.sql import connect, query
 
     con = connect(results_dir, pricing, run_ids, upto="cost")
-    return float(con.execute("SELECT coalesce(sum(cost_usd), 0) FROM cost").fetchone()[0])  # type: ignore[index]
+    return float(con.execute(query("reports.total_cost")).fetchone()[0])  # type: ignore[index]
 
 
 def open_budget(limit: float, results_dir: str | Path, pricing: Path | None, run_ids: list[str],
@@ -122,5 +122,5 @@ def open_budget(limit: float, results_dir: str | Path, pricing: Path | None, run
         raise UsageError(f"--max-cost counts every call's price, and {', '.join(map(repr, unpriced))} has none in "
                          f"{where}: give --pricing FILE with an entry [\"{unpriced[0]}\"] input = …, output = … "
                          "(USD per million tokens)")
-    spent = float(con.execute("SELECT coalesce(sum(cost_usd), 0) FROM cost").fetchone()[0])  # type: ignore[index]
+    spent = float(con.execute(query("reports.total_cost")).fetchone()[0])  # type: ignore[index]
     return Budget(limit, spent, rates)

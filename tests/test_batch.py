@@ -81,6 +81,9 @@ def test_lines_in_the_error_file_are_retried_in_later_batches_as_often_as_any_5x
     # the failing line: its first batch, then max_retries (2) more, each its own batch
     assert stats["batches"] == 3 and stats["batch_requests"] == 10 + 3
     assert len(set(transport.submitted)) == 3
+    # said once per batch that sent a line back: the first of 11 requests, then the one line alone, twice
+    assert [n.split(": ", 1)[1].split(" requests")[0] for n in transport.notes] == ["1 of its 11", "1 of its 1",
+                                                                                   "1 of its 1"], transport.notes
 
 
 def test_an_expired_batch_answers_what_it_did_and_its_other_lines_go_in_a_new_batch():
@@ -153,6 +156,7 @@ def test_a_run_judged_through_batches_has_the_scores_a_synchronous_one_has_and_m
     assert (stats["calls"], stats["uploads"], stats["batches"], stats["batch_requests"]) == (0, 1, 1, 8)
     # the plain lines say how the batch stands, whenever they were printed: queued, or submitted
     assert "8 requests queued for a batch" in done.stderr or "batches: 1 submitted" in done.stderr, done.stderr
+    assert "batches 8/8" in done.stderr, done.stderr  # the provider's progress, a row of its own
     sync, batched = _judged(results, "sync"), _judged(results, "batched")
     assert [(q, s) for q, s, _, _ in batched] == [(q, s) for q, s, _, _ in sync] and len(sync) == 8
     assert {(via, has_id) for _, _, via, has_id in sync} == {("sync", False)}

@@ -67,6 +67,10 @@ def _rows(outcome: Outcome) -> list[_Row]:
     if j.total:
         judge_limit = max(int(c.control.limit) for c in clients[1:]) if len(clients) > 1 else limit
         rows.append(_Row("judging", j.total, j.done, j.judged, j.tokens, j.null_scores, judge_limit))
+    batches = [c.transport for c in clients if isinstance(c.transport, BatchTransport) and c.transport.submitted]
+    if batches:  # the provider's progress on the batches under way: it moves while the judging bar waits on them
+        done, total = (sum(t.counts()[i] for t in batches) for i in (0, 1))
+        rows.append(_Row("batches", total, done, done, 0, 0, 0))
     p = outcome.passes
     if p.total:  # errors: failed calls and unreadable verdicts, as judging's are its null scores
         rows.append(_Row("passes", p.total, p.done, p.consulted, 0, p.failed + p.unreadable.total(),
@@ -78,6 +82,11 @@ def unreadable_lines(p: PassProgress) -> list[str]:
     """One line per pass whose model gave verdicts nobody could read: the run's end says so, never "0 flagged"."""
     return [f"{name}: {p.asked[name]:,} checked, {n:,} verdicts unreadable (no verdict read; asked again next run)"
             for name, n in p.unreadable.items() if n]
+
+
+def _notes(client: ChatClient) -> list[str]:
+    """What the user should know about an endpoint: the client's notes, and its batches' (lines asked again)."""
+    return client.notes + (client.transport.notes if isinstance(client.transport, BatchTransport) else [])
 
 
 def _endpoint(client: ChatClient) -> str:
@@ -100,7 +109,7 @@ async def live_progress(console: Console, told: set[str] | None = None) -> Async
     async def refresh() -> None:
         while True:
             if slot:
-                for note in (n for c in slot[0].clients for n in c.notes if n not in told):
+                for note in (n for c in slot[0].clients for n in _notes(c) if n not in told):
                     told.add(note)
                     console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
                 show.update(slot[0], final=stop.is_set())

@@ -140,6 +140,7 @@ class BatchTransport:
         self.submitted: list[str] = []  # batch ids, in order
         self._began = 0.0  # when the first was submitted (or collecting began)
         self.status: dict[str, dict] = {}  # batch id -> its last polled object
+        self.notes: list[str] = []  # what the user should know (shown once each, as the client's notes are)
 
     async def request(self, method: str, url: str, body: bytes | None, headers: Mapping[str, str],
                       timeout: float) -> Response:
@@ -192,8 +193,13 @@ class BatchTransport:
                 if self.on_submit is not None:
                     self.on_submit(batch["id"], cids)  # journaled before anything waits on it
                 results = await self._collect(batch["id"], batch)
-                for cid in cids:
-                    status, data = results.get(cid) or _MISSING
+                outcomes = {cid: results.get(cid) or _MISSING for cid in cids}
+                if again := sum(status >= 500 for status, _ in outcomes.values()):
+                    state = self.status.get(batch["id"], {}).get("status", "ended")
+                    self.notes.append(f"batch {batch['id']} ({state}): {again:,} of its {len(cids):,} requests "
+                                      "failed or were not processed; they go in a later batch (each at most "
+                                      "--max-retries times)")
+                for cid, (status, data) in outcomes.items():
                     _answer_all([chunk[cid]], status, data, batch["id"])
 
         def failed(task: asyncio.Task) -> None:  # a bug or a cancelled transport: no request waits forever
@@ -235,15 +241,20 @@ class BatchTransport:
         self._collecting[batch_id] = task
         return task
 
+    def counts(self) -> tuple[int, int]:
+        """(requests the provider has done, requests in the batches submitted), from their last poll."""
+        counts = [self.status.get(b, {}).get("request_counts") or {} for b in self.submitted]
+        return (sum(c.get("completed", 0) + c.get("failed", 0) for c in counts),
+                sum(c.get("total", 0) for c in counts))
+
     def summary(self) -> str:
         """How its batches stand, for the display: submitted, ended, their requests done, the time waited."""
         if not self.submitted:
             return f"{len(self._queue):,} requests queued for a batch" if self._queue else ""
         ended = sum(self.status.get(b, {}).get("status") in TERMINAL for b in self.submitted)
-        counts = [self.status.get(b, {}).get("request_counts") or {} for b in self.submitted]
-        done = sum(c.get("completed", 0) + c.get("failed", 0) for c in counts)
-        return (f"batches: {len(self.submitted)} submitted, {ended} ended, {done:,} of "
-                f"{sum(c.get('total', 0) for c in counts):,} requests done, {time.monotonic() - self._began:.0f} s")
+        done, total = self.counts()
+        return (f"batches: {len(self.submitted)} submitted, {ended} ended, {done:,} of {total:,} requests done, "
+                f"{time.monotonic() - self._began:.0f} s")
 
     def collected(self) -> list[str]:
         """The batches whose results were read (their requests answered from them)."""

@@ -56,5 +56,9 @@ SELECT CASE WHEN $batch THEN coalesce(batch_input, input) ELSE input END,
        CASE WHEN $batch THEN coalesce(batch_output, output) ELSE output END
 FROM pricing WHERE model = price_model($model);
 
+-- name: total_cost
+-- What the runs in the connection cost, all stages and models together (the spending limit's spend: budget.py).
+SELECT coalesce(sum(cost_usd), 0) FROM cost;
+
 -- name: run_status
 SELECT * FROM run_status ORDER BY run_id, benchmark NULLS FIRST;
