@@ -78,10 +78,11 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
              config: GenerationConfig, judges: list[str], judge_max_tokens: int,
              pricing: Path | None, generating: bool = True, rejudge: bool = False,
              questions: set[tuple[str, str]] | None = None, rerun: bool = False,
-             retry_errors: int = 2, prompts: PromptSet = SHABERI, judge_batch: bool = False) -> list[Estimate]:
+             retry_errors: int = 2, prompts: PromptSet = SHABERI, judge_batch: bool = False,
+             batch: bool = False) -> list[Estimate]:
     """The generation row (unless ``generating`` is off: ``--rejudge``, ``--stages judge``) and one row per
     judge, for these questions. ``questions``: the (benchmark, question id) pairs the judge stage is limited
-    to (``--limit``). ``judge_batch``: the judges priced at their Batch API rates."""
+    to (``--limit``). ``judge_batch``, ``batch``: the judges', the candidate's calls priced at their Batch API rates."""
     store = Store(results_dir)
     run_id = run_id_for(model, tag)
     progress = Progress()
@@ -97,7 +98,7 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
                  for item in planned)
     con = connect(results_dir, pricing)
     rows = [_priced(con, "generation", model, len(planned), reused, prompt, config.max_tokens,
-                    _observed(con, "answer", model))] if generating else []
+                    _observed(con, "answer", model), batch)] if generating else []
     if not judges:
         return rows
     run = [RunRecord.of(r) for r in store.read("runs", run_id).to_pylist()]

@@ -25,7 +25,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import errors
+from . import batches, errors
 from .benchmarks import Dataset, Question
 from .lineage import conversation_hash
 from .llm.client import ChatClient, Completion, encode
@@ -175,6 +175,7 @@ async def generate(
     later = [q for q in questions if "previous" in q.extra]
     journal = store.journal(run_id, batch_rows=batch_rows)
     try:
+        transports = batches.bind([client], store, journal, run_id, "generation")
         stop = asyncio.Event()
         ticker = asyncio.create_task(_flush_when_due(journal, stop))
         record = functools.partial(_record, journal, run_id, model, progress)
@@ -192,6 +193,7 @@ async def generate(
                 earlier = _earlier_answers(_contents(store, run_id), previous)
                 now, later = _next_turns(later, earlier, journal, run_id, model, progress, config.samples)
                 await Dispatcher(plan(now, earlier=earlier), ask, record, client.max_in_flight).run()
+            batches.collected(journal, run_id, transports, "generation")
         finally:
             stop.set()
             await ticker
@@ -284,10 +286,11 @@ def _record(journal: Journal, run_id: str, model: str, progress: Progress, item:
                           finish_reason=done.finish_reason, attempts=item.attempts_before + done.attempts,
                           latency_ms=done.latency_ms, prompt_tokens=done.prompt_tokens,
                           completion_tokens=done.completion_tokens, reasoning_tokens=done.reasoning_tokens,
-                          cached_prompt_tokens=done.cached_tokens)
+                          cached_prompt_tokens=done.cached_tokens, **batches.via(done))
         usage = rows.token_usage(run_id, "generation", q.benchmark, model, requests=done.attempts,
                                  prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens,
-                                 reasoning_tokens=done.reasoning_tokens, cached_prompt_tokens=done.cached_tokens)
+                                 reasoning_tokens=done.reasoning_tokens, cached_prompt_tokens=done.cached_tokens,
+                                 batch=done.batch_id is not None)
         tokens = done.prompt_tokens + done.completion_tokens
     journal.append_many([("answers", row), ("token_usage", usage)])
     stats = progress.benchmarks[q.benchmark]

@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from . import batches
 from . import benchmarks as bm
 from .errors import LLMError
 from .extract import Extraction, extract
 from .lineage import call_failed, conversation_hash, earlier_turns
-from .llm.batch import BatchTransport
 from .llm.client import ChatClient, Completion
 from .llm.dispatch import Dispatcher
 from .llm.params import Sampling
@@ -43,7 +43,6 @@ from .original import MAX_CALLS, Ask, Clone, Verdict
 from .prompts import judge_fallback, judge_messages
 from .promptsets import SHABERI, PromptSet
 from .tables.rows import ANSWER_COLUMNS, AnswerKey, RunRecord, decoded, judgement, token_usage
-from .tables.rows import batch as batch_row
 from .tables.schema import TABLES
 from .tables.store import Journal, Store
 
@@ -135,18 +134,12 @@ async def judge(
                                  existing=existing, rejudge=rejudge, journal=journal, progress=progress,
                                  prompts=prompts)
         clients = list(dict.fromkeys(j.client for j in judges))  # one dispatcher per endpoint and its controller
-        batched = [c.transport for c in clients if isinstance(c.transport, BatchTransport)]
-        if batched:
-            known = _uncollected(store, run_id)
-            for transport in batched:
-                transport.bind(known, functools.partial(_submitted, journal, run_id, transport.base_url))
+        transports = batches.bind(clients, store, journal, run_id, "judging")
         await asyncio.gather(*(
             Dispatcher(plan([j for j in judges if j.client is c]), call, record, c.max_in_flight).run()
             for c in clients
         ))
-        for transport in batched:  # every request of these was answered from them: a resume leaves them be
-            journal.append_many([("batches", batch_row(run_id, b, transport.base_url, "judging", [], "collected"))
-                                 for b in transport.collected()])
+        batches.collected(journal, run_id, transports, "judging")
     finally:
         journal.close()
     store.compact("judgements", run_id)
@@ -268,19 +261,6 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
             yield _Item(answer, j, label, messages, prompt_hash, a_hash, shown, prompts, None, primary)
 
 
-def _uncollected(store: Store, run_id: str) -> dict[str, str]:
-    """custom_id -> batch id of the requests of each batch this run submitted and has not collected."""
-    return {cid: b["batch_id"] for b in store.read("batches", run_id).to_pylist() if b["status"] == "submitted"
-            for cid in b["custom_ids"] or []}
-
-
-def _submitted(journal: Journal, run_id: str, endpoint: str, batch_id: str, custom_ids: list[str]) -> None:
-    """A batch just created, journaled before anything waits on it: a killed run's next one collects it. Stored
-    in a part at once, so that readers see the run waiting on it (``shown_status``) even if it is killed."""
-    journal.append("batches", batch_row(run_id, batch_id, endpoint, "judging", custom_ids, "submitted"))
-    journal.flush()
-
-
 def _unfinished(row: dict) -> bool:
     """A judgement to ask again: its call failed, or ``reprocess`` found no score in a reply whose fallback
     was never asked (the rules of its day read one). The original's reading is final: it made its calls."""
@@ -383,16 +363,12 @@ def _awaiting(journal: Journal, run_id: str, item: _Item, reply: Completion) -> 
     until the judgement's supersedes it."""
     row = _row(run_id, item.answer, item.label, item.prompt_hash, item.answer_hash, prompt_set=item.prompts.label,
                judge_output=reply.content, finish_reason=reply.finish_reason, prompt_tokens=reply.prompt_tokens,
-               completion_tokens=reply.completion_tokens, error=AWAITING, **_via(reply))
+               completion_tokens=reply.completion_tokens, error=AWAITING, **batches.via(reply))
     usage = token_usage(run_id, "judging", item.answer["benchmark"], item.judge.name, requests=reply.attempts,
                         prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
                         reasoning_tokens=reply.reasoning_tokens, cached_prompt_tokens=reply.cached_tokens,
                         batch=reply.batch_id is not None)
     journal.append_many([("judgements", row), ("token_usage", usage)])
-
-
-def _via(reply: Completion) -> dict[str, str | None]:
-    return {"via": "batch" if reply.batch_id else "sync", "batch_id": reply.batch_id}
 
 
 def _row(run_id: str, answer: dict, judge_name: str, prompt_hash: str, a_hash: str, **values: object) -> dict:
@@ -435,7 +411,7 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
                    fallback_output=verdict.fallback.content if verdict.fallback else None,
                    fallback_finish_reason=verdict.fallback.finish_reason if verdict.fallback else None,
                    prompt_tokens=prompt, completion_tokens=completion, reasoning_tokens=reasoning,
-                   cached_prompt_tokens=cached, error=error, **_via(verdict.reply))
+                   cached_prompt_tokens=cached, error=error, **batches.via(verdict.reply))
         progress.fallbacks += verdict.fallback is not None or verdict.fallback_error is not None
         if verdict.fallback_error is not None:  # the judgement has no score because a call failed
             progress.failed += 1

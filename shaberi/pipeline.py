@@ -70,7 +70,8 @@ class RunRequest:
     judges: list[ModelAt] = field(default_factory=list)
     judge_api_key_env: str | None = None  # default: the candidate's key variable
     judge_concurrency: int | None = None  # default: the candidate's maximum
-    judge_batch: bool = False  # judge calls through the judges' Batch API (``llm.batch``)
+    batch: bool = False  # the candidate's calls through its endpoint's Batch API (``llm.batch``)
+    judge_batch: bool = False  # judge calls through the judges' Batch API
     batch_poll: float = 15.0  # seconds between looks at a batch in progress
     judging: JudgeConfig = field(default_factory=JudgeConfig)
     max_cost: float | None = None  # USD: no call whose worst case could take the run's spend past it (``budget``)
@@ -172,7 +173,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
         check_base_url(req.base_url)
     scope = _to_generate(req) if generating else check_stored(req, stages)
     api_key = resolve_api_key(req.base_url, req.api_key_env) if generating else None
-    candidate = ChatClient(req.base_url, api_key, req.client, transport=req.transport) if generating else None
+    candidate = _candidate(req, api_key) if generating else None
     if candidate:
         candidate.models.add(req.model)
     shared: dict[tuple[str, str | None], ChatClient] = {}
@@ -260,6 +261,18 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             await client.aclose()
 
 
+def _candidate(req: RunRequest, api_key: str | None) -> ChatClient:
+    """The candidate's client: through its endpoint's Batch API with ``batch`` (every call at once into the
+    batch's queue: no rate to control)."""
+    if not req.batch:
+        return ChatClient(req.base_url, api_key, req.client, transport=req.transport)
+    return ChatClient(req.base_url, api_key, replace(req.client, control=_BATCHED),
+                      transport=BatchTransport(req.transport or AiohttpTransport(), req.base_url, poll=req.batch_poll))
+
+
+_BATCHED = ControlConfig(BATCH_SIZE, BATCH_SIZE, BATCH_SIZE)  # a batched client's window: everything at once
+
+
 def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) -> list[Judge]:
     """One Judge per --judge. Judges on one endpoint (and key) share a client: one controller, and one lease
     of that endpoint's slots with every other shaberi process on this machine (see ``lease``)."""
@@ -278,7 +291,7 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
             transport, window = req.transport, control
             if req.judge_batch:  # every call at once into the batch's queue: no rate to control, no slot to share
                 transport = BatchTransport(req.transport or AiohttpTransport(), url, poll=req.batch_poll)
-                window = ControlConfig(BATCH_SIZE, BATCH_SIZE, BATCH_SIZE)
+                window = _BATCHED
             clients[(url, key)] = client = ChatClient(url, key, replace(req.client, control=window),
                                                       transport=transport, option=f"--judge {name}@{url}",
                                                       key_option="--judge-api-key-env")

@@ -231,3 +231,48 @@ def test_a_reply_without_a_score_asks_its_fallback_in_a_later_batch_with_the_row
     assert batched == sync and [r[1] for r in sync] == [6.0, None, 7.0]
     assert con.execute("SELECT count(DISTINCT batch_id) FROM judgements j JOIN runs r USING (run_id) "
                        "WHERE r.tag = 'batched'").fetchall() == [(1,)]  # a judgement names its first reply's batch
+
+
+def test_a_candidate_generating_through_batches_killed_mid_batch_collects_it_and_answers_as_a_synchronous_run(
+        tmp_path):
+    data = write_rakuda(tmp_path / "d", [f"質問{i}：日本の首都は？" for i in range(6)])
+    results = tmp_path / "r"
+    with LoopbackServer(models=("gpt-4.1-mini",), batch_seconds=6.0) as candidate, LoopbackServer() as judges:
+        common = ["run", "--model", "gpt-4.1-mini", "--base-url", candidate.base_url, "--benchmark", "rakuda",
+                  "--judge", f"j@{judges.base_url}", "--data-dir", str(data), "--results-dir", str(results)]
+        assert shaberi(*common, "--tag", "sync").returncode == 0
+        candidate.reset()
+        args = [*common, "--tag", "batched", "--batch", "--batch-poll", "0.1"]
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+        proc = subprocess.Popen([sys.executable, "-m", "shaberi", *args], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while candidate.stats()["batches"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)  # the batch's id journaled (right after it was created)
+            assert candidate.stats()["batch_requests"] < 6, "killed while the batch is under way"
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+        finally:
+            proc.kill()
+        assert query(results, "SELECT status FROM runs WHERE tag = 'batched'") == [("waiting",)]
+        again = shaberi(*args)
+        assert again.returncode == 0, again.stderr
+        stats = candidate.stats()
+    assert (stats["calls"], stats["uploads"], stats["batches"], stats["batch_requests"]) == (0, 1, 1, 6)
+    answers = ("SELECT a.question_id, a.content, a.via, a.batch_id IS NOT NULL, j.score FROM answers a JOIN runs r "
+               "USING (run_id) JOIN judgements j USING (run_id, benchmark, question_id) WHERE r.tag = $tag "
+               "ORDER BY 1")
+    con = connect(results)
+    sync, batched = (con.execute(answers, {"tag": t}).fetchall() for t in ("sync", "batched"))
+    assert [(q, c, s) for q, c, _, _, s in batched] == [(q, c, s) for q, c, _, _, s in sync] and len(sync) == 6
+    assert {(via, has) for _, _, via, has, _ in sync} == {("sync", False)}
+    assert {(via, has) for _, _, via, has, _ in batched} == {("batch", True)}
+    assert con.execute("SELECT stage, status FROM batches").fetchall() == [("generation", "collected")]
+    # generation priced at the shipped Batch API rates of gpt-4.1-mini (0.20 and 0.80 per million)
+    prompt, completion, batch_prompt, cost = con.execute(
+        "SELECT c.prompt_tokens, c.completion_tokens, c.batch_prompt_tokens, c.cost_usd FROM cost c JOIN runs r "
+        "USING (run_id) WHERE r.tag = 'batched' AND c.stage = 'generation'").fetchone()
+    assert batch_prompt == prompt > 0
+    assert cost == pytest.approx(prompt / 1e6 * 0.20 + completion / 1e6 * 0.80, rel=1e-12)

@@ -77,6 +77,11 @@ def run(
     seed: Annotated[int | None, typer.Option(
         rich_help_panel=MODEL,
         help="Sent only when given.")] = None,
+    batch: Annotated[bool, typer.Option(
+        "--batch", rich_help_panel=MODEL,
+        help="Generate through the endpoint's Batch API (OpenAI's; about half the price, answered within hours): "
+             "every call in a batch, a later turn or a retry in a later one. A run stopped while batches are "
+             "under way collects them when run again.")] = False,
     model_families: Annotated[Path | None, typer.Option(
         rich_help_panel=MODEL,
         help="Model family table (TOML) replacing data/model_families.toml: how requests to some models must "
@@ -106,7 +111,7 @@ def run(
              "way collects them when run again, instead of paying for them twice.")] = False,
     batch_poll: Annotated[float, typer.Option(
         metavar="SECONDS", rich_help_panel=JUDGES,
-        help="How often a batch under way is looked at.")] = 15.0,
+        help="How often a batch under way (--batch, --judge-batch) is looked at.")] = 15.0,
     judge_temperature: Annotated[str, typer.Option(
         metavar="FLOAT|omit", rich_help_panel=JUDGES,
         help="Judge sampling temperature, or omit (send none).")] = "0",
@@ -261,8 +266,9 @@ def run(
         generation=GenerationConfig(**candidate_params, frequency_penalty=frequency_penalty, seed=seed),
         client=client,
         rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
-        judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency, judge_batch=judge_batch,
-        batch_poll=batch_poll, judging=JudgeConfig(**judge_params), max_cost=max_cost, pricing=pricing,
+        judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency, batch=batch,
+        judge_batch=judge_batch, batch_poll=batch_poll, judging=JudgeConfig(**judge_params), max_cost=max_cost,
+        pricing=pricing,
         rejudge=rejudge, judge_prompts=prompt_set,
         passes=build(passes, pass_option or []) if passes is not None else [], model_base_url=judge_base_url,
     )
@@ -399,7 +405,8 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
             each.results_dir, each.model, each.tag, each.base_url, items, each.generation,
             [j.name for j in each.judges] if "judge" in stages else [], each.judging.max_tokens, pricing,
             generating="generate" in stages, rejudge=each.rejudge, questions=scope, rerun=each.rerun,
-            retry_errors=each.retry_errors, prompts=each.judge_prompts, judge_batch=each.judge_batch)]
+            retry_errors=each.retry_errors, prompts=each.judge_prompts, judge_batch=each.judge_batch,
+            batch=each.batch)]
     family = runs > 1
 
     def cells(rows: list[Estimate]) -> list[str]:

@@ -159,6 +159,8 @@ TABLES: dict[str, Table] = {
                 ("cached_prompt_tokens", I64),  # of prompt_tokens, served from the provider's cache (priced apart)
                 ("request_hash", STR),  # of what the model was sent (messages and sampling)
                 ("answer_hash", STR),  # of the text a judge sees (see ``lineage``); null in parts older than it
+                ("via", STR),  # how the answer came: sync | batch (null in parts older than it, and for an error)
+                ("batch_id", STR),  # the provider's batch that answered it (via batch: ``run --batch``)
                 ("created_at", TS),
             ],
             derive=_count_scripts,
