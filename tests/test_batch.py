@@ -5,6 +5,7 @@ batch, and a batch submitted by one process collected by the next instead of bei
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -170,7 +171,31 @@ def test_a_run_judged_through_batches_has_the_scores_a_synchronous_one_has_and_m
     assert prompt > 0 and cost["batched"][:4] == [prompt, completion, prompt, completion]
     assert cost["sync"][2:4] == [0, 0]
     assert cost["sync"][4] == pytest.approx(prompt / 1e6 * 0.40 + completion / 1e6 * 1.60, rel=1e-12)
-    assert cost["batched"][4] == pytest.approx(prompt / 1e6 * 0.20 + completion / 1e6 * 0.80, rel=1e-12)
+    batch_cost = prompt / 1e6 * 0.20 + completion / 1e6 * 0.80
+    assert cost["batched"][4] == pytest.approx(batch_cost, rel=1e-12)
+    # every reader prices it from the cost view: the manifest and the report say the batch price
+    manifest = json.loads((results / "m" / "batched" / "manifest.json").read_text())
+    assert manifest["token_totals"]["by_stage"]["judging"]["cost_usd"] == pytest.approx(batch_cost, rel=1e-12)
+    out = tmp_path / "report.html"
+    assert shaberi("report", "--tag", "batched", "--out", str(out), "--results-dir", str(results)).returncode == 0
+    assert f"<td>judging</td><td>8</td><td>0</td><td>{prompt:,}</td><td>{completion:,}</td><td>{batch_cost:.4f}</td>" \
+        in out.read_text(encoding="utf-8")
+    # judged again through a batch: the old judgements stay as history, the new ones count, scores unchanged
+    with LoopbackServer(batch_seconds=0.2) as judges:
+        again = shaberi("run", "--model", "m", "--tag", "batched", "--rejudge", "--judge",
+                        f"gpt-4.1-mini@{judges.base_url}", "--judge-batch", "--batch-poll", "0.1",
+                        "--results-dir", str(results))
+        assert again.returncode == 0, again.stderr
+        assert (judges.stats()["calls"], judges.stats()["batches"]) == (0, 1)
+    assert _judged(results, "batched") == batched
+    assert query(results, "SELECT count(*) FROM judgement_rows j JOIN runs r USING (run_id) "
+                          "WHERE r.tag = 'batched'") == [(16,)]
+    # and compared with the synchronous run: the same scores, no difference
+    compared = shaberi("compare", "sync", "batched", "--model", "m", "--format", "json", "--results-dir",
+                       str(results))
+    assert compared.returncode == 0, compared.stderr
+    (rakuda,) = json.loads(compared.stdout)["benchmarks"]
+    assert (rakuda["n"], rakuda["diff"], rakuda["moved_pairs"]) == (8, 0.0, 0), rakuda
 
 
 def test_a_run_killed_while_its_batch_runs_collects_that_batch_when_run_again_and_pays_for_nothing_twice(tmp_path):
