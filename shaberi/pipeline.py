@@ -73,6 +73,7 @@ class RunRequest:
     batch: bool = False  # the candidate's calls through its endpoint's Batch API (``llm.batch``)
     judge_batch: bool = False  # judge calls through the judges' Batch API
     batch_poll: float = 15.0  # seconds between looks at a batch in progress
+    batch_size: int = BATCH_SIZE  # requests a batch holds at most
     judging: JudgeConfig = field(default_factory=JudgeConfig)
     max_cost: float | None = None  # USD: no call whose worst case could take the run's spend past it (``budget``)
     pricing: Path | None = None  # the price table for max_cost [default: data/pricing.toml]
@@ -267,10 +268,14 @@ def _candidate(req: RunRequest, api_key: str | None) -> ChatClient:
     if not req.batch:
         return ChatClient(req.base_url, api_key, req.client, transport=req.transport)
     return ChatClient(req.base_url, api_key, replace(req.client, control=_BATCHED),
-                      transport=BatchTransport(req.transport or AiohttpTransport(), req.base_url, poll=req.batch_poll))
+                      transport=_batches(req, req.base_url))
 
 
 _BATCHED = ControlConfig(BATCH_SIZE, BATCH_SIZE, BATCH_SIZE)  # a batched client's window: everything at once
+
+
+def _batches(req: RunRequest, url: str) -> BatchTransport:
+    return BatchTransport(req.transport or AiohttpTransport(), url, size=req.batch_size, poll=req.batch_poll)
 
 
 def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) -> list[Judge]:
@@ -290,7 +295,7 @@ def _judges(req: RunRequest, clients: dict[tuple[str, str | None], ChatClient]) 
         if (url, key) not in clients:
             transport, window = req.transport, control
             if req.judge_batch:  # every call at once into the batch's queue: no rate to control, no slot to share
-                transport = BatchTransport(req.transport or AiohttpTransport(), url, poll=req.batch_poll)
+                transport = _batches(req, url)
                 window = _BATCHED
             clients[(url, key)] = client = ChatClient(url, key, replace(req.client, control=window),
                                                       transport=transport, option=f"--judge {name}@{url}",

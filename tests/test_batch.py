@@ -66,6 +66,14 @@ async def _direct(base_url: str, prompts: list[list[dict]]) -> list:
         await client.aclose()
 
 
+def test_a_batch_holds_at_most_size_requests():
+    with LoopbackServer() as server:
+        got, _ = asyncio.run(ask_all(server.base_url, [messages(i) for i in range(7)], size=3))
+        stats = server.stats()
+    assert all(not isinstance(c, BaseException) for c in got)
+    assert (stats["uploads"], stats["batches"], stats["batch_requests"], stats["calls"]) == (3, 3, 7, 0)
+
+
 def test_a_batch_taking_longer_than_the_request_timeout_is_waited_for():
     with LoopbackServer(batch_seconds=3.0) as server:  # FIXED's per-request timeout is 2 s
         got, _ = asyncio.run(ask_all(server.base_url, [messages(i) for i in range(5)]))

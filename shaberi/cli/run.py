@@ -112,6 +112,9 @@ def run(
     batch_poll: Annotated[float, typer.Option(
         metavar="SECONDS", rich_help_panel=JUDGES,
         help="How often a batch under way (--batch, --judge-batch) is looked at.")] = 15.0,
+    batch_size: Annotated[int, typer.Option(
+        metavar="N", rich_help_panel=JUDGES,
+        help="Most requests in one batch (--batch, --judge-batch); a batch also holds at most 190 MB.")] = 50_000,
     judge_temperature: Annotated[str, typer.Option(
         metavar="FLOAT|omit", rich_help_panel=JUDGES,
         help="Judge sampling temperature, or omit (send none).")] = "0",
@@ -252,6 +255,7 @@ def run(
          "between -2 and 2"),
         ("--retry-errors", retry_errors, retry_errors >= 0, "0 or more"),
         ("--batch-poll", batch_poll, batch_poll > 0, "above 0"),
+        ("--batch-size", batch_size, 1 <= batch_size <= 50_000, "between 1 and 50,000 (OpenAI's limit)"),
         ("--max-cost", max_cost, max_cost is None or 0 < max_cost < float("inf"), "a number of USD above 0"),
     ]:
         if not ok:
@@ -267,8 +271,8 @@ def run(
         client=client,
         rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
         judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency, batch=batch,
-        judge_batch=judge_batch, batch_poll=batch_poll, judging=JudgeConfig(**judge_params), max_cost=max_cost,
-        pricing=pricing,
+        judge_batch=judge_batch, batch_poll=batch_poll, batch_size=batch_size, judging=JudgeConfig(**judge_params),
+        max_cost=max_cost, pricing=pricing,
         rejudge=rejudge, judge_prompts=prompt_set,
         passes=build(passes, pass_option or []) if passes is not None else [], model_base_url=judge_base_url,
     )
