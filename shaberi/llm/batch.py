@@ -248,13 +248,14 @@ class BatchTransport:
                 sum(c.get("total", 0) for c in counts))
 
     def summary(self) -> str:
-        """How its batches stand, for the display: submitted, ended, their requests done, the time waited."""
+        """How its batches stand, for the display: submitted, in progress, ended, their requests done, the time
+        waited."""
         if not self.submitted:
             return f"{len(self._queue):,} requests queued for a batch" if self._queue else ""
         ended = sum(self.status.get(b, {}).get("status") in TERMINAL for b in self.submitted)
         done, total = self.counts()
-        return (f"batches: {len(self.submitted)} submitted, {ended} ended, {done:,} of {total:,} requests done, "
-                f"{time.monotonic() - self._began:.0f} s")
+        return (f"batches: {len(self.submitted)} submitted, {len(self.submitted) - ended} in progress, {ended} ended, "
+                f"{done:,} of {total:,} requests done, {time.monotonic() - self._began:.0f} s")
 
     def collected(self) -> list[str]:
         """The batches whose results were read (their requests answered from them)."""
