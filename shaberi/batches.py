@@ -3,7 +3,7 @@ for twice (``llm.batch`` sends them; the ``batches`` table holds them).
 
 A batch is journaled, and its part written, before anything waits on it: a run killed while it runs reads as
 ``waiting`` (``shown_status``), and the same command collects it for its requests (by their ``custom_id``: what
-the model was sent). Once every request of a stage is answered, the batches it read are marked collected.
+the model was sent). Once every request of a stage is answered, its batches are marked collected.
 """
 
 from __future__ import annotations
@@ -26,15 +26,17 @@ def bind(clients: Sequence[ChatClient], store: Store, journal: Journal, run_id: 
     new batch is journaled."""
     transports = [c.transport for c in dict.fromkeys(clients) if isinstance(c.transport, BatchTransport)]
     if transports:
-        known = {cid: b["batch_id"] for b in store.read("batches", run_id).to_pylist() if b["status"] == "submitted"
-                 for cid in b["custom_ids"] or []}
+        known = {cid: b["batch_id"] for b in store.read("batches", run_id).to_pylist()
+                 if b["status"] == "submitted" and b["stage"] == stage for cid in b["custom_ids"] or []}
         for transport in transports:
             transport.bind(known, functools.partial(_submitted, journal, run_id, transport.base_url, stage))
     return transports
 
 
 def collected(journal: Journal, run_id: str, transports: list[BatchTransport], stage: Stage) -> None:
-    """Every request of the stage was answered from these transports' batches: a resume leaves them be."""
+    """Every request of the stage is answered: its batches are done with, those whose results it read and those
+    submitted earlier that it no longer needed (their results were recorded before a kill), so that a later
+    ``--rejudge`` or ``--rerun`` asks afresh instead of taking their old replies."""
     journal.append_many([("batches", batch_row(run_id, b, t.base_url, stage, [], "collected"))
                          for t in transports for b in t.collected()])
 

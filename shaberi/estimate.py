@@ -133,7 +133,7 @@ def _observed(con: duckdb.DuckDBPyConnection, kind: str, name: str) -> float | N
 
 def _priced(con: duckdb.DuckDBPyConnection, stage: str, model: str, calls: int, reused: int, prompt: int,
             max_tokens: int, observed: float | None, batch: bool = False) -> Estimate:
-    typical = round((observed or TYPICAL_COMPLETION[stage]) * calls)
+    typical = round(min(observed or TYPICAL_COMPLETION[stage], max_tokens) * calls)  # never above the bound
     price = con.execute(query("reports.price"), {"model": model, "batch": batch}).fetchone()
     input_price, output_price = price or (0.0, 0.0)
     cost = prompt / 1e6 * input_price

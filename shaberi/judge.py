@@ -165,12 +165,14 @@ def _stored(store: Store, run_id: str, benchmarks: list[str] | None, questions: 
     judged = store.read("judgements", run_id, [*ANSWER_COLUMNS, "judge", "prompt_hash", "answer_hash", "error",
                                                "fallback_output", "prompt_set", "created_at"])
     awaiting = [i for i, e in enumerate(judged.column("error").to_pylist()) if e == AWAITING]
-    replies = dict(zip(awaiting, store.read("judgements", run_id, ["judge_output", "finish_reason"]).take(
-        awaiting).to_pylist(), strict=True)) if awaiting else {}  # the texts only of replies a fallback awaits
+    replies = dict(zip(awaiting, store.read("judgements", run_id, [
+        "judge_output", "finish_reason", "prompt_tokens", "completion_tokens", "batch_id"]).take(awaiting).to_pylist(),
+        strict=True)) if awaiting else {}  # the replies a fallback awaits (only theirs: the texts are long)
     existing = {
         (AnswerKey.of(r), r["judge"], r["prompt_hash"], r["answer_hash"]): (
             _unfinished(r), rejudged_since is not None and r["created_at"].timestamp() * 1e6 >= rejudged_since,
-            Completion(replies[i]["judge_output"], None, replies[i]["finish_reason"], 0, 0, 0, 0.0)
+            Completion(replies[i]["judge_output"], None, replies[i]["finish_reason"], replies[i]["prompt_tokens"] or 0,
+                       replies[i]["completion_tokens"] or 0, 0, 0.0, batch_id=replies[i]["batch_id"])
             if i in replies else None)
         for i, r in enumerate(judged.to_pylist())
     }
@@ -386,7 +388,7 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
         row = _row(run_id, item.answer, name, item.prompt_hash, item.answer_hash, prompt_set=item.prompts.label,
                    error=f"judge_error: {exc.error_type}: {exc}"[:2000])
         requests, prompt, completion, reasoning, cached = exc.attempts, 0, 0, 0, 0
-        spent = (0, 0, 0, 0)
+        spent, batched = (0, 0, 0, 0), False
         progress.failed += 1
         progress.failures[f"{exc.error_type}: {str(exc)[:120]}"] += 1
     else:
@@ -399,6 +401,7 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
         requests = sum(c.attempts for c in new) + (verdict.fallback_error.attempts if verdict.fallback_error else 0)
         spent = (sum(c.prompt_tokens for c in new), sum(c.completion_tokens for c in new),
                  sum(c.reasoning_tokens for c in new), sum(c.cached_tokens for c in new))
+        batched = bool(new) and new[0].batch_id is not None  # this invocation's calls: one client, one way
         found = verdict.extraction
         error = None
         if not found.ok:
@@ -418,7 +421,7 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
             progress.failures[f"fallback {verdict.fallback_error.error_type}: {str(verdict.fallback_error)[:100]}"] += 1
     usage = token_usage(run_id, "judging", item.answer["benchmark"], item.judge.name, requests=requests,
                         prompt_tokens=spent[0], completion_tokens=spent[1], reasoning_tokens=spent[2],
-                        cached_prompt_tokens=spent[3], batch=verdict is not None and verdict.reply.batch_id is not None)
+                        cached_prompt_tokens=spent[3], batch=batched)
     journal.append_many([("judgements", row), ("token_usage", usage)])
     progress.done += 1
     progress.judged += 1

@@ -309,3 +309,48 @@ def test_a_candidate_generating_through_batches_killed_mid_batch_collects_it_and
         "USING (run_id) WHERE r.tag = 'batched' AND c.stage = 'generation'").fetchone()
     assert batch_prompt == prompt > 0
     assert cost == pytest.approx(prompt / 1e6 * 0.20 + completion / 1e6 * 0.80, rel=1e-12)
+
+
+def test_a_run_killed_while_its_fallback_batch_runs_prices_it_as_batch_collects_it_past_a_spent_limit_and_a_rejudge_asks_afresh(  # noqa: E501
+        tmp_path):
+    data = write_rakuda(tmp_path / "d", ["質問0", "<<judge: 判断できません。 || FINAL SCORE: 6>> 質問1",
+                                         "質問2", "<<judge: 判断できません。 || FINAL SCORE: 4>> 質問3"])
+    results = tmp_path / "r"
+    with LoopbackServer() as candidate, LoopbackServer(batch_seconds=4.0) as judges:
+        args = ["run", "--model", "m", "--base-url", candidate.base_url, "--benchmark", "rakuda", "--judge",
+                f"gpt-4.1-mini@{judges.base_url}", "--judge-batch", "--batch-poll", "0.1", "--data-dir", str(data),
+                "--results-dir", str(results)]
+        assert shaberi(*args, "--stages", "generate").returncode == 0
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+        proc = subprocess.Popen([sys.executable, "-m", "shaberi", *args, "--stages", "judge"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while judges.stats()["batches"] < 2 and time.monotonic() < deadline:  # the follow-ups' batch
+                time.sleep(0.05)
+            time.sleep(0.5)  # journaled (right after it was created)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+        finally:
+            proc.kill()
+        assert judges.stats()["batch_requests"] < 6, "killed while the follow-ups' batch is under way"
+        # a limit already spent: the follow-ups' batch is paid for, so it is collected all the same
+        again = shaberi(*args, "--stages", "judge", "--max-cost", "0.000001")
+        assert again.returncode == 0, again.stderr
+        assert (judges.stats()["calls"], judges.stats()["batches"], judges.stats()["batch_requests"]) == (0, 2, 6)
+        assert query(results, "SELECT question_id, score FROM judgements WHERE question_id IN ('q1', 'q3') "
+                              "ORDER BY 1") == [("q1", 6.0), ("q3", 4.0)]
+        assert query(results, "SELECT count(score) FROM judgements") == [(4,)]
+        assert query(results, "SELECT status, count(*) FROM batches GROUP BY ALL") == [("collected", 2)]
+        old = {b for (b,) in query(results, "SELECT batch_id FROM batches")}
+        # every judging token went through a batch: priced at the batch rates
+        assert query(results, "SELECT prompt_tokens = batch_prompt_tokens AND completion_tokens = "
+                              "batch_completion_tokens AND prompt_tokens > 0 FROM cost WHERE stage = 'judging'"
+                     ) == [(True,)]
+        # judged again: every request asked afresh in new batches, none answered from the old ones
+        rejudged = shaberi(*args, "--rejudge")
+        assert rejudged.returncode == 0, rejudged.stderr
+        stats = judges.stats()
+    assert (stats["calls"], stats["batches"], stats["batch_requests"]) == (0, 4, 12)
+    (newest,) = query(results, "SELECT DISTINCT batch_id FROM judgements")  # each names its first reply's batch
+    assert newest[0] not in old and query(results, "SELECT count(score) FROM judgements") == [(4,)]

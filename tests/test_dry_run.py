@@ -20,7 +20,7 @@ def test_dry_run_calls_nothing_counts_reuse_and_prices_with_the_given_table(serv
     cells = [c.strip() for c in generation.split("│") if c.strip()]
     assert cells[2:4] == ["3", "0"]  # three calls planned, none reused
     prompt, typical = (int(c.lstrip("~").replace(",", "")) for c in cells[4:6])
-    assert typical == 3 * 600 and cells[6] == "300"  # 3 × max_tokens
+    assert typical == 3 * 100 and cells[6] == "300"  # the typical 600 tokens cut to --max-tokens; 3 × max_tokens
     assert cells[7] == f"${prompt / 1e6 * 1000 + typical / 1e6 * 2000:.2f}"  # the --pricing file's prices
     assert "$0.00 *" in next(line for line in dry.stdout.splitlines() if "judging" in line)
 

@@ -257,9 +257,15 @@ class BatchTransport:
         return (f"batches: {len(self.submitted)} submitted, {len(self.submitted) - ended} in progress, {ended} ended, "
                 f"{done:,} of {total:,} requests done, {time.monotonic() - self._began:.0f} s")
 
+    def submitted_earlier(self, body: bytes) -> bool:
+        """A batch an earlier process submitted holds this request: it is paid for, and collected from there."""
+        return custom_id(body) in self.known
+
     def collected(self) -> list[str]:
-        """The batches whose results were read (their requests answered from them)."""
-        return [b for b, task in self._collecting.items() if task.done() and not task.cancelled()]
+        """The batches done with once every request of the stage is answered: those whose results were read, and
+        those submitted earlier that no request needed any more (their results were recorded before a kill)."""
+        done = [b for b, task in self._collecting.items() if task.done() and not task.cancelled()]
+        return list(dict.fromkeys([*done, *self.known.values()]))
 
     def bind(self, known: Mapping[str, str], on_submit: Callable[[str, list[str]], object]) -> None:
         """What a stage's journal says: the requests of batches submitted earlier and not collected (custom_id

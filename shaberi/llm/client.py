@@ -142,12 +142,14 @@ class ChatClient:
         here (``encode``); retry what is worth retrying. A ``Verbatim`` with ``api="responses"`` goes to OpenAI's
         ``/responses`` (the original Shaberi's GPT-5.1 judge requests), anything else to ``/chat/completions``. With a
         ``budget`` (``--max-cost``) the call's worst case is held first: ``BudgetSpent``, and nothing sent, when it
-        does not fit."""
+        does not fit (a request a batch submitted earlier answers is paid for already: it is collected whatever
+        the limit)."""
         body = encode(model, messages, sampling, **more)
         path, parse = _APIS[sampling.api if isinstance(sampling, Verbatim) else "chat"]
         if self.budget is None:
             return await self._send(body, path, parse)
-        held = await self.budget.reserve(model, body, self.batched)  # BudgetSpent: not sent
+        paid = isinstance(self.transport, BatchTransport) and self.transport.submitted_earlier(body)
+        held = 0.0 if paid else await self.budget.reserve(model, body, self.batched)  # BudgetSpent: not sent
         done = None
         try:
             done = await self._send(body, path, parse)
