@@ -33,12 +33,14 @@ def bind(clients: Sequence[ChatClient], store: Store, journal: Journal, run_id: 
     return transports
 
 
-def collected(journal: Journal, run_id: str, transports: list[BatchTransport], stage: Stage) -> None:
-    """Every request of the stage is answered: its batches are done with, those whose results it read and those
-    submitted earlier that it no longer needed (their results were recorded before a kill), so that a later
-    ``--rejudge`` or ``--rerun`` asks afresh instead of taking their old replies."""
+def collected(journal: Journal, run_id: str, transports: list[BatchTransport], stage: Stage, finished: bool = True
+              ) -> None:
+    """The stage's dispatchers are done and recorded every answer they got: the batches whose results it read are
+    done with, and when every request of the stage is answered (``finished``; not when the spending limit stopped
+    it), those submitted earlier that it no longer needed too (their results were recorded before a kill). So a
+    later ``--rejudge`` or ``--rerun`` asks afresh instead of taking their old replies."""
     journal.append_many([("batches", batch_row(run_id, b, t.base_url, stage, [], "collected"))
-                         for t in transports for b in t.collected()])
+                         for t in transports for b in t.collected(finished)])
 
 
 def via(reply: Completion) -> dict[str, str | None]:

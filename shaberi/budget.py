@@ -1,8 +1,9 @@
 """``--max-cost``: a spending limit that stops a run cleanly, before the call that could pass it.
 
-Before each call is sent (directly or into a provider batch), the spend so far, every call in flight's worst
-case and this call's worst case together must fit the limit; a call that would fit once calls in flight end
-waits for them. The spend so far is the ``cost`` view's total for the command's runs when it starts (earlier
+Before each request is sent (directly or into a provider batch; a retry too), the spend so far, every request in
+flight's worst case and this one's worst case together must fit the limit; a request that would fit once those
+in flight end waits for them. A request that timed out may have been answered and billed: its worst case counts
+as spent. The spend so far is the ``cost`` view's total for the command's runs when it starts (earlier
 invocations included: the limit is the run's, not the invocation's), then what each answered call reports. A
 call's worst case is its request body's bytes as prompt tokens (a byte-level tokenizer never makes more tokens
 than bytes, and the JSON around the messages outweighs a chat template's tokens) plus its completion limit, at the
@@ -56,6 +57,7 @@ class Budget:
         self.refused = 0  # calls not sent for want of room
         self.why = ""  # what stopped the first refused call
         self._freed: asyncio.Event | None = None  # set when a call in flight ends
+        self.waiting = 0  # calls waiting for the calls in flight to end (shown: the limit holds the run back)
 
     async def reserve(self, model: str, body: bytes, batch: bool) -> float:
         """Hold this call's worst case, once it fits beside the calls in flight (they end, and free their holds),
@@ -71,20 +73,28 @@ class Budget:
         worst = (len(body) * rate.input + (bound or 0) * rate.output) / 1e6
         while True:
             if self.spent + worst > self.limit:
-                self._refuse(f"the next call to {model} could cost up to ${worst:.4f}, and ${self.spent:.4f} is "
-                             "spent")
+                self._refuse(f"${self.spent:.6g} spent + up to ${worst:.6g} for the next call to {model} = "
+                             f"${self.spent + worst:.6g}, over the limit")
             if self.spent + self.held + worst <= self.limit:
                 self.held += worst
                 return worst
             self._freed = self._freed or asyncio.Event()
-            await self._freed.wait()
+            self.waiting += 1
+            try:
+                await self._freed.wait()
+            finally:
+                self.waiting -= 1
 
-    def settle(self, held: float, model: str, batch: bool, prompt_tokens: int = 0, completion_tokens: int = 0
-               ) -> None:
-        """A call ended: its worst case released, and what its answer reported (nothing for a failed call) spent."""
-        rate = self.rates[(model, batch)]
+    def settle(self, held: float, model: str, batch: bool, prompt_tokens: int = 0, completion_tokens: int = 0,
+               lost: bool = False) -> None:
+        """A send ended: its worst case released, and what its answer reported (nothing for a failed send) spent;
+        ``lost``: no answer came though one may have been billed (a timeout), so its worst case is spent."""
         self.held -= held
-        self.spent += (prompt_tokens * rate.input + completion_tokens * rate.output) / 1e6
+        if lost:
+            self.spent += held
+        elif prompt_tokens or completion_tokens:
+            rate = self.rates[(model, batch)]
+            self.spent += (prompt_tokens * rate.input + completion_tokens * rate.output) / 1e6
         if self._freed is not None:  # the calls waiting for room look again
             self._freed.set()
             self._freed = None

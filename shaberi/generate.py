@@ -193,6 +193,10 @@ async def generate(
                 earlier = _earlier_answers(_contents(store, run_id), previous)
                 now, later = _next_turns(later, earlier, journal, run_id, model, progress, config.samples)
                 await Dispatcher(plan(now, earlier=earlier), ask, record, client.max_in_flight).run()
+        except errors.BudgetSpent:
+            batches.collected(journal, run_id, transports, "generation", finished=False)
+            raise
+        else:
             batches.collected(journal, run_id, transports, "generation")
         finally:
             stop.set()

@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from . import batches
 from . import benchmarks as bm
-from .errors import LLMError
+from .errors import BudgetSpent, LLMError
 from .extract import Extraction, extract
 from .lineage import call_failed, conversation_hash, earlier_turns
 from .llm.client import ChatClient, Completion
@@ -135,11 +135,17 @@ async def judge(
                                  prompts=prompts)
         clients = list(dict.fromkeys(j.client for j in judges))  # one dispatcher per endpoint and its controller
         transports = batches.bind(clients, store, journal, run_id, "judging")
-        await asyncio.gather(*(
+        ended = await asyncio.gather(*(  # every endpoint's calls land before a stop or a failure is raised
             Dispatcher(plan([j for j in judges if j.client is c]), call, record, c.max_in_flight).run()
             for c in clients
-        ))
-        batches.collected(journal, run_id, transports, "judging")
+        ), return_exceptions=True)
+        if failed := next((e for e in ended if isinstance(e, BaseException) and not isinstance(e, BudgetSpent)),
+                          None):
+            raise failed
+        stopped = next((e for e in ended if isinstance(e, BudgetSpent)), None)
+        batches.collected(journal, run_id, transports, "judging", finished=stopped is None)
+        if stopped is not None:
+            raise stopped
     finally:
         journal.close()
     store.compact("judgements", run_id)

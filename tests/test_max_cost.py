@@ -75,6 +75,19 @@ def test_a_run_stops_before_the_limit_partial_and_a_higher_limit_finishes_it_wit
     assert stats["calls"] == 40 and set(stats["by_key"].values()) == {1}, stats["by_key"]
 
 
+def test_a_request_that_timed_out_counts_at_its_worst_case_so_its_retries_cannot_pass_the_limit(tmp_path):
+    # each call's worst case is about $0.36 here: the limit leaves room for one at a time, and for one only once a
+    # timed-out send (perhaps answered and billed) is counted as spent
+    data = write_rakuda(tmp_path / "d", [f"質問{i:02d}：日本の首都はどこですか？" for i in range(3)])
+    with LoopbackServer(latency_ms=1500) as server:
+        done = shaberi("run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--max-tokens",
+                       "100", "--timeout", "1", "--max-retries", "2", "--pricing", str(_pricing(tmp_path)),
+                       "--max-cost", "0.45", "--data-dir", str(data), "--results-dir", str(tmp_path / "r"))
+        calls = server.stats()["calls"]
+    assert done.returncode == 1 and "over the limit" in done.stderr, done.stderr
+    assert calls == 1  # not the three sends one call may make (--max-retries 2), nor the other questions'
+
+
 def test_an_unpriced_model_refuses_max_cost_with_exit_2_and_writes_nothing(tmp_path):
     data = write_rakuda(tmp_path / "d", ["質問"])
     results = tmp_path / "r"
@@ -122,7 +135,7 @@ def test_a_call_is_held_at_its_worst_case_and_settled_at_what_it_reported():
     with pytest.raises(BudgetSpent, match="no completion limit"):
         asyncio.run(budget.reserve("j", b'{"model":"j","messages":[]}', batch=False))
     budget.spent = 0.9
-    with pytest.raises(BudgetSpent, match="could cost up to"):
+    with pytest.raises(BudgetSpent, match="over the limit"):
         asyncio.run(budget.reserve("j", body, batch=False))  # 0.9 + 0.17 > 1
     assert budget.refused == 2 and budget.held == pytest.approx(0)
 

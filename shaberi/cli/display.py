@@ -89,11 +89,18 @@ def _notes(client: ChatClient) -> list[str]:
     return client.notes + (client.transport.notes if isinstance(client.transport, BatchTransport) else [])
 
 
-def _endpoint(client: ChatClient) -> str:
-    line = (f"{client.label}: limit {int(client.control.limit)}, in flight {client.control.in_flight}, "
-            f"{client.requests:,} requests, {client.rate_limited:,} 429s, {client.retries:,} retries")
-    batched = client.transport.summary() if isinstance(client.transport, BatchTransport) else ""
-    return f"{line}; {batched}" if batched else line
+def _endpoints(clients: list[ChatClient]) -> list[str]:
+    """A line per endpoint (limit, in flight, requests, 429s, retries; the calls waiting for room under
+    --max-cost), and one per endpoint calling through a Batch API on how its batches stand."""
+    lines = []
+    for client in clients:
+        waiting = client.budget.waiting if client.budget else 0
+        lines.append(f"{client.label}: limit {int(client.control.limit)}, in flight {client.control.in_flight}, "
+                     f"{client.requests:,} requests, {client.rate_limited:,} 429s, {client.retries:,} retries"
+                     + (f", {waiting:,} waiting for --max-cost room" if waiting else ""))
+        if isinstance(client.transport, BatchTransport) and (batched := client.transport.summary()):
+            lines.append(f"{client.label} {batched}")
+    return lines
 
 
 @contextlib.asynccontextmanager
@@ -156,7 +163,7 @@ class _Live:
                                                           conc=0)
             self.bars.update(self.tasks[row.name], total=row.total, completed=row.done, tokens=row.tokens,
                              errors=row.errors, rps=self.clock.rate(row, now), conc=row.limit)
-        self.endpoints.plain = "\n".join(_endpoint(c) for c in outcome.clients)
+        self.endpoints.plain = "\n".join(_endpoints(outcome.clients))
 
     def close(self) -> None:
         if self.live.is_started:
@@ -201,7 +208,7 @@ class _Plain:
         elapsed = int(now - self.start)
         parts = [f"{r.name} {r.done}/{r.total} ({r.tokens:,} tok, {rates[r.name]:.1f} req/s, {r.errors} err)"
                  for r in _rows(outcome)]
-        parts += [_endpoint(c) for c in outcome.clients]
+        parts += _endpoints(outcome.clients)
         if final and parts == self.said:  # the last update said it already
             return
         self.said = parts

@@ -254,7 +254,7 @@ def run(
         ("--frequency-penalty", frequency_penalty, frequency_penalty is None or -2 <= frequency_penalty <= 2,
          "between -2 and 2"),
         ("--retry-errors", retry_errors, retry_errors >= 0, "0 or more"),
-        ("--batch-poll", batch_poll, batch_poll > 0, "above 0"),
+        ("--batch-poll", batch_poll, 0 < batch_poll < float("inf"), "a number of seconds above 0"),
         ("--batch-size", batch_size, 1 <= batch_size <= 50_000, "between 1 and 50,000 (OpenAI's limit)"),
         ("--max-cost", max_cost, max_cost is None or 0 < max_cost < float("inf"), "a number of USD above 0"),
     ]:

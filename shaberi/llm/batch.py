@@ -261,11 +261,11 @@ class BatchTransport:
         """A batch an earlier process submitted holds this request: it is paid for, and collected from there."""
         return custom_id(body) in self.known
 
-    def collected(self) -> list[str]:
-        """The batches done with once every request of the stage is answered: those whose results were read, and
-        those submitted earlier that no request needed any more (their results were recorded before a kill)."""
+    def collected(self, finished: bool = True) -> list[str]:
+        """The batches whose results were read; once every request of the stage is answered (``finished``), those
+        submitted earlier that no request needed any more too (their results were recorded before a kill)."""
         done = [b for b, task in self._collecting.items() if task.done() and not task.cancelled()]
-        return list(dict.fromkeys([*done, *self.known.values()]))
+        return list(dict.fromkeys([*done, *(self.known.values() if finished else ())]))
 
     def bind(self, known: Mapping[str, str], on_submit: Callable[[str, list[str]], object]) -> None:
         """What a stage's journal says: the requests of batches submitted earlier and not collected (custom_id

@@ -141,25 +141,10 @@ class ChatClient:
         """Ask ``model`` the ``messages`` with ``sampling`` (``more``: frequency_penalty, seed), the body built
         here (``encode``); retry what is worth retrying. A ``Verbatim`` with ``api="responses"`` goes to OpenAI's
         ``/responses`` (the original Shaberi's GPT-5.1 judge requests), anything else to ``/chat/completions``. With a
-        ``budget`` (``--max-cost``) the call's worst case is held first: ``BudgetSpent``, and nothing sent, when it
-        does not fit (a request a batch submitted earlier answers is paid for already: it is collected whatever
-        the limit)."""
+        ``budget`` (``--max-cost``) each send's worst case is held first: ``BudgetSpent``, and nothing sent, when it
+        does not fit (``_hold``)."""
         body = encode(model, messages, sampling, **more)
         path, parse = _APIS[sampling.api if isinstance(sampling, Verbatim) else "chat"]
-        if self.budget is None:
-            return await self._send(body, path, parse)
-        paid = isinstance(self.transport, BatchTransport) and self.transport.submitted_earlier(body)
-        held = 0.0 if paid else await self.budget.reserve(model, body, self.batched)  # BudgetSpent: not sent
-        done = None
-        try:
-            done = await self._send(body, path, parse)
-            return done
-        finally:
-            self.budget.settle(held, model, self.batched, *((done.prompt_tokens, done.completion_tokens)
-                                                            if done else ()))
-
-    async def _send(self, body: bytes, path: str, parse: _Parser) -> Completion:
-        """``chat``'s request, sent (and sent again) until it is answered or fails for good."""
         attempts = failures = refusals = 0
         refused_since = 0.0
         refused: errors.RateLimitError | None = None
@@ -168,6 +153,7 @@ class ChatClient:
                 refused.attempts = attempts  # the endpoint holds every send past this request's time bound
                 raise refused
             attempts += 1
+            held = await self._hold(model, body) if self.budget else 0.0  # BudgetSpent: not sent
             await self.control.acquire()
             slot = None
             try:  # after the slot: a budget a response has just stated applies to every later send
@@ -176,8 +162,11 @@ class ChatClient:
                 slot = await self.lease.acquire() if self.lease else None
             except BaseException:
                 self.control.other(None)
+                self._settle(held, model, None, False)
                 raise
             ticket, answer = self.control.send(), None
+            got: Completion | None = None
+            timed_out = False
             try:
                 sent = time.perf_counter()
                 self.requests += 1
@@ -203,6 +192,7 @@ class ChatClient:
             except errors.LLMError as exc:
                 self.control.other(ticket)
                 exc.args = (redact(str(exc), self._secrets),)
+                timed_out = isinstance(exc, errors.RequestTimeout)
                 failures += 1
                 if not exc.retryable or failures > self.config.max_retries:
                     exc.attempts = attempts
@@ -218,14 +208,31 @@ class ChatClient:
                 self.control.success(ticket, took, completion)
                 answer = Answer(False, took, completion)
                 self.pacing.used(prompt + completion)
-                return Completion(content, reasoning, finish, prompt, completion, attempts, took * 1000,
-                                  min(_detail(usage, "completion_tokens_details", "reasoning_tokens"), completion),
-                                  min(_detail(usage, "prompt_tokens_details", "cached_tokens"), prompt),
-                                  resp.batch_id)
+                got = Completion(content, reasoning, finish, prompt, completion, attempts, took * 1000,
+                                 min(_detail(usage, "completion_tokens_details", "reasoning_tokens"), completion),
+                                 min(_detail(usage, "prompt_tokens_details", "cached_tokens"), prompt),
+                                 resp.batch_id)
+                return got
             finally:
                 if slot is not None:
                     self.lease.release(slot, answer)  # type: ignore[union-attr]
+                self._settle(held, model, got, timed_out)
             await asyncio.sleep(delay)
+
+    async def _hold(self, model: str, body: bytes) -> float:
+        """Each send's worst case held against the spending limit (``budget``), a retry's too: a provider bills
+        every request it answered. A request a batch submitted earlier holds is paid for: nothing is held."""
+        assert self.budget is not None
+        if isinstance(self.transport, BatchTransport) and self.transport.submitted_earlier(body):
+            return 0.0
+        return await self.budget.reserve(model, body, self.batched)
+
+    def _settle(self, held: float, model: str, got: Completion | None, timed_out: bool) -> None:
+        """A send ended: what its answer reported is spent; a send that timed out may have been answered and billed
+        all the same, so its worst case is."""
+        if self.budget is not None:
+            prompt, completion = (got.prompt_tokens, got.completion_tokens) if got else (0, 0)
+            self.budget.settle(held, model, self.batched, prompt, completion, lost=timed_out)
 
     def _after_429(self, refusals: int, retry_after: float | None, endpoint: bool) -> float:
         """How long a refused request waits before it queues again. The controller has already shrunk the
