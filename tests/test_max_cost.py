@@ -97,7 +97,11 @@ def test_an_unpriced_model_refuses_max_cost_with_exit_2_and_writes_nothing(tmp_p
         done = shaberi(*common, "--pricing", str(_pricing(tmp_path)))
         default = shaberi(*common[:7], *common[9:])  # no judge; the shipped table does not price "m" either
         bad = shaberi(*common[:-1], "0")
+        dry = shaberi(*common, "--pricing", str(_pricing(tmp_path)), "--dry-run")  # refused as the run is
+        priced = shaberi(*common[:7], *common[9:], "--pricing", str(_pricing(tmp_path)), "--dry-run")
         calls = server.stats()["calls"]
+    assert dry.returncode == 2 and "'unpriced' has none in" in dry.stderr, dry.stderr
+    assert priced.returncode == 0 and "--max-cost $5 (default): $0.0000 spent so far, at most $" in priced.stdout
     assert done.returncode == 2 and "'unpriced' has none in" in done.stderr and "--pricing" in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert default.returncode == 2 and "'m' has none in data/pricing.toml" in default.stderr, default.stderr

@@ -424,6 +424,7 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
         typer.echo(f"Dry run: {request.model}, tag {request.tag}: no generation or judge call to estimate "
                    f"(stages: {', '.join(stages)})")
         return
+    limits = _within_limit(request, runs, found) if request.max_cost is not None else []
     table = [[*([tag] if family else []), r.stage, r.model, *cells([r])] for tag, r in found]
     if len(found) > 1:
         table.append([*(["Total"] if family else []), "" if family else "Total", "", *cells([r for _, r in found])])
@@ -432,6 +433,28 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
     print_rows(f"Dry run: {request.model}, tag {request.tag}{f' × {runs} runs' if family else ''} "
                "(estimates; first calls only: judge fallbacks and retries come on top; * unpriced model counted "
                "as $0; nothing was called)", header, table, "table")
+    for line in limits:
+        typer.echo(line)
+
+
+def _within_limit(request: RunRequest, runs: int, found: list[tuple[str, Estimate]]) -> list[str]:
+    """``--dry-run --max-cost``: the models checked as the run checks them (unpriced: bad input), and a line per
+    run saying whether the most its calls could cost fits beside what it has spent."""
+    from ..budget import open_budget
+    from ..pipeline import repeated
+    from ..run_info import run_id_for
+
+    lines = []
+    for each in repeated(request, runs):
+        rows = [r for tag, r in found if tag == each.tag]
+        assert each.max_cost is not None
+        budget = open_budget(each.max_cost, each.results_dir, each.pricing, [run_id_for(each.model, each.tag)],
+                             [(r.model, each.batch if r.stage == "generation" else each.judge_batch) for r in rows])
+        most = budget.spent + sum(r.cost_bound_usd for r in rows)
+        lines.append(f"--max-cost ${each.max_cost:g} ({each.tag}): ${budget.spent:.4f} spent so far, at most "
+                     f"${most:.4f} with these calls: " + ("within the limit" if most <= each.max_cost else
+                     "it may stop partway (then raise the limit and run it again: nothing paid for is asked again)"))
+    return lines
 
 
 def run_request(request: RunRequest, told: set[str] | None = None) -> Outcome:

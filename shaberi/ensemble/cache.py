@@ -135,8 +135,8 @@ async def generate_cache(results_dir: Path, model: str, dataset: Dataset, client
             await generate(store, info.run_id, model, [dataset], client, config, progress=progress, by_key=True)
         except BudgetSpent as exc:  # what was paid for is recorded; the same command with a higher limit goes on
             stopped = str(exc)
-        store.replace("runs", info.run_id, [info.row("partial" if stopped else "ok", stopped,
-                                                     endpoint_limits([client]))])
+        store.replace("runs", info.run_id, [info.row("partial" if stopped else "ok",
+                                                     stopped and f"stopped: {stopped}", endpoint_limits([client]))])
     return info.run_id, progress.benchmarks[dataset.benchmark], stopped
 
 

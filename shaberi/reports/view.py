@@ -86,6 +86,7 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
     if len({tuple(js) for js in judged.values()}) > 1 and judge in (None, ALL_JUDGES):
         notes.append("the models were judged by different judges (" + "; ".join(
             f"{m}: {', '.join(js) or 'none'}" for m, js in judged.items()) + "): their scores are not like for like")
+    stopped = dict(con.execute(query("view.stopped_runs"), {"ids": [r.run_id for r in chosen.runs]}).fetchall())
     for m in chosen.models:
         run_ids = [r.run_id for r in chosen.runs if r.model == m]
         family = chosen.of(m).family
@@ -98,6 +99,8 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
             if section.status == "interrupted":
                 section.notes.append("interrupted: no process is writing it; the rows its last calls journaled "
                                      "count once it is resumed (run the same command again)")
+            section.notes += [f"partial: its spending limit stopped it ({stopped[r]}); raise --max-cost and run the "
+                              "same command again" for r in run_ids if r in stopped]
             if section.status == "waiting":
                 section.notes.append("waiting: batches it submitted run on at the provider; the same command "
                                      "collects them (nothing is submitted again)")

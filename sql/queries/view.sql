@@ -13,6 +13,11 @@ ORDER BY c.stage IS NULL, c.stage;
 SELECT DISTINCT run_id FROM benchmark_scores
 WHERE list_contains($ids, run_id) AND NOT is_pooled(judge) AND score IS NULL AND n > 0;
 
+-- name: stopped_runs
+-- runs the spending limit stopped (shaberi/pipeline.py records why in runs.error, after "stopped: ")
+SELECT run_id, regexp_extract(error, 'stopped: (--max-cost [^;]*)', 1) FROM runs
+WHERE list_contains($ids, run_id) AND status = 'partial' AND contains(error, 'stopped: --max-cost');
+
 -- name: titles
 SELECT benchmark, title FROM benchmark_info;
 
