@@ -154,7 +154,11 @@ class ChatClient:
                 raise refused
             attempts += 1
             held = await self._hold(model, body) if self.budget else 0.0  # BudgetSpent: not sent
-            await self.control.acquire()
+            try:
+                await self.control.acquire()
+            except BaseException:
+                self._settle(held, model, None, False)
+                raise
             slot = None
             try:  # after the slot: a budget a response has just stated applies to every later send
                 if not self.pacing.idle:
