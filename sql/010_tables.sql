@@ -34,9 +34,15 @@ CREATE OR REPLACE VIEW pass_deltas AS
 SELECT * EXCLUDE (_file) FROM raw_pass_deltas
 QUALIFY {latest:pass_deltas};
 
--- A provider batch a run submitted: status submitted until its results were read, then collected.
+-- A provider batch a run submitted: status submitted until its results were read, then collected (created_at: when
+-- it came to be so); submitted_at and custom_ids (its requests) from the row that journaled its submission.
 CREATE OR REPLACE VIEW batches AS
-SELECT * EXCLUDE (_file) FROM raw_batches
+WITH submitted AS (
+    SELECT run_id, batch_id, min(created_at) AS submitted_at, arg_min(custom_ids, created_at) AS custom_ids
+    FROM raw_batches GROUP BY run_id, batch_id
+)
+SELECT b.* EXCLUDE (_file) REPLACE (s.custom_ids AS custom_ids), s.submitted_at
+FROM raw_batches b JOIN submitted s USING (run_id, batch_id)
 QUALIFY {latest:batches};
 
 -- answer_id(run, bench, question, sample, strat): an answer's id in exports and viewers,
