@@ -59,7 +59,18 @@ class RayCluster:
                                      "RAY_prestart_worker_first_driver": "0", **CLIENT_ENV}
         self.address, self.session, self.temp = "", 0, ""
 
-    def start(self) -> RayCluster:
+    def start(self, attempts: int = 3) -> RayCluster:
+        """Start the head; again (afresh) when it failed to: ``ray start`` gives its raylet 30 s to register, which a
+        busy machine can take."""
+        for attempt in range(attempts):
+            try:
+                return self._start()
+            except RuntimeError:
+                if attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start(self) -> RayCluster:
         port, self.temp = _free_port(), tempfile.mkdtemp(prefix="ray-")  # short: socket paths must fit 107 bytes
         head = subprocess.Popen(
             [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", str(self.cpus), "--port",
