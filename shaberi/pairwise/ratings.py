@@ -1,0 +1,124 @@
+"""Bradley–Terry ratings from pairwise verdicts, with 95 % intervals from a bootstrap over questions.
+
+A verdict is one question's comparison of two tags, judged in both orders: the first tag won (1), the second (0),
+or a tie (0.5: the two orders disagreed, or the judge said tie). Ties count as half a win each way: the
+Bradley–Terry likelihood with ties split, which keeps the model ``choix`` fits (the Davidson and Rao–Kupper
+extensions add a tie parameter; with both orders judged, a tie mostly means position bias, not a draw).
+
+Strengths are ``choix``'s maximum-likelihood fit (ILSR on the matrix of wins). Where no finite maximum exists — a
+tag that won, or lost, every comparison with the others, which a bootstrap sample can make — the fit is
+regularised (``ALPHA`` pseudo-comparisons between every pair) and ``Ratings.regularised`` says so. Ratings are on
+an Elo-like scale: 400 / ln 10 points per unit of strength (so 400 points are 10:1 odds), the anchor tag (the
+reference, or the first) at 1000.
+
+The interval of each rating is the 2.5th and 97.5th percentile of its rating refitted on questions drawn with
+replacement (a question's verdicts stay together: they share its difficulty), from a seeded generator, so the same
+verdicts and seed give the same interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ALPHA", "SCALE", "Ratings", "Verdict", "fit", "strengths", "wins"]
+
+SCALE = 400 / math.log(10)  # Elo points per unit of Bradley–Terry strength
+BASE = 1000.0  # the anchor's rating
+ALPHA = 0.01  # pseudo-comparisons between every pair where the maximum-likelihood fit does not exist
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One question's verdict on two tags, both orders judged: ``outcome`` 1 ``first`` won, 0 ``second``, 0.5 tie."""
+
+    question: str
+    first: str
+    second: str
+    outcome: float
+
+
+@dataclass(frozen=True)
+class Ratings:
+    tags: list[str]
+    rating: list[float]
+    low: list[float]  # 2.5th percentile over the bootstrap
+    high: list[float]  # 97.5th percentile
+    win_rate: list[list[float | None]]  # row tag's share of its comparisons with the column tag (ties half)
+    comparisons: list[list[int]]
+    anchor: str
+    regularised: bool  # the point fit needed ALPHA (a tag won or lost everything)
+    bootstrap: int
+    seed: int
+
+
+def wins(tags: Sequence[str], verdicts: Sequence[Verdict]) -> np.ndarray:
+    """W[i, j]: how often tag i beat tag j, a tie half a win each way."""
+    at = {t: k for k, t in enumerate(tags)}
+    w = np.zeros((len(tags), len(tags)))
+    for v in verdicts:
+        i, j = at[v.first], at[v.second]
+        w[i, j] += v.outcome
+        w[j, i] += 1 - v.outcome
+    return w
+
+
+def _connected(w: np.ndarray) -> bool:
+    """Every tag reaches every other along wins (i beat j at least partly): then, and only then, the
+    maximum-likelihood strengths are finite."""
+    n = len(w)
+    beat = w > 0
+    for start in range(n):
+        seen, todo = {start}, [start]
+        while todo:
+            k = todo.pop()
+            for m in np.flatnonzero(beat[k]):
+                if m not in seen:
+                    seen.add(int(m))
+                    todo.append(int(m))
+        if len(seen) < n:
+            return False
+    return True
+
+
+def strengths(w: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Bradley–Terry strengths (mean zero) of a win matrix, and whether the fit needed regularising."""
+    import choix
+
+    plain = _connected(w)
+    return np.asarray(choix.ilsr_pairwise_dense(w, alpha=0.0 if plain else ALPHA, max_iter=1000)), not plain
+
+
+def fit(tags: Sequence[str], verdicts: Sequence[Verdict], anchor: str | None = None, bootstrap: int = 1000,
+        seed: int = 0) -> Ratings:
+    """Ratings of ``tags`` from ``verdicts``, anchored at ``anchor`` (default: the first tag), with bootstrap
+    intervals over the verdicts' questions."""
+    tags = list(tags)
+    anchor = anchor or tags[0]
+    a = tags.index(anchor)
+    w = wins(tags, verdicts)
+    point, regularised = strengths(w)
+    by_question: dict[str, list[Verdict]] = {}
+    for v in verdicts:
+        by_question.setdefault(v.question, []).append(v)
+    questions = sorted(by_question)
+    per_question = np.stack([wins(tags, by_question[q]) for q in questions]) if questions else np.zeros((0, 1, 1))
+    rng = np.random.default_rng(seed)
+    samples = np.empty((bootstrap, len(tags)))
+    for b in range(bootstrap):
+        drawn = rng.integers(0, len(questions), len(questions))
+        s, _ = strengths(per_question[drawn].sum(axis=0))
+        samples[b] = SCALE * (s - s[a]) + BASE
+    n = w + w.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(n > 0, w / n, np.nan)
+    low, high = np.percentile(samples, [2.5, 97.5], axis=0) if bootstrap else (np.full(len(tags), np.nan),) * 2
+    return Ratings(tags, [float(x) for x in SCALE * (point - point[a]) + BASE], [float(x) for x in low],
+                   [float(x) for x in high],
+                   [[None if i == j or math.isnan(rate[i, j]) else float(rate[i, j]) for j in range(len(tags))]
+                    for i in range(len(tags))],
+                   [[round(n[i, j]) for j in range(len(tags))] for i in range(len(tags))], anchor, regularised,
+                   bootstrap, seed)

@@ -1,0 +1,71 @@
+"""Bradley–Terry ratings (``pairwise/ratings.py``): the point fit equals an independent maximum-likelihood fit
+(statsmodels' binomial GLM), intervals are reproducible from a seed, and a tag that wins everything is rated finitely
+and said to be."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import statsmodels.api as sm
+
+from shaberi.pairwise.ratings import BASE, SCALE, Verdict, fit, wins
+
+TAGS = ["base", "sft", "dpo", "merge"]
+STRENGTH = {"base": 0.0, "sft": 0.4, "dpo": 0.9, "merge": 0.6}
+
+
+def simulated(questions: int = 60, seed: int = 1) -> list[Verdict]:
+    """Every pair on every question; the first tag wins with the Bradley–Terry probability, a tie one time in six."""
+    rng = np.random.default_rng(seed)
+    found = []
+    for q in range(questions):
+        for i, a in enumerate(TAGS):
+            for b in TAGS[i + 1:]:
+                p = 1 / (1 + np.exp(STRENGTH[b] - STRENGTH[a]))
+                outcome = 0.5 if rng.random() < 1 / 6 else float(rng.random() < p)
+                found.append(Verdict(f"q{q}", a, b, outcome))
+    return found
+
+
+def test_ratings_equal_an_independent_maximum_likelihood_fit():
+    verdicts = simulated()
+    got = fit(TAGS, verdicts, bootstrap=0)
+    # the same likelihood, fitted by statsmodels: logit P(first wins) = s_first - s_second, base fixed at 0; a tie is
+    # a response of one half (half a win each way)
+    x = np.zeros((len(verdicts), len(TAGS) - 1))
+    for k, v in enumerate(verdicts):
+        for tag, sign in ((v.first, 1), (v.second, -1)):
+            if tag != "base":
+                x[k, TAGS.index(tag) - 1] = sign
+    y = np.array([v.outcome for v in verdicts])
+    glm = sm.GLM(y, x, family=sm.families.Binomial()).fit(tol=1e-12)
+    expected = [BASE, *(BASE + SCALE * glm.params)]
+    assert got.rating == pytest.approx(expected, abs=1e-4)
+    assert not got.regularised and got.anchor == "base"
+    # the order of the truth is recovered from 60 questions
+    assert sorted(TAGS, key=lambda t: got.rating[TAGS.index(t)]) == sorted(TAGS, key=STRENGTH.get)
+
+
+def test_the_anchor_is_rated_1000_and_400_points_are_ten_to_one_odds():
+    verdicts = [Verdict(f"q{k}", "a", "b", 1.0) for k in range(10)] + [Verdict("q10", "a", "b", 0.0)]
+    got = fit(["a", "b"], verdicts, anchor="b", bootstrap=0)
+    assert got.rating[1] == BASE and got.rating[0] - BASE == pytest.approx(400, rel=1e-6)  # 10 wins to 1
+    assert got.win_rate == [[None, 10 / 11], [1 / 11, None]] and got.comparisons == [[0, 11], [11, 0]]
+
+
+def test_the_bootstrap_interval_is_reproducible_with_a_seed_and_contains_the_fit():
+    verdicts = simulated(questions=30)
+    first, again, other = (fit(TAGS, verdicts, bootstrap=200, seed=s) for s in (7, 7, 8))
+    assert (first.low, first.high) == (again.low, again.high)
+    assert (first.low, first.high) != (other.low, other.high)
+    assert all(lo <= r <= hi for lo, r, hi in zip(first.low, first.rating, first.high, strict=True))
+    assert first.low[0] == first.high[0] == BASE  # the anchor is fixed in every resample
+
+
+def test_a_tag_that_wins_everything_is_rated_finitely_and_said_to_be_regularised():
+    verdicts = [Verdict(f"q{k}", "a", other, 1.0) for k in range(5) for other in ("b", "c")]
+    verdicts += [Verdict(f"q{k}", "b", "c", 0.5) for k in range(5)]
+    got = fit(["a", "b", "c"], verdicts, bootstrap=50)
+    assert got.regularised and all(np.isfinite(got.rating)) and got.rating[0] == BASE
+    assert got.rating[1] < BASE and got.rating[1] == pytest.approx(got.rating[2])
+    assert wins(["a", "b", "c"], verdicts).tolist() == [[0, 5, 5], [0, 0, 2.5], [0, 2.5, 0]]
