@@ -144,6 +144,24 @@ def test_a_batch_submitted_by_a_process_that_died_is_collected_by_the_next_not_s
 
 
 
+def _kill_once_journaled(args: list[str], server: LoopbackServer, results, batches: int, lines: int) -> None:
+    """Run ``shaberi *args`` and SIGKILL it once it has submitted and journaled ``batches`` batches, asserting the
+    last is still under way (fewer than ``lines`` requests answered)."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    proc = subprocess.Popen([sys.executable, "-m", "shaberi", *args], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while server.stats()["batches"] < batches and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _journaled(results, batches, deadline)
+        assert server.stats()["batch_requests"] < lines, "killed while the batch is under way"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        proc.kill()
+
+
 def _journaled(results, batches: int, deadline: float) -> None:
     """Wait until the run has journaled this many batches (right after each was created; later on a busy
     machine)."""
@@ -224,19 +242,7 @@ def test_a_run_killed_while_its_batch_runs_collects_that_batch_when_run_again_an
         args = ["run", "--model", "m", "--base-url", candidate.base_url, "--benchmark", "rakuda",
                 "--judge", f"j@{judges.base_url}", "--judge-batch", "--batch-poll", "0.1", "--data-dir", str(data),
                 "--results-dir", str(results)]
-        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-        proc = subprocess.Popen([sys.executable, "-m", "shaberi", *args], env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 60
-            while judges.stats()["batches"] < 1 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            _journaled(results, 1, deadline)
-            assert judges.stats()["batch_requests"] < 6, "killed while the batch is under way"
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(30)
-        finally:
-            proc.kill()
+        _kill_once_journaled(args, judges, results, 1, 6)
         # readers show it waiting on its batch, not interrupted: the batch runs on at the provider
         assert query(results, "SELECT status FROM runs") == [("waiting",)]
         shown = shaberi("view", "--results-dir", str(results))
@@ -287,19 +293,7 @@ def test_a_candidate_generating_through_batches_killed_mid_batch_collects_it_and
         assert shaberi(*common, "--tag", "sync").returncode == 0
         candidate.reset()
         args = [*common, "--tag", "batched", "--batch", "--batch-poll", "0.1"]
-        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-        proc = subprocess.Popen([sys.executable, "-m", "shaberi", *args], env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 60
-            while candidate.stats()["batches"] < 1 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            _journaled(results, 1, deadline)
-            assert candidate.stats()["batch_requests"] < 6, "killed while the batch is under way"
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(30)
-        finally:
-            proc.kill()
+        _kill_once_journaled(args, candidate, results, 1, 6)
         assert query(results, "SELECT status FROM runs WHERE tag = 'batched'") == [("waiting",)]
         again = shaberi(*args)
         assert again.returncode == 0, again.stderr
@@ -332,19 +326,7 @@ def test_a_run_killed_while_its_fallback_batch_runs_prices_it_as_batch_collects_
                 f"gpt-4.1-mini@{judges.base_url}", "--judge-batch", "--batch-poll", "0.1", "--data-dir", str(data),
                 "--results-dir", str(results)]
         assert shaberi(*args, "--stages", "generate").returncode == 0
-        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-        proc = subprocess.Popen([sys.executable, "-m", "shaberi", *args, "--stages", "judge"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 60
-            while judges.stats()["batches"] < 2 and time.monotonic() < deadline:  # the follow-ups' batch
-                time.sleep(0.05)
-            _journaled(results, 2, deadline)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(30)
-        finally:
-            proc.kill()
-        assert judges.stats()["batch_requests"] < 6, "killed while the follow-ups' batch is under way"
+        _kill_once_journaled([*args, "--stages", "judge"], judges, results, 2, 6)  # the follow-ups' batch
         # a limit already spent: the follow-ups' batch is paid for, so it is collected all the same
         again = shaberi(*args, "--stages", "judge", "--max-cost", "0.000001")
         assert again.returncode == 0, again.stderr
