@@ -118,7 +118,8 @@ def test_a_server_that_queues_is_not_driven_into_an_ever_longer_queue():
     assert stats["by_status"] == {"200": 300}
     late = sorted(latencies[-100:])
     assert late[50] < 0.5  # median of the last hundred: a short queue, not 1.5 s
-    assert client.control.limit <= 12 and any(why == "latency" for _, _, why in client.control.history)
+    # 4 served: a limit of 16 queues 3 deep at most (a busy machine's own lag reads as a little queue), 60 would 14
+    assert client.control.limit <= 16 and any(why == "latency" for _, _, why in client.control.history)
 
 
 @pytest.mark.parametrize("kind", ["rpm", "tpm"])

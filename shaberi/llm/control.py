@@ -12,7 +12,8 @@ so the client learns them the way TCP learns a path's, and listens when the endp
       per round trip.
     - In-flight counts are taken when a request leaves (after any pacing or lease wait), not when it takes its
       slot: what the server saw.
-    - A **429** on a request sent after the last decrease (so at most one decrease per round trip) sets the
+    - A **429** on a request sent after the last decrease with no more in flight than it allows (so at most one
+      decrease per round trip, and none for a slot taken before the cut that left after it) sets the
       limit just below the in-flight count the server refused (at most halving what was in use, or before
       any success the window meant to go out; a second 429 there is believed): a cap is found in one or two
       steps, not by halving and regrowing. A 429 again within a few round trips means the
@@ -20,9 +21,11 @@ so the client learns them the way TCP learns a path's, and listens when the endp
       ×0.6, then ×0.5).
     - The level that failed is the **ceiling**: the limit regrows to just below it and probes it again only
       after holding ``HOLD`` round trips, twice as long each time the same wall answers, so a fixed cap
-      costs a handful of 429s a run, not one every few round trips. When more of the requests sent lately
-      with as many in flight or more succeed than were refused, the 429 was a stray one, not a wall: that cut
-      is undone (as TCP undoes a spurious retransmission's), so one early 429 cannot leave a run at 2.
+      costs a handful of 429s a run, not one every few round trips. When the requests sent lately with clearly
+      more in flight (``UNDO_MARGIN``) nearly all succeed (refusals under ``STRAY_SHARE``), the 429 was a stray
+      one, not a wall: that cut is undone (as TCP undoes a spurious retransmission's), so one early 429 cannot
+      leave a run at 2. (Not a bare majority: a busy machine reads its answers late, its in-flight counts run
+      ahead of the server's, and a wall then lets through a share of the requests counted above it.)
     - **Random refusals** (a gateway refusing a share of requests whatever the load) are told from a wall by
       the answers around them: a wall refuses nearly every request sent with as many in flight, a gateway a
       few of them. A 429 where most of the last two rounds' answers sent with as many or more in flight
@@ -43,8 +46,9 @@ so the client learns them the way TCP learns a path's, and listens when the endp
     ``x-ratelimit-limit/remaining/reset-{requests,tokens}`` headers, pace sends evenly before the wall
     instead of after it (tokens through the mean tokens per request seen so far); a remaining budget of
     zero holds every send until the stated time. A ``Retry-After`` on a 429 is that request's wait, unless the
-    controller reads the 429 as the endpoint's (refused again soon after a cut, below it: a rate or a spent
-    budget), when it holds every send too.
+    controller reads the 429 as the endpoint's (refused again soon after a cut, and no wall explains it: a lone
+    request refused, or requests sent lately with more in flight passed; a rate or a spent budget), when it holds
+    every send too.
 """
 
 from __future__ import annotations
@@ -222,14 +226,15 @@ class Controller:
 
     def rate_limited(self, ticket: Ticket) -> bool:
         """A 429. True when it is the endpoint's as a whole (a rate or a spent budget: refused again soon after
-        a cut, with fewer in flight than the cut allowed), so a ``Retry-After`` on it holds every send; else
-        it is about this request and our in-flight count, and only this request waits."""
+        a cut where no wall explains it), so a ``Retry-After`` on it holds every send; else it is about this
+        request and our in-flight count, and only this request waits."""
         now = time.monotonic()
         self._answers.append((ticket.in_flight, True))
         self._refused = True
         endpoint = False
-        if ticket.seq <= self._recover:  # sent before the last decrease: answered by it already
-            pass
+        if ticket.seq <= self._recover or ticket.in_flight > self.limit:
+            pass  # sent before the last decrease, or with more in flight than it allows: answered by it already
+            # (the second: a slot taken before the cut that left after it, as a busy machine's late sends do)
         elif self._stray(ticket.in_flight):  # one of a gateway's random refusals: no news about a wall
             if self._undo and ticket.in_flight < self._undo[2]:  # refused below where the last cut put a wall:
                 # that cut's 429 was one of them too; back to the level it refused, the wall forgotten
@@ -245,7 +250,11 @@ class Controller:
                     self._ceiling is not None and ticket.in_flight >= self._ceiling and now >= self._hold_until):
                 # refused again soon after a cut, and not as a probe of the wall it found once the hold was over
                 limit = self.limit * REPEAT_CUTS[min(self._repeats, len(REPEAT_CUTS) - 1)]
-                self._repeats, endpoint = self._repeats + 1, True
+                self._repeats += 1
+                # the endpoint's as a whole when no wall explains it: a lone request refused, or requests sent
+                # lately with more in flight passed (else the cut was not deep enough yet, as when a busy machine
+                # reads its answers late and more of a window leaves after a cut)
+                endpoint = ticket.in_flight == 1 or self._passed(ticket.in_flight)
             else:
                 # at most half of what was in use (before any success: of the window meant to go out), so a
                 # 429 after a lull or in the first window's first milliseconds is not read as a cap of 2
@@ -280,11 +289,12 @@ class Controller:
         return seen
 
     def _passed(self, level: int) -> bool:
-        """More requests sent lately with clearly more than ``level`` in flight succeeded than were refused: no
-        wall there. (Not one success, nor one at ``level``: our count runs ahead of the server's by the answers
-        on their way back, more so on a busy machine, so a wall lets a few through just above it.)"""
+        """Requests sent lately with clearly more than ``level`` in flight nearly all succeeded: no wall there.
+        (Not one success, nor a bare majority, nor at ``level`` itself: our count runs ahead of the server's by
+        the answers on their way back or not yet read, more so on a busy machine, so a wall lets a share of the
+        requests counted just above it through.)"""
         seen = self._recent(level + UNDO_MARGIN)
-        return seen.succeeded > max(seen.refused, 1)
+        return seen.succeeded > 1 and seen.refused < STRAY_SHARE * (seen.succeeded + seen.refused)
 
     def _stray(self, level: int) -> bool:
         """Whether a 429 sent with ``level`` in flight is one of a gateway's random refusals rather than news of a

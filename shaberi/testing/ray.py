@@ -49,13 +49,6 @@ def session_processes(sid: int) -> list[int]:
 CLIENT_ENV = {"RAY_AUTH_MODE": "disabled"}
 
 
-def _ahead() -> None:
-    """The cluster's processes scheduled ahead of the machine's other work where the user may (root): its raylet
-    must register within Ray's fixed 30 s, which a machine busy with other processes can otherwise exceed."""
-    with contextlib.suppress(OSError):
-        os.nice(-10)
-
-
 class RayCluster:
     """``with RayCluster(cpus, env) as c``: ``c.address`` to connect to, ``c.session`` its processes' session."""
 
@@ -66,27 +59,16 @@ class RayCluster:
                                      "RAY_prestart_worker_first_driver": "0", **CLIENT_ENV}
         self.address, self.session, self.temp = "", 0, ""
 
-    def start(self, attempts: int = 3) -> RayCluster:
-        """Start the head; again (afresh) when it failed to: ``ray start`` gives its raylet 30 s to register, which a
-        busy machine can take."""
-        for attempt in range(attempts):
-            try:
-                return self._start()
-            except RuntimeError:
-                if attempt == attempts - 1:
-                    raise
-        raise AssertionError("unreachable")
-
-    def _start(self) -> RayCluster:
+    def start(self) -> RayCluster:
+        """Start the head through ``_ray_head`` (``ray start`` without its fixed 30 s for the raylet to register)."""
         port, self.temp = _free_port(), tempfile.mkdtemp(prefix="ray-")  # short: socket paths must fit 107 bytes
         head = subprocess.Popen(
-            [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", str(self.cpus), "--port",
-             str(port), "--node-ip-address", "127.0.0.1", "--include-dashboard=false", "--disable-usage-stats",
-             "--temp-dir", self.temp, "--ray-client-server-port", str(_free_port()), "--dashboard-port",
-             str(_free_port()), "--dashboard-agent-listen-port", str(_free_port())],
-            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            preexec_fn=_ahead)
-        out, _ = head.communicate(timeout=180)
+            [sys.executable, "-m", "shaberi.testing._ray_head", "start", "--head", "--num-cpus", str(self.cpus),
+             "--port", str(port), "--node-ip-address", "127.0.0.1", "--include-dashboard=false",
+             "--disable-usage-stats", "--temp-dir", self.temp, "--ray-client-server-port", str(_free_port()),
+             "--dashboard-port", str(_free_port()), "--dashboard-agent-listen-port", str(_free_port())],
+            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        out, _ = head.communicate(timeout=300)
         self.address, self.session = f"127.0.0.1:{port}", head.pid
         if head.returncode != 0:
             self.stop()
