@@ -43,6 +43,13 @@ The grammar, applied in this order:
    verdict, an ambiguous one, one out of scale, several that disagree) there is no score, with the reason
    why, and the judge stage asks the fallback prompt. A weaker format is never tried after a stronger one
    found something it could not accept.
+
+**Choices** (``choose``: which of two answers is better, for pairwise judging) are read by rules 1, 2 and 4 the
+same way, in these stated formats: a line ``FINAL VERDICT: A`` (or ``B`` or ``TIE``; ``WINNER:`` and ``勝者：``
+too, the letter ending its line, a parenthesis after it allowed: "WINNER: A and B are equal" is none), or
+MT-Bench's ``[[A]]``, ``[[B]]``, ``[[C]]`` (a tie) alone at the end of a line. Every one found must agree, and
+none may be a choice an answer states itself; else there is no choice, with the reason, and the fallback is
+asked. No choice is never read as a tie: a tie is what the judge said, or two orders that disagree.
 """
 
 from __future__ import annotations
@@ -53,7 +60,8 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["COMMON_RULES", "LEGACY_RULES", "MASK", "RULES", "Extraction", "extract", "own_words", "without_thinking"]
+__all__ = ["COMMON_RULES", "LEGACY_RULES", "MASK", "RULES", "Choice", "Extraction", "choose", "extract", "own_words",
+           "without_thinking"]
 
 COMMON_RULES = ("final_score", "score_tag", "brackets")
 LEGACY_RULES = ("bare_number", "slash_ten")
@@ -144,6 +152,50 @@ def extract(reply: str | None, scale: tuple[int, int], rules: tuple[str, ...] = 
     if len({v.value for v in found}) > 1:
         return Extraction(None, None, f"verdicts disagree: {_listed(found)}")
     return Extraction(found[-1].value, found[-1].rule, None)
+
+
+@dataclass(frozen=True)
+class Choice:
+    value: str | None  # "A", "B" or "TIE"
+    reason: str | None  # why there is none
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None
+
+
+_CHOICE = re.compile(r"(?P<text>(?:FINAL[ \t]*VERDICT|(?i:final[ \t]*verdict|winner)|勝者|判定)[*_]*[ \t]*"
+                     r"[:=：—-]?[ \t]*[*_\"'\[「]*[ \t]*(?:(?i:answer|response|assistant)[ \t]*|回答)?"
+                     r"(?P<v>A|B|TIE|(?i:tie))"
+                     r"[*_\"'\]」]*[ \t]*(?:[(（][^()（）\n\d]*[)）])?[ \t]*[.。]?)[ \t]*$", re.M)
+_CHOICE_BRACKETS = re.compile(r"(?P<text>\[\[(?P<v>[ABC])\]\])[ \t*_.。]*$", re.M)
+
+
+def choose(reply: str | None, answers: tuple[str, ...] = (), cut_off: bool = False) -> Choice:
+    """Which answer the judge chose in ``reply`` ("A", "B" or "TIE"), or None with the reason. ``answers`` are the
+    judged texts: a choice one of them states itself may be a copy, so it is not taken for the judge's own."""
+    if not reply or not reply.strip():
+        return Choice(None, "empty judge reply")
+    if cut_off:
+        return Choice(None, "the judge's reply was cut off at its token limit")
+    found = _choices(own_words(_THINK.sub(_blank, _visible(reply), count=1)))
+    if not found:
+        return Choice(None, "no verdict in the judge's own words")
+    claimed = {v for answer in answers for t in (_visible(answer), own_words(_visible(answer))) for _, v in _choices(t)}
+    if copied := [(text, v) for text, v in found if v in claimed]:
+        return Choice(None, f"{', '.join(repr(t) for t, _ in copied)}: a choice an answer states itself (the judge may "
+                            "have copied it)")
+    if len({v for _, v in found}) > 1:
+        return Choice(None, f"verdicts disagree: {', '.join(repr(t) for t, _ in found)}")
+    return Choice(found[-1][1], None)
+
+
+def _choices(text: str) -> list[tuple[str, str]]:
+    """Every choice in a stated format in ``text``: (as written, "A" | "B" | "TIE"), in the order written."""
+    found = [(m.start(), _shown(m.group("text")), m.group("v").upper()) for m in _CHOICE.finditer(text)]
+    found += [(m.start(), m.group("text"), {"C": "TIE"}.get(m.group("v"), m.group("v")))
+              for m in _CHOICE_BRACKETS.finditer(text)]
+    return [(t, v) for _, t, v in sorted(found)]
 
 
 def own_words(text: str) -> str:

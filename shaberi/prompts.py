@@ -33,6 +33,9 @@ __all__ = [
     "judge_fallback",
     "judge_messages",
     "judging_hash",
+    "pairwise_fallback",
+    "pairwise_hash",
+    "pairwise_messages",
     "render",
     "template_hash",
     "untrusted",
@@ -153,15 +156,37 @@ def generation_messages(question: Question, earlier_answers: Sequence[str] = ())
 @cache
 def judging_hash(benchmark: str, judging: str | None = None) -> str:
     """One hash over every template a benchmark's judging reads (its folder and the shared ``_*.jinja``; with
-    ``judging``, that folder's where it has them)."""
+    ``judging``, that folder's where it has them). The pairwise templates are not the scores' (``pairwise_hash``):
+    adding or editing one leaves every score current."""
+    return _folder_hash(benchmark, judging, pairwise=False)
+
+
+@cache
+def pairwise_hash(benchmark: str, judging: str | None = None) -> str:
+    """One hash over the templates a benchmark's pairwise judging reads: its ``pairwise.jinja``, the shared
+    ``_pairwise*.jinja``, and the templates they extend (another benchmark's ``pairwise.jinja``)."""
+    return _folder_hash(benchmark, judging, pairwise=True)
+
+
+def _pairwise(path: Path) -> bool:
+    return path.stem == "pairwise" or path.stem.startswith("_pairwise")
+
+
+def _folder_hash(benchmark: str, judging: str | None, pairwise: bool) -> str:
     folders = [Path(judging)] if judging else []
     folders += [root / "judging" for root in _roots()]
-    for needed in (f"judging/{benchmark}/primary.jinja", f"judging/{benchmark}/fallback.jinja"):
-        template_hash(needed, judging)  # present, or one line naming it
-    shared = {path.name: path for folder in reversed(folders) for path in folder.glob("_*.jinja")}  # first wins
-    own = next(f for f in folders if (f / benchmark).is_dir())
+    needed = ("pairwise.jinja",) if pairwise else ("primary.jinja", "fallback.jinja")
+    for template in needed:
+        template_hash(f"judging/{benchmark}/{template}", judging)  # present, or one line naming it
+    shared = {path.name: path for folder in reversed(folders) for path in folder.glob("_*.jinja")
+              if _pairwise(path) == pairwise}  # the first folder wins
+    own = next(f for f in folders if ((f / benchmark / needed[0]).is_file() if pairwise else (f / benchmark).is_dir()))
     files = sorted([(Path(name), path) for name, path in shared.items()]
-                   + [(path.relative_to(own), path) for path in (own / benchmark).glob("*.jinja")])
+                   + [(path.relative_to(own), path) for path in (own / benchmark).glob("*.jinja")
+                      if _pairwise(path) == pairwise])
+    if pairwise and (parent := _extends(own / benchmark / "pairwise.jinja")):
+        files.append((Path(parent), next(f / parent.removeprefix("judging/") for f in folders
+                                         if (f / parent.removeprefix("judging/")).is_file())))
     digest = hashlib.sha256()
     for name, path in files:
         digest.update(name.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
@@ -177,9 +202,29 @@ def judge_messages(benchmark: str, question: Mapping | Question, answer: str, sc
     return _messages(f"judging/{benchmark}/primary.jinja", context, judging)
 
 
+def pairwise_messages(benchmark: str, question: Mapping | Question, a: str, b: str,
+                      histories: tuple[Sequence[Mapping[str, str]], Sequence[Mapping[str, str]]] = ((), ()),
+                      judging: str | None = None) -> list[dict[str, str]]:
+    """The pairwise judging prompt: answer ``a`` shown first as A, ``b`` as B; for a later turn of a conversation,
+    ``histories`` holds each side's own earlier turns ({user, assistant})."""
+    context = {"question": question, "a": a, "b": b, "history_a": list(histories[0]), "history_b": list(histories[1])}
+    return _messages(f"judging/{benchmark}/pairwise.jinja", context, judging)
+
+
+def pairwise_fallback(judging: str | None = None) -> str:
+    """The follow-up asking only for the verdict, sent after a pairwise judge's unreadable reply."""
+    return _env(judging).get_template("judging/_pairwise_fallback.jinja").render().strip()
+
+
 def judge_fallback(benchmark: str, scale: tuple[int, int], judging: str | None = None) -> str:
     """The follow-up asking only for the score, sent after the judge's unparseable reply."""
     return _env(judging).get_template(f"judging/{benchmark}/fallback.jinja").render(scale=scale).strip()
+
+
+def _extends(path: Path) -> str | None:
+    """The template ``path`` extends, by name (``{% extends "judging/mt_bench/pairwise.jinja" %}``)."""
+    m = re.search(r'{%-?\s*extends\s+"([^"]+)"', path.read_text(encoding="utf-8"))
+    return m.group(1) if m else None
 
 
 def render(template: str, **context: object) -> str:

@@ -1,36 +1,22 @@
 """elo: pairwise comparisons of the responses by a model, Bradley–Terry ratings, the best one wins.
 
-Every pair is judged twice, in both orders (position bias is real); when the two verdicts disagree the
-pair counts as a tie. The ratings are fitted in one batch over all comparisons (``choix``'s
-regularised maximum likelihood; a tie is a win each way), and the highest-rated response is the
-answer (ties in rating: the lowest sample index). N responses cost N·(N−1) calls
+Every pair is judged twice, in both orders (position bias is real), each verdict read by ``extract.choose``;
+when the two disagree, or one has none, the pair counts as a tie. The ratings are fitted in one batch over
+all comparisons (``choix``'s regularised maximum likelihood; a tie is a win each way), and the highest-rated
+response is the answer (ties in rating: the lowest sample index). N responses cost N·(N−1) calls
 (``prompts/ensemble/elo.jinja``)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import re
-import unicodedata
 
 from ...benchmarks import Question
-from ...extract import own_words, without_thinking
+from ...extract import choose
 from ...prompts import render
 from . import STRATEGIES, Consensus, Context, Strategy
 
 TEMPLATE = "ensemble/elo.jinja"
-_VERDICT = re.compile(r"(?i:WINNER)[*_]*[ \t]*[:=—-]?[ \t]*[*_\"'\[「]*[ \t]*"
-                      r"(?:(?i:answer|response|assistant)[ \t]*|回答)?(A|B|TIE|Tie|tie)"
-                      r"[*_\"'\]」]*[ \t]*(?:[(（][^()（）\n\d]*[)）])?[ \t]*[.。]?[ \t]*$", re.M)
-
-
-def verdict(reply: str) -> str:
-    """The judge's own ``WINNER:`` line: the letter ends the line (so "WINNER: A and B are equal" and
-    "winner: a tie" are not A), and quotes, code and thinking are set aside, as for judge scores. None, or
-    several that disagree, is a tie."""
-    text = without_thinking(unicodedata.normalize("NFKC", reply or ""))
-    found = {v.upper() for v in _VERDICT.findall(own_words(text))}
-    return found.pop() if len(found) == 1 else "TIE"
 
 
 def ratings(n: int, outcomes: list[tuple[int, int, str]]) -> list[float]:
@@ -56,8 +42,9 @@ class Elo(Strategy):
         pairs = list(itertools.combinations(range(len(responses)), 2))
 
         async def judge(first: int, second: int) -> str:
-            return verdict(await ctx.ask(render(TEMPLATE, question=question.turns[-1], a=responses[first],
-                                                b=responses[second])))
+            reply = await ctx.ask(render(TEMPLATE, question=question.turns[-1], a=responses[first],
+                                         b=responses[second]))
+            return choose(reply, (responses[first], responses[second])).value or "TIE"  # none read: a tie
 
         replies = await asyncio.gather(*(judge(a, b) for i, j in pairs for a, b in ((i, j), (j, i))))
         outcomes = []
