@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -15,6 +18,8 @@ from typing import Any
 
 import aiohttp
 import pytest
+
+from shaberi.testing.ray import session_processes
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -65,7 +70,7 @@ class Page:
 async def _open(url: str, work: Path, steps: Any) -> Any:
     proc = subprocess.Popen([chromium(), *FLAGS, "--remote-debugging-port=0", f"--user-data-dir={work}",
                              "--window-size=1280,1600", "about:blank"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         port_file = work / "DevToolsActivePort"
         deadline = time.monotonic() + 60
@@ -83,9 +88,13 @@ async def _open(url: str, work: Path, steps: Any) -> Any:
                 while await page.evaluate("document.readyState") != "complete":
                     await asyncio.sleep(0.05)
                 return await steps(page)
-    finally:
-        proc.kill()
+    finally:  # the whole browser, its renderer and GPU processes too: they write to ``work`` until they end
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        deadline = time.monotonic() + 30
+        while session_processes(proc.pid) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
 
 
 def with_page(path: Path, steps: Any) -> Any:
