@@ -15,6 +15,7 @@ in the pooled views means every judge together).
     >>> r.category_scores(tag="v1", judge="*")     # per category: each question once, then its mean
     >>> r.run_status(tag="v1")                     # ok / partial / failed / interrupted, per benchmark and stage
     >>> r.agreement(tag="v1")                      # judges against judges: Krippendorff's α, Spearman
+    >>> r.pairwise_ratings(tags=["v1", "v2", "v3"])  # head to head (shaberi pairwise): ratings, intervals
     >>> r.sql("SELECT judge, avg(score) FROM judgements GROUP BY ALL")
 """
 
@@ -126,6 +127,18 @@ class Results:
                 | {"dropped_a": sum(c.dropped_a.values()), "dropped_b": sum(c.dropped_b.values())}
                 for c in report.benchmarks]  # questions without a score on each side (the reasons: compare)
         return pl.DataFrame(rows)
+
+    def pairwise_ratings(self, tags: list[str] | None = None, judge: str | None = None) -> pl.DataFrame:
+        """The latest Bradley–Terry ratings of ``shaberi pairwise`` (the ``pairwise_ratings`` view): per job, judge,
+        benchmark (``*``: all together) and tag, the rating, its 95 % bootstrap interval, comparisons and win rate;
+        ``tags``: only the job that compared exactly these tags' runs."""
+        runs = None
+        if tags is not None:
+            from .pairwise.judging import sides
+            from .tables.store import Store
+
+            runs = [s.run_id for s in sides(Store(self.root), tags)]
+        return _frame(connect(self.root), query("pairwise.all_ratings"), {"runs": runs, "judge": judge})
 
     def _judged(self, view: str, tag: str | None, model: str | None, judge: str | None) -> pl.DataFrame:
         return _frame(self._con(tag, model), query(f"reports.{view}"), {"judge": judge})

@@ -31,10 +31,10 @@ from .tables.rows import AnswerKey, RunRecord, decoded
 from .tables.sql import connect, query
 from .tables.store import Store
 
-__all__ = ["Estimate", "estimate", "estimate_tokens", "stored_questions"]
+__all__ = ["Estimate", "estimate", "estimate_pairwise", "estimate_tokens", "stored_questions"]
 
 _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
-TYPICAL_COMPLETION = {"generation": 600, "judging": 300}
+TYPICAL_COMPLETION = {"generation": 600, "judging": 300, "pairwise": 400}  # a comparison reasons about two answers
 
 
 def estimate_tokens(text: str) -> int:
@@ -114,6 +114,15 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
         rows.append(_priced(con, "judging", name, calls, stored[name]["reused"], round(per_call * calls),
                             judge_max_tokens, _observed(con, "judge", name), judge_batch))
     return rows
+
+
+def estimate_pairwise(results_dir: Path, prompts: list[list[dict]], reused: int, judge: str, max_tokens: int,
+                      pricing: Path | None) -> Estimate:
+    """``shaberi pairwise --dry-run``: the comparisons still to make (``prompts``: each one's messages), one call
+    each before any fallback, their tokens and cost; ``reused``: the ones stored."""
+    prompt = sum(estimate_tokens(m["content"]) for messages in prompts for m in messages)
+    con = connect(results_dir, pricing)
+    return _priced(con, "pairwise", judge, len(prompts), reused, prompt, max_tokens, _observed(con, "judge", judge))
 
 
 def _turn(question: bm.Question, items: list[bm.Question]) -> int:

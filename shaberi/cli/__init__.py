@@ -18,7 +18,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from ..errors import ShaberiError
 from ..redact import redact
-from . import ensemble, local, results, run, sweep  # noqa: F401  (each registers its commands on the application)
+from . import ensemble, local, pairwise, results, run, sweep  # noqa: F401  (each registers its commands on the application)
 from .common import HELP, app
 
 __all__ = ["app", "inspect_output_main", "main", "run_evals_main", "view_scores_main"]

@@ -17,7 +17,7 @@ __all__ = ["SECTIONS", "SectionedCommand", "SectionedGroup", "Typer"]
 # The commands of ``shaberi --help``, by section, in the order of the work.
 SECTIONS = {
     "Evaluate": ["run", "list"],
-    "Results": ["view", "compare", "report", "inspect", "leaderboard", "sql", "export"],
+    "Results": ["view", "compare", "report", "inspect", "leaderboard", "sql", "export", "pairwise"],
     "Ensemble": ["ensemble"],
     "Many models": ["sweep"],
     "Local model": ["demo", "serve-local"],

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ..estimate import Estimate
     from ..pipeline import Outcome, RunRequest
 
-__all__ = ["run", "run_request"]
+__all__ = ["run", "run_request", "sampling"]
 
 
 @app.command()
@@ -243,9 +243,9 @@ def run(
         raise UsageError("--base-url is required (the OpenAI-compatible endpoint serving --model)")
     families = str(model_families) if model_families else None
     load_families(families)  # a broken table is bad input, before anything runs
-    candidate_params = _sampling("--", temperature, max_tokens, max_completion_tokens, 6000, top_p, reasoning_effort,
+    candidate_params = sampling("--", temperature, max_tokens, max_completion_tokens, 6000, top_p, reasoning_effort,
                                  extra_body, families)
-    judge_params = _sampling("--judge-", judge_temperature, judge_max_tokens, judge_max_completion_tokens, 1024,
+    judge_params = sampling("--judge-", judge_temperature, judge_max_tokens, judge_max_completion_tokens, 1024,
                              judge_top_p, judge_reasoning_effort, judge_extra_body, families)
     client = client_config(concurrency, timeout, max_retries, rpm, tpm, rate_limit_timeout, retry_after_max,
                            concurrency_start, concurrency_min)
@@ -324,7 +324,7 @@ def _family_notes(request: RunRequest) -> None:
                        f"({family.why}): the endpoint may refuse every judge call", err=True)
 
 
-def _sampling(prefix: str, temperature: str, max_tokens: int | None, max_completion_tokens: int | None,
+def sampling(prefix: str, temperature: str, max_tokens: int | None, max_completion_tokens: int | None,
               default_max: int, top_p: float | None, effort: str | None, extra_body: str | None,
               families: str | None) -> dict:
     """One role's request parameters (candidate ``--``, judges ``--judge-``), checked at the edge: the fields of

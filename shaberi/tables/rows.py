@@ -22,9 +22,9 @@ from .schema import TABLES
 from .store import now_us
 
 __all__ = ["ANSWER_COLUMNS", "JSON_COLUMNS", "AnswerKey", "RunRecord", "Stage", "answer", "batch", "decoded",
-           "judgement", "pass_delta", "question", "runs", "token_usage"]
+           "judgement", "pairwise", "pairwise_rating", "pass_delta", "question", "runs", "token_usage"]
 
-Stage = Literal["generation", "judging", "passes", "consensus"]
+Stage = Literal["generation", "judging", "passes", "consensus", "pairwise"]
 
 
 class AnswerKey(NamedTuple):
@@ -155,6 +155,21 @@ def pass_delta(run_id: str, key: AnswerKey, pass_name: str, pass_version: str, d
     """A ``pass_deltas`` row: what one pass changed (0: checked, nothing to change) on one answer's score."""
     return _row("pass_deltas", {"run_id": run_id, **key._asdict(), "judge": "", "pass_name": pass_name,
                                 "pass_version": pass_version, "delta": float(delta), **values})
+
+
+def pairwise(run_id: str, benchmark: str, question_id: str, run_a: str, run_b: str, judge: str, prompt_hash: str,
+             hashes: tuple[str, str], **values: object) -> dict[str, object]:
+    """A ``pairwise`` row: one judge's choice between two runs' answers to a question, ``run_a``'s shown first."""
+    return _row("pairwise", {"run_id": run_id, "benchmark": benchmark, "question_id": question_id, "run_a": run_a,
+                             "run_b": run_b, "judge": judge, "prompt_hash": prompt_hash, "answer_hash_a": hashes[0],
+                             "answer_hash_b": hashes[1], **values})
+
+
+def pairwise_rating(run_id: str, judge: str, benchmark: str, rated_run: str, tag: str, stamp: int,
+                    **values: object) -> dict[str, object]:
+    """A ``pairwise_ratings`` row: one run's rating in one fit (``stamp``: the fit's time, shared by its rows)."""
+    return _row("pairwise_ratings", {"run_id": run_id, "judge": judge, "benchmark": benchmark, "rated_run": rated_run,
+                                     "tag": tag, "created_at": stamp, **values})
 
 
 def batch(run_id: str, batch_id: str, endpoint: str, stage: Stage, custom_ids: list[str], status: str

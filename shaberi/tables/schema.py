@@ -215,6 +215,60 @@ TABLES: dict[str, Table] = {
             ],
         ),
         _t(
+            "pairwise",
+            # One row per question, ordered pair of runs (the first shown as A), judge, pairwise prompt, both judged
+            # texts and time (``shaberi pairwise``): as for judgements, asking again adds a row, the older ones stay
+            # as history (``sql/080_pairwise.sql`` says which one counts and how the two orders combine).
+            ("run_id", "benchmark", "question_id", "run_a", "run_b", "judge", "prompt_hash", "answer_hash_a",
+             "answer_hash_b", "created_at"),
+            [
+                ("run_id", STR),  # the pairwise job that wrote it (pairwise-…: its tags and judge), not a model's run
+                ("benchmark", STR),
+                ("question_id", STR),
+                ("run_a", STR),  # the run whose answer was shown first, as A
+                ("run_b", STR),  # the run whose answer was shown second, as B
+                ("judge", STR),  # the judge model
+                ("prompt_hash", STR),  # of the benchmark's pairwise templates (prompts.pairwise_hash)
+                ("answer_hash_a", STR),  # of A's judged text (``lineage``): a regenerated answer is judged again
+                ("answer_hash_b", STR),  # of B's judged text
+                ("verdict", STR),  # A | B | TIE as the judge chose (extract.choose); null: none read
+                ("judge_output", STR),  # the judge's reply
+                ("fallback_output", STR),  # the reply to the fallback prompt, if asked
+                ("finish_reason", STR),  # of the judge's first reply ("length": cut off, never read)
+                ("fallback_finish_reason", STR),  # of the fallback reply
+                ("prompt_tokens", I64),  # as the judge's endpoint reported (both calls)
+                ("completion_tokens", I64),
+                ("reasoning_tokens", I64),  # of completion_tokens
+                ("cached_prompt_tokens", I64),  # of prompt_tokens
+                ("error", STR),  # unparseable: … | judge_error: …
+                ("created_at", TS),
+            ],
+        ),
+        _t(
+            "pairwise_ratings",
+            # Bradley–Terry ratings a pairwise job fitted from its outcomes (``shaberi.pairwise.ratings``), per
+            # benchmark and overall; each fit adds rows, the latest counts (the ``pairwise_ratings`` view).
+            ("run_id", "judge", "benchmark", "rated_run", "created_at"),
+            [
+                ("run_id", STR),  # the pairwise job (pairwise-…)
+                ("judge", STR),
+                ("benchmark", STR),  # '*': every compared benchmark's questions together
+                ("rated_run", STR),  # the run rated
+                ("tag", STR),  # its tag
+                ("rating", F64),  # Elo-like: 400 points are 10:1 odds; the anchor at 1000
+                ("low", F64),  # 2.5th percentile over the bootstrap over questions
+                ("high", F64),  # 97.5th percentile
+                ("comparisons", I64),  # questions it was compared on (each both orders)
+                ("win_rate", F64),  # its share of those, a tie half
+                ("anchor", STR),  # the tag at 1000
+                ("design", STR),  # which pairs were compared, in words
+                ("regularised", BOOL),  # the point fit needed a prior (a tag won or lost everything)
+                ("bootstrap", I32),  # resamples
+                ("seed", I64),
+                ("created_at", TS),
+            ],
+        ),
+        _t(
             "batches",
             # A provider batch a stage submitted, journaled before anything waits on it; a later row of the same
             # batch says it was collected. A run resumed collects the batches it submitted and has not collected

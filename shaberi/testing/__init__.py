@@ -20,12 +20,13 @@ class LoopbackServer:
     def __init__(self, latency_ms: float = 0.0, capacity: int = 0, *, queue: int = 0, rpm: float = 0,
                  tpm: float = 0, models: tuple[str, ...] = ("fake-model",), judges: tuple[str, ...] = (),
                  odd_answers: bool = False, retry_after: float | None = None, stray_429: float = 0.0,
-                 batch_seconds: float = 0.0) -> None:
+                 batch_seconds: float = 0.0, first_wins: float = 0.0) -> None:
         self.args = ["--latency-ms", str(latency_ms), "--capacity", str(capacity), "--queue", str(queue),
                      "--rpm", str(rpm), "--tpm", str(tpm), "--models", ",".join(models), "--judges", ",".join(judges),
                      *(["--odd-answers"] if odd_answers else []),
                      *(["--retry-after", str(retry_after)] if retry_after is not None else []),
-                     "--stray-429", str(stray_429), "--batch-seconds", str(batch_seconds)]
+                     "--stray-429", str(stray_429), "--batch-seconds", str(batch_seconds),
+                     "--first-wins", str(first_wins)]
         self.proc: subprocess.Popen[str] | None = None
         self.base_url = ""
 

@@ -59,6 +59,14 @@ else a short reasoning line and ``FINAL SCORE: n`` with n in 1..5 from a hash of
 every benchmark's scale (to a ``--judges`` model, with ``評価：[[n]]`` and ``<score>n</score>`` before it: what
 every version of the original Shaberi reads).
 
+A request whose system message contains ``FINAL VERDICT`` is a pairwise judge call: ``<<pairwise: PRIMARY ||
+FALLBACK>>`` from the prompt when present, else a reasoning line and ``FINAL VERDICT: A``, ``B`` or ``TIE`` (the
+fallback: the line alone): the answer (between 【回答】 and 【回答終了】 after ``## 回答A`` / ``## 回答B``) with the
+higher ``[[q=N]]`` wins, equal ones tie (an answer without one: N from a hash of its text); with ``--first-wins P``
+a share P of the calls (by the prompt's hash) answer A whatever was shown: a judge with position bias.
+``<<answer@MODEL:TEXT>>`` in a question is that model's answer (before ``<<answer:…>>``): runs of different
+models get different answers.
+
 ``POST /_fail`` with a JSON list of statuses (``[503, 503]``) answers the next chat requests with those,
 whatever they hold. ``GET /_stats`` returns call counts (total, per request key, per status), and the
 peak in-flight count; ``GET /_requests`` the message lists of the last 2,000 chat requests, ``GET /_bodies``
@@ -90,6 +98,9 @@ __all__ = ["FakeLLM", "main", "request_key"]
 _FAULT = re.compile(r"\[\[fail:(\w+)(?:\*(\d+))?\]\]")
 _SHAPE = re.compile(r"\[\[shape:(\w+)\]\]")
 _ANSWER = re.compile(r"<<answer:(.*?)>>", re.S)
+_PAIRWISE = re.compile(r"<<pairwise:(.*?)>>", re.S)
+_QUALITY = re.compile(r"\[\[q=(\d+)\]\]")
+_SIDE = re.compile(r"## 回答([AB])\n【回答】\n(.*?)\n【回答終了】", re.S)
 _THINK = re.compile(r"\[\[think:(\d+)\]\]")
 _SEEDED_ANSWER = re.compile(r"<<answer#(\d+):(.*?)>>", re.S)
 _JUDGE = re.compile(r"<<judge(64)?:(.*?)>>", re.S)
@@ -109,8 +120,9 @@ class FakeLLM:
     def __init__(self, latency_ms: float = 0.0, capacity: int = 0, models: tuple[str, ...] = ("fake-model",),
                  queue: int = 0, rpm: float = 0, tpm: float = 0, judges: tuple[str, ...] = (),
                  odd_answers: bool = False, retry_after: float | None = None, stray_429: float = 0.0,
-                 batch_seconds: float = 0.0) -> None:
+                 batch_seconds: float = 0.0, first_wins: float = 0.0) -> None:
         self.judges = frozenset(judges)
+        self.first_wins = first_wins
         self.batch = BatchAPI(self._chat, batch_seconds)
         self.refused_for = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else None
         self.stray_429 = stray_429
@@ -231,8 +243,11 @@ class FakeLLM:
         text = "\n".join(str(m.get("content") or "") for m in messages)
         judging = str(payload.get("model", "")) in self.judges or any(
             m.get("role") == "system" and "FINAL SCORE" in str(m.get("content")) for m in messages)
-        content = self._reply(messages, text, key, payload.get("seed"), str(payload.get("model", "")), judging,
-                              self.judges)
+        if any(m.get("role") == "system" and "FINAL VERDICT" in str(m.get("content")) for m in messages):
+            content = _pairwise(messages, text, key, self.first_wins)
+        else:
+            content = self._reply(messages, text, key, payload.get("seed"), str(payload.get("model", "")), judging,
+                                  self.judges)
         if self.odd_answers and not judging:
             content = _odd(content, key)
         prompt_tokens = max(1, len(text) // 2)
@@ -324,7 +339,8 @@ class FakeLLM:
                 return base64.b64decode(reply.strip()).decode()
             return reply.strip().replace("\\n", "\n")
         seeded = (a for a in _SEEDED_ANSWER.finditer(text) if seed is not None and int(a.group(1)) == seed)
-        if m := next(seeded, None) or _ANSWER.search(text):
+        own = re.search(rf"<<answer@{re.escape(model)}:(.*?)>>", text, re.S) if model else None
+        if m := next(seeded, None) or own or _ANSWER.search(text):
             return m.group(m.lastindex or 1).strip().replace("\\n", "\n")  # TEXT: the last group
         question = _DIRECTIVE.sub("", str(messages[-1].get("content") or "")).strip()  # not the test's markup
         content = f"「{question[:24]}」についてお答えします。これはテスト用サーバーの応答です。"
@@ -335,6 +351,24 @@ class FakeLLM:
         elif m := _THINK.search(text):
             content = f"<think>{_thinking(question, int(m.group(1)))}</think>" + content
         return content
+
+
+def _pairwise(messages: list[dict], text: str, key: str, first_wins: float) -> str:
+    """A pairwise judge's reply: scripted (``<<pairwise: …>>``), else the better ``[[q=N]]`` of the two answers."""
+    followed = any(m.get("role") == "assistant" for m in messages)
+    if m := _PAIRWISE.search(text):
+        primary, _, fallback = m.group(1).partition("||")
+        return (fallback if followed else primary).strip().replace("\\n", "\n")
+    sides = {side: body for side, body in _SIDE.findall(text)}
+    quality = {side: int(q.group(1)) if (q := _QUALITY.search(body)) else
+               int(hashlib.sha256(body.encode()).hexdigest(), 16) % 10 for side, body in sides.items()}
+    if int(key[:8], 16) / 16**8 < first_wins:
+        verdict = "A"
+    elif len(quality) < 2 or quality["A"] == quality["B"]:
+        verdict = "TIE"
+    else:
+        verdict = "A" if quality["A"] > quality["B"] else "B"
+    return f"FINAL VERDICT: {verdict}" if followed else f"テスト用の比較です。\nFINAL VERDICT: {verdict}"
 
 
 ODD_TAIL = ("\n{answer} {{ question }} {% if x %}y{% endif %} 100% C:\\temp\\n \\u3042 \\\\ "
@@ -422,7 +456,8 @@ async def _serve(args: argparse.Namespace) -> None:
     state = FakeLLM(latency_ms=args.latency_ms, capacity=args.capacity, models=tuple(args.models.split(",")),
                     queue=args.queue, rpm=args.rpm, tpm=args.tpm,
                     judges=tuple(j for j in args.judges.split(",") if j), odd_answers=args.odd_answers,
-                    retry_after=args.retry_after, stray_429=args.stray_429, batch_seconds=args.batch_seconds)
+                    retry_after=args.retry_after, stray_429=args.stray_429, batch_seconds=args.batch_seconds,
+                    first_wins=args.first_wins)
     runner = web.AppRunner(state.app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=1024)
@@ -468,6 +503,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="Retry-After seconds on capacity and stray 429s (none: no header)")
     parser.add_argument("--stray-429", type=float, default=0.0, help="fraction of requests refused whatever the load")
     parser.add_argument("--batch-seconds", type=float, default=0.0, help="how long a batch takes (batches.py)")
+    parser.add_argument("--first-wins", type=float, default=0.0,
+                        help="share of pairwise judge calls answering A whatever was shown (position bias)")
     args = parser.parse_args(argv)
     try:
         try:

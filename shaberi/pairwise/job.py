@@ -1,0 +1,196 @@
+"""``shaberi pairwise``: choose the pairs, judge them (``judging``), then fit ratings per benchmark and overall, with
+the judge's position bias and the agreement with the absolute scores, all read from the views of
+``sql/080_pairwise.sql``; the fit is stored (``pairwise_ratings``) for the report and the API.
+
+Position bias: of the verdicts that chose (no tie), the share that chose the answer shown first; without bias it is
+half. Its 95 % interval is Wilson's (statsmodels), its p-value a two-sided binomial test against a half (scipy).
+Agreement: Spearman's rank correlation (scipy) between the runs' overall ratings and their absolute scores (every
+judge pooled, the mean over the compared benchmarks), and the pairs the two order differently.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import benchmarks as bm
+from ..errors import UsageError
+from ..judge import JudgeConfig
+from ..llm.client import ChatClient, ClientConfig
+from ..llm.endpoints import ModelAt, check_base_url, resolve_api_key
+from ..llm.transport import Transport
+from ..prompts import pairwise_hash
+from ..tables.rows import pairwise_rating
+from ..tables.sql import connect, query
+from ..tables.store import Store, now_us
+from .design import Design, against, all_pairs, sampled
+from .judging import PairwiseProgress, Side, Work, job_id, judge_pairs, plan, sides
+from .ratings import Ratings, Verdict, fit
+
+__all__ = ["Agreement", "PairwiseRequest", "Position", "Result", "planned", "prepare", "run", "summarize"]
+
+
+@dataclass(frozen=True)
+class PairwiseRequest:
+    results_dir: Path
+    tags: list[str]
+    judge: ModelAt
+    judge_api_key_env: str | None = None
+    benchmarks: list[str] | None = None
+    reference: str | None = None
+    opponents: int | None = None
+    seed: int = 0
+    bootstrap: int = 1000
+    client: ClientConfig = field(default_factory=ClientConfig)
+    judging: JudgeConfig = field(default_factory=JudgeConfig)
+    judge_prompts: str | None = None  # a folder laid out like prompts/judging/ (its pairwise.jinja)
+    transport: Transport | None = None
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where the judge's verdicts went: shown first, second, or a tie; ``share``: first of those that chose."""
+
+    first: int
+    second: int
+    ties: int
+    share: float | None
+    low: float | None
+    high: float | None
+    p_value: float | None
+
+
+@dataclass(frozen=True)
+class Agreement:
+    rho: float | None
+    p_value: float | None
+    runs: int  # with both a rating and a score
+    disagree: list[tuple[str, str]]  # (tag rated higher, tag scored higher)
+    scores: dict[str, float]
+
+
+@dataclass
+class Result:
+    job: str
+    sides: list[Side]
+    design: Design
+    progress: PairwiseProgress
+    ratings: dict[str, Ratings] = field(default_factory=dict)  # benchmark ('*': all of them) -> ratings
+    position: Position | None = None
+    agreement: Agreement | None = None
+    unsettled: int = 0  # comparisons with one order unjudged or without a verdict
+
+
+def _design(req: PairwiseRequest, tags: list[str]) -> Design:
+    if req.reference is not None and req.opponents is not None:
+        raise UsageError("--reference and --opponents choose the pairs two different ways: give one of them")
+    if req.reference is not None:
+        return against(tags, req.reference)
+    if req.opponents is not None:
+        return sampled(tags, req.opponents, req.seed)
+    return all_pairs(tags)
+
+
+def prepare(req: PairwiseRequest) -> tuple[Store, list[Side], Design, str]:
+    """Check the input, writing nothing: (store, sides, design, job)."""
+    check_base_url(req.judge.base_url, f"--judge {req.judge.name}@{req.judge.base_url}: its URL")
+    if req.bootstrap < 0:
+        raise UsageError(f"--bootstrap {req.bootstrap} must be 0 or more")
+    store = Store(req.results_dir)
+    chosen = sides(store, req.tags)
+    design = _design(req, [s.tag for s in chosen])
+    for name in req.benchmarks or list(bm.BENCHMARKS):
+        pairwise_hash(name, req.judge_prompts)  # a benchmark without a pairwise template: one line, nothing written
+    return store, chosen, design, job_id([s.run_id for s in chosen], req.judge.name)
+
+
+def planned(req: PairwiseRequest, store: Store, chosen: list[Side], design: Design) -> Work:
+    """The comparisons still to make (under the job's lock: what a killed run of it journaled is stored by then)."""
+    return plan(store, chosen, design, req.judge.name, req.benchmarks, req.judge_prompts)
+
+
+async def run(req: PairwiseRequest) -> Result:
+    """Judge what the design still needs, then fit and store the ratings. Raises UsageError before any write."""
+    store, chosen, design, job = prepare(req)
+    key = resolve_api_key(req.judge.base_url, req.judge_api_key_env, "--judge-api-key-env")
+    client = ChatClient(req.judge.base_url, key, req.client, transport=req.transport,
+                        option=f"--judge {req.judge.name}@{req.judge.base_url}", key_option="--judge-api-key-env")
+    client.models.add(req.judge.name)
+    try:
+        with store.lock(job, f"pairwise job {job} ({', '.join(req.tags)})"):
+            work = planned(req, store, chosen, design)
+            if work.items:  # nothing to ask: the endpoint need not even be up to fit the stored verdicts again
+                await client.check()
+                await judge_pairs(store, job, work, req.judge.name, client, req.judging)
+            result = summarize(store, job, chosen, design, req.judge.name, work.progress, req.bootstrap, req.seed)
+            _store_ratings(store, job, req.judge.name, result, design)
+    finally:
+        await client.aclose()
+    return result
+
+
+def summarize(store: Store, job: str, chosen: list[Side], design: Design, judge: str, progress: PairwiseProgress,
+              bootstrap: int = 1000, seed: int = 0) -> Result:
+    """Ratings per benchmark and overall, position bias and agreement, from the views."""
+    from scipy import stats
+    from statsmodels.stats.proportion import proportion_confint
+
+    con = connect(store.root)
+    runs = [s.run_id for s in chosen]
+    tag = {s.run_id: s.tag for s in chosen}
+    tags = [s.tag for s in chosen]
+    anchor = design.pairs[0][0] if design.kind == "reference" else tags[0]
+    rows = con.execute(query("pairwise.outcomes"), {"runs": runs, "judge": judge}).fetchall()
+    verdicts: dict[str, list[Verdict]] = {}
+    for benchmark, question, first, second, outcome, _ in rows:
+        v = Verdict(f"{benchmark}/{question}", tag[first], tag[second], float(outcome))
+        verdicts.setdefault(benchmark, []).append(v)
+        verdicts.setdefault("*", []).append(v)
+    result = Result(job, chosen, design, progress)
+    for benchmark, found in sorted(verdicts.items()):
+        result.ratings[benchmark] = fit(tags, found, anchor, bootstrap, seed)
+    result.unsettled = sum(n for _, n in con.execute(query("pairwise.unsettled"), {"runs": runs, "judge": judge}
+                                                     ).fetchall())
+    counted = con.execute(query("pairwise.position"), {"runs": runs, "judge": judge}).fetchone()
+    first, second, ties = counted or (0, 0, 0)
+    chose = first + second
+    if chose:
+        low, high = proportion_confint(first, chose, alpha=0.05, method="wilson")
+        result.position = Position(first, second, ties, first / chose, float(low), float(high),
+                                   float(stats.binomtest(first, chose, 0.5).pvalue))
+    else:
+        result.position = Position(first, second, ties, None, None, None, None)
+    compared = sorted({b for b in verdicts if b != "*"})
+    by_run: dict[str, list[float]] = {}
+    for run_id, _, score in con.execute(query("pairwise.scores"), {"runs": runs, "benchmarks": compared}).fetchall():
+        by_run.setdefault(run_id, []).append(score)
+    overall = result.ratings.get("*")
+    if overall is not None:
+        scores = {tag[r]: sum(v) / len(v) for r, v in by_run.items()}
+        rated = {t: overall.rating[overall.tags.index(t)] for t in scores}
+        both = sorted(scores)
+        rho = p = None
+        if len(both) >= 3:
+            test = stats.spearmanr([rated[t] for t in both], [scores[t] for t in both])
+            rho, p = float(test.statistic), float(test.pvalue)
+        disagree = [(x, y) if rated[x] > rated[y] else (y, x) for x, y in itertools.combinations(both, 2)
+                    if (rated[x] - rated[y]) * (scores[x] - scores[y]) < 0]
+        result.agreement = Agreement(rho, p, len(both), disagree, scores)
+    return result
+
+
+def _store_ratings(store: Store, job: str, judge: str, result: Result, design: Design) -> None:
+    """One fit's rows, all with the fit's time: the view shows the latest fit whole."""
+    run_of, stamp = {s.tag: s.run_id for s in result.sides}, now_us()
+    rows = []
+    for benchmark, r in result.ratings.items():
+        for k, t in enumerate(r.tags):
+            n = sum(r.comparisons[k])
+            won = sum((rate or 0.0) * c for rate, c in zip(r.win_rate[k], r.comparisons[k], strict=True))
+            rows.append(pairwise_rating(job, judge, benchmark, run_of[t], t, stamp, rating=r.rating[k], low=r.low[k],
+                                        high=r.high[k], comparisons=n, win_rate=won / n if n else None,
+                                        anchor=r.anchor, design=design.described, regularised=r.regularised,
+                                        bootstrap=r.bootstrap, seed=r.seed))
+    if rows:
+        store.write_part("pairwise_ratings", job, rows)

@@ -1,0 +1,286 @@
+"""Pairwise judging stage: for each question, the answers of two stored runs shown to a judge side by side, in both
+orders; no generation call.
+
+A pairwise judgement's identity is (question, run shown as A, run shown as B, judge, ``prompt_hash`` of the benchmark's
+pairwise templates, both judged texts' hashes): one already stored with a reply is reused, never paid for twice; a
+failed call is asked again. Per order: one call with ``pairwise.jinja``; when the reply holds no readable choice in
+the judge's own words (``extract.choose``: none, quoted, several that disagree, one an answer states), one follow-up
+in the same conversation with ``_pairwise_fallback.jinja``; a reply that needs it is journaled first (``AWAITING``),
+so a run killed meanwhile asks only the follow-up. How the two orders combine is ``sql/080_pairwise.sql``'s rule.
+
+A run is compared by its first sample's raw answer (sample 0, no strategy). A question one of the two runs has no
+answer for (not generated, or its call failed), or whose text differs between them, is not compared: it is counted
+per run and said (``PairwiseProgress.missing``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .. import benchmarks as bm
+from ..errors import LLMError, UsageError
+from ..extract import Choice, choose
+from ..lineage import call_failed, conversation_hash, earlier_turns
+from ..llm.client import ChatClient, Completion
+from ..llm.dispatch import Dispatcher
+from ..prompts import pairwise_fallback, pairwise_hash, pairwise_messages
+from ..tables.rows import AnswerKey, Stage, decoded, pairwise, token_usage
+from ..tables.selection import find_runs
+from ..tables.store import Journal, Store
+from .design import Design
+
+__all__ = ["AWAITING", "PairwiseProgress", "Side", "Work", "job_id", "judge_pairs", "plan", "sides"]
+
+AWAITING = "judge_error: awaiting its fallback call"  # a paid first reply, kept; the next run asks the rest
+STAGE: Stage = "pairwise"
+
+
+@dataclass(frozen=True)
+class Side:
+    """A tag and the one run it names."""
+
+    tag: str
+    run_id: str
+
+
+@dataclass
+class PairwiseProgress:
+    total: int = 0  # ordered comparisons the design asks for (both orders of each pair, on each shared question)
+    done: int = 0
+    reused: int = 0
+    judged: int = 0  # comparisons that needed a call this session
+    calls: int = 0  # HTTP requests those made (fallbacks and retries included)
+    tokens: int = 0
+    failed: int = 0  # the judge call itself failed (after retries): asked again next time
+    fallbacks: int = 0
+    no_verdict: int = 0  # a reply, and its fallback's, held no readable choice
+    missing: Counter[str] = field(default_factory=Counter)  # tag -> questions it could not be compared on
+    differing: int = 0  # questions whose text differs between two runs: not compared
+
+
+@dataclass(frozen=True)
+class _Item:
+    benchmark: str
+    question_id: str
+    run_a: str
+    run_b: str
+    messages: list[dict]
+    prompt_hash: str
+    hashes: tuple[str, str]
+    answers: tuple[str, str]  # every candidate text the judge sees: a choice one states is not the judge's
+    primary: Completion | None = None  # the first reply, journaled by a run killed before its fallback call
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    reply: Completion
+    choice: Choice
+    fallback: Completion | None = None
+    fallback_error: LLMError | None = None
+
+
+@dataclass
+class Work:
+    """What ``plan`` found: the comparisons still to make (lazily), and the counts so far."""
+
+    items: list[_Item]
+    progress: PairwiseProgress
+
+
+def sides(store: Store, tags: Sequence[str]) -> list[Side]:
+    """Each tag's run: exactly one, whatever its model (a family's base tag names no single run)."""
+    if len(set(tags)) != len(tags) or len(tags) < 2:
+        raise UsageError(f"--tags needs two or more different tags, got {','.join(tags)}")
+    found = []
+    for tag in tags:
+        runs = find_runs(store.root, tag, match="tag")
+        if not runs:
+            family = find_runs(store.root, tag, match="family")
+            hint = f" (a family: name one member, e.g. {family[0].tag})" if family else ""
+            raise UsageError(f"no run tagged {tag!r} in {store.root}{hint}; `shaberi view` lists the tags")
+        if len(runs) > 1:
+            raise UsageError(f"tag {tag!r} names runs of {len(runs)} models ({', '.join(r.model for r in runs)}); "
+                             "give each compared run a tag of its own")
+        found.append(Side(tag, runs[0].run_id))
+    return found
+
+
+def job_id(run_ids: Sequence[str], judge: str) -> str:
+    """The partition a pairwise job writes: the same for the same runs and judge, so a killed job resumes there."""
+    return "pairwise-" + hashlib.sha256("\0".join([judge, *sorted(run_ids)]).encode()).hexdigest()[:12]
+
+
+def _existing(store: Store) -> dict[tuple, tuple[bool, Completion | None]]:
+    """Every stored pairwise identity (any job's) -> (ask it again: its call failed, the reply a fallback awaits)."""
+    found: dict[tuple, tuple[bool, Completion | None]] = {}
+    base = store.root / "tables" / "pairwise"
+    for folder in sorted(base.iterdir()) if base.is_dir() else []:
+        run_id = folder.name.removeprefix("run_id=")
+        rows = store.read("pairwise", run_id, ["benchmark", "question_id", "run_a", "run_b", "judge", "prompt_hash",
+                                               "answer_hash_a", "answer_hash_b", "error", "judge_output",
+                                               "finish_reason", "prompt_tokens", "completion_tokens", "created_at"])
+        for r in sorted(rows.to_pylist(), key=lambda r: r["created_at"]):  # oldest first: the newest wins
+            key = (r["benchmark"], r["question_id"], r["run_a"], r["run_b"], r["judge"], r["prompt_hash"],
+                   r["answer_hash_a"], r["answer_hash_b"])
+            primary = Completion(r["judge_output"], None, r["finish_reason"], r["prompt_tokens"] or 0,
+                                 r["completion_tokens"] or 0, 0, 0.0) if r["error"] == AWAITING else None
+            found[key] = (call_failed(r["error"]), primary)
+    return found
+
+
+def _answers(store: Store, run_id: str, benchmarks: Sequence[str] | None) -> tuple[dict, dict, dict]:
+    """A run's questions, its compared answers (sample 0, no strategy) and their texts, by (benchmark, question)."""
+    questions = {(q["benchmark"], q["question_id"]): decoded("questions", q)
+                 for q in store.read("questions", run_id).to_pylist()}
+    rows = store.read("answers", run_id, ["benchmark", "question_id", "sample_index", "strategy", "content", "error",
+                                          "answer_hash"]).to_pylist()
+    texts = {AnswerKey.of({**a, "run_id": run_id}): a["content"] for a in rows}
+    answers = {(a["benchmark"], a["question_id"]): a for a in rows
+               if a["sample_index"] == 0 and a["strategy"] == "" and a["benchmark"] in bm.BENCHMARKS
+               and (benchmarks is None or a["benchmark"] in benchmarks)}
+    return questions, answers, texts
+
+
+def plan(store: Store, chosen: Sequence[Side], design: Design, judge: str, benchmarks: Sequence[str] | None = None,
+         judging: str | None = None) -> Work:
+    """Every comparison the design asks for, both orders; the ones stored with a reply are counted as reused, the
+    questions a pair cannot be compared on as missing."""
+    progress = PairwiseProgress()
+    by_tag = {s.tag: s for s in chosen}
+    runs = {s.run_id: _answers(store, s.run_id, benchmarks) for s in chosen}
+    existing = _existing(store)
+    items: list[_Item] = []
+    for x, y in design.pairs:
+        (qx, ax, tx), (qy, ay, ty) = runs[by_tag[x].run_id], runs[by_tag[y].run_id]
+        for key in sorted(set(qx) | set(qy)):
+            if key[0] not in bm.BENCHMARKS or (benchmarks is not None and key[0] not in benchmarks):
+                continue
+            usable = {tag: key in answers and answers[key]["error"] is None and key in questions
+                      for tag, questions, answers in ((x, qx, ax), (y, qy, ay))}
+            if not all(usable.values()):
+                progress.missing.update(t for t, ok in usable.items() if not ok)
+                continue
+            if qx[key]["turns"] != qy[key]["turns"]:
+                progress.differing += 1
+                continue
+            shown = {}
+            for tag, questions, answers, texts in ((x, qx, ax, tx), (y, qy, ay, ty)):
+                answer = {**answers[key], "run_id": by_tag[tag].run_id}
+                history = earlier_turns(questions[key], answer, questions, texts)
+                shown[tag] = (answer["content"] or "", history,
+                              answer["answer_hash"] or conversation_hash([h["assistant"] for h in history],
+                                                                         answer["content"]))
+            prompt_hash = pairwise_hash(key[0], judging)
+            for a, b in ((x, y), (y, x)):
+                progress.total += 1
+                run_a, run_b = by_tag[a].run_id, by_tag[b].run_id
+                hashes = (shown[a][2], shown[b][2])
+                old = existing.get((*key, run_a, run_b, judge, prompt_hash, *hashes))
+                if old is not None and not old[0]:
+                    progress.done += 1
+                    progress.reused += 1
+                    continue
+                messages = pairwise_messages(key[0], qx[key], shown[a][0], shown[b][0], (shown[a][1], shown[b][1]),
+                                             judging)
+                seen = tuple("\n".join([*(h["assistant"] or "" for h in shown[t][1]), shown[t][0]]) for t in (a, b))
+                items.append(_Item(key[0], key[1], run_a, run_b, messages, prompt_hash, hashes,
+                                   (seen[0], seen[1]), old[1] if old else None))
+    return Work(items, progress)
+
+
+async def judge_pairs(store: Store, job: str, work: Work, judge: str, client: ChatClient,
+                      config: object) -> PairwiseProgress:
+    """Make the planned comparisons through ``client``; every reply is journaled under ``job`` as it lands."""
+    journal = store.journal(job)
+    try:
+        call = functools.partial(_call, client, judge, config, functools.partial(_awaiting, journal, job, judge))
+        record = functools.partial(_record, journal, job, judge, work.progress)
+        await Dispatcher(iter(work.items), call, record, client.max_in_flight).run()
+    finally:
+        journal.close()
+    store.compact("pairwise", job)
+    store.compact("token_usage", job)
+    return work.progress
+
+
+async def _call(client: ChatClient, judge: str, config: object, awaiting: functools.partial[None],
+                item: _Item) -> _Verdict:
+    """The primary call, and the fallback call when the reply has no readable choice (the reply journaled first)."""
+    reply = item.primary or await client.chat(judge, item.messages, config)  # type: ignore[arg-type]
+    found = choose(reply.content, item.answers, reply.finish_reason == "length")
+    if found.ok:
+        return _Verdict(reply, found)
+    if item.primary is None:
+        awaiting(item, reply)
+    follow_up = [*item.messages, {"role": "assistant", "content": reply.content or ""},
+                 {"role": "user", "content": pairwise_fallback()}]
+    try:
+        fallback = await client.chat(judge, follow_up, config)  # type: ignore[arg-type]
+    except LLMError as exc:
+        return _Verdict(reply, found, None, exc)
+    # the fallback's reply answers a direct question: taken as given (an answer's planted line cannot reach it)
+    second = choose(fallback.content, cut_off=fallback.finish_reason == "length")
+    if second.ok:
+        return _Verdict(reply, second, fallback)
+    return _Verdict(reply, Choice(None, f"reply: {found.reason}; fallback: {second.reason}"), fallback)
+
+
+def _row(job: str, item: _Item, judge: str, **values: object) -> dict:
+    return pairwise(job, item.benchmark, item.question_id, item.run_a, item.run_b, judge, item.prompt_hash,
+                    item.hashes, **values)
+
+
+def _awaiting(journal: Journal, job: str, judge: str, item: _Item, reply: Completion) -> None:
+    """Journal a paid first reply before its fallback call, with its tokens (a failed call's row until the
+    comparison's supersedes it)."""
+    row = _row(job, item, judge, judge_output=reply.content, finish_reason=reply.finish_reason,
+               prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, error=AWAITING)
+    usage = token_usage(job, STAGE, item.benchmark, judge, requests=reply.attempts, prompt_tokens=reply.prompt_tokens,
+                        completion_tokens=reply.completion_tokens, reasoning_tokens=reply.reasoning_tokens,
+                        cached_prompt_tokens=reply.cached_tokens)
+    journal.append_many([("pairwise", row), ("token_usage", usage)])
+
+
+def _record(journal: Journal, job: str, judge: str, progress: PairwiseProgress, item: _Item,
+            verdict: _Verdict | None, exc: LLMError | None) -> None:
+    """Journal one comparison (its tokens: both calls) and the token usage of the calls not journaled yet."""
+    if verdict is None:
+        assert exc is not None
+        row = _row(job, item, judge, error=f"judge_error: {exc.error_type}: {exc}"[:2000])
+        new: list[Completion] = []
+        requests = exc.attempts
+        progress.failed += 1
+    else:
+        calls = [c for c in (verdict.reply, verdict.fallback) if c is not None]
+        followed = verdict.fallback is not None or verdict.fallback_error is not None
+        new = calls[1:] if followed or item.primary is not None else calls  # the first is journaled already
+        requests = sum(c.attempts for c in new) + (verdict.fallback_error.attempts if verdict.fallback_error else 0)
+        error = None
+        if not verdict.choice.ok:
+            error = (f"judge_error on fallback: {verdict.fallback_error.error_type}; reply: {verdict.choice.reason}"
+                     if verdict.fallback_error else f"unparseable: {verdict.choice.reason}")
+            progress.no_verdict += verdict.fallback_error is None
+            progress.failed += verdict.fallback_error is not None
+        row = _row(job, item, judge, verdict=verdict.choice.value, judge_output=verdict.reply.content,
+                   finish_reason=verdict.reply.finish_reason,
+                   fallback_output=verdict.fallback.content if verdict.fallback else None,
+                   fallback_finish_reason=verdict.fallback.finish_reason if verdict.fallback else None,
+                   prompt_tokens=sum(c.prompt_tokens for c in calls),
+                   completion_tokens=sum(c.completion_tokens for c in calls),
+                   reasoning_tokens=sum(c.reasoning_tokens for c in calls),
+                   cached_prompt_tokens=sum(c.cached_tokens for c in calls), error=error)
+        progress.fallbacks += followed
+        progress.tokens += sum(c.prompt_tokens + c.completion_tokens for c in calls)
+    usage = token_usage(job, STAGE, item.benchmark, judge, requests=requests,
+                        prompt_tokens=sum(c.prompt_tokens for c in new),
+                        completion_tokens=sum(c.completion_tokens for c in new),
+                        reasoning_tokens=sum(c.reasoning_tokens for c in new),
+                        cached_prompt_tokens=sum(c.cached_tokens for c in new))
+    journal.append_many([("pairwise", row), ("token_usage", usage)])
+    progress.done += 1
+    progress.judged += 1
+    progress.calls += requests

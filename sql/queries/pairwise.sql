@@ -1,0 +1,39 @@
+-- shaberi pairwise (shaberi/pairwise/): what a job's runs and judge give. $runs: the compared runs' ids; $judge.
+-- How the two orders combine and which judgement counts is sql/080_pairwise.sql's rule.
+
+-- name: outcomes
+-- each question's outcome for each pair of the runs (first: the smaller run id; 1 it won, 0 lost, 0.5 a tie)
+SELECT benchmark, question_id, first, second, outcome, orders_disagree FROM pairwise_outcomes
+WHERE judge = $judge AND list_contains($runs, first) AND list_contains($runs, second) AND outcome IS NOT NULL
+ORDER BY benchmark, question_id, first, second;
+
+-- name: unsettled
+-- comparisons of these runs with no outcome yet (an order not judged, or no verdict read), per benchmark
+SELECT benchmark, count(*) FROM pairwise_outcomes
+WHERE judge = $judge AND list_contains($runs, first) AND list_contains($runs, second) AND outcome IS NULL
+GROUP BY ALL ORDER BY 1;
+
+-- name: position
+-- where the judge's verdicts on these runs went: shown first, shown second, tie
+SELECT coalesce(sum(first_wins), 0), coalesce(sum(second_wins), 0), coalesce(sum(ties), 0) FROM pairwise_position
+WHERE judge = $judge AND list_contains($runs, run_a) AND list_contains($runs, run_b);
+
+-- name: scores
+-- the runs' absolute scores (every judge pooled) on the compared benchmarks, for the agreement with the ratings
+SELECT run_id, benchmark, score FROM benchmark_scores
+WHERE judge = '*' AND list_contains($runs, run_id) AND list_contains($benchmarks, benchmark) AND score IS NOT NULL;
+
+-- name: ratings
+-- the latest fit of a job, as the view holds it
+SELECT benchmark, tag, rated_run, rating, low, high, comparisons, win_rate, anchor, design, regularised
+FROM pairwise_ratings WHERE run_id = $job AND judge = $judge ORDER BY benchmark, rating DESC, tag;
+
+-- name: all_ratings
+-- the latest fits (the Python API): every job's, or the jobs that rated exactly $runs (null: any), by $judge (null: any)
+SELECT run_id AS job, judge, benchmark, tag, rated_run, rating, low, high, comparisons, win_rate, anchor, design,
+       regularised, bootstrap, seed, created_at
+FROM pairwise_ratings
+WHERE ($judge IS NULL OR judge = $judge)
+  AND ($runs IS NULL OR (run_id, judge) IN (SELECT (run_id, judge) FROM pairwise_ratings GROUP BY run_id, judge
+                                             HAVING list_sort(list(DISTINCT rated_run)) = list_sort($runs)))
+ORDER BY job, judge, benchmark, rating DESC, tag;
