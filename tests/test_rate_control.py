@@ -41,9 +41,10 @@ def test_an_in_flight_cap_is_found_near_the_wall_and_held():
     assert stats["by_status"]["200"] == 600  # nothing lost, with the default retry settings
     rejected = stats["by_status"].get("429", 0)
     # Before any answer the first window goes out spread, and on a busy machine the first 429s come back late, so
-    # how many of it pass the cap depends on the machine; at most the window (40), and after it rarely.
+    # how many of it pass the cap depends on the machine: the window (widened towards the maximum while nothing has
+    # answered) and each of its requests retried once before the cut is read, at most; after it, rarely.
     later = [status for t, _, status in arrivals if t > arrivals[0][0] + 0.5]
-    assert 0 < rejected < 40 + 0.02 * stats["calls"]
+    assert 0 < rejected < 2 * ControlConfig().max + 0.02 * stats["calls"]
     assert later.count(429) < 0.02 * len(later), (later.count(429), len(later))
     cuts = [limit for _, limit, why in client.control.history if why == "429"]
     # How fast it gets there depends on how busy the machine is (bench/rate_control.py measures it); that it holds

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -22,10 +23,27 @@ from types import TracebackType
 __all__ = ["CLIENT_ENV", "RayCluster", "session_processes"]
 
 
+# Every port the head listens on, chosen here below the kernel's ephemeral range (32768 up): a port picked there and
+# released is the next connection's source port as likely as not on a busy machine (a test suite opens thousands),
+# and a GCS whose port was taken so never answers. Ray's workers use 10002-19999.
+_PORTS = range(20000, 32000)
+_given: set[int] = set()
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port of ``_PORTS`` nothing listens on, not handed out before by this process."""
+    rng = random.Random()
+    while True:
+        port = rng.choice(_PORTS)
+        if port in _given:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given.add(port)
+        return port
 
 
 def session_processes(sid: int) -> list[int]:
@@ -72,16 +90,31 @@ class RayCluster:
         head = subprocess.Popen(
             [sys.executable, "-m", "shaberi.testing._ray_head", "start", "--head", "--num-cpus", str(self.cpus),
              "--port", str(port), "--node-ip-address", "127.0.0.1", "--include-dashboard=false",
-             "--disable-usage-stats", "--temp-dir", self.temp, "--ray-client-server-port", str(_free_port()),
-             "--dashboard-port", str(_free_port()), "--dashboard-agent-listen-port", str(_free_port())],
+             "--disable-usage-stats", "--temp-dir", self.temp,
+             *(f"--{name}-port={_free_port()}" for name in (
+                 "ray-client-server", "dashboard", "dashboard-agent-listen", "dashboard-agent-grpc", "metrics-export",
+                 "runtime-env-agent", "node-manager", "object-manager"))],
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
             preexec_fn=_ahead)
         out, _ = head.communicate(timeout=300)
         self.address, self.session = f"127.0.0.1:{port}", head.pid
         if head.returncode != 0:
+            logs = self._logs()
             self.stop()
-            raise RuntimeError(f"ray start failed: {out[-2000:]}")
+            raise RuntimeError(f"ray start failed: {out[-2000:]}\n{logs}")
         return self
+
+    def _logs(self) -> str:
+        """The ends of the head's own logs: why its raylet did not register (read before ``stop`` removes them)."""
+        found = []
+        for name in ("gcs_server.out", "gcs_server.err", "raylet.out", "raylet.err", "dashboard_agent.log",
+                     "runtime_env_agent.log"):
+            for path in Path(self.temp).glob(f"session_latest/logs/{name}"):
+                with contextlib.suppress(OSError):
+                    lines = path.read_text(errors="replace").splitlines()
+                    found.append(f"--- {name} (last of {len(lines)} lines)\n" + "\n".join(
+                        line[:300] for line in lines[-25:]))
+        return "\n".join(found)
 
     def stop(self) -> None:
         """SIGKILL every process of the cluster's session until none is left, then remove its temp dir."""
