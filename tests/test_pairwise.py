@@ -5,6 +5,7 @@ missing answers, a judge that never chooses, and bad input."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 import re
@@ -19,7 +20,19 @@ from shaberi.llm.client import ClientConfig
 from shaberi.pipeline import RunRequest, run
 from shaberi.testing import LoopbackServer
 
+from .browser import with_page
 from .conftest import query, shaberi
+
+READ = """JSON.stringify((() => {
+const all = sel => Array.from(document.querySelectorAll(sel));
+const cells = sel => all(sel).map(r => Array.from(r.cells).map(c => c.textContent.trim()));
+return {ratings: cells("table.pairwise-ratings tbody tr"), matrix: cells("table.win-matrix tbody tr"),
+        bold: all("#ratings-0 text[font-weight=bold]").map(t => t.textContent),
+        dots: all("#ratings-0 circle").map(c => [c.textContent.split(":")[0], Number(c.getAttribute("cx"))]),
+        position: document.querySelector("p.position").textContent,
+        closest: document.querySelector("#pairwise ~ h4").textContent,
+        decided: all("table.decided tr.mover").map(r => r.textContent)};
+})())"""
 
 MODELS = ("m1", "m2", "m3")
 
@@ -105,10 +118,28 @@ def test_both_orders_are_judged_and_the_ratings_equal_an_independent_fit(tmp_pat
     rates = dict(query(tmp_path / "r", "SELECT tag, win_rate FROM pairwise_ratings WHERE benchmark = 'rakuda'"))
     assert rates["tm1"] == pytest.approx((w[0, 1] + w[0, 2]) / (2 * n))
     assert "position bias: the judge chose the answer shown first in 50.0%" in out.stdout
-    import shaberi
+    from shaberi.api import open as open_results
 
-    api = shaberi.open(tmp_path / "r").pairwise_ratings(tags=["tm1", "tm2", "tm3"])
+    api = open_results(tmp_path / "r").pairwise_ratings(tags=["tm1", "tm2", "tm3"])
     assert dict(api.filter(api["benchmark"] == "*").select("tag", "rating").iter_rows()) == rated
+    # the report of one of the tags holds the section, read in a real browser
+    page = tmp_path / "report.html"
+    assert shaberi("report", "--tag", "tm2", "--out", str(page), "--results-dir", str(tmp_path / "r")).returncode == 0
+    seen = json.loads(with_page(page, lambda p: p.evaluate(READ)))
+    order = sorted(rated, key=rated.get, reverse=True)
+    assert [r[0] for r in seen["ratings"]] == order and [r[1] for r in seen["ratings"]] == [
+        f"{rated[t]:.0f}" for t in order]
+    assert seen["bold"] == ["tm2"] and len(seen["dots"]) == 3
+    assert sorted(seen["dots"], key=lambda d: -d[1]) == sorted(seen["dots"], key=lambda d: order.index(d[0]))
+    cell = {(row[0], order[k]): c for row in seen["matrix"] for k, c in enumerate(row[1:])}
+    assert cell[("tm1", "tm2")] == f"{100 * (w[0, 1] / n):.0f} %" and cell[("tm2", "tm2")] == "–"
+    assert "shown first in 50.0 %" in seen["position"]
+    closest = min(itertools.pairwise(order), key=lambda p: rated[p[0]] - rated[p[1]])
+    assert seen["closest"] == f"What decided the closest pair: {closest[0]} and {closest[1]} " \
+                              f"({rated[closest[0]] - rated[closest[1]]:.0f} points apart)"
+    x, y = sorted(closest, key=lambda t: f"{t}")
+    decisive = sum(v != 0.5 for (_, a, b), v in expected.items() if {f"t{a}", f"t{b}"} == {x, y})
+    assert len(seen["decided"]) == min(decisive, 12)
 
 
 def test_a_judge_with_position_bias_gives_ties_and_its_bias_is_reported(tmp_path):

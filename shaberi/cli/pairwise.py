@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -175,11 +176,12 @@ def _print(result: Result, request: PairwiseRequest) -> None:
         typer.echo(f"ratings: Bradley–Terry (ties half a win), {r.anchor} = 1000, 400 points = 10:1 odds; 95 % "
                    f"intervals from {r.bootstrap:,} bootstrap resamples over questions (seed {r.seed})")
     for benchmark, r in shown.items():
-        order = sorted(range(len(r.tags)), key=lambda k: -r.rating[k])
-        print_rows(("overall" if benchmark == "*" else benchmark) + (" (regularised: a tag won or lost everything)"
+        order = sorted(range(len(r.tags)), key=lambda k: (math.isnan(r.rating[k]), -r.rating[k]))
+        print_rows(("overall" if benchmark == "*" else benchmark) + (" (regularised: a tag won, lost or met none)"
                                                                      if r.regularised else ""),
                    ["Tag", "Rating", "95 % interval", "Comparisons"],
-                   [[r.tags[k], f"{r.rating[k]:.0f}", f"{r.low[k]:.0f} – {r.high[k]:.0f}",
+                   [[r.tags[k], "–" if math.isnan(r.rating[k]) else f"{r.rating[k]:.0f}",
+                     "–" if math.isnan(r.low[k]) else f"{r.low[k]:.0f} – {r.high[k]:.0f}",
                      f"{sum(r.comparisons[k]):,}"] for k in order], "table")
     if overall := result.ratings.get("*"):
         print_rows("win rate (row v. column)", ["", *overall.tags],

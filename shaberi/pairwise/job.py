@@ -1,9 +1,7 @@
 """``shaberi pairwise``: choose the pairs, judge them (``judging``), then fit ratings per benchmark and overall, with
-the judge's position bias and the agreement with the absolute scores, all read from the views of
+the judge's position bias (``bias``) and the agreement with the absolute scores, all read from the views of
 ``sql/080_pairwise.sql``; the fit is stored (``pairwise_ratings``) for the report and the API.
 
-Position bias: of the verdicts that chose (no tie), the share that chose the answer shown first; without bias it is
-half. Its 95 % interval is Wilson's (statsmodels), its p-value a two-sided binomial test against a half (scipy).
 Agreement: Spearman's rank correlation (scipy) between the runs' overall ratings and their absolute scores (every
 judge pooled, the mean over the compared benchmarks), and the pairs the two order differently.
 """
@@ -11,6 +9,7 @@ judge pooled, the mean over the compared benchmarks), and the pairs the two orde
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,11 +23,12 @@ from ..prompts import pairwise_hash
 from ..tables.rows import pairwise_rating
 from ..tables.sql import connect, query
 from ..tables.store import Store, now_us
+from .bias import Position, position
 from .design import Design, against, all_pairs, sampled
 from .judging import PairwiseProgress, Side, Work, job_id, judge_pairs, plan, sides
 from .ratings import Ratings, Verdict, fit
 
-__all__ = ["Agreement", "PairwiseRequest", "Position", "Result", "planned", "prepare", "run", "summarize"]
+__all__ = ["Agreement", "PairwiseRequest", "Result", "planned", "prepare", "run", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -46,19 +46,6 @@ class PairwiseRequest:
     judging: JudgeConfig = field(default_factory=JudgeConfig)
     judge_prompts: str | None = None  # a folder laid out like prompts/judging/ (its pairwise.jinja)
     transport: Transport | None = None
-
-
-@dataclass(frozen=True)
-class Position:
-    """Where the judge's verdicts went: shown first, second, or a tie; ``share``: first of those that chose."""
-
-    first: int
-    second: int
-    ties: int
-    share: float | None
-    low: float | None
-    high: float | None
-    p_value: float | None
 
 
 @dataclass(frozen=True)
@@ -134,7 +121,6 @@ def summarize(store: Store, job: str, chosen: list[Side], design: Design, judge:
               bootstrap: int = 1000, seed: int = 0) -> Result:
     """Ratings per benchmark and overall, position bias and agreement, from the views."""
     from scipy import stats
-    from statsmodels.stats.proportion import proportion_confint
 
     con = connect(store.root)
     runs = [s.run_id for s in chosen]
@@ -152,15 +138,7 @@ def summarize(store: Store, job: str, chosen: list[Side], design: Design, judge:
         result.ratings[benchmark] = fit(tags, found, anchor, bootstrap, seed)
     result.unsettled = sum(n for _, n in con.execute(query("pairwise.unsettled"), {"runs": runs, "judge": judge}
                                                      ).fetchall())
-    counted = con.execute(query("pairwise.position"), {"runs": runs, "judge": judge}).fetchone()
-    first, second, ties = counted or (0, 0, 0)
-    chose = first + second
-    if chose:
-        low, high = proportion_confint(first, chose, alpha=0.05, method="wilson")
-        result.position = Position(first, second, ties, first / chose, float(low), float(high),
-                                   float(stats.binomtest(first, chose, 0.5).pvalue))
-    else:
-        result.position = Position(first, second, ties, None, None, None, None)
+    result.position = position(con, runs, judge)
     compared = sorted({b for b in verdicts if b != "*"})
     by_run: dict[str, list[float]] = {}
     for run_id, _, score in con.execute(query("pairwise.scores"), {"runs": runs, "benchmarks": compared}).fetchall():
@@ -169,7 +147,7 @@ def summarize(store: Store, job: str, chosen: list[Side], design: Design, judge:
     if overall is not None:
         scores = {tag[r]: sum(v) / len(v) for r, v in by_run.items()}
         rated = {t: overall.rating[overall.tags.index(t)] for t in scores}
-        both = sorted(scores)
+        both = sorted(t for t in scores if not math.isnan(rated[t]))
         rho = p = None
         if len(both) >= 3:
             test = stats.spearmanr([rated[t] for t in both], [scores[t] for t in both])
@@ -188,8 +166,9 @@ def _store_ratings(store: Store, job: str, judge: str, result: Result, design: D
         for k, t in enumerate(r.tags):
             n = sum(r.comparisons[k])
             won = sum((rate or 0.0) * c for rate, c in zip(r.win_rate[k], r.comparisons[k], strict=True))
-            rows.append(pairwise_rating(job, judge, benchmark, run_of[t], t, stamp, rating=r.rating[k], low=r.low[k],
-                                        high=r.high[k], comparisons=n, win_rate=won / n if n else None,
+            rated = [None if math.isnan(v) else v for v in (r.rating[k], r.low[k], r.high[k])]
+            rows.append(pairwise_rating(job, judge, benchmark, run_of[t], t, stamp, rating=rated[0], low=rated[1],
+                                        high=rated[2], comparisons=n, win_rate=won / n if n else None,
                                         anchor=r.anchor, design=design.described, regularised=r.regularised,
                                         bootstrap=r.bootstrap, seed=r.seed))
     if rows:

@@ -44,7 +44,7 @@ class Verdict:
 @dataclass(frozen=True)
 class Ratings:
     tags: list[str]
-    rating: list[float]
+    rating: list[float]  # NaN: a tag compared with nothing
     low: list[float]  # 2.5th percentile over the bootstrap
     high: list[float]  # 97.5th percentile
     win_rate: list[list[float | None]]  # row tag's share of its comparisons with the column tag (ties half)
@@ -116,8 +116,10 @@ def fit(tags: Sequence[str], verdicts: Sequence[Verdict], anchor: str | None = N
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(n > 0, w / n, np.nan)
     low, high = np.percentile(samples, [2.5, 97.5], axis=0) if bootstrap else (np.full(len(tags), np.nan),) * 2
-    return Ratings(tags, [float(x) for x in SCALE * (point - point[a]) + BASE], [float(x) for x in low],
-                   [float(x) for x in high],
+    rating = SCALE * (point - point[a]) + BASE
+    unrated = n.sum(axis=1) == 0  # compared with nothing: the prior's value says nothing about it
+    rating, low, high = (np.where(unrated, np.nan, v) for v in (rating, low, high))
+    return Ratings(tags, [float(x) for x in rating], [float(x) for x in low], [float(x) for x in high],
                    [[None if i == j or math.isnan(rate[i, j]) else float(rate[i, j]) for j in range(len(tags))]
                     for i in range(len(tags))],
                    [[round(n[i, j]) for j in range(len(tags))] for i in range(len(tags))], anchor, regularised,

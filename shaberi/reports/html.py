@@ -35,7 +35,7 @@ import jinja2
 from ..errors import UsageError
 from ..resources import resource_dir
 from ..tables.selection import left_out, select_runs
-from ..tables.sql import query
+from ..tables.sql import connect, query
 from .agreement import Agreement, agreement, ratings
 from .compare import other_texts, parse_sides, select_side
 from .inspector import Detail, Inspector
@@ -388,10 +388,16 @@ def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = N
         if several_models and not compare and totals else None  # the tag's, said as such: never a silent sum
     title = f"{blocks[0].label} vs {blocks[1].label}" if compare else (
         f"{tag} ({len(blocks)} models)" if several_models else f"{blocks[0].model} · {tag}")
+    head_to_head = []
+    if (results_dir / "tables" / "pairwise_ratings").is_dir():  # a pairwise job's partition is its own, not a run's
+        from ..pairwise.report import sections
+
+        head_to_head = sections(connect(results_dir), [r for b in blocks for r in b.runs])
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource_dir("templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     html = env.get_template("report.html.jinja").render(
         blocks=blocks, chart=_chart(blocks), categories=_category_rows(blocks), category_judges=category_judges,
         movers=movers, movers_notes=movers_notes, unlike=unlike, compare=compare, title=title, tag_total=tag_total,
+        head_to_head=head_to_head,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), results_dir=str(results_dir))
     return write_atomic(out, lambda tmp: tmp.write_text(html, encoding="utf-8"))

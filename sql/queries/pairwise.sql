@@ -37,3 +37,36 @@ WHERE ($judge IS NULL OR judge = $judge)
   AND ($runs IS NULL OR (run_id, judge) IN (SELECT (run_id, judge) FROM pairwise_ratings GROUP BY run_id, judge
                                              HAVING list_sort(list(DISTINCT rated_run)) = list_sort($runs)))
 ORDER BY job, judge, benchmark, rating DESC, tag;
+
+-- name: jobs_for
+-- the pairwise jobs (and judges) whose latest fit rated any of $runs: the report shows each
+SELECT DISTINCT run_id, judge FROM pairwise_ratings WHERE list_contains($runs, rated_run) ORDER BY 1, 2;
+
+-- name: job_runs
+-- the runs a job's latest fit rated, with their tags
+SELECT DISTINCT rated_run, tag FROM pairwise_ratings WHERE run_id = $job AND judge = $judge ORDER BY 2;
+
+-- name: win_matrix
+-- per pair of the runs: the first run's share of their questions' outcomes (a tie half), and how many
+SELECT first, second, avg(outcome), count(*) FROM pairwise_outcomes
+WHERE judge = $judge AND list_contains($runs, first) AND list_contains($runs, second) AND outcome IS NOT NULL
+GROUP BY ALL;
+
+-- name: decided
+-- the questions that decided a pair ($first < $second): both orders agreed on a winner; both answers, the judge's
+-- reply in each order ($first shown first, then second)
+SELECT o.benchmark, o.question_id, o.outcome, q.turns[len(q.turns)] AS question, a.content, b.content,
+       f.judge_output, s.judge_output
+FROM pairwise_outcomes o
+JOIN questions q ON q.run_id = o.first AND q.benchmark = o.benchmark AND q.question_id = o.question_id
+JOIN answers a ON a.run_id = o.first AND a.benchmark = o.benchmark AND a.question_id = o.question_id
+                  AND a.sample_index = 0 AND a.strategy = ''
+JOIN answers b ON b.run_id = o.second AND b.benchmark = o.benchmark AND b.question_id = o.question_id
+                  AND b.sample_index = 0 AND b.strategy = ''
+JOIN pairwise f ON f.judge = o.judge AND f.benchmark = o.benchmark AND f.question_id = o.question_id
+                   AND f.run_a = o.first AND f.run_b = o.second
+JOIN pairwise s ON s.judge = o.judge AND s.benchmark = o.benchmark AND s.question_id = o.question_id
+                   AND s.run_a = o.second AND s.run_b = o.first
+WHERE o.judge = $judge AND o.first = $first AND o.second = $second AND o.outcome <> 0.5
+ORDER BY o.benchmark, o.question_id
+LIMIT $limit;

@@ -1,0 +1,98 @@
+"""The report's head-to-head section: for each pairwise job that rated a run the report shows, its overall ratings
+with their intervals (an SVG plot), the win-rate matrix, the judge's position bias, and the questions that decided
+the closest pair (both answers, the judge's reply in each order). Read from the views and the stored fit only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..tables.sql import query
+from .bias import Position, position
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["Section", "sections"]
+
+DECIDED = 12  # questions shown for the closest pair
+
+
+@dataclass
+class Section:
+    job: str
+    judge: str
+    design: str
+    anchor: str
+    ratings: list[dict]  # tag, rating, low, high, comparisons, shown (a run of the report), geometry
+    matrix: list[dict]  # tag, cells: [share or None]
+    position: Position
+    closest: tuple[str, str] | None  # the adjacent tags with the smallest rating gap
+    gap: float | None
+    decided: list[dict]
+    plot: dict
+
+
+def sections(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[Section]:
+    """One section per pairwise job and judge whose latest fit rated any of ``run_ids``."""
+    return [_section(con, job, judge, set(run_ids))
+            for job, judge in con.execute(query("pairwise.jobs_for"), {"runs": run_ids}).fetchall()]
+
+
+def _section(con: duckdb.DuckDBPyConnection, job: str, judge: str, shown: set[str]) -> Section:
+    tag_of = dict(con.execute(query("pairwise.job_runs"), {"job": job, "judge": judge}).fetchall())
+    runs = sorted(tag_of)
+    rows = [r for r in con.execute(query("pairwise.ratings"), {"job": job, "judge": judge}).fetchall() if r[0] == "*"]
+    ratings = [{"tag": tag, "run": run, "rating": rating, "low": low, "high": high, "comparisons": n,
+                "shown": run in shown} for _, tag, run, rating, low, high, n, *_ in rows]
+    design, anchor = (rows[0][9], rows[0][8]) if rows else ("", "")
+    share = {(f, s): (v, n) for f, s, v, n in con.execute(query("pairwise.win_matrix"),
+                                                          {"runs": runs, "judge": judge}).fetchall()}
+    order = [r["run"] for r in ratings]
+    matrix = [{"tag": tag_of[x], "cells": [_share(share, x, y) for y in order]} for x in order]
+    closest, gap, decided = None, None, []
+    rated = [r for r in ratings if r["rating"] is not None]  # best first
+    if len(rated) > 1:
+        k = min(range(len(rated) - 1), key=lambda i: rated[i]["rating"] - rated[i + 1]["rating"])
+        upper, lower = rated[k], rated[k + 1]
+        closest, gap = (upper["tag"], lower["tag"]), upper["rating"] - lower["rating"]
+        first, second = sorted((upper["run"], lower["run"]))
+        for benchmark, question, outcome, text, a, b, reply_first, reply_second in con.execute(
+                query("pairwise.decided"), {"judge": judge, "first": first, "second": second, "limit": DECIDED}
+        ).fetchall():
+            decided.append({"benchmark": benchmark, "question_id": question, "question": text,
+                            "winner": tag_of[first if outcome == 1 else second],
+                            "answers": [(tag_of[first], a), (tag_of[second], b)],
+                            "replies": [(f"{tag_of[first]} shown first", reply_first),
+                                        (f"{tag_of[second]} shown first", reply_second)]})
+    return Section(job, judge, design, anchor, ratings, matrix, position(con, runs, judge), closest, gap, decided,
+                   _plot(ratings))
+
+
+def _share(share: dict, x: str, y: str) -> float | None:
+    if x == y:
+        return None
+    if (x, y) in share:
+        return share[(x, y)][0]
+    if (y, x) in share:
+        return 1 - share[(y, x)][0]
+    return None
+
+
+def _plot(ratings: list[dict]) -> dict:
+    """Geometry of the rating plot: a row per tag, its rating a dot and its interval a line, on a shared x axis."""
+    values = [v for r in ratings for v in (r["rating"], r["low"], r["high"]) if v is not None]  # unrated: left out
+    lo, hi = (min(values), max(values)) if values else (900.0, 1100.0)
+    lo, hi = (lo - 50, hi + 50) if hi - lo < 100 else (lo, hi)
+    left, width, row = 150, 420, 22
+
+    def x(v: float) -> float:
+        return left + width * (v - lo) / (hi - lo)
+
+    step = next(s for s in (25, 50, 100, 200, 500, 1000, 2000, 5000) if (hi - lo) / s <= 8)
+    ticks = [t for t in range(int(lo // step * step), int(hi) + step, step) if lo <= t <= hi]
+    return {"rows": [{**r, "y": 16 + k * row, "x": x(r["rating"]), "low": None if r["low"] is None else x(r["low"]),
+                      "high": None if r["high"] is None else x(r["high"])} for k, r in enumerate(ratings)
+                     if r["rating"] is not None],
+            "ticks": [{"x": x(t), "label": t} for t in ticks], "left": left, "width": width,
+            "height": 24 + len(ratings) * row}
