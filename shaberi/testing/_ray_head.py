@@ -14,8 +14,9 @@ from typing import Any
 import ray._private.services as services
 from ray.scripts.scripts import main
 
+from shaberi.testing.ray import REGISTER_S
+
 _get_node = services.get_node
-REGISTER_S = 240.0  # beside four CPU-bound processes a start took 35 s
 
 
 def _patient_get_node(gcs_address: str, node_id: str) -> Any:

@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["CLIENT_ENV", "RayCluster", "session_processes"]
+__all__ = ["CLIENT_ENV", "REGISTER_S", "RayCluster", "session_processes"]
+
+REGISTER_S = 240.0  # how long a head's raylet may take to come up (_ray_head); a start beside four busy processes: 35 s
 
 
 # Every port the head listens on, chosen here below the kernel's ephemeral range (32768 up): a port picked there and
@@ -81,7 +83,10 @@ class RayCluster:
         # No workers started ahead for the first driver: each sweep is a job of its own, whose tasks start the
         # workers they need, and the ones started ahead for the first were never used (~3 CPU-seconds each).
         self.cpus, self.env = cpus, {**(env or os.environ), "RAY_USAGE_STATS_ENABLED": "0",
-                                     "RAY_prestart_worker_first_driver": "0", **CLIENT_ENV}
+                                     "RAY_prestart_worker_first_driver": "0", **CLIENT_ENV,
+                                     # the raylet's wait for its dashboard agent's ports (Ray's default 30 s), after
+                                     # which it aborts: the agent imports Ray first, minutes on a busy machine
+                                     "RAY_agent_register_timeout_ms": str(int(REGISTER_S * 1000))}
         self.address, self.session, self.temp = "", 0, ""
 
     def start(self) -> RayCluster:
