@@ -466,3 +466,19 @@ def test_stopping_a_test_cluster_leaves_every_other_ray_cluster_of_the_machine_r
     host, port = cluster["address"].split(":")
     with socket.create_connection((host, int(port)), timeout=10):  # its GCS still answers
         pass
+
+
+def test_a_test_head_starts_though_its_dashboard_agent_is_slower_than_the_raylets_wait(tmp_path):
+    """The head's dashboard agent starts 25 s late (a ``sitecustomize`` on its path sleeps), as on a busy machine:
+    Ray's raylet waits a hard-coded 15 s for the agent's listen port and aborts; told the port up front
+    (``_ray_head``), the head comes up, and its raylet is alive once the agent's 25 s are over."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys, time\nif any(a.endswith('dashboard/agent.py') for a in sys.argv):\n    time.sleep(25)\n")
+    with RayCluster(cpus=1, env={**os.environ, "PYTHONPATH": str(tmp_path)}) as head:
+        def raylets() -> list[int]:
+            return [pid for pid in session_processes(head.session)
+                    if b"raylet/raylet" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+        assert raylets()
+        time.sleep(30)  # the agent up: the raylet did not abort
+        assert raylets()

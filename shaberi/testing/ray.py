@@ -84,8 +84,8 @@ class RayCluster:
         # workers they need, and the ones started ahead for the first were never used (~3 CPU-seconds each).
         self.cpus, self.env = cpus, {**(env or os.environ), "RAY_USAGE_STATS_ENABLED": "0",
                                      "RAY_prestart_worker_first_driver": "0", **CLIENT_ENV,
-                                     # the raylet's wait for its dashboard agent's ports (Ray's default 30 s), after
-                                     # which it aborts: the agent imports Ray first, minutes on a busy machine
+                                     # the raylet's wait for its runtime-env agent (Ray's default 30 s): the agent
+                                     # imports Ray first, minutes on a busy machine
                                      "RAY_agent_register_timeout_ms": str(int(REGISTER_S * 1000))}
         self.address, self.session, self.temp = "", 0, ""
 
