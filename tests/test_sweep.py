@@ -347,6 +347,7 @@ def test_workers_sharing_a_judge_budget_learn_a_cap_the_plan_does_not_state():
     from shaberi.llm.params import Verbatim
     from shaberi.sweep.budget import JudgeBudget
 
+    cuts: list[int] = []
     with LoopbackServer(latency_ms=50, capacity=3) as judge:
         async def main() -> dict:
             budget = JudgeBudget()
@@ -362,6 +363,7 @@ def test_workers_sharing_a_judge_budget_learn_a_cap_the_plan_does_not_state():
                     await w.aclose()
             assert all(c.content for c in done)
             await asyncio.sleep(0.05)  # the last releases
+            cuts.extend(limit for _, limit, why in budget.endpoints[judge.base_url].control.history if why == "429")
             return budget.stats()[judge.base_url]
 
         stats = asyncio.run(main())
@@ -369,8 +371,10 @@ def test_workers_sharing_a_judge_budget_learn_a_cap_the_plan_does_not_state():
     refused = server["by_status"].get("429", 0)
     assert server["by_status"]["200"] == 400
     assert stats["requests"] == server["calls"] and stats["rate_limited"] == refused  # every answer heard
-    assert stats["limit"] <= 3  # learned: the cap, not the plan's 8
-    assert refused / server["calls"] < 0.03, server  # a handful of probes, not a 429 every round
+    assert min(cuts) <= 3  # learned: the cap, not the plan's 8 (the limit at the end may be a probe's, or the tail's)
+    # held below it: the first window's 8 against the cap's 3, then a handful of probes of the wall, not a 429 every
+    # round (~130)
+    assert refused <= 8 - 3 + 10, server
 
 
 def test_a_judge_budget_takes_back_the_slots_of_a_holder_it_no_longer_hears_from():

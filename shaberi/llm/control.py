@@ -261,7 +261,8 @@ class Controller:
                 limit, self._repeats = max(ticket.in_flight - 1, in_use / 2), 0
                 self._floored = limit > ticket.in_flight - 1
             limit = max(float(self.config.min), min(limit, self.limit - 1))
-            repeat = self._ceiling is not None and ticket.in_flight <= self._ceiling
+            # the same wall again (our count may run ahead of the server's, as in ``_passed``): hold twice as long
+            repeat = self._ceiling is not None and ticket.in_flight <= self._ceiling + UNDO_MARGIN
             self._hold = min(self._hold * 2, HOLD_MAX) if repeat else HOLD
             self._ceiling = ticket.in_flight
             self._hold_until = now + self._hold * max(self.rtt, 0.05)
