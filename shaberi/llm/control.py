@@ -114,7 +114,8 @@ class _Seen:
 
 
 class Controller:
-    """The in-flight limit. ``history`` records its changes as (seconds, limit, why)."""
+    """The in-flight limit. ``history`` records its changes as (seconds since ``started``, limit, why);
+    ``started`` is ``time.monotonic()`` at creation, so a caller can order them against its own events."""
 
     def __init__(self, config: ControlConfig = ControlConfig()) -> None:
         self.config = config
@@ -122,7 +123,7 @@ class Controller:
         self.held = 0  # slots taken (acquired, not yet answered)
         self.in_flight = 0  # of which sent
         self.ssthresh = float("inf")  # slow start while the limit is below this
-        self._t0 = time.monotonic()
+        self.started = time.monotonic()
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._sent = 0
         self._answered = False  # a success yet: the first window is spread until then (a 429 keeps it spread)
@@ -316,7 +317,7 @@ class Controller:
 
     def snapshot(self) -> list[tuple[float, int, str]]:
         """The history with the limit as it is now (increases are sampled once a second)."""
-        return [*self.history, (round(time.monotonic() - self._t0, 3), int(self.limit), "now")]
+        return [*self.history, (round(time.monotonic() - self.started, 3), int(self.limit), "now")]
 
     def other(self, ticket: Ticket | None) -> None:
         """A 5xx, a timeout, a bad body, or nothing sent (cancelled while it waited): nothing learned about our
@@ -349,7 +350,7 @@ class Controller:
 
     def _cut(self, limit: float, now: float, why: str) -> None:
         if self.history[-1][1] != int(self.limit):  # the level it was cut from: increases are sampled
-            self.history.append((round(now - self._t0, 3), int(self.limit), "increase"))
+            self.history.append((round(now - self.started, 3), int(self.limit), "increase"))
         self._undo = None
         self._last_cut = now
         self._recover = self._sent
@@ -362,7 +363,7 @@ class Controller:
         # Growth moves one slot at a time: keep at most one sample a second of it; every cut.
         if int(limit) != before and (why != "increase" or now - self._last_record >= 1.0):
             self._last_record = now
-            self.history.append((round(now - self._t0, 3), int(limit), why))
+            self.history.append((round(now - self.started, 3), int(limit), why))
 
 
 # -- pacing ------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from .. import benchmarks as bm
 from ..errors import LLMError, UsageError
 from ..extract import Choice, choose
+from ..judge import AWAITING
 from ..lineage import call_failed, conversation_hash, earlier_turns
 from ..llm.client import ChatClient, Completion
 from ..llm.dispatch import Dispatcher
@@ -33,9 +34,8 @@ from ..tables.selection import find_runs
 from ..tables.store import Journal, Store
 from .design import Design
 
-__all__ = ["AWAITING", "PairwiseProgress", "Side", "Work", "job_id", "judge_pairs", "plan", "sides"]
+__all__ = ["PairwiseProgress", "Side", "Work", "job_id", "judge_pairs", "plan", "sides"]
 
-AWAITING = "judge_error: awaiting its fallback call"  # a paid first reply, kept; the next run asks the rest
 STAGE: Stage = "pairwise"
 
 
