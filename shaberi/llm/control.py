@@ -29,8 +29,9 @@ so the client learns them the way TCP learns a path's, and listens when the endp
     - **Random refusals** (a gateway refusing a share of requests whatever the load) are told from a wall by
       the answers around them: a wall refuses nearly every request sent with as many in flight, a gateway a
       few of them. A 429 where most of the last two rounds' answers sent with as many or more in flight
-      succeeded (or the first there, with random ones below it) changes nothing, since lowering the limit
-      would not make them rarer, and undoes a cut that one of them, refused higher up, caused.
+      succeeded (or the first there, with random ones below it), while the last 128 answers or more were
+      refused less than a fifth of the time, changes nothing, since lowering the limit would not make them
+      rarer, and undoes a cut that one of them, refused higher up, caused.
     - **Latency**, for servers that queue instead of refusing (a local vLLM): each round's median latency
       per output token against a baseline, the lowest median of four consecutive answers lately (a short
       queue-free moment is enough to see it); every four answers are compared too, so growth (and slow
@@ -75,6 +76,8 @@ HOLD_MAX = 256
 UNDO_MARGIN = 2  # a cut is undone on successes sent with this many more in flight than the refused level
 REPEAT_CUTS = (0.9, 0.8, 0.6, 0.5)  # a 429 again soon after a decrease: the limit was still too high
 STRAY_SHARE = 0.2  # refusals at least this share of recent answers are never random ones (``Controller._stray``)
+STRAY_SAMPLE = 128  # ... of at least this many answers: at 10 % random refusals, 20 % of the last 32 answers
+# happens at 6 % of 429s, and each such cut shrinks a window of two rounds further; of 128, at 1 in 20,000
 HOLD_GROWTH, SHRINK = 1.8, 2.5  # a round's latency over the baseline: stop growing / shrink
 GROUP, GROUPS = 4, 240  # the baseline: the lowest median of 4 consecutive answers, of the last 240 such groups
 TOKEN_WEIGHT = 16  # latency is compared per (output tokens + this): a long answer is no queue
@@ -277,10 +280,10 @@ class Controller:
         self._release(ticket)
         return endpoint
 
-    def _recent(self, level: int) -> _Seen:
-        """What the last two rounds' answers say about ``level`` in flight."""
+    def _recent(self, level: int, least: int = 16) -> _Seen:
+        """What the last two rounds' answers (at least ``least`` of them) say about ``level`` in flight."""
         seen = _Seen()
-        for n, no in itertools.islice(reversed(self._answers), max(2 * int(self.limit), 16)):
+        for n, no in itertools.islice(reversed(self._answers), max(2 * int(self.limit), least)):
             seen.answers += 1
             seen.refusals += no
             if n >= level:
@@ -301,13 +304,15 @@ class Controller:
     def _stray(self, level: int) -> bool:
         """Whether a 429 sent with ``level`` in flight is one of a gateway's random refusals rather than news of a
         wall. A wall refuses most requests sent with as many in flight or more; random refusals are a small
-        share at every level. So it is stray when refusals are under ``STRAY_SHARE`` of the last two rounds'
-        answers and, among those sent with ``level`` or more, successes are as many as refusals, or this is
-        the only refusal there while refusals below it show random ones around (a second one before any
-        success there is a wall)."""
-        seen = self._recent(level)
-        if seen.refusals >= STRAY_SHARE * seen.answers:
+        share at every level. So it is stray when refusals are under ``STRAY_SHARE`` of the last ``STRAY_SAMPLE``
+        answers (or two rounds', if more: a share of a few dozen is noise, and a run whose limit fell would read
+        more of it as a wall the lower it went) and, among the last two rounds' sent with ``level`` or more,
+        successes are as many as refusals, or this is the only refusal there while refusals below it show random
+        ones around (a second one before any success there is a wall)."""
+        share = self._recent(level, STRAY_SAMPLE)
+        if share.refusals >= STRAY_SHARE * share.answers:
             return False  # refused too often for chance: a wall or a rate
+        seen = self._recent(level)
         return seen.refused <= seen.succeeded or (seen.refused == 1 and seen.below)
 
     def _forget_cut(self) -> None:
