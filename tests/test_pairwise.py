@@ -28,7 +28,8 @@ const all = sel => Array.from(document.querySelectorAll(sel));
 const cells = sel => all(sel).map(r => Array.from(r.cells).map(c => c.textContent.trim()));
 return {ratings: cells("table.pairwise-ratings tbody tr"), matrix: cells("table.win-matrix tbody tr"),
         bold: all("#ratings-0 text[font-weight=bold]").map(t => t.textContent),
-        dots: all("#ratings-0 circle").map(c => [c.textContent.split(":")[0], Number(c.getAttribute("cx"))]),
+        dots: all("#ratings-0 circle").map(c => [c.textContent.split(":")[0], Number(c.getAttribute("cx")),
+                                                 c.textContent]),
         position: document.querySelector("p.position").textContent,
         closest: document.querySelector("#pairwise ~ h4").textContent,
         decided: all("table.decided tr.mover").map(r => r.textContent)};
@@ -131,6 +132,9 @@ def test_both_orders_are_judged_and_the_ratings_equal_an_independent_fit(tmp_pat
         f"{rated[t]:.0f}" for t in order]
     assert seen["bold"] == ["tm2"] and len(seen["dots"]) == 3
     assert sorted(seen["dots"], key=lambda d: -d[1]) == sorted(seen["dots"], key=lambda d: order.index(d[0]))
+    # a dot's title says its rating and interval, as the table does
+    assert sorted(d[2] for d in seen["dots"]) == sorted(
+        f"{tag}: {rating} ({interval.replace(' to ', '–')})" for tag, rating, interval, _ in seen["ratings"])
     cell = {(row[0], order[k]): c for row in seen["matrix"] for k, c in enumerate(row[1:])}
     assert cell[("tm1", "tm2")] == f"{100 * (w[0, 1] / n):.0f} %" and cell[("tm2", "tm2")] == "–"
     assert "shown first in 50.0 %" in seen["position"]

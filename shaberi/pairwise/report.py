@@ -91,8 +91,9 @@ def _plot(ratings: list[dict]) -> dict:
 
     step = next(s for s in (25, 50, 100, 200, 500, 1000, 2000, 5000) if (hi - lo) / s <= 8)
     ticks = [t for t in range(int(lo // step * step), int(hi) + step, step) if lo <= t <= hi]
-    return {"rows": [{**r, "y": 16 + k * row, "x": x(r["rating"]), "low": None if r["low"] is None else x(r["low"]),
-                      "high": None if r["high"] is None else x(r["high"])} for k, r in enumerate(ratings)
+    return {"rows": [{**r, "y": 16 + k * row, "x": x(r["rating"]),
+                      "x_low": None if r["low"] is None else x(r["low"]),
+                      "x_high": None if r["high"] is None else x(r["high"])} for k, r in enumerate(ratings)
                      if r["rating"] is not None],
             "ticks": [{"x": x(t), "label": t} for t in ticks], "left": left, "width": width,
             "height": 24 + len(ratings) * row}
