@@ -60,10 +60,10 @@ SELECT benchmark, question_id, judge, first, second,
 FROM sides
 GROUP BY ALL;
 
--- pairwise_position: per judge and ordered pair, where its verdicts went: the answer shown first (A), second (B), or
--- a tie. Without position bias A and B are even; the share and its interval are shaberi.pairwise.bias's.
+-- pairwise_position: per judge, benchmark and ordered pair, where its verdicts went: the answer shown first (A), second
+-- (B), or a tie. Without position bias A and B are even; the share and its interval are shaberi.pairwise.bias's.
 CREATE OR REPLACE VIEW pairwise_position AS
-SELECT judge, run_a, run_b, count(*) AS verdicts, count(*) FILTER (WHERE verdict = 'A') AS first_wins,
+SELECT judge, benchmark, run_a, run_b, count(*) AS verdicts, count(*) FILTER (WHERE verdict = 'A') AS first_wins,
        count(*) FILTER (WHERE verdict = 'B') AS second_wins, count(*) FILTER (WHERE verdict = 'TIE') AS ties
 FROM pairwise WHERE verdict IS NOT NULL
 GROUP BY ALL;

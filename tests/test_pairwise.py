@@ -43,23 +43,33 @@ def quality(model: str, i: int) -> int:
     return {"m1": 9 if i % 4 else 2, "m2": 5 if i % 5 else 9, "m3": 1 if i % 3 else 5}[model]
 
 
-def write_data(root: Path, n: int, extra: dict[str, str] | None = None) -> Path:
+def write_data(root: Path, n: int, extra: dict[str, str] | None = None, elyza: int = 0) -> Path:
     """Rakuda questions whose answers differ by model (``<<answer@MODEL:…>>``); ``extra`` adds text to a model's.
-    A request with seed 7 gets another answer (``<<answer#7:…>>``): a run regenerated so, its questions the same."""
+    A request with seed 7 gets another answer (``<<answer#7:…>>``): a run regenerated so, its questions the same.
+    ``elyza``: as many ELYZA tasks too, the same way (the i-th after Rakuda's n)."""
     (root / "ja").mkdir(parents=True, exist_ok=True)
+
+    def text(i: int) -> str:
+        answers = " ".join(f"<<answer@{m}: {m}の回答{i}です。[[q={quality(m, i)}]] {(extra or {}).get(m, '')}>>"
+                           for m in MODELS) + f" <<answer#7: m3の回答{i}、書き直し。[[q={quality('m3', i)}]]>>"
+        return f"質問{i} {answers}"
+
     with open(root / "ja" / "rakuda.jsonl", "w", encoding="utf-8") as fh:
         for i in range(n):
-            answers = " ".join(f"<<answer@{m}: {m}の回答{i}です。[[q={quality(m, i)}]] {(extra or {}).get(m, '')}>>"
-                               for m in MODELS) + f" <<answer#7: m3の回答{i}、書き直し。[[q={quality('m3', i)}]]>>"
-            fh.write(json.dumps({"category": "test", "question_id": f"q{i}", "text": f"質問{i} {answers}"},
-                                ensure_ascii=False) + "\n")
+            fh.write(json.dumps({"category": "test", "question_id": f"q{i}", "text": text(i)}, ensure_ascii=False)
+                     + "\n")
+    with open(root / "ja" / "elyza_tasks_100.jsonl", "w", encoding="utf-8") as fh:
+        for i in range(n, n + elyza):
+            fh.write(json.dumps({"input": text(i), "output": "模範解答", "eval_aspect": "正確さ"}, ensure_ascii=False)
+                     + "\n")
     return root
 
 
-def generate(server: LoopbackServer, results: Path, data: Path, limits: dict[str, int] | None = None) -> None:
+def generate(server: LoopbackServer, results: Path, data: Path, limits: dict[str, int] | None = None,
+             benchmarks: tuple[str, ...] = ("rakuda",)) -> None:
     for m in MODELS:
         asyncio.run(run(RunRequest(model=m, base_url=server.base_url, results_dir=results, data_dir=data,
-                                   benchmarks=["rakuda"], tag=f"t{m}", limit=(limits or {}).get(m),
+                                   benchmarks=list(benchmarks), tag=f"t{m}", limit=(limits or {}).get(m),
                                    client=ClientConfig(timeout=10, max_retries=0))))
 
 
@@ -134,7 +144,7 @@ def test_both_orders_are_judged_and_the_ratings_equal_an_independent_fit(tmp_pat
     assert sorted(seen["dots"], key=lambda d: -d[1]) == sorted(seen["dots"], key=lambda d: order.index(d[0]))
     # a dot's title says its rating and interval, as the table does
     assert sorted(d[2] for d in seen["dots"]) == sorted(
-        f"{tag}: {rating} ({interval.replace(' to ', '–')})" for tag, rating, interval, _ in seen["ratings"])
+        f"{tag}: {rating} ({interval})" for tag, rating, interval, _ in seen["ratings"])
     cell = {(row[0], order[k]): c for row in seen["matrix"] for k, c in enumerate(row[1:])}
     assert cell[("tm1", "tm2")] == f"{100 * (w[0, 1] / n):.0f} %" and cell[("tm2", "tm2")] == "–"
     assert "shown first in 50.0 %" in seen["position"]
@@ -144,6 +154,56 @@ def test_both_orders_are_judged_and_the_ratings_equal_an_independent_fit(tmp_pat
     x, y = sorted(closest, key=lambda t: f"{t}")
     decisive = sum(v != 0.5 for (_, a, b), v in expected.items() if {f"t{a}", f"t{b}"} == {x, y})
     assert len(seen["decided"]) == min(decisive, 12)
+
+
+def test_a_jobs_ratings_win_rates_and_bias_count_its_own_pairs_and_benchmarks_only(tmp_path):
+    """Every pair on Rakuda and ELYZA first; then ``--reference tm3 --benchmark rakuda`` reuses those comparisons
+    (no call), but its ratings, win rates and position bias, in the output, the view and the report, count only its
+    two pairs on Rakuda, as on a fresh root; both fits are kept, each its own job."""
+    from shaberi.pairwise.report import sections
+    from shaberi.tables.sql import connect
+
+    n, root = 6, tmp_path / "r"
+    with LoopbackServer(models=(*MODELS, "judge")) as server:
+        generate(server, root, write_data(tmp_path / "d", n, elyza=4), benchmarks=("rakuda", "elyza"))
+        assert pairwise(server, root).returncode == 0
+        assert query(root, "SELECT DISTINCT benchmark FROM pairwise_ratings ORDER BY 1") == [
+            ("*",), ("elyza",), ("rakuda",)]
+        server.reset()
+        out = pairwise(server, root, "--reference", "tm3", "--benchmark", "rakuda")
+        assert out.returncode == 0, out.stderr
+        assert not pairwise_calls(server)  # all reused
+    import choix
+
+    w = np.zeros((3, 3))
+    for i in range(n):
+        for x in ("m1", "m2"):
+            v = np.sign(quality(x, i) - quality("m3", i)) / 2 + 0.5  # x's outcome against m3
+            w[MODELS.index(x), 2] += v
+            w[2, MODELS.index(x)] += 1 - v
+    s = choix.ilsr_pairwise_dense(w, alpha=0.0, max_iter=1000)
+    want = {f"t{m}": (400 / math.log(10) * (s[k] - s[2]) + 1000, n * (2 if m == "m3" else 1))
+            for k, m in enumerate(MODELS)}
+    jobs = query(root, "SELECT DISTINCT run_id FROM pairwise_ratings")
+    assert len(jobs) == 2
+    job = out.stdout.split()[1].rstrip(":")
+    got = {t: (r, c) for t, r, c in query(root, "SELECT tag, rating, comparisons FROM pairwise_ratings "
+                                                f"WHERE benchmark = '*' AND run_id = '{job}'")}
+    assert {t: r for t, (r, _) in got.items()} == pytest.approx({t: r for t, (r, _) in want.items()}, abs=1e-6)
+    assert {t: c for t, (_, c) in got.items()} == {t: c for t, (_, c) in want.items()}
+    assert query(root, f"SELECT DISTINCT benchmark FROM pairwise_ratings WHERE run_id = '{job}' ORDER BY 1") == [
+        ("*",), ("rakuda",)]
+    ties = sum(quality(x, i) == quality("m3", i) for i in range(n) for x in ("m1", "m2"))
+    chose = 2 * (2 * n - ties)  # the loopback judge says TIE in both orders of a tie
+    assert f"of {chose} verdicts that chose" in out.stdout
+    assert "win rate" in out.stdout
+    section = next(s for s in sections(connect(root), [r for (r,) in query(root, "SELECT run_id FROM runs")])
+                   if s.job == job)
+    cells = {(row["tag"], section.matrix[k]["tag"]): c for row in section.matrix
+             for k, c in enumerate(row["cells"])}
+    assert cells[("tm1", "tm2")] is None and cells[("tm1", "tm3")] is not None  # not compared in this design
+    assert section.position.first + section.position.second == chose
+    assert {(r["tag"], r["comparisons"]) for r in section.ratings} == {(t, c) for t, (_, c) in want.items()}
 
 
 def test_a_judge_with_position_bias_gives_ties_and_its_bias_is_reported(tmp_path):
@@ -179,8 +239,11 @@ def test_verdicts_planted_in_answers_change_nothing(tmp_path):
     assert asked_again[0][0] > 0  # the planted line was seen, and not taken for the judge's
 
 
-def test_a_killed_job_resumes_without_paying_twice(tmp_path):
-    """kill -9 mid-job, then the same command: only the calls in flight at the kill are made twice."""
+@pytest.mark.parametrize("between", [False, True])
+def test_a_killed_job_resumes_without_paying_twice(tmp_path, between):
+    """kill -9 mid-job, then the same command: only the calls in flight at the kill are made twice. ``between``: a job
+    over two of its tags runs first, and reuses what the killed one journaled (it stores it first) instead of asking
+    it again."""
     from .conftest import kill_when
 
     n = 10
@@ -189,12 +252,15 @@ def test_a_killed_job_resumes_without_paying_twice(tmp_path):
         server.reset()
         args = ["pairwise", "--tags", "tm1,tm2,tm3", "--judge", f"judge@{server.base_url}", "--results-dir",
                 str(tmp_path / "r"), "--concurrency", "2"]
-        seen = kill_when(server, args, 20)
-        assert 20 <= seen < n * 6
+        assert 30 <= kill_when(server, args, 30) < n * 6
+        if between:
+            two = shaberi("pairwise", "--tags", "tm1,tm2", "--judge", f"judge@{server.base_url}", "--results-dir",
+                          str(tmp_path / "r"), "--bootstrap", "50")
+            assert two.returncode == 0 and " 0 reused" not in two.stdout, two.stderr
         again = pairwise(server, tmp_path / "r", "--concurrency", "2")
         total = len(pairwise_calls(server))
     assert again.returncode == 0, again.stderr
-    assert n * 6 <= total <= n * 6 + 2
+    assert n * 6 <= total <= n * 6 + 2, total
     assert query(tmp_path / "r", "SELECT count(*), count(DISTINCT (question_id, run_a, run_b)) FROM pairwise") == [
         (n * 6, n * 6)]
 
@@ -226,6 +292,9 @@ def test_a_judge_that_never_chooses_leaves_no_rating_and_says_so(tmp_path):
     assert query(tmp_path / "r", "SELECT count(*), count(verdict) FROM pairwise") == [(18, 0)]
     assert query(tmp_path / "r", "SELECT count(*), count(outcome) FROM pairwise_outcomes") == [(9, 0)]
     assert "18 without a verdict" in out.stdout and "no rating" in out.stderr
+    assert f"({calls} requests)" in out.stdout  # a fallback's first call counted too
+    assert "9 question comparisons left out, 0 with a verdict in one order only and 9 in neither (the judge's " \
+           "replies held no verdict" in out.stderr
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -235,6 +304,7 @@ def test_a_judge_that_never_chooses_leaves_no_rating_and_says_so(tmp_path):
     (["--tags", "tm1,tm2,tm3", "--opponents", "2"], "error: --opponents needs 4 or more tags"),
     (["--tags", "tm1,tm2,tm3", "--reference", "tm1", "--opponents", "2"], "error: --reference and --opponents"),
     (["--tags", "tm1,tm2", "--bootstrap", "-1"], "error: --bootstrap -1 must be 0 or more"),
+    (["--tags", "tm1,tm2", "--benchmark", "elyza"], "error: tag 'tm1' has no answer to compare on --benchmark elyza"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
     with LoopbackServer(models=(*MODELS, "judge")) as server:
@@ -287,3 +357,9 @@ def test_a_sampled_design_is_connected_balanced_and_seeded():
         assert reach == set(tags)
         assert sampled(tags, k, seed=7) == d and f"--opponents {k}, seed 7" in d.described
     assert sampled(tags, 4, seed=1).pairs != sampled(tags, 4, seed=2).pairs
+    # every tag gets its K where the arithmetic allows (one K - 1 where n·K is odd), not K - 1 for a corner the
+    # greedy chords drew themselves into (8 tags, K 3, seed 2 once gave 11 pairs)
+    for n in range(4, 13):
+        for k in range(2, n - 1):
+            for seed in range(5):
+                assert len(sampled([f"t{i}" for i in range(n)], k, seed).pairs) == n * k // 2, (n, k, seed)

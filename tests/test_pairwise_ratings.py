@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 
-from shaberi.pairwise.ratings import BASE, SCALE, Verdict, fit, wins
+from shaberi.pairwise.ratings import BASE, SCALE, Verdict, fit, interval, wins
 
 TAGS = ["base", "sft", "dpo", "merge"]
 STRENGTH = {"base": 0.0, "sft": 0.4, "dpo": 0.9, "merge": 0.6}
@@ -69,3 +69,10 @@ def test_a_tag_that_wins_everything_is_rated_finitely_and_said_to_be_regularised
     assert got.regularised and all(np.isfinite(got.rating)) and got.rating[0] == BASE
     assert got.rating[1] < BASE and got.rating[1] == pytest.approx(got.rating[2])
     assert wins(["a", "b", "c"], verdicts).tolist() == [[0, 5, 5], [0, 0, 2.5], [0, 2.5, 0]]
+    # a is the anchor and beat everyone: b and c are unbounded below it (no data says how far), not certain
+    assert got.low[1:] == [-np.inf, -np.inf] and all(np.isfinite(got.high))
+    # anchored at b instead: a is unbounded above, c (which b tied) is bounded both ways
+    at_b = fit(["a", "b", "c"], verdicts, anchor="b", bootstrap=50)
+    assert at_b.high[0] == np.inf and np.isfinite(at_b.low[0]) and all(np.isfinite([at_b.low[2], at_b.high[2]]))
+    assert interval(at_b.low[0], at_b.high[0]) == f"{at_b.low[0]:.0f} to ∞" and interval(-np.inf, 3.4) == "−∞ to 3"
+    assert interval(float("nan"), 1.0) == interval(None, None) == "–"

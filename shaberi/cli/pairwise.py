@@ -161,15 +161,19 @@ def _missing(missing: dict[str, int], differing: int) -> None:
 
 
 def _print(result: Result, request: PairwiseRequest) -> None:
+    from ..pairwise.ratings import interval
+
     p = result.progress
     typer.echo(f"pairwise {result.job}: {', '.join(s.tag for s in result.sides)}; judge {request.judge.name}; "
                f"{result.design.described}")
     typer.echo(f"comparisons: {p.total:,} (both orders): {p.judged:,} judged now ({p.calls:,} requests), "
                f"{p.reused:,} reused; {p.no_verdict:,} without a verdict, {p.failed:,} failed")
     _missing(p.missing, p.differing)
-    if result.unsettled:
-        typer.echo(f"note: {result.unsettled} pairs lack a verdict in one order: not counted (run again to ask the "
-                   "failed ones)", err=True)
+    if left := result.one_order + result.no_order:
+        why = ("a failed call is asked again when the same command runs again" if p.failed else
+               "the judge's replies held no verdict: the pairwise table's judge_output and error")
+        typer.echo(f"note: {left} question comparisons left out, {result.one_order} with a verdict in one order only "
+                   f"and {result.no_order} in neither ({why})", err=True)
     shown = {b: r for b, r in result.ratings.items() if b != "*" or len(result.ratings) > 2}  # one benchmark: once
     if shown:
         r = next(iter(shown.values()))
@@ -181,7 +185,7 @@ def _print(result: Result, request: PairwiseRequest) -> None:
                                                                      if r.regularised else ""),
                    ["Tag", "Rating", "95 % interval", "Comparisons"],
                    [[r.tags[k], "–" if math.isnan(r.rating[k]) else f"{r.rating[k]:.0f}",
-                     "–" if math.isnan(r.low[k]) else f"{r.low[k]:.0f} – {r.high[k]:.0f}",
+                     interval(r.low[k], r.high[k], " – "),
                      f"{sum(r.comparisons[k]):,}"] for k in order], "table")
     if overall := result.ratings.get("*"):
         print_rows("win rate (row v. column)", ["", *overall.tags],

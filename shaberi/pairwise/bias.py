@@ -12,6 +12,8 @@ from ..tables.sql import query
 if TYPE_CHECKING:
     import duckdb
 
+    from .judging import Scope
+
 __all__ = ["Position", "position"]
 
 
@@ -28,13 +30,13 @@ class Position:
     p_value: float | None
 
 
-def position(con: duckdb.DuckDBPyConnection, runs: list[str], judge: str) -> Position:
-    """Where ``judge``'s verdicts on these runs went (``pairwise_position``), the share shown first with its Wilson
-    interval and a binomial test against a half."""
+def position(con: duckdb.DuckDBPyConnection, scope: Scope) -> Position:
+    """Where the judge's verdicts on a job's pairs went (``pairwise_position``), the share shown first with its
+    Wilson interval and a binomial test against a half."""
     from scipy import stats
     from statsmodels.stats.proportion import proportion_confint
 
-    counted = con.execute(query("pairwise.position"), {"runs": runs, "judge": judge}).fetchone()
+    counted = con.execute(query("pairwise.position"), scope.params()).fetchone()
     first, second, ties = counted or (0, 0, 0)
     chose = first + second
     if not chose:

@@ -48,6 +48,9 @@ def against(tags: Sequence[str], reference: str) -> Design:
     return Design(pairs, "reference", f"each tag against {reference}: {len(pairs)} pairs")
 
 
+ATTEMPTS = 200  # draws of the chords before settling for the one closest to K each
+
+
 def sampled(tags: Sequence[str], opponents: int, seed: int = 0) -> Design:
     """Each tag against ``opponents`` others: a ring, then random chords between the tags with the fewest so far."""
     n = len(tags)
@@ -60,20 +63,16 @@ def sampled(tags: Sequence[str], opponents: int, seed: int = 0) -> Design:
     rng = random.Random(seed)
     order = list(tags)
     rng.shuffle(order)
-    pairs = {frozenset((order[k], order[(k + 1) % n])) for k in range(n)}  # the ring: connected
-    degree = dict.fromkeys(order, 2)
-    for _ in range(n * opponents):  # chords: each joins two of the tags furthest below K (bounded: no livelock)
-        short = [t for t in order if degree[t] < opponents]
-        if len(short) < 2:
+    ring = {frozenset((order[k], order[(k + 1) % n])) for k in range(n)}  # connected
+    best: tuple[set[frozenset[str]], dict[str, int]] | None = None
+    for _ in range(ATTEMPTS):  # the greedy chords can corner themselves; another draw (seeded) seldom does
+        pairs, degree = _chords(order, ring, opponents, rng)
+        if best is None or len(pairs) > len(best[0]):
+            best = (pairs, degree)
+        if len(pairs) == n * opponents // 2:  # every tag has K (one K - 1 where n·K is odd)
             break
-        a = min(short, key=lambda t: (degree[t], rng.random()))
-        candidates = [t for t in short if t != a and frozenset((a, t)) not in pairs]
-        if not candidates:
-            break
-        b = min(candidates, key=lambda t: (degree[t], rng.random()))
-        pairs.add(frozenset((a, b)))
-        degree[a] += 1
-        degree[b] += 1
+    assert best is not None
+    pairs, degree = best
     at = {t: k for k, t in enumerate(tags)}
     ends = [sorted(p, key=at.__getitem__) for p in pairs]
     ordered = tuple(sorted(((a, b) for a, b in ends), key=lambda p: (at[p[0]], at[p[1]])))
@@ -82,3 +81,19 @@ def sampled(tags: Sequence[str], opponents: int, seed: int = 0) -> Design:
     return Design(ordered, "sampled",
                   f"sampled: each tag against {spread} others (--opponents {opponents}, seed {seed}), "
                   f"{len(ordered)} of {n * (n - 1) // 2} pairs, connected")
+
+
+def _chords(order: list[str], ring: set[frozenset[str]], opponents: int, rng: random.Random
+            ) -> tuple[set[frozenset[str]], dict[str, int]]:
+    """The ring plus random chords, each joining two of the tags furthest below ``opponents``."""
+    pairs, degree = set(ring), dict.fromkeys(order, 2)
+    while True:
+        short = [t for t in order if degree[t] < opponents]
+        a = min(short, key=lambda t: (degree[t], rng.random()), default=None)
+        candidates = [t for t in short if t != a and frozenset((a, t)) not in pairs]
+        if a is None or not candidates:
+            return pairs, degree
+        b = min(candidates, key=lambda t: (degree[t], rng.random()))
+        pairs.add(frozenset((a, b)))
+        degree[a] += 1
+        degree[b] += 1

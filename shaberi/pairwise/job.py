@@ -8,13 +8,14 @@ judge pooled, the mean over the compared benchmarks), and the pairs the two orde
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import benchmarks as bm
-from ..errors import UsageError
+from ..errors import RunLockedError, UsageError
 from ..judge import JudgeConfig
 from ..llm.client import ChatClient, ClientConfig
 from ..llm.endpoints import ModelAt, check_base_url, resolve_api_key
@@ -25,7 +26,7 @@ from ..tables.sql import connect, query
 from ..tables.store import Store, now_us
 from .bias import Position, position
 from .design import Design, against, all_pairs, sampled
-from .judging import PairwiseProgress, Side, Work, job_id, judge_pairs, plan, sides
+from .judging import PairwiseProgress, Scope, Side, Work, check_answered, judge_pairs, plan, sides
 from .ratings import Ratings, Verdict, fit
 
 __all__ = ["Agreement", "PairwiseRequest", "Result", "planned", "prepare", "run", "summarize"]
@@ -66,7 +67,8 @@ class Result:
     ratings: dict[str, Ratings] = field(default_factory=dict)  # benchmark ('*': all of them) -> ratings
     position: Position | None = None
     agreement: Agreement | None = None
-    unsettled: int = 0  # comparisons with one order unjudged or without a verdict
+    one_order: int = 0  # questions of the pairs with a verdict in one order only (not counted)
+    no_order: int = 0  # ... in neither
 
 
 def _design(req: PairwiseRequest, tags: list[str]) -> Design:
@@ -79,8 +81,8 @@ def _design(req: PairwiseRequest, tags: list[str]) -> Design:
     return all_pairs(tags)
 
 
-def prepare(req: PairwiseRequest) -> tuple[Store, list[Side], Design, str]:
-    """Check the input, writing nothing: (store, sides, design, job)."""
+def prepare(req: PairwiseRequest) -> tuple[Store, list[Side], Design, Scope]:
+    """Check the input, writing nothing: (store, sides, design, scope)."""
     check_base_url(req.judge.base_url, f"--judge {req.judge.name}@{req.judge.base_url}: its URL")
     if req.bootstrap < 0:
         raise UsageError(f"--bootstrap {req.bootstrap} must be 0 or more")
@@ -89,7 +91,8 @@ def prepare(req: PairwiseRequest) -> tuple[Store, list[Side], Design, str]:
     design = _design(req, [s.tag for s in chosen])
     for name in req.benchmarks or list(bm.BENCHMARKS):
         pairwise_hash(name, req.judge_prompts)  # a benchmark without a pairwise template: one line, nothing written
-    return store, chosen, design, job_id([s.run_id for s in chosen], req.judge.name)
+    check_answered(store, chosen, req.benchmarks)
+    return store, chosen, design, Scope.of(chosen, design, req.judge.name, req.benchmarks)
 
 
 def planned(req: PairwiseRequest, store: Store, chosen: list[Side], design: Design) -> Work:
@@ -99,46 +102,58 @@ def planned(req: PairwiseRequest, store: Store, chosen: list[Side], design: Desi
 
 async def run(req: PairwiseRequest) -> Result:
     """Judge what the design still needs, then fit and store the ratings. Raises UsageError before any write."""
-    store, chosen, design, job = prepare(req)
+    store, chosen, design, scope = prepare(req)
+    job = scope.job
     key = resolve_api_key(req.judge.base_url, req.judge_api_key_env, "--judge-api-key-env")
     client = ChatClient(req.judge.base_url, key, req.client, transport=req.transport,
                         option=f"--judge {req.judge.name}@{req.judge.base_url}", key_option="--judge-api-key-env")
     client.models.add(req.judge.name)
     try:
+        _recover_others(store, job)
         with store.lock(job, f"pairwise job {job} ({', '.join(req.tags)})"):
             work = planned(req, store, chosen, design)
             if work.items:  # nothing to ask: the endpoint need not even be up to fit the stored verdicts again
                 await client.check()
                 await judge_pairs(store, job, work, req.judge.name, client, req.judging)
-            result = summarize(store, job, chosen, design, req.judge.name, work.progress, req.bootstrap, req.seed)
-            _store_ratings(store, job, req.judge.name, result, design)
+            result = summarize(store, scope, chosen, design, work.progress, req.bootstrap, req.seed)
+            _store_ratings(store, scope, result, design)
     finally:
         await client.aclose()
     return result
 
 
-def summarize(store: Store, job: str, chosen: list[Side], design: Design, judge: str, progress: PairwiseProgress,
+def _recover_others(store: Store, job: str) -> None:
+    """Store what other pairwise jobs, killed mid-way, journaled (those whose lock is free), so that this job reuses
+    their comparisons instead of paying for them again; a job still running stores its own."""
+    base = store.state / "journal"
+    for folder in sorted(base.glob("pairwise-*")) if base.is_dir() else []:
+        if folder.name != job and any(folder.glob("*.jsonl")):
+            with contextlib.suppress(RunLockedError), store.lock(folder.name, f"pairwise job {folder.name}"):
+                pass  # taking the lock stores its journal
+
+
+def summarize(store: Store, scope: Scope, chosen: list[Side], design: Design, progress: PairwiseProgress,
               bootstrap: int = 1000, seed: int = 0) -> Result:
-    """Ratings per benchmark and overall, position bias and agreement, from the views."""
+    """Ratings per benchmark and overall, position bias and agreement, from the views, over the job's scope only."""
     from scipy import stats
 
     con = connect(store.root)
     runs = [s.run_id for s in chosen]
     tag = {s.run_id: s.tag for s in chosen}
     tags = [s.tag for s in chosen]
-    anchor = design.pairs[0][0] if design.kind == "reference" else tags[0]
-    rows = con.execute(query("pairwise.outcomes"), {"runs": runs, "judge": judge}).fetchall()
+    anchor = tag[scope.anchor]
+    rows = con.execute(query("pairwise.outcomes"), scope.params()).fetchall()
     verdicts: dict[str, list[Verdict]] = {}
     for benchmark, question, first, second, outcome, _ in rows:
         v = Verdict(f"{benchmark}/{question}", tag[first], tag[second], float(outcome))
         verdicts.setdefault(benchmark, []).append(v)
         verdicts.setdefault("*", []).append(v)
-    result = Result(job, chosen, design, progress)
+    result = Result(scope.job, chosen, design, progress)
     for benchmark, found in sorted(verdicts.items()):
         result.ratings[benchmark] = fit(tags, found, anchor, bootstrap, seed)
-    result.unsettled = sum(n for _, n in con.execute(query("pairwise.unsettled"), {"runs": runs, "judge": judge}
-                                                     ).fetchall())
-    result.position = position(con, runs, judge)
+    for _, one, none in con.execute(query("pairwise.unsettled"), scope.params()).fetchall():
+        result.one_order, result.no_order = result.one_order + one, result.no_order + none
+    result.position = position(con, scope)
     compared = sorted({b for b in verdicts if b != "*"})
     by_run: dict[str, list[float]] = {}
     for run_id, _, score in con.execute(query("pairwise.scores"), {"runs": runs, "benchmarks": compared}).fetchall():
@@ -158,18 +173,21 @@ def summarize(store: Store, job: str, chosen: list[Side], design: Design, judge:
     return result
 
 
-def _store_ratings(store: Store, job: str, judge: str, result: Result, design: Design) -> None:
-    """One fit's rows, all with the fit's time: the view shows the latest fit whole."""
+def _store_ratings(store: Store, scope: Scope, result: Result, design: Design) -> None:
+    """One fit's rows, all with the fit's time and the job's scope: the view shows the latest fit whole."""
     run_of, stamp = {s.tag: s.run_id for s in result.sides}, now_us()
+    opponents = {r: sorted({y for x, y in scope.pairs if x == r} | {x for x, y in scope.pairs if y == r})
+                 for r in run_of.values()}
     rows = []
     for benchmark, r in result.ratings.items():
         for k, t in enumerate(r.tags):
             n = sum(r.comparisons[k])
             won = sum((rate or 0.0) * c for rate, c in zip(r.win_rate[k], r.comparisons[k], strict=True))
             rated = [None if math.isnan(v) else v for v in (r.rating[k], r.low[k], r.high[k])]
-            rows.append(pairwise_rating(job, judge, benchmark, run_of[t], t, stamp, rating=rated[0], low=rated[1],
-                                        high=rated[2], comparisons=n, win_rate=won / n if n else None,
+            rows.append(pairwise_rating(scope.job, scope.judge, benchmark, run_of[t], t, stamp, rating=rated[0],
+                                        low=rated[1], high=rated[2], comparisons=n, win_rate=won / n if n else None,
                                         anchor=r.anchor, design=design.described, regularised=r.regularised,
-                                        bootstrap=r.bootstrap, seed=r.seed))
+                                        bootstrap=r.bootstrap, seed=r.seed, compared_with=opponents[run_of[t]],
+                                        benchmarks=list(scope.benchmarks)))
     if rows:
-        store.write_part("pairwise_ratings", job, rows)
+        store.write_part("pairwise_ratings", scope.job, rows)

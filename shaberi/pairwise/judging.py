@@ -34,7 +34,7 @@ from ..tables.selection import find_runs
 from ..tables.store import Journal, Store
 from .design import Design
 
-__all__ = ["PairwiseProgress", "Side", "Work", "job_id", "judge_pairs", "plan", "sides"]
+__all__ = ["PairwiseProgress", "Scope", "Side", "Work", "check_answered", "judge_pairs", "plan", "sides"]
 
 STAGE: Stage = "pairwise"
 
@@ -91,6 +91,18 @@ class Work:
     progress: PairwiseProgress
 
 
+def check_answered(store: Store, chosen: Sequence[Side], benchmarks: Sequence[str] | None) -> None:
+    """Each tag has an answer to compare on the benchmarks asked (else one line, before anything is written)."""
+    asked = set(benchmarks or bm.BENCHMARKS)
+    for side in chosen:
+        rows = store.read("answers", side.run_id, ["benchmark", "sample_index", "strategy", "error"]).to_pylist()
+        if not any(a["benchmark"] in asked and a["sample_index"] == 0 and a["strategy"] == "" and a["error"] is None
+                   for a in rows):
+            where = f"--benchmark {','.join(benchmarks)}" if benchmarks else "any benchmark"
+            raise UsageError(f"tag {side.tag!r} has no answer to compare on {where} (its run's calls failed, or it did "
+                             "not run it); `shaberi view --tag " + side.tag + "` shows its answers")
+
+
 def sides(store: Store, tags: Sequence[str]) -> list[Side]:
     """Each tag's run: exactly one, whatever its model (a family's base tag names no single run)."""
     if len(set(tags)) != len(tags) or len(tags) < 2:
@@ -109,9 +121,34 @@ def sides(store: Store, tags: Sequence[str]) -> list[Side]:
     return found
 
 
-def job_id(run_ids: Sequence[str], judge: str) -> str:
-    """The partition a pairwise job writes: the same for the same runs and judge, so a killed job resumes there."""
-    return "pairwise-" + hashlib.sha256("\0".join([judge, *sorted(run_ids)]).encode()).hexdigest()[:12]
+@dataclass(frozen=True)
+class Scope:
+    """What a job compares, and so what its ratings, win rates and position bias are read from: its judge, its
+    design's pairs of runs and its benchmarks (comparisons other jobs stored for the same runs are reused when the
+    design asks for them, never counted when it does not)."""
+
+    judge: str
+    pairs: tuple[tuple[str, str], ...]  # run ids, each pair's smaller first, sorted
+    benchmarks: tuple[str, ...]
+    anchor: str  # the run rated 1000
+
+    @classmethod
+    def of(cls, chosen: Sequence[Side], design: Design, judge: str, benchmarks: Sequence[str] | None) -> Scope:
+        run = {s.tag: s.run_id for s in chosen}
+        anchor = design.pairs[0][0] if design.kind == "reference" else chosen[0].tag
+        pairs = sorted({(min(run[x], run[y]), max(run[x], run[y])) for x, y in design.pairs})
+        return cls(judge, tuple(pairs), tuple(sorted(benchmarks or bm.BENCHMARKS)), run[anchor])
+
+    @property
+    def job(self) -> str:
+        """The partition the job writes: the same for the same judge, pairs, benchmarks and anchor, so the same
+        command resumes there, and another design's fit is another job's, not this one's replaced."""
+        key = "\0".join([self.judge, self.anchor, *self.benchmarks, *(f"{a}|{b}" for a, b in self.pairs)])
+        return "pairwise-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+    def params(self) -> dict[str, object]:
+        """The parameters of ``sql/queries/pairwise.sql``'s queries."""
+        return {"judge": self.judge, "pairs": [list(p) for p in self.pairs], "benchmarks": list(self.benchmarks)}
 
 
 def _existing(store: Store) -> dict[tuple, tuple[bool, Completion | None]]:
@@ -197,7 +234,8 @@ async def judge_pairs(store: Store, job: str, work: Work, judge: str, client: Ch
     """Make the planned comparisons through ``client``; every reply is journaled under ``job`` as it lands."""
     journal = store.journal(job)
     try:
-        call = functools.partial(_call, client, judge, config, functools.partial(_awaiting, journal, job, judge))
+        awaiting = functools.partial(_awaiting, journal, job, judge, work.progress)
+        call = functools.partial(_call, client, judge, config, awaiting)
         record = functools.partial(_record, journal, job, judge, work.progress)
         await Dispatcher(iter(work.items), call, record, client.max_in_flight).run()
     finally:
@@ -234,9 +272,11 @@ def _row(job: str, item: _Item, judge: str, **values: object) -> dict:
                     item.hashes, **values)
 
 
-def _awaiting(journal: Journal, job: str, judge: str, item: _Item, reply: Completion) -> None:
+def _awaiting(journal: Journal, job: str, judge: str, progress: PairwiseProgress, item: _Item,
+              reply: Completion) -> None:
     """Journal a paid first reply before its fallback call, with its tokens (a failed call's row until the
     comparison's supersedes it)."""
+    progress.calls += reply.attempts
     row = _row(job, item, judge, judge_output=reply.content, finish_reason=reply.finish_reason,
                prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, error=AWAITING)
     usage = token_usage(job, STAGE, item.benchmark, judge, requests=reply.attempts, prompt_tokens=reply.prompt_tokens,

@@ -7,7 +7,8 @@ extensions add a tie parameter; with both orders judged, a tie mostly means posi
 
 Strengths are ``choix``'s maximum-likelihood fit (ILSR on the matrix of wins). Where no finite maximum exists — a
 tag that won, or lost, every comparison with the others, which a bootstrap sample can make — the fit is
-regularised (``ALPHA`` pseudo-comparisons between every pair) and ``Ratings.regularised`` says so. Ratings are on
+regularised (``ALPHA`` pseudo-comparisons between every pair) and ``Ratings.regularised`` says so; such a tag's
+interval is open on that side (``inf``): the data puts no bound on how far it is from the anchor. Ratings are on
 an Elo-like scale: 400 / ln 10 points per unit of strength (so 400 points are 10:1 odds), the anchor tag (the
 reference, or the first) at 1000.
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ALPHA", "SCALE", "Ratings", "Verdict", "fit", "strengths", "wins"]
+__all__ = ["ALPHA", "SCALE", "Ratings", "Verdict", "fit", "interval", "strengths", "wins"]
 
 SCALE = 400 / math.log(10)  # Elo points per unit of Bradley–Terry strength
 BASE = 1000.0  # the anchor's rating
@@ -66,12 +67,11 @@ def wins(tags: Sequence[str], verdicts: Sequence[Verdict]) -> np.ndarray:
     return w
 
 
-def _connected(w: np.ndarray) -> bool:
-    """Every tag reaches every other along wins (i beat j at least partly): then, and only then, the
-    maximum-likelihood strengths are finite."""
-    n = len(w)
+def _reach(w: np.ndarray) -> list[set[int]]:
+    """For each tag, the tags it reaches along wins (i beat j at least partly), itself included."""
     beat = w > 0
-    for start in range(n):
+    found = []
+    for start in range(len(w)):
         seen, todo = {start}, [start]
         while todo:
             k = todo.pop()
@@ -79,9 +79,13 @@ def _connected(w: np.ndarray) -> bool:
                 if m not in seen:
                     seen.add(int(m))
                     todo.append(int(m))
-        if len(seen) < n:
-            return False
-    return True
+        found.append(seen)
+    return found
+
+
+def _connected(w: np.ndarray) -> bool:
+    """Every tag reaches every other along wins: then, and only then, the maximum-likelihood strengths are finite."""
+    return all(len(r) == len(w) for r in _reach(w))
 
 
 def strengths(w: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -117,6 +121,13 @@ def fit(tags: Sequence[str], verdicts: Sequence[Verdict], anchor: str | None = N
         rate = np.where(n > 0, w / n, np.nan)
     low, high = np.percentile(samples, [2.5, 97.5], axis=0) if bootstrap else (np.full(len(tags), np.nan),) * 2
     rating = SCALE * (point - point[a]) + BASE
+    if regularised:
+        # The anchor's reach: what it beat, and what those beat. Nothing in it beat any tag outside it, so every tag
+        # outside can be raised together as far as one likes, the likelihood only growing: no bound above. So too
+        # below for a tag that does not reach the anchor. (Such a tag's rating is the prior's, ``ALPHA``'s.)
+        reach = _reach(w)
+        high = np.where([k in reach[a] for k in range(len(tags))], high, np.inf)
+        low = np.where([a in r for r in reach], low, -np.inf)
     unrated = n.sum(axis=1) == 0  # compared with nothing: the prior's value says nothing about it
     rating, low, high = (np.where(unrated, np.nan, v) for v in (rating, low, high))
     return Ratings(tags, [float(x) for x in rating], [float(x) for x in low], [float(x) for x in high],
@@ -124,3 +135,10 @@ def fit(tags: Sequence[str], verdicts: Sequence[Verdict], anchor: str | None = N
                     for i in range(len(tags))],
                    [[round(n[i, j]) for j in range(len(tags))] for i in range(len(tags))], anchor, regularised,
                    bootstrap, seed)
+
+
+def interval(low: float | None, high: float | None, between: str = " to ") -> str:
+    """An interval as the CLI and the report print it: ``–`` for none, ``∞`` for an open side."""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return "–"
+    return between.join("−∞" if v == -math.inf else "∞" if v == math.inf else f"{v:.0f}" for v in (low, high))

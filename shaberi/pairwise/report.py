@@ -4,11 +4,15 @@ the closest pair (both answers, the judge's reply in each order). Read from the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .. import benchmarks as bm
 from ..tables.sql import query
 from .bias import Position, position
+from .judging import Scope
+from .ratings import interval
 
 if TYPE_CHECKING:
     import duckdb
@@ -39,33 +43,44 @@ def sections(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[Section
             for job, judge in con.execute(query("pairwise.jobs_for"), {"runs": run_ids}).fetchall()]
 
 
+def _scope(con: duckdb.DuckDBPyConnection, job: str, judge: str, anchor: str) -> Scope:
+    """The job's scope as its latest fit stored it (a fit stored before it was: every pair of its runs, every
+    benchmark)."""
+    stored = con.execute(query("pairwise.job_scope"), {"job": job, "judge": judge}).fetchall()
+    runs = [run for run, _, _ in stored]
+    pairs = {(min(run, other), max(run, other)) for run, others, _ in stored for other in others or runs
+             if other != run}
+    benchmarks = next((b for _, _, b in stored if b is not None), None) or bm.BENCHMARKS
+    return Scope(judge, tuple(sorted(pairs)), tuple(sorted(benchmarks)), anchor)
+
+
 def _section(con: duckdb.DuckDBPyConnection, job: str, judge: str, shown: set[str]) -> Section:
     tag_of = dict(con.execute(query("pairwise.job_runs"), {"job": job, "judge": judge}).fetchall())
-    runs = sorted(tag_of)
     rows = [r for r in con.execute(query("pairwise.ratings"), {"job": job, "judge": judge}).fetchall() if r[0] == "*"]
-    ratings = [{"tag": tag, "run": run, "rating": rating, "low": low, "high": high, "comparisons": n,
-                "shown": run in shown} for _, tag, run, rating, low, high, n, *_ in rows]
+    ratings = [{"tag": tag, "run": run, "rating": rating, "low": low, "high": high, "interval": interval(low, high),
+                "comparisons": n, "shown": run in shown} for _, tag, run, rating, low, high, n, *_ in rows]
     design, anchor = (rows[0][9], rows[0][8]) if rows else ("", "")
-    share = {(f, s): (v, n) for f, s, v, n in con.execute(query("pairwise.win_matrix"),
-                                                          {"runs": runs, "judge": judge}).fetchall()}
+    scope = _scope(con, job, judge, next((r for r, t in tag_of.items() if t == anchor), ""))
+    share = {(f, s): (v, n) for f, s, v, n in con.execute(query("pairwise.win_matrix"), scope.params()).fetchall()}
     order = [r["run"] for r in ratings]
     matrix = [{"tag": tag_of[x], "cells": [_share(share, x, y) for y in order]} for x in order]
     closest, gap, decided = None, None, []
-    rated = [r for r in ratings if r["rating"] is not None]  # best first
-    if len(rated) > 1:
-        k = min(range(len(rated) - 1), key=lambda i: rated[i]["rating"] - rated[i + 1]["rating"])
-        upper, lower = rated[k], rated[k + 1]
-        closest, gap = (upper["tag"], lower["tag"]), upper["rating"] - lower["rating"]
-        first, second = sorted((upper["run"], lower["run"]))
+    rating = {r["run"]: r["rating"] for r in ratings if r["rating"] is not None}
+    compared = [p for p in scope.pairs if all(run in rating for run in p)]
+    if compared:  # the pair the design compared whose ratings are closest
+        first, second = min(compared, key=lambda p: abs(rating[p[0]] - rating[p[1]]))
+        upper, lower = sorted((first, second), key=lambda run: -rating[run])
+        closest, gap = (tag_of[upper], tag_of[lower]), rating[upper] - rating[lower]
         for benchmark, question, outcome, text, a, b, reply_first, reply_second in con.execute(
-                query("pairwise.decided"), {"judge": judge, "first": first, "second": second, "limit": DECIDED}
+                query("pairwise.decided"), {"judge": judge, "first": first, "second": second, "limit": DECIDED,
+                                            "benchmarks": list(scope.benchmarks)}
         ).fetchall():
             decided.append({"benchmark": benchmark, "question_id": question, "question": text,
                             "winner": tag_of[first if outcome == 1 else second],
                             "answers": [(tag_of[first], a), (tag_of[second], b)],
                             "replies": [(f"{tag_of[first]} shown first", reply_first),
                                         (f"{tag_of[second]} shown first", reply_second)]})
-    return Section(job, judge, design, anchor, ratings, matrix, position(con, runs, judge), closest, gap, decided,
+    return Section(job, judge, design, anchor, ratings, matrix, position(con, scope), closest, gap, decided,
                    _plot(ratings))
 
 
@@ -81,13 +96,14 @@ def _share(share: dict, x: str, y: str) -> float | None:
 
 def _plot(ratings: list[dict]) -> dict:
     """Geometry of the rating plot: a row per tag, its rating a dot and its interval a line, on a shared x axis."""
-    values = [v for r in ratings for v in (r["rating"], r["low"], r["high"]) if v is not None]  # unrated: left out
+    values = [v for r in ratings for v in (r["rating"], r["low"], r["high"])
+              if v is not None and math.isfinite(v)]  # unrated, or an open side: left out
     lo, hi = (min(values), max(values)) if values else (900.0, 1100.0)
     lo, hi = (lo - 50, hi + 50) if hi - lo < 100 else (lo, hi)
     left, width, row = 150, 420, 22
 
-    def x(v: float) -> float:
-        return left + width * (v - lo) / (hi - lo)
+    def x(v: float) -> float:  # an open side: to the plot's edge
+        return left + width * (min(max(v, lo), hi) - lo) / (hi - lo)
 
     step = next(s for s in (25, 50, 100, 200, 500, 1000, 2000, 5000) if (hi - lo) / s <= 8)
     ticks = [t for t in range(int(lo // step * step), int(hi) + step, step) if lo <= t <= hi]

@@ -262,6 +262,8 @@ TABLES: dict[str, Table] = {
                 ("win_rate", F64),  # its share of those, a tie half
                 ("anchor", STR),  # the tag at 1000
                 ("design", STR),  # which pairs were compared, in words
+                ("compared_with", STR_LIST),  # the runs the design compares it with (the job's pairs)
+                ("benchmarks", STR_LIST),  # the benchmarks the job compares on (--benchmark, else all)
                 ("regularised", BOOL),  # the point fit needed a prior (a tag won or lost everything)
                 ("bootstrap", I32),  # resamples
                 ("seed", I64),

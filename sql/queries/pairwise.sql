@@ -1,22 +1,28 @@
--- shaberi pairwise (shaberi/pairwise/): what a job's runs and judge give. $runs: the compared runs' ids; $judge.
+-- shaberi pairwise (shaberi/pairwise/): what a job's comparisons give. A job's scope: $judge; $pairs, the pairs of
+-- run ids its design compares ([first, second], first the smaller id); $benchmarks, the benchmarks it compares on.
+-- Comparisons other jobs stored for other pairs or benchmarks of the same runs are not the job's.
 -- How the two orders combine and which judgement counts is sql/080_pairwise.sql's rule.
 
 -- name: outcomes
--- each question's outcome for each pair of the runs (first: the smaller run id; 1 it won, 0 lost, 0.5 a tie)
+-- each question's outcome for each of the pairs (first: the smaller run id; 1 it won, 0 lost, 0.5 a tie)
 SELECT benchmark, question_id, first, second, outcome, orders_disagree FROM pairwise_outcomes
-WHERE judge = $judge AND list_contains($runs, first) AND list_contains($runs, second) AND outcome IS NOT NULL
+WHERE judge = $judge AND list_contains($pairs, [first, second]) AND list_contains($benchmarks, benchmark)
+  AND outcome IS NOT NULL
 ORDER BY benchmark, question_id, first, second;
 
 -- name: unsettled
--- comparisons of these runs with no outcome yet (an order not judged, or no verdict read), per benchmark
-SELECT benchmark, count(*) FROM pairwise_outcomes
-WHERE judge = $judge AND list_contains($runs, first) AND list_contains($runs, second) AND outcome IS NULL
+-- questions of the pairs with no outcome yet, per benchmark: one order judged with a verdict and the other not (not
+-- judged, its call failed, or no verdict read), or neither order with a verdict
+SELECT benchmark, count(*) FILTER (WHERE orders = 1), count(*) FILTER (WHERE orders = 0) FROM pairwise_outcomes
+WHERE judge = $judge AND list_contains($pairs, [first, second]) AND list_contains($benchmarks, benchmark)
+  AND outcome IS NULL
 GROUP BY ALL ORDER BY 1;
 
 -- name: position
--- where the judge's verdicts on these runs went: shown first, shown second, tie
+-- where the judge's verdicts on the pairs went: shown first, shown second, tie
 SELECT coalesce(sum(first_wins), 0), coalesce(sum(second_wins), 0), coalesce(sum(ties), 0) FROM pairwise_position
-WHERE judge = $judge AND list_contains($runs, run_a) AND list_contains($runs, run_b);
+WHERE judge = $judge AND list_contains($pairs, [least(run_a, run_b), greatest(run_a, run_b)])
+  AND list_contains($benchmarks, benchmark);
 
 -- name: scores
 -- the runs' absolute scores (every judge pooled) on the compared benchmarks, for the agreement with the ratings
@@ -46,10 +52,17 @@ SELECT DISTINCT run_id, judge FROM pairwise_ratings WHERE list_contains($runs, r
 -- the runs a job's latest fit rated, with their tags
 SELECT DISTINCT rated_run, tag FROM pairwise_ratings WHERE run_id = $job AND judge = $judge ORDER BY 2;
 
+-- name: job_scope
+-- a job's latest fit's scope: each rated run's opponents under its design, and the benchmarks it compared on (null
+-- in a fit stored before they were)
+SELECT rated_run, any_value(compared_with), any_value(benchmarks) FROM pairwise_ratings
+WHERE run_id = $job AND judge = $judge AND benchmark = '*' GROUP BY ALL ORDER BY 1;
+
 -- name: win_matrix
--- per pair of the runs: the first run's share of their questions' outcomes (a tie half), and how many
+-- per pair: the first run's share of their questions' outcomes (a tie half), and how many
 SELECT first, second, avg(outcome), count(*) FROM pairwise_outcomes
-WHERE judge = $judge AND list_contains($runs, first) AND list_contains($runs, second) AND outcome IS NOT NULL
+WHERE judge = $judge AND list_contains($pairs, [first, second]) AND list_contains($benchmarks, benchmark)
+  AND outcome IS NOT NULL
 GROUP BY ALL;
 
 -- name: decided
@@ -67,6 +80,7 @@ JOIN pairwise f ON f.judge = o.judge AND f.benchmark = o.benchmark AND f.questio
                    AND f.run_a = o.first AND f.run_b = o.second
 JOIN pairwise s ON s.judge = o.judge AND s.benchmark = o.benchmark AND s.question_id = o.question_id
                    AND s.run_a = o.second AND s.run_b = o.first
-WHERE o.judge = $judge AND o.first = $first AND o.second = $second AND o.outcome <> 0.5
+WHERE o.judge = $judge AND o.first = $first AND o.second = $second AND list_contains($benchmarks, o.benchmark)
+  AND o.outcome <> 0.5
 ORDER BY o.benchmark, o.question_id
 LIMIT $limit;
