@@ -130,8 +130,9 @@ class Results:
 
     def pairwise_ratings(self, tags: list[str] | None = None, judge: str | None = None) -> pl.DataFrame:
         """The latest Bradley–Terry ratings of ``shaberi pairwise`` (the ``pairwise_ratings`` view): per job, judge,
-        benchmark (``*``: all together) and tag, the rating, its 95 % bootstrap interval, comparisons and win rate;
-        ``tags``: only the job that compared exactly these tags' runs."""
+        benchmark (``*``: all together) and tag, the rating, its 95 % bootstrap interval (``inf``: open on that
+        side), comparisons and win rate, with what tells the jobs apart: ``design``, ``anchor``, ``benchmarks``
+        and each run's ``compared_with``. ``tags``: only the jobs that rated exactly these tags' runs."""
         runs = None
         if tags is not None:
             from .pairwise.judging import sides

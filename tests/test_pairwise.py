@@ -167,8 +167,11 @@ def test_a_jobs_ratings_win_rates_and_bias_count_its_own_pairs_and_benchmarks_on
     with LoopbackServer(models=(*MODELS, "judge")) as server:
         generate(server, root, write_data(tmp_path / "d", n, elyza=4), benchmarks=("rakuda", "elyza"))
         assert pairwise(server, root).returncode == 0
-        assert query(root, "SELECT DISTINCT benchmark FROM pairwise_ratings ORDER BY 1") == [
-            ("*",), ("elyza",), ("rakuda",)]
+        assert query(root, "SELECT DISTINCT benchmark, benchmarks FROM pairwise_ratings ORDER BY 1") == [
+            ("*", ["elyza", "rakuda"]), ("elyza", ["elyza", "rakuda"]), ("rakuda", ["elyza", "rakuda"])]
+        # the benchmarks compared on, by default or by name: the same job
+        assert pairwise(server, root, "--benchmark", "rakuda,elyza").returncode == 0
+        assert len(query(root, "SELECT DISTINCT run_id FROM pairwise_ratings")) == 1
         server.reset()
         out = pairwise(server, root, "--reference", "tm3", "--benchmark", "rakuda")
         assert out.returncode == 0, out.stderr
@@ -202,7 +205,7 @@ def test_a_jobs_ratings_win_rates_and_bias_count_its_own_pairs_and_benchmarks_on
     cells = {(row["tag"], section.matrix[k]["tag"]): c for row in section.matrix
              for k, c in enumerate(row["cells"])}
     assert cells[("tm1", "tm2")] is None and cells[("tm1", "tm3")] is not None  # not compared in this design
-    assert section.position.first + section.position.second == chose
+    assert section.position.first + section.position.second == chose and section.benchmarks == ["Rakuda"]
     assert {(r["tag"], r["comparisons"]) for r in section.ratings} == {(t, c) for t, (_, c) in want.items()}
 
 
@@ -293,8 +296,8 @@ def test_a_judge_that_never_chooses_leaves_no_rating_and_says_so(tmp_path):
     assert query(tmp_path / "r", "SELECT count(*), count(outcome) FROM pairwise_outcomes") == [(9, 0)]
     assert "18 without a verdict" in out.stdout and "no rating" in out.stderr
     assert f"({calls} requests)" in out.stdout  # a fallback's first call counted too
-    assert "9 question comparisons left out, 0 with a verdict in one order only and 9 in neither (the judge's " \
-           "replies held no verdict" in out.stderr
+    assert "9 question comparisons left out, 0 with a verdict in one order only and 9 in neither (replies without a " \
+           "verdict are kept as they are" in out.stderr
 
 
 @pytest.mark.parametrize(("args", "message"), [

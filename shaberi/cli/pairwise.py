@@ -170,8 +170,9 @@ def _print(result: Result, request: PairwiseRequest) -> None:
                f"{p.reused:,} reused; {p.no_verdict:,} without a verdict, {p.failed:,} failed")
     _missing(p.missing, p.differing)
     if left := result.one_order + result.no_order:
-        why = ("a failed call is asked again when the same command runs again" if p.failed else
-               "the judge's replies held no verdict: the pairwise table's judge_output and error")
+        why = "replies without a verdict are kept as they are: the pairwise table's judge_output and error"
+        if p.failed:
+            why = f"{p.failed:,} failed calls are asked again when the same command runs again; {why}"
         typer.echo(f"note: {left} question comparisons left out, {result.one_order} with a verdict in one order only "
                    f"and {result.no_order} in neither ({why})", err=True)
     shown = {b: r for b, r in result.ratings.items() if b != "*" or len(result.ratings) > 2}  # one benchmark: once

@@ -26,7 +26,7 @@ from ..tables.sql import connect, query
 from ..tables.store import Store, now_us
 from .bias import Position, position
 from .design import Design, against, all_pairs, sampled
-from .judging import PairwiseProgress, Scope, Side, Work, check_answered, judge_pairs, plan, sides
+from .judging import PairwiseProgress, Scope, Side, Work, compared_benchmarks, judge_pairs, plan, sides
 from .ratings import Ratings, Verdict, fit
 
 __all__ = ["Agreement", "PairwiseRequest", "Result", "planned", "prepare", "run", "summarize"]
@@ -91,8 +91,8 @@ def prepare(req: PairwiseRequest) -> tuple[Store, list[Side], Design, Scope]:
     design = _design(req, [s.tag for s in chosen])
     for name in req.benchmarks or list(bm.BENCHMARKS):
         pairwise_hash(name, req.judge_prompts)  # a benchmark without a pairwise template: one line, nothing written
-    check_answered(store, chosen, req.benchmarks)
-    return store, chosen, design, Scope.of(chosen, design, req.judge.name, req.benchmarks)
+    compared = compared_benchmarks(store, chosen, design, req.benchmarks)
+    return store, chosen, design, Scope.of(chosen, design, req.judge.name, compared)
 
 
 def planned(req: PairwiseRequest, store: Store, chosen: list[Side], design: Design) -> Work:

@@ -34,7 +34,7 @@ from ..tables.selection import find_runs
 from ..tables.store import Journal, Store
 from .design import Design
 
-__all__ = ["PairwiseProgress", "Scope", "Side", "Work", "check_answered", "judge_pairs", "plan", "sides"]
+__all__ = ["PairwiseProgress", "Scope", "Side", "Work", "compared_benchmarks", "judge_pairs", "plan", "sides"]
 
 STAGE: Stage = "pairwise"
 
@@ -91,16 +91,24 @@ class Work:
     progress: PairwiseProgress
 
 
-def check_answered(store: Store, chosen: Sequence[Side], benchmarks: Sequence[str] | None) -> None:
-    """Each tag has an answer to compare on the benchmarks asked (else one line, before anything is written)."""
+def compared_benchmarks(store: Store, chosen: Sequence[Side], design: Design, benchmarks: Sequence[str] | None
+                        ) -> list[str]:
+    """The benchmarks asked (default: all) on which some pair of the design both answered: what the job compares on.
+    A tag with no answer there, or no pair with one in common, is one line before anything is written."""
     asked = set(benchmarks or bm.BENCHMARKS)
+    where = f"--benchmark {','.join(benchmarks)}" if benchmarks else "any benchmark"
+    answered = {}
     for side in chosen:
         rows = store.read("answers", side.run_id, ["benchmark", "sample_index", "strategy", "error"]).to_pylist()
-        if not any(a["benchmark"] in asked and a["sample_index"] == 0 and a["strategy"] == "" and a["error"] is None
-                   for a in rows):
-            where = f"--benchmark {','.join(benchmarks)}" if benchmarks else "any benchmark"
+        answered[side.tag] = {a["benchmark"] for a in rows if a["benchmark"] in asked and a["sample_index"] == 0
+                              and a["strategy"] == "" and a["error"] is None}
+        if not answered[side.tag]:
             raise UsageError(f"tag {side.tag!r} has no answer to compare on {where} (its run's calls failed, or it did "
-                             "not run it); `shaberi view --tag " + side.tag + "` shows its answers")
+                             f"not run it); `shaberi view --tag {side.tag}` shows its answers")
+    found = sorted({b for x, y in design.pairs for b in answered[x] & answered[y]})
+    if not found:
+        raise UsageError(f"no pair of --tags has answers to {where} in common; `shaberi view` shows what each ran")
+    return found
 
 
 def sides(store: Store, tags: Sequence[str]) -> list[Side]:
@@ -133,11 +141,13 @@ class Scope:
     anchor: str  # the run rated 1000
 
     @classmethod
-    def of(cls, chosen: Sequence[Side], design: Design, judge: str, benchmarks: Sequence[str] | None) -> Scope:
+    def of(cls, chosen: Sequence[Side], design: Design, judge: str, benchmarks: Sequence[str]) -> Scope:
+        """``benchmarks``: those compared on (``compared_benchmarks``), so that asking for them by name, by ``all``
+        or by default is the same job."""
         run = {s.tag: s.run_id for s in chosen}
         anchor = design.pairs[0][0] if design.kind == "reference" else chosen[0].tag
         pairs = sorted({(min(run[x], run[y]), max(run[x], run[y])) for x, y in design.pairs})
-        return cls(judge, tuple(pairs), tuple(sorted(benchmarks or bm.BENCHMARKS)), run[anchor])
+        return cls(judge, tuple(pairs), tuple(sorted(benchmarks)), run[anchor])
 
     @property
     def job(self) -> str:

@@ -27,6 +27,7 @@ class Section:
     job: str
     judge: str
     design: str
+    benchmarks: list[str]  # compared on
     anchor: str
     ratings: list[dict]  # tag, rating, low, high, comparisons, shown (a run of the report), geometry
     matrix: list[dict]  # tag, cells: [share or None]
@@ -80,8 +81,9 @@ def _section(con: duckdb.DuckDBPyConnection, job: str, judge: str, shown: set[st
                             "answers": [(tag_of[first], a), (tag_of[second], b)],
                             "replies": [(f"{tag_of[first]} shown first", reply_first),
                                         (f"{tag_of[second]} shown first", reply_second)]})
-    return Section(job, judge, design, anchor, ratings, matrix, position(con, scope), closest, gap, decided,
-                   _plot(ratings))
+    return Section(job, judge, design, [str(bm.BENCHMARKS[b].data.get("title", b)) if b in bm.BENCHMARKS else b
+                                        for b in scope.benchmarks],
+                   anchor, ratings, matrix, position(con, scope), closest, gap, decided, _plot(ratings))
 
 
 def _share(share: dict, x: str, y: str) -> float | None:

@@ -37,7 +37,7 @@ FROM pairwise_ratings WHERE run_id = $job AND judge = $judge ORDER BY benchmark,
 -- name: all_ratings
 -- the latest fits (the Python API): every job's, or the jobs that rated exactly $runs (null: any), by $judge (null: any)
 SELECT run_id AS job, judge, benchmark, tag, rated_run, rating, low, high, comparisons, win_rate, anchor, design,
-       regularised, bootstrap, seed, created_at
+       benchmarks, compared_with, regularised, bootstrap, seed, created_at
 FROM pairwise_ratings
 WHERE ($judge IS NULL OR judge = $judge)
   AND ($runs IS NULL OR (run_id, judge) IN (SELECT (run_id, judge) FROM pairwise_ratings GROUP BY run_id, judge
