@@ -117,7 +117,8 @@ class Results:
                 model_a: str | None = None, model_b: str | None = None) -> pl.DataFrame:
         """Side ``a`` against side ``b``, paired per question and like for like (``shaberi compare``): each a tag
         or ``MODEL@TAG`` (or the tag with ``model_a`` / ``model_b``; ``model`` for both), of one model or two.
-        One row per benchmark with both sides' labels, the difference, its bootstrap interval and the verdict."""
+        One row per benchmark, then the Overall (two or more benchmarks), with both sides' labels, the difference,
+        the paired t test's p-value and interval at the verdict's level, and the verdict (``reports.verdict``)."""
         import polars as pl
 
         from .reports.compare import compare

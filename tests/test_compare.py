@@ -44,33 +44,59 @@ def planted(tmp_path):
 
 def test_planted_difference_is_detected_and_null_differences_are_not(planted):
     root, a, b = planted
-    got = {c.benchmark: c for c in compare(root, "base", "new").benchmarks}
-    elyza, tengu, rakuda = got["elyza"], got["tengu"], got["rakuda"]
-    assert elyza.verdict == "B better" and elyza.ci_low > 0 and elyza.p_wilcoxon_holm < 0.05
-    assert tengu.verdict == "n.s." and tengu.ci_low < 0 < tengu.ci_high and tengu.p_wilcoxon_holm >= 0.05
-    assert rakuda.verdict == "n.s." and rakuda.diff == 0 and rakuda.p_wilcoxon == 1.0
+    report = compare(root, "base", "new")
+    got = {c.benchmark: c for c in report.benchmarks}
+    elyza, tengu, rakuda, overall = got["elyza"], got["tengu"], got["rakuda"], got["overall"]
+    assert [c.benchmark for c in report.benchmarks] == ["elyza", "tengu", "rakuda", "overall"]  # Overall last
+    assert elyza.verdict == "B better" and elyza.ci_low > 0 and elyza.p_adjusted < 0.05
+    assert tengu.verdict == "n.s." and tengu.ci_low < 0 < tengu.ci_high and tengu.p_adjusted >= 0.05
+    assert rakuda.verdict == "n.s." and rakuda.diff == 0
+    assert (rakuda.test, rakuda.p, rakuda.p_t, rakuda.ci_low, rakuda.ci_high) == ("sign-flip", 1.0, None, 0, 0)
 
+    # Four rows tested (three benchmarks and the Overall): one family, each row at 0.05 / 4.
+    level = 0.05 / 4
+    assert report.family == 4 and [c.ci_level for c in report.benchmarks] == [pytest.approx(1 - level)] * 4
     d = (b["elyza"] - a["elyza"]) * 2.0  # ELYZA on the 0-10 scale
     assert elyza.n == 60 and elyza.diff == pytest.approx(d.mean(), abs=1e-9)
-    assert elyza.p_wilcoxon == pytest.approx(stats.wilcoxon(d).pvalue, abs=1e-12)
-    assert elyza.p_t == pytest.approx(stats.ttest_rel(b["elyza"] * 2.0, a["elyza"] * 2.0).pvalue, abs=1e-12)
-    # The interval is adjusted for the three benchmarks (Bonferroni), as the verdict read off it is.
-    boot = stats.bootstrap((d,), np.mean, confidence_level=1 - 0.05 / 3, n_resamples=9999, method="BCa",
-                           random_state=0)
-    assert elyza.ci_level == pytest.approx(1 - 0.05 / 3)
-    assert (elyza.ci_low, elyza.ci_high) == pytest.approx(tuple(boot.confidence_interval), abs=1e-12)
-    # Holm over the three benchmarks' Wilcoxon p-values (the smallest is multiplied by 3).
-    assert elyza.p_wilcoxon_holm == pytest.approx(min(1.0, 3 * elyza.p_wilcoxon), abs=1e-12)
+    t = stats.ttest_rel(b["elyza"] * 2.0, a["elyza"] * 2.0)
+    assert (elyza.test, elyza.p) == ("t", pytest.approx(t.pvalue, abs=1e-12)) and elyza.p_t == elyza.p
+    # The interval is the t test's own at the verdict's level: it excludes 0 exactly where p < 0.05 / 4.
+    assert (elyza.ci_low, elyza.ci_high) == pytest.approx(tuple(t.confidence_interval(1 - level)), abs=1e-12)
+    assert elyza.p_adjusted == pytest.approx(min(1.0, 4 * t.pvalue), abs=1e-12)
+    kept = [i for i in range(80) if not 61 <= i <= 65]  # Tengu's ids 61–65 are never scored
+    t = stats.ttest_rel(b["tengu"][kept], a["tengu"][kept])
+    assert tengu.n == 75
+    assert (tengu.ci_low, tengu.ci_high) == pytest.approx(tuple(t.confidence_interval(1 - level)), abs=1e-12)
     # The MDE: the effect size at which a two-sided paired t test on n questions has 80 % power at the verdict's
-    # level (α = 0.05 / 3, as the interval's), from scipy's noncentral t, times the differences' sd.
-    n, crit = len(d), stats.t.ppf(1 - 0.05 / 3 / 2, len(d) - 1)
+    # level, from scipy's noncentral t, times the differences' sd.
+    n, crit = len(d), stats.t.ppf(1 - level / 2, len(d) - 1)
 
     def power(effect: float) -> float:
         nc = effect * np.sqrt(n)
         return stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc)
 
-    effect = optimize.brentq(lambda e: power(e) - 0.8, 0.05, 1.2)  # nct.cdf turns NaN far out
+    effect = optimize.brentq(lambda e: power(e) - 0.8, 0.05, 1.0)  # nct.cdf turns NaN far out
     assert elyza.mde == pytest.approx(effect * d.std(ddof=1), rel=1e-5)  # statsmodels solves to ~1e-6
+
+    # The Overall: the mean of the three benchmarks' differences and means, the questions of all three.
+    assert overall.title == "Overall" and overall.over == ["elyza", "tengu", "rakuda"] and overall.n == 175
+    assert overall.diff == pytest.approx((elyza.diff + tengu.diff + rakuda.diff) / 3, abs=1e-9)
+    assert overall.mean_a == pytest.approx((elyza.mean_a + tengu.mean_a + rakuda.mean_a) / 3, abs=1e-9)
+    # Its standard error is each benchmark's by its own size (statsmodels' WLS of the differences on the
+    # benchmarks, weighted by their inverse variances, gives the three means with exactly those errors; Rakuda's
+    # differences are all 0 and add none).
+    from statsmodels.regression.linear_model import WLS
+
+    parts = [d, (b["tengu"] - a["tengu"])[kept].astype(float)]
+    x = np.concatenate([np.tile([1.0, 0.0], (len(parts[0]), 1)), np.tile([0.0, 1.0], (len(parts[1]), 1))])
+    fit = WLS(np.concatenate(parts), x, weights=np.concatenate([np.full(len(p), 1 / p.var(ddof=1)) for p in parts])
+              ).fit()
+    se = float(fit.t_test([1 / 3, 1 / 3]).sd[0, 0])
+    half = (overall.ci_high - overall.ci_low) / 2
+    df = (se ** 2) ** 2 / sum((p.var(ddof=1) / len(p) / 9) ** 2 / (len(p) - 1) for p in parts)
+    assert half == pytest.approx(stats.t.ppf(1 - level / 2, df) * se, rel=1e-9)
+    assert overall.p == pytest.approx(2 * stats.t.sf(abs(overall.diff) / se, df), rel=1e-6)
+    assert overall.verdict == ("B better" if overall.p < level else "n.s.")
 
 
 def test_compare_cli_formats_and_errors(planted):
@@ -78,7 +104,8 @@ def test_compare_cli_formats_and_errors(planted):
     out = shaberi("compare", "base", "new", "--format", "json", "--results-dir", root)
     assert out.returncode == 0, out.stderr
     body = json.loads(out.stdout)
-    assert [c["verdict"] for c in body["benchmarks"]] == ["B better", "n.s.", "n.s."]
+    assert [c["verdict"] for c in body["benchmarks"]] == ["B better", "n.s.", "n.s.", "B better"]
+    assert body["family"] == 4 and body["benchmarks"][-1]["title"] == "Overall"
     assert body["basis"]["judges"] == ["j"] and body["basis"]["passes"] == []
     table = shaberi("compare", "base", "new", "--format", "markdown", "--results-dir", root)
     assert "| ELYZA-tasks-100 | 60 |" in table.stdout
@@ -258,9 +285,9 @@ def test_two_models_compared_on_the_same_questions_with_a_third_in_the_tag(serve
     d = b - a
     assert rakuda["n"] == 10 and (rakuda["mean_a"], rakuda["mean_b"]) == pytest.approx((a.mean(), b.mean()), abs=1e-9)
     assert rakuda["diff"] == pytest.approx(d.mean(), abs=1e-9)
-    assert rakuda["p_wilcoxon"] == pytest.approx(stats.wilcoxon(d).pvalue, abs=1e-12)
-    boot = stats.bootstrap((d,), np.mean, confidence_level=0.95, n_resamples=9999, method="BCa", random_state=0)
-    assert (rakuda["ci_low"], rakuda["ci_high"]) == pytest.approx(tuple(boot.confidence_interval), abs=1e-12)
+    t = stats.ttest_rel(b, a)  # one benchmark: no Overall row, the verdict at 0.05 with the t test's 95 % interval
+    assert (rakuda["ci_low"], rakuda["ci_high"]) == pytest.approx(tuple(t.confidence_interval(0.95)), abs=1e-12)
+    assert rakuda["p"] == pytest.approx(t.pvalue, abs=1e-12) and body["family"] == 1
     assert rakuda["verdict"] == "B better" and rakuda["min_pairs"] == 6
     # The same sides named with --model-a/--model-b, and through the Python API.
     named = shaberi("compare", "v1", "v1", "--model-a", "org/base", "--model-b", "org/tuned", "--format", "json",
@@ -322,7 +349,7 @@ def test_a_judge_that_scored_a_question_on_one_side_only_is_left_out_of_it(serve
     assert rakuda["n"] == 8 and rakuda["judge_scores_dropped"] == 2  # A's j2 scores of q0 and q1
     assert (rakuda["mean_a"], rakuda["mean_b"], rakuda["diff"]) == pytest.approx((a.mean(), b.mean(), (b - a).mean()),
                                                                                  abs=1e-9)
-    assert rakuda["p_wilcoxon"] == pytest.approx(stats.wilcoxon(b - a).pvalue, abs=1e-12)
+    assert rakuda["p"] == pytest.approx(stats.ttest_rel(b, a).pvalue, abs=1e-12)
     naive = np.mean([np.mean(x) for x in ([j1[1][i], j2[1][i]] for i in range(8))])
     assert abs(naive - rakuda["mean_a"]) > 0.1  # the old pairing (every judge on each side) would differ
     table = shaberi("compare", "a", "b", "--results-dir", str(results)).stdout
@@ -332,25 +359,33 @@ def test_a_judge_that_scored_a_question_on_one_side_only_is_left_out_of_it(serve
 def test_too_few_pairs_give_no_verdict_however_constant_the_shift(tmp_path):
     store = Store(tmp_path)
     write_run(store, "base", {"rakuda": [3, 4]})
-    write_run(store, "new", {"rakuda": [4, 5]})  # +1 on both: bootstrap [1, 1], t p = 0, Wilcoxon p = 0.5
+    write_run(store, "new", {"rakuda": [4, 5]})  # +1 on both: no spread for a t test, sign-flip p = 0.5
     (c,) = compare(tmp_path, "base", "new").benchmarks
-    assert (c.n, c.min_pairs, c.verdict) == (2, 6, "too few")
-    assert c.p_wilcoxon == pytest.approx(stats.wilcoxon([1.0, 1.0]).pvalue)
+    assert (c.n, c.min_pairs, c.verdict, c.p_t, c.p) == (2, 6, "too few", None, 0.5)
     out = shaberi("compare", "base", "new", "--results-dir", str(tmp_path))
     assert out.returncode == 0 and "note: Rakuda: too few paired questions for a verdict (fewer than 6" in out.stdout
-    # At the minimum the same constant shift is a verdict, and the signed-rank test agrees with it (2/2⁶ < 0.05).
+    # At the minimum the same constant shift is a verdict: the t statistic is undefined (its p prints "–", never
+    # 0); the exact sign-flip test decides (2/2⁶ < 0.05), its interval the point.
     write_run(store, "base6", {"rakuda": [3, 4, 5, 3, 4, 5]})
     write_run(store, "new6", {"rakuda": [4, 5, 6, 4, 5, 6]})
     (c,) = compare(tmp_path, "base6", "new6").benchmarks
-    assert (c.n, c.verdict) == (6, "B better") and c.p_wilcoxon == pytest.approx(stats.wilcoxon([1.0] * 6).pvalue)
-    assert c.p_wilcoxon < 0.05
-    # Eight pairs of which only five moved: the signed-rank test sets the three aside and cannot reach 0.05
-    # (its smallest p with five is 0.0625), so neither can the verdict.
+    assert (c.n, c.verdict) == (6, "B better")
+    flips = stats.permutation_test(([1.0] * 6,), np.mean, permutation_type="samples", n_resamples=10 ** 4)
+    assert (c.test, c.p_t, c.ci_low, c.ci_high) == ("sign-flip", None, 1.0, 1.0)
+    assert c.p == pytest.approx(flips.pvalue) == 2 / 2 ** 6
+    out = shaberi("compare", "base6", "new6", "--format", "json", "--results-dir", str(tmp_path))
+    assert json.loads(out.stdout)["benchmarks"][0]["p_t"] is None
+    table = shaberi("compare", "base6", "new6", "--results-dir", str(tmp_path)).stdout
+    assert "Rakuda: every question moved by the same amount, so there is no spread for a t test (its p: –); the " \
+        "sign-flip test decides, p = 0.031" in table
+    # Eight pairs of which only five moved: the t test rejects (p 0.011), but no exact test can (the signed-rank
+    # test sets the three aside, and its smallest p with five is 0.0625), so there is no verdict.
     write_run(store, "base8", {"rakuda": [5, 5, 5, 5, 5, 5, 5, 5]})
     write_run(store, "new8", {"rakuda": [5, 5, 5, 9, 9, 9, 9, 9]})
     (c,) = compare(tmp_path, "base8", "new8").benchmarks
     assert (c.n, c.moved_pairs, c.verdict) == (8, 5, "too few")
-    assert c.p_wilcoxon == pytest.approx(stats.wilcoxon([0, 0, 0, 4, 4, 4, 4, 4]).pvalue) and c.p_wilcoxon > 0.05
+    assert c.p == pytest.approx(stats.ttest_1samp([0, 0, 0, 4, 4, 4, 4, 4], 0).pvalue) and c.p < 0.05
+    assert stats.wilcoxon([0, 0, 0, 4, 4, 4, 4, 4]).pvalue > 0.05
 
 
 def test_sides_named_twice_or_two_ways_are_refused_and_csv_keeps_the_numbers(server, tmp_path):
@@ -382,7 +417,7 @@ def test_sides_named_twice_or_two_ways_are_refused_and_csv_keeps_the_numbers(ser
     (rakuda,) = body["benchmarks"]
     assert (row["a"], row["b"], row["verdict"]) == ("org/base@v1", "org/tuned@v1", "B better")
     assert float(row["diff"]) == rakuda["diff"] and float(row["ci_low"]) == rakuda["ci_low"]
-    assert float(row["p_wilcoxon"]) == rakuda["p_wilcoxon"] and row["notes"].startswith("judges: j")
+    assert float(row["p"]) == rakuda["p"] and row["notes"].startswith("judges: j")
 
 
 def test_a_judge_that_scored_nothing_on_a_side_is_no_judge_of_it(server, tmp_path):

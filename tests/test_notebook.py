@@ -106,7 +106,8 @@ def test_the_analysis_notebook_runs_top_to_bottom(server, tmp_path, data_dir, mo
     assert [(c["a"], c["b"], c["benchmark"], c["n"]) for c in computed["comparison"]] == [
         (c["a"], c["b"], c["benchmark"], c["n"]) for c in expected.to_dicts()]
     assert [c["diff"] for c in computed["comparison"]] == pytest.approx(expected["diff"].to_list())
-    assert {c["a"] for c in computed["comparison"]} == {"m@nb"} and len(computed["comparison"]) == 4
+    assert {c["a"] for c in computed["comparison"]} == {"m@nb"} and len(computed["comparison"]) == 5  # and Overall
+    assert computed["comparison"][-1]["title"] == "Overall"
     text = "".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "judge-a" in text and PRICED in text and "spearman" in text and "Total" in text
     assert sorted(computed["runs"]) == ["nb-run1", "nb-run2", "solo"]

@@ -103,6 +103,9 @@ return JSON.stringify({
   categories: cells("table.categories tbody tr").map(r => r.slice(0, 5)),
   passes: cells("table.passes tbody tr"),
   tokens: cells("table.tokens tbody tr"),
+  comparisonHead: text("table.comparison thead th"),
+  comparison: cells("table.comparison tbody tr"),
+  comparisonNotes: text("p.note"),
 });
 })()"""
 
@@ -127,7 +130,27 @@ def test_report_of_two_families_reads_right_in_a_browser(families, tmp_path):
     assert seen["rendered"] == "yes"  # the inline script ran
     assert seen["sorted"][0][-1] == seen["sorted"][1][-1] == "Overall"  # a sorted table keeps Overall last ...
     assert {*seen["sorted"][0][-3:-1]} == {*seen["sorted"][1][-3:-1]} == {"Tengu-Bench", "MT-Bench"}  # "–" after
-    assert seen["sections"] == ["scores", "categories", "judges", "distributions", "movers", "passes", "tokens"]
+    assert seen["sections"] == ["scores", "comparison", "categories", "judges", "distributions", "movers", "passes",
+                                "tokens"]
+
+    # The comparison is the table `shaberi compare` prints, from its code: the same cells and notes, the numbers
+    # those of its JSON. ELYZA per question (0–10, the mean over both runs and judges): base 2.5, 6, 8.5 and new
+    # 10, 6, 7.5, so B − A is 7.5, 0, −1; its interval scipy's paired t at 1 − 0.05/3 (ELYZA, Rakuda and the
+    # Overall), and with three questions no verdict.
+    from shaberi.reports.compare import compare
+
+    report = compare(families, "base", "new")
+    header, rows = report.table()
+    assert seen["comparisonHead"] == header and seen["comparison"] == rows
+    assert [r[0] for r in rows] == ["ELYZA-tasks-100", "Rakuda", "Overall"]
+    assert seen["comparisonNotes"] == [f"note: {n}" for n in report.notes()] and seen["comparisonNotes"]
+    body = json.loads(shaberi("compare", "base", "new", "--format", "json", "--results-dir", str(families)).stdout)
+    assert [r[4] for r in rows] == [f"{c['diff']:+.2f}" for c in body["benchmarks"]]
+    assert [r[7] for r in rows] == [c["verdict"] for c in body["benchmarks"]]
+    d = np.array([7.5, 0.0, -1.0])
+    ci = stats.ttest_1samp(d, 0).confidence_interval(1 - 0.05 / 3)
+    assert rows[0][1:6] == ["3", "5.67", "7.83", f"{d.mean():+.2f}", f"{ci.low:.2f} to {ci.high:.2f}"]
+    assert rows[0][7] == "too few"
 
     # The scores are the view's, to the printed digits: pooled, then each judge, for both families.
     for k, tag in enumerate(["base", "new"]):

@@ -14,7 +14,6 @@ from ..errors import UsageError
 from .common import DEFAULT_RESULTS, Format, FormatOption, ResultsDir, SafeCSV, app, prepare_arrow, print_rows
 
 if TYPE_CHECKING:
-    from ..reports.compare import ComparisonReport
     from ..reports.view import Report
 
 __all__ = ["compare", "export", "import_legacy", "inspect_command", "leaderboard_command", "report_command", "sql",
@@ -181,17 +180,16 @@ def compare(
                                                 "judge under two prompt sets (the same tag on both sides: the same "
                                                 "answers), or two judges.")] = None,
     judge_b: Annotated[str | None, typer.Option("--judge-b", help="Side B's judge (see --judge-a).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
     format: FormatOption = Format.table,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """Paired per-question comparison of two sides (two tags of one model, or two models: a fine-tune against its
     base), like for like (the judges, judging prompts and passes both have; what only one side has is named and
-    left out): difference, bootstrap CI and verdict (both Bonferroni-adjusted across benchmarks), Wilcoxon and t
-    (Holm), MDE at the verdict's level, and the questions dropped per side."""
+    left out): per benchmark and Overall the difference, a paired t test and its interval, the verdict (one family:
+    each row at 0.05/rows), the MDE at that level, and the questions dropped per side."""
     from ..reports.compare import compare as run_compare
 
-    report = run_compare(results_dir, side_a, side_b, model, judge, seed, model_a=model_a, model_b=model_b,
+    report = run_compare(results_dir, side_a, side_b, model, judge, model_a=model_a, model_b=model_b,
                          judge_a=judge_a, judge_b=judge_b)
     if format == "json":
         sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -199,50 +197,26 @@ def compare(
     if format == "csv":  # the numbers as computed, and on each row what they rest on (as view's csv)
         from dataclasses import asdict
 
-        said = " | ".join([*report.basis.lines(), *_compare_notes(report)])
+        said = " | ".join([*report.basis.lines(), *report.notes()])
         writer = SafeCSV(sys.stdout)
         names = list(asdict(report.benchmarks[0]))
         writer.writerow(["a", "b", *names, "notes"])
         for c in report.benchmarks:
-            row = asdict(c) | {"dropped_a": _dropped(c.dropped_a), "dropped_b": _dropped(c.dropped_b)}
+            row = asdict(c) | {"dropped_a": _dropped(c.dropped_a), "dropped_b": _dropped(c.dropped_b),
+                               "over": ",".join(c.over)}
             writer.writerow([report.label_a, report.label_b, *("" if row[n] is None else row[n] for n in names),
                              said])
         return
-    first = report.benchmarks[0]
-    level = first.ci_level or 0.95
-    header = ["Benchmark", "n", "A", "B", "B − A", f"{level:.2%} CI (bootstrap, adjusted)", "Wilcoxon p (Holm)",
-              "t p (Holm)", f"MDE 80% (α {1 - level:.3g})", "Verdict (from the CI)", "Dropped A", "Dropped B"]
-    rows = [[c.title, str(c.n), _num(c.mean_a), _num(c.mean_b), f"{c.diff:+.2f}", _range(c.ci_low, c.ci_high),
-             _p(c.p_wilcoxon_holm), _p(c.p_t_holm), _num(c.mde), c.verdict, _dropped(c.dropped_a),
-             _dropped(c.dropped_b)] for c in report.benchmarks]
+    header, rows = report.table()
     typer.echo("Compared like for like on\n" + "".join(f"  {line}\n" for line in report.basis.lines()))
     print_rows(f"A = {report.label_a}, B = {report.label_b} (0–10 scale; positive: B scores higher)", header, rows,
                format)
-    for note in _compare_notes(report):
+    for note in report.notes():
         typer.echo(f"note: {note}")
-
-
-def _compare_notes(report: ComparisonReport) -> list[str]:
-    """What the table's verdicts rest on, beyond its columns."""
-    notes = []
-    if few := [c.title for c in report.benchmarks if c.verdict == "too few"]:
-        fewest = report.benchmarks[0].min_pairs
-        notes.append(f"{', '.join(few)}: too few paired questions for a verdict (fewer than {fewest}, or fewer than "
-                     f"{fewest} whose score moved: no signed-rank test could reach the verdict's level, "
-                     f"α = {1 - (report.benchmarks[0].ci_level or 0.95):.3g})")
-    if dropped := [f"{c.title} {c.judge_scores_dropped}" for c in report.benchmarks if c.judge_scores_dropped]:
-        notes.append("judge scores left out, the judge having scored the question on one side only (each question "
-                     f"is compared on the judges that scored it on both): {', '.join(dropped)}")
-    return notes
 
 
 def _dropped(reasons: dict[str, int]) -> str:
     return "; ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "0"
-
-
-def _p(value: float | None) -> str:
-    return "-" if value is None else ("<0.001" if value < 0.001 else f"{value:.3f}")
-
 
 
 @app.command()

@@ -17,21 +17,19 @@ question on **both** sides: a judge that scored it on one side only is left out 
 (counted: ``judge_scores_dropped``), so one side is never one judge's score against the other's mean of
 two. A question without such a judge is dropped and counted, per side, with its reason (no answer, answer
 error, not judged, null score, no judge in common, other question text: a question id asked with more than
-one text, as other data files do). Per benchmark: the mean difference B − A, a paired bootstrap interval
-(scipy.stats.bootstrap, BCa) at the Bonferroni-adjusted level 1 − 0.05/k over the k benchmarks compared, the
-Wilcoxon signed-rank and paired t tests (scipy), Holm-corrected across benchmarks (statsmodels
-``multipletests``), and the smallest difference a paired t test at the verdict's level (0.05/k, two-sided)
-detects with 80 % power for that many questions (statsmodels ``TTestPower``). The verdict is read off the
-adjusted interval (it excludes 0: better or worse), so the two always agree; the Holm p-values are shown
-beside it. Below ``min_pairs`` questions, or a "better" or "worse" resting on fewer questions that moved (the
-signed-rank test sets the others aside), no verdict is given ("too few"): with fewer, no signed-rank test could
-reach the verdict's level whatever the differences (a constant shift on two questions gives a bootstrap interval
-of one point and a t p of 0). Means are ``score_mean``, as every view's.
+one text, as other data files do). Means are ``score_mean``, as every view's.
+
+The table: per benchmark the mean difference B − A, then the **Overall** where two or more of the four that make it
+were compared (the unweighted mean of their differences over their paired questions, as ``view``'s Overall is the
+mean of the benchmark means). Its m rows are one family at α = 0.05: each is decided by a valid paired test at
+α/m, with that test's interval at 1 − α/m, so interval, p-value and verdict agree (``reports.verdict``: the rule,
+and why not a bootstrap). Beside them the smallest difference the t test detects at that level with 80 % power
+(statsmodels ``TTestPower``). ``ComparisonReport.table`` and ``notes`` are what the CLI and the HTML report print,
+so the two show one table.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -40,11 +38,12 @@ import duckdb
 from ..errors import UsageError
 from ..tables.selection import Selection, find_runs, left_out, select_runs
 from ..tables.sql import connect, query, score_mean
+from .verdict import ALPHA, Test, min_pairs, overall, paired, verdict
 
 __all__ = ["Basis", "Comparison", "ComparisonReport", "Side", "compare", "min_pairs", "other_texts", "parse_side",
            "parse_sides", "select_side"]
 
-ALPHA = 0.05
+OVERALL = "overall"  # the Overall row's benchmark
 _SEP = "\x1f"  # joins judge, benchmark and prompt hash into one key (chr(31) in paired_questions)
 
 
@@ -113,26 +112,29 @@ def select_side(root: Path, side: Side) -> Selection:
 
 @dataclass
 class Comparison:
+    """One row of the table: a benchmark, or the Overall (``benchmark`` "overall", over ``over``)."""
+
     benchmark: str
     title: str
     n: int
     mean_a: float | None = None
     mean_b: float | None = None
     diff: float | None = None
-    ci_low: float | None = None
+    ci_low: float | None = None  # the deciding test's interval (None: none, see ``reports.verdict``)
     ci_high: float | None = None
-    ci_level: float | None = None  # the interval's confidence: 1 − α/k
-    p_wilcoxon: float | None = None
-    p_wilcoxon_holm: float | None = None
-    p_t: float | None = None
-    p_t_holm: float | None = None
-    mde: float | None = None  # smallest |difference| detectable at 80 % power, at the verdict's level
+    ci_level: float | None = None  # the interval's confidence: 1 − α/m over the table's m verdicts
+    test: str = ""  # what decided: "t" (paired t; the Overall's by Welch–Satterthwaite), "sign-flip" (no spread)
+    p: float | None = None  # that test's p-value
+    p_adjusted: float | None = None  # × m (Bonferroni, capped at 1): below 0.05 exactly where the verdict is given
+    p_t: float | None = None  # the t test's; None where it is undefined (every question moved alike)
+    mde: float | None = None  # smallest |difference| the t test detects with 80 % power at the verdict's level
     min_pairs: int = 0  # fewer paired questions than this (or that moved, for better or worse): no verdict
     moved_pairs: int = 0  # paired questions whose score differs between the sides
     verdict: str = ""
     dropped_a: dict[str, int] = field(default_factory=dict)  # reason -> questions without a score on side A
     dropped_b: dict[str, int] = field(default_factory=dict)
     judge_scores_dropped: int = 0  # of paired questions: a judge's score with no counterpart on the other side
+    over: list[str] = field(default_factory=list)  # the Overall's benchmarks
 
 
 @dataclass
@@ -179,6 +181,7 @@ class ComparisonReport:
     benchmarks: list[Comparison]
     judge_a: str | None = None  # each side's judge, when compared by name (--judge-a / --judge-b)
     judge_b: str | None = None
+    family: int = 1  # m: the rows tested (each benchmark, and the Overall of two or more), each at α/m
 
     @property
     def label_a(self) -> str:
@@ -193,18 +196,70 @@ class ComparisonReport:
     def to_dict(self) -> dict:
         return {"a": {"tag": self.a.tag, "model": self.model_a, "label": self.label_a, "judge": self.judge_a},
                 "b": {"tag": self.b.tag, "model": self.model_b, "label": self.label_b, "judge": self.judge_b},
-                "basis": asdict(self.basis), "benchmarks": [asdict(c) for c in self.benchmarks]}
+                "basis": asdict(self.basis), "family": self.family,
+                "benchmarks": [asdict(c) for c in self.benchmarks]}
+
+    def table(self) -> tuple[list[str], list[list[str]]]:
+        """The header and rows ``shaberi compare`` prints and the HTML report shows."""
+        first, m = self.benchmarks[0], self.family
+        level = first.ci_level or 1 - ALPHA
+        header = ["Benchmark", "n", "A", "B", "B − A", f"{100 * level:.4g} % CI", "p" + (f" (×{m})" if m > 1 else ""),
+                  f"Verdict (p < {ALPHA:g}{f', α/{m} each' if m > 1 else ''})", f"MDE 80 % (α {1 - level:.3g})",
+                  "Dropped A", "Dropped B"]
+        rows = [[c.title, str(c.n), _num(c.mean_a), _num(c.mean_b), _num(c.diff, signed=True),
+                 _interval(c.ci_low, c.ci_high), _p(c.p_adjusted), c.verdict, _num(c.mde), _dropped(c.dropped_a),
+                 _dropped(c.dropped_b)] for c in self.benchmarks]
+        return header, rows
+
+    def notes(self) -> list[str]:
+        """What the table's verdicts rest on, beyond its columns."""
+        rows, m = self.benchmarks, self.family
+        level = ALPHA / m
+        notes = [f"verdicts: a paired t test per row at α = {ALPHA:g}/{m} = {level:.3g} (one family: the chance that "
+                 f"any 'better' or 'worse' here is false is at most {ALPHA:g}), with that test's interval"
+                 if m > 1 else f"verdict: a paired t test at α = {ALPHA:g}, with that test's interval"]
+        if overall_row := next((c for c in rows if c.benchmark == OVERALL), None):
+            titles = [c.title for c in rows if c.benchmark in overall_row.over]
+            notes.append(f"Overall: the mean of the {len(titles)} benchmarks' differences ({', '.join(titles)}), each "
+                         "over its own paired questions; its t test on Welch–Satterthwaite's degrees of freedom")
+        for c in rows:
+            if c.test == "sign-flip" and c.moved_pairs:
+                notes.append(f"{c.title}: every question moved by the same amount, so there is no spread for a t test "
+                             f"(its p: –); the sign-flip test decides, p = {_p(c.p)}")
+        if few := [c.title for c in rows if c.verdict == "too few"]:
+            fewest = rows[0].min_pairs
+            notes.append(f"{', '.join(few)}: too few paired questions for a verdict (fewer than {fewest}, or fewer "
+                         f"than {fewest} whose score moved: no exact test could reach the verdict's level, "
+                         f"α = {level:.3g})")
+        if dropped := [f"{c.title} {c.judge_scores_dropped}" for c in rows
+                       if c.judge_scores_dropped and c.benchmark != OVERALL]:
+            notes.append("judge scores left out, the judge having scored the question on one side only (each question "
+                         f"is compared on the judges that scored it on both): {', '.join(dropped)}")
+        return notes
+
+
+def _num(value: float | None, signed: bool = False) -> str:
+    return "–" if value is None else f"{value:+.2f}" if signed else f"{value:.2f}"
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    """``1.20–3.40``; ``-1.53 to 2.00`` when it starts below 0 (``-1.53–-0.70`` reads badly)."""
+    if low is None or high is None:
+        return "–"
+    return f"{low:.2f} to {high:.2f}" if low < 0 else f"{low:.2f}–{high:.2f}"
+
+
+def _p(value: float | None) -> str:
+    return "–" if value is None else ("<0.001" if value < 0.001 else f"{value:.3f}")
+
+
+def _dropped(reasons: dict[str, int]) -> str:
+    return "; ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "0"
 
 
 def other_texts(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: list[str]) -> set[tuple[str, str]]:
     """The (benchmark, question id) pairs asked with other texts, on a side or across both: not one question."""
     return set(con.execute(query("compare.texts_differ"), {"a": runs_a, "b": runs_b}).fetchall())
-
-
-def min_pairs(alpha: float) -> int:
-    """The fewest paired questions at which the exact two-sided signed-rank test can reach ``alpha`` at all (its
-    smallest p-value with n pairs is 2 / 2ⁿ): below it no data could support a verdict at that level."""
-    return max(2, math.ceil(1 + math.log2(1 / alpha)))
 
 
 def _complete(con: duckdb.DuckDBPyConnection, side: Selection, judge: str | None) -> tuple[list[str], list[str]]:
@@ -220,7 +275,7 @@ def _complete(con: duckdb.DuckDBPyConnection, side: Selection, judge: str | None
 
 
 def compare(results_dir: Path, a: str | Side, b: str | Side, model: str | None = None, judge: str | None = None,
-            seed: int = 0, model_a: str | None = None, model_b: str | None = None, judge_a: str | None = None,
+            model_a: str | None = None, model_b: str | None = None, judge_a: str | None = None,
             judge_b: str | None = None) -> ComparisonReport:
     """Side ``b`` against side ``a`` (the baseline). A side given as text is ``TAG`` or ``MODEL@TAG``; ``model``
     names the model of both sides, ``model_a`` / ``model_b`` of one; ``judge_a`` / ``judge_b``: the judge of each
@@ -246,17 +301,18 @@ def compare(results_dir: Path, a: str | Side, b: str | Side, model: str | None =
         basis, keys = _basis(con, label_a, label_b, runs_a, runs_b, judge)
     basis.excluded_runs = excluded_a + excluded_b
     rows = _per_question(con, runs_a, runs_b, basis, keys, (judge_a, judge_b) if judge_a else None)
-    for bench, _, paired, _, dropped, _, _ in rows:  # a benchmark both judged, with no question to pair: say why
-        if not paired:
+    for bench, _, pairs, _, dropped, *_ in rows:  # a benchmark both judged, with no question to pair: say why
+        if not pairs:
             other = (dropped or {}).get("other question text")
             basis.not_compared[bench] = "no question scored on both sides" + (
                 f" ({other} share an id but not the text: other data files?)" if other else "")
-    results = _statistics(rows, seed)
+    results, family = _statistics(rows)
     if not results:
         why = "; ".join(f"{b}: {w}" for b, w in basis.not_compared.items())
         raise UsageError(f"{label_a!r} and {label_b!r} share no scored question"
                          f"{f' for judge {judge!r}' if judge else ''}{f' ({why})' if why else ''}; nothing to compare")
-    return ComparisonReport(side_a, side_b, chosen_a.models[0], chosen_b.models[0], basis, results, judge_a, judge_b)
+    return ComparisonReport(side_a, side_b, chosen_a.models[0], chosen_b.models[0], basis, results, judge_a, judge_b,
+                            family)
 
 
 def _basis(con: duckdb.DuckDBPyConnection, tag_a: str, tag_b: str, runs_a: list[str], runs_b: list[str],
@@ -348,50 +404,42 @@ def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: lis
          "benchmarks": sorted(basis.prompts)}).fetchall()
 
 
-def _statistics(rows: list[tuple], seed: int) -> list[Comparison]:
+def _statistics(rows: list[tuple]) -> tuple[list[Comparison], int]:
+    """Each benchmark compared, then the Overall: one family, each row tested at α/m (``reports.verdict``)."""
     import numpy as np
-    from scipy import stats
-    from statsmodels.stats.multitest import multipletests
-    from statsmodels.stats.power import TTestPower
 
     compared = [r for r in rows if r[2]]
-    alpha = ALPHA / max(1, len(compared))  # Bonferroni over the benchmarks compared: the verdict's family
-    fewest = min_pairs(alpha)
+    counted = [r for r in compared if r[7]]  # the benchmarks that make the Overall
+    m = max(1, len(compared) + (len(counted) > 1))  # rows tested (the Overall of one benchmark would be that one)
+    level = ALPHA / m
     results = []
-    for bench, title, scores_a, scores_b, dropped_a, dropped_b, one_sided in compared:
-        a, b = np.asarray(scores_a), np.asarray(scores_b)
-        d = b - a
-        c = Comparison(bench, title, len(d), score_mean(scores_a), score_mean(scores_b), score_mean(d.tolist()),
-                       ci_level=1 - alpha, min_pairs=fewest, moved_pairs=int(np.count_nonzero(d)),
-                       dropped_a=dict(dropped_a or {}), dropped_b=dict(dropped_b or {}),
-                       judge_scores_dropped=int(one_sided))
-        if len(d) >= 2 and np.ptp(d) > 0:
-            boot = stats.bootstrap((d,), np.mean, confidence_level=1 - alpha, n_resamples=9999, method="BCa",
-                                   random_state=seed)
-            c.ci_low, c.ci_high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
-            c.p_t = float(stats.ttest_rel(b, a).pvalue)
-            effect = TTestPower().solve_power(nobs=len(d), alpha=alpha, power=0.8, alternative="two-sided")
-            c.mde = float(effect * d.std(ddof=1))
-        else:  # every question moved by the same amount (often 0): no spread to test against
-            c.ci_low = c.ci_high = c.diff
-            c.p_t = 1.0 if c.diff == 0 else 0.0
-        c.p_wilcoxon = float(stats.wilcoxon(d).pvalue) if np.any(d != 0) else 1.0
+    for bench, title, scores_a, scores_b, dropped_a, dropped_b, one_sided, _ in compared:
+        d = np.asarray(scores_b, dtype=float) - np.asarray(scores_a, dtype=float)
+        c = _row(bench, title, len(d), score_mean(scores_a), score_mean(scores_b), score_mean(d.tolist()),
+                 paired(d, level), m, dict(dropped_a or {}), dict(dropped_b or {}), int(one_sided))
         results.append(c)
-    for attr in ("p_wilcoxon", "p_t"):
-        if results:
-            adjusted = multipletests([getattr(c, attr) for c in results], alpha=ALPHA, method="holm")[1]
-            for c, p in zip(results, adjusted, strict=True):
-                setattr(c, f"{attr}_holm", float(p))
-    for c in results:
-        moved = c.ci_low is not None and c.ci_high is not None and (c.ci_low > 0 or c.ci_high < 0)
-        # No test could reach the verdict's level with so few pairs (the signed-rank test sets the ones that did
-        # not move aside): no verdict at all, rather than one no test supports.
-        if c.n < fewest or (moved and c.moved_pairs < fewest):
-            c.verdict = "too few"
-        elif moved:
-            c.verdict = "B better" if c.ci_low is not None and c.ci_low > 0 else "B worse"
-        else:
-            c.verdict = "n.s."
-        if c.n < 2 or (c.mde is not None and math.isnan(c.mde)):
-            c.mde = None
-    return results
+    if len(counted) > 1:
+        parts = [c for c in results if c.benchmark in {r[0] for r in counted}]
+        means = [score_mean([c.mean_a for c in parts]), score_mean([c.mean_b for c in parts])]
+        test = overall([np.asarray(r[3], dtype=float) - np.asarray(r[2], dtype=float) for r in counted], level)
+
+        def summed(side: str) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for c in parts:
+                for why, n in getattr(c, side).items():
+                    out[why] = out.get(why, 0) + n
+            return out
+
+        results.append(_row(OVERALL, "Overall", sum(c.n for c in parts), means[0], means[1],
+                            score_mean([c.diff for c in parts]), test, m, summed("dropped_a"), summed("dropped_b"),
+                            sum(c.judge_scores_dropped for c in parts), [c.benchmark for c in parts]))
+    return results, m
+
+
+def _row(bench: str, title: str, n: int, mean_a: float | None, mean_b: float | None, diff: float | None, t: Test,
+         m: int, dropped_a: dict[str, int], dropped_b: dict[str, int], one_sided: int,
+         over: list[str] | None = None) -> Comparison:
+    level = ALPHA / m
+    return Comparison(bench, title, n, mean_a, mean_b, diff, t.low, t.high, 1 - level, t.test, t.p,
+                      None if t.p is None else min(1.0, m * t.p), t.p_t, t.mde, min_pairs(level), t.moved,
+                      verdict(t, n, level), dropped_a, dropped_b, one_sided, over or [])

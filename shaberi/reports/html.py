@@ -14,7 +14,8 @@ Per tag (one run, or a ``{tag}-run1 … N`` family):
 - pass effects: per pass, the answers it checked and changed, by how much, the biggest examples;
 - tokens and cost by stage, with a total.
 
-With ``--compare``: the same for the other tag, a chart of both, and the biggest movers per question,
+With ``--compare``: the same for the other tag, a chart of both, the table ``shaberi compare`` prints (its own code:
+difference, interval, verdict, p-value, MDE, what was left out), and the biggest movers per question,
 ranked within each benchmark on its own scale (ELYZA's 1–5 is not doubled against Tengu's 0–10), for runs
 and families alike (a family's question score is its mean over runs, shown with each run's score), with
 both sides' answers and every judge's reply. Movers use the judges both tags have.
@@ -37,6 +38,7 @@ from ..resources import resource_dir
 from ..tables.selection import left_out, select_runs
 from ..tables.sql import connect, query
 from .agreement import Agreement, agreement, ratings
+from .compare import compare as run_compare
 from .compare import other_texts, parse_sides, select_side
 from .inspector import Detail, Inspector
 from .output import write_atomic
@@ -372,7 +374,12 @@ def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = N
     movers: list[dict] = []
     movers_notes: list[str] = []
     unlike: list[str] = []
+    comparison, comparison_error = None, None
     if compare:
+        try:  # the table ``shaberi compare`` prints, from its own code
+            comparison = run_compare(results_dir, *sides)
+        except UsageError as exc:  # nothing in common to compare: the page says why, the rest still stands
+            comparison_error = str(exc)
         overlap = _overlap(inspector, blocks[0], blocks[1])
         movers, movers_notes = _movers(inspector, blocks[0], blocks[1], overlap)
         unlike = _unlike(blocks[0], blocks[1], overlap)
@@ -398,6 +405,7 @@ def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = N
     html = env.get_template("report.html.jinja").render(
         blocks=blocks, chart=_chart(blocks), categories=_category_rows(blocks), category_judges=category_judges,
         movers=movers, movers_notes=movers_notes, unlike=unlike, compare=compare, title=title, tag_total=tag_total,
-        head_to_head=head_to_head,
+        head_to_head=head_to_head, comparison=comparison, comparison_error=comparison_error,
+        comparison_table=comparison.table() if comparison else None,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), results_dir=str(results_dir))
     return write_atomic(out, lambda tmp: tmp.write_text(html, encoding="utf-8"))

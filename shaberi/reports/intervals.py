@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import duckdb
 
 from ..tables.sql import SCORE_DIGITS, query
+from .verdict import satterthwaite
 
 __all__ = ["QuestionInterval", "question_intervals"]
 
@@ -76,8 +77,7 @@ def question_intervals(con: duckdb.DuckDBPyConnection, run_ids: list[str], judge
     if core and all(b in out for b in core):  # the mean of the benchmarks' numbers, their errors independent
         parts = [out[b] for b in core]
         variances = [(p.se / len(core)) ** 2 for p in parts]
-        df = sum(variances) ** 2 / sum(v ** 2 / p.df for v, p in zip(variances, parts, strict=True)) \
-            if sum(variances) > 0 else float(sum(p.df for p in parts))
+        df = satterthwaite(variances, [p.df for p in parts])
         interval("overall", sum(p.mean for p in parts) / len(core), sum(variances) ** 0.5, df,
                  sum(p.clusters for p in parts), sum(by_benchmark[b][0][5] for b in core) / len(core),
                  sum(by_benchmark[b][0][6] for b in core) / len(core))

@@ -28,7 +28,7 @@ SELECT benchmark, question_id FROM texts_differ($a, $b);
 
 -- name: benchmarks
 -- per benchmark compared: the paired scores of each side (in question order), the questions each side dropped
--- by reason, and the judge scores left out of paired questions
+-- by reason, the judge scores left out of paired questions, and whether it counts in the Overall
 WITH p AS MATERIALIZED (SELECT * FROM paired_questions($a, $b, $passes, $keys, $ja, $jb))
 SELECT b.benchmark, b.title,
        (SELECT list(score_a ORDER BY question_id) FROM p WHERE p.benchmark = b.benchmark AND p.judges IS NOT NULL),
@@ -37,7 +37,7 @@ SELECT b.benchmark, b.title,
         WHERE p.benchmark = b.benchmark AND dropped_a IS NOT NULL GROUP BY 1)),
        (SELECT map(list(dropped_b), list(n)) FROM (SELECT dropped_b, count(*) AS n FROM p
         WHERE p.benchmark = b.benchmark AND dropped_b IS NOT NULL GROUP BY 1)),
-       coalesce((SELECT sum(one_sided)::BIGINT FROM p WHERE p.benchmark = b.benchmark), 0)
+       coalesce((SELECT sum(one_sided)::BIGINT FROM p WHERE p.benchmark = b.benchmark), 0), b.in_overall
 FROM benchmark_info b
 WHERE list_contains($benchmarks, b.benchmark)
 ORDER BY b.position;
