@@ -76,3 +76,28 @@ def test_a_tag_that_wins_everything_is_rated_finitely_and_said_to_be_regularised
     assert at_b.high[0] == np.inf and np.isfinite(at_b.low[0]) and all(np.isfinite([at_b.low[2], at_b.high[2]]))
     assert interval(at_b.low[0], at_b.high[0]) == f"{at_b.low[0]:.0f} to ∞" and interval(-np.inf, 3.4) == "−∞ to 3"
     assert interval(float("nan"), 1.0) == interval(None, None) == "–"
+
+
+def test_a_bound_only_the_prior_gives_in_more_than_the_tail_of_resamples_is_open():
+    """B beats A on 8 questions, ties 1 and loses 1: the fit on all the data is finite (B has a loss and a tie), but a
+    resample that draws neither has no finite fit above: (8/10)¹⁰ = 10.7 % of resamples take the prior's value
+    there, more than the interval's 2.5 % tail, so its upper bound is open ("1070 to ∞", not the prior's 2080). With
+    20 such questions (14 wins, 3 ties, 3 losses) the chance is 0.08 %: the bound is the data's."""
+    from scipy import stats
+
+    few = [Verdict(f"q{k}", "A", "B", 0.0) for k in range(8)] + [Verdict("q8", "A", "B", 0.5),
+                                                                 Verdict("q9", "A", "B", 1.0)]
+    got = fit(["A", "B"], few, bootstrap=1000, seed=0)
+    assert not got.regularised and np.isfinite(got.rating[1]) and got.rating[1] > BASE
+    assert got.high[1] == np.inf and np.isfinite(got.low[1]) and got.low[1] > BASE
+    # the share of resamples with no finite fit above, as the binomial chance of drawing no non-win predicts
+    assert stats.binomtest(round(got.open_high[1] * 1000), 1000, 0.8 ** 10).pvalue > 0.001
+    assert got.open_low == [0.0, 0.0] and got.open_high[0] == 0.0
+    assert interval(got.low[1], got.high[1]).endswith("to ∞")
+    many = [Verdict(f"q{k}", "A", "B", 0.0) for k in range(14)] + [Verdict(f"q{k}", "A", "B", 0.5)
+                                                                   for k in range(14, 17)]
+    many += [Verdict(f"q{k}", "A", "B", 1.0) for k in range(17, 20)]
+    got = fit(["A", "B"], many, bootstrap=1000, seed=0)
+    assert np.isfinite(got.high[1]) and got.open_high[1] <= 0.025
+    # The same data when every resample is bounded: the plain 97.5th percentile over the resamples.
+    assert got.high[1] < 2000

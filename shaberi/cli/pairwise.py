@@ -161,7 +161,7 @@ def _missing(missing: dict[str, int], differing: int) -> None:
 
 
 def _print(result: Result, request: PairwiseRequest) -> None:
-    from ..pairwise.ratings import interval
+    from ..pairwise.ratings import interval, open_note
 
     p = result.progress
     typer.echo(f"pairwise {result.job}: {', '.join(s.tag for s in result.sides)}; judge {request.judge.name}; "
@@ -188,6 +188,8 @@ def _print(result: Result, request: PairwiseRequest) -> None:
                    [[r.tags[k], "–" if math.isnan(r.rating[k]) else f"{r.rating[k]:.0f}",
                      interval(r.low[k], r.high[k], " – "),
                      f"{sum(r.comparisons[k]):,}"] for k in order], "table")
+        if note := open_note(r.tags, r.open_low, r.open_high):
+            typer.echo(f"note: {note}")
     if overall := result.ratings.get("*"):
         print_rows("win rate (row v. column)", ["", *overall.tags],
                    [[t, *("" if x is None else f"{x:.0%}" for x in overall.win_rate[k])]

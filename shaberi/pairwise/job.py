@@ -185,7 +185,8 @@ def _store_ratings(store: Store, scope: Scope, result: Result, design: Design) -
             won = sum((rate or 0.0) * c for rate, c in zip(r.win_rate[k], r.comparisons[k], strict=True))
             rated = [None if math.isnan(v) else v for v in (r.rating[k], r.low[k], r.high[k])]
             rows.append(pairwise_rating(scope.job, scope.judge, benchmark, run_of[t], t, stamp, rating=rated[0],
-                                        low=rated[1], high=rated[2], comparisons=n, win_rate=won / n if n else None,
+                                        low=rated[1], high=rated[2], open_low=r.open_low[k], open_high=r.open_high[k],
+                                        comparisons=n, win_rate=won / n if n else None,
                                         anchor=r.anchor, design=design.described, regularised=r.regularised,
                                         bootstrap=r.bootstrap, seed=r.seed, compared_with=opponents[run_of[t]],
                                         benchmarks=list(scope.benchmarks)))

@@ -7,14 +7,19 @@ extensions add a tie parameter; with both orders judged, a tie mostly means posi
 
 Strengths are ``choix``'s maximum-likelihood fit (ILSR on the matrix of wins). Where no finite maximum exists — a
 tag that won, or lost, every comparison with the others, which a bootstrap sample can make — the fit is
-regularised (``ALPHA`` pseudo-comparisons between every pair) and ``Ratings.regularised`` says so; such a tag's
-interval is open on that side (``inf``): the data puts no bound on how far it is from the anchor. Ratings are on
+regularised (``ALPHA`` pseudo-comparisons between every pair) and ``Ratings.regularised`` says so. Ratings are on
 an Elo-like scale: 400 / ln 10 points per unit of strength (so 400 points are 10:1 odds), the anchor tag (the
 reference, or the first) at 1000.
 
 The interval of each rating is the 2.5th and 97.5th percentile of its rating refitted on questions drawn with
 replacement (a question's verdicts stay together: they share its difficulty), from a seeded generator, so the same
-verdicts and seed give the same interval.
+verdicts and seed give the same interval. **A bound the data do not give is open.** In a resample where a tag is
+out of the anchor's reach (nothing the anchor beat, directly or through others, beat it), no finite fit exists
+above: its rating there is the prior's, not the data's; so too below for a tag that does not reach the anchor.
+Where more than ``TAIL`` (2.5 %, the interval's tail) of the resamples are so on a side, the percentile there is the
+prior's, and that side is open (``inf``); ``Ratings.open_low`` / ``open_high`` keep the shares. (B beating A on 8
+questions, tying 1 and losing 1: 10.9 % of resamples hold no loss for B, so its interval is "1070 to ∞", not the
+prior's "1070 – 2080".)
 """
 
 from __future__ import annotations
@@ -25,11 +30,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ALPHA", "SCALE", "Ratings", "Verdict", "fit", "interval", "strengths", "wins"]
+__all__ = ["ALPHA", "SCALE", "TAIL", "Ratings", "Verdict", "fit", "interval", "open_note", "strengths", "wins"]
 
 SCALE = 400 / math.log(10)  # Elo points per unit of Bradley–Terry strength
 BASE = 1000.0  # the anchor's rating
 ALPHA = 0.01  # pseudo-comparisons between every pair where the maximum-likelihood fit does not exist
+TAIL = 0.025  # each side's share of the 95 % interval: more resamples than this unbounded on a side, that side is open
 
 
 @dataclass(frozen=True)
@@ -46,10 +52,12 @@ class Verdict:
 class Ratings:
     tags: list[str]
     rating: list[float]  # NaN: a tag compared with nothing
-    low: list[float]  # 2.5th percentile over the bootstrap
-    high: list[float]  # 97.5th percentile
+    low: list[float]  # 2.5th percentile over the bootstrap; -inf: open (see ``open_low``)
+    high: list[float]  # 97.5th percentile; inf: open
     win_rate: list[list[float | None]]  # row tag's share of its comparisons with the column tag (ties half)
     comparisons: list[list[int]]
+    open_low: list[float]  # the share of resamples with no finite fit below (more than TAIL: ``low`` is -inf)
+    open_high: list[float]  # the share with none above
     anchor: str
     regularised: bool  # the point fit needed ALPHA (a tag won or lost everything)
     bootstrap: int
@@ -88,6 +96,27 @@ def _connected(w: np.ndarray) -> bool:
     return all(len(r) == len(w) for r in _reach(w))
 
 
+def _unbounded(w: np.ndarray, anchor: int) -> tuple[np.ndarray, np.ndarray]:
+    """Which tags the wins ``w`` put no bound on, above and below the anchor. The anchor's reach (what it beat, and
+    what those beat) beat no tag outside it, so every tag outside can be raised together as far as one likes, the
+    likelihood only growing: no bound above. So too below for a tag that does not reach the anchor."""
+    reach = _reach(w)
+    return (np.array([k not in reach[anchor] for k in range(len(w))]),
+            np.array([anchor not in r for r in reach]))
+
+
+def _percentiles(samples: np.ndarray, above: np.ndarray, below: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 2.5th and 97.5th percentiles, a resample unbounded on a side counted beyond every bounded one there (the
+    most extreme bounded value, or its own prior's if beyond, stands in for it: where such resamples are more than
+    the tail, that side is open anyway)."""
+    bounded = ~(above | below)
+    top = np.where(bounded, samples, -np.inf).max(axis=0)
+    bottom = np.where(bounded, samples, np.inf).min(axis=0)
+    held = np.where(above, np.maximum(samples, top), np.where(below, np.minimum(samples, bottom), samples))
+    low, high = np.percentile(held, [2.5, 97.5], axis=0)
+    return low, high
+
+
 def strengths(w: np.ndarray) -> tuple[np.ndarray, bool]:
     """Bradley–Terry strengths (mean zero) of a win matrix, and whether the fit needed regularising."""
     import choix
@@ -112,29 +141,32 @@ def fit(tags: Sequence[str], verdicts: Sequence[Verdict], anchor: str | None = N
     per_question = np.stack([wins(tags, by_question[q]) for q in questions]) if questions else np.zeros((0, 1, 1))
     rng = np.random.default_rng(seed)
     samples = np.empty((bootstrap, len(tags)))
+    above = np.zeros((bootstrap, len(tags)), dtype=bool)  # no finite fit above (the prior's value) in that resample
+    below = np.zeros((bootstrap, len(tags)), dtype=bool)
     for b in range(bootstrap):
-        drawn = rng.integers(0, len(questions), len(questions))
-        s, _ = strengths(per_question[drawn].sum(axis=0))
+        drawn = per_question[rng.integers(0, len(questions), len(questions))].sum(axis=0)
+        s, needed = strengths(drawn)
         samples[b] = SCALE * (s - s[a]) + BASE
+        if needed:
+            above[b], below[b] = _unbounded(drawn, a)
     n = w + w.T
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(n > 0, w / n, np.nan)
-    low, high = np.percentile(samples, [2.5, 97.5], axis=0) if bootstrap else (np.full(len(tags), np.nan),) * 2
     rating = SCALE * (point - point[a]) + BASE
-    if regularised:
-        # The anchor's reach: what it beat, and what those beat. Nothing in it beat any tag outside it, so every tag
-        # outside can be raised together as far as one likes, the likelihood only growing: no bound above. So too
-        # below for a tag that does not reach the anchor. (Such a tag's rating is the prior's, ``ALPHA``'s.)
-        reach = _reach(w)
-        high = np.where([k in reach[a] for k in range(len(tags))], high, np.inf)
-        low = np.where([a in r for r in reach], low, -np.inf)
+    open_high, open_low = (x.mean(axis=0) if bootstrap else np.zeros(len(tags)) for x in (above, below))
+    low, high = _percentiles(samples, above, below) if bootstrap else (np.full(len(tags), np.nan),) * 2
+    if regularised:  # the point fit itself is the prior's on that side (then so is every resample's)
+        over, under = _unbounded(w, a)
+        open_high, open_low = np.where(over, 1.0, open_high), np.where(under, 1.0, open_low)
+    high = np.where(open_high > TAIL, np.inf, high)
+    low = np.where(open_low > TAIL, -np.inf, low)
     unrated = n.sum(axis=1) == 0  # compared with nothing: the prior's value says nothing about it
     rating, low, high = (np.where(unrated, np.nan, v) for v in (rating, low, high))
     return Ratings(tags, [float(x) for x in rating], [float(x) for x in low], [float(x) for x in high],
                    [[None if i == j or math.isnan(rate[i, j]) else float(rate[i, j]) for j in range(len(tags))]
                     for i in range(len(tags))],
-                   [[round(n[i, j]) for j in range(len(tags))] for i in range(len(tags))], anchor, regularised,
-                   bootstrap, seed)
+                   [[round(n[i, j]) for j in range(len(tags))] for i in range(len(tags))],
+                   [float(x) for x in open_low], [float(x) for x in open_high], anchor, regularised, bootstrap, seed)
 
 
 def interval(low: float | None, high: float | None, between: str = " to ") -> str:
@@ -142,3 +174,12 @@ def interval(low: float | None, high: float | None, between: str = " to ") -> st
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return "–"
     return between.join("−∞" if v == -math.inf else "∞" if v == math.inf else f"{v:.0f}" for v in (low, high))
+
+
+def open_note(tags: Sequence[str], open_low: Sequence[float | None], open_high: Sequence[float | None]) -> str | None:
+    """What an open bound means, with each open side's share of resamples: the CLI's note and the report's (a fit
+    stored before the shares were has none: None)."""
+    sides = [f"{t} {'below' if low else 'above'} in {share:.1%} of the resamples" for k, t in enumerate(tags)
+             for low, share in ((True, open_low[k]), (False, open_high[k])) if share is not None and share > TAIL]
+    return (f"open bounds (∞): {'; '.join(sides)}: there the tag won (or lost) every comparison drawn, so only the "
+            f"prior bounds it, in more than the interval's {TAIL:.1%} tail") if sides else None

@@ -12,7 +12,7 @@ from .. import benchmarks as bm
 from ..tables.sql import query
 from .bias import Position, position
 from .judging import Scope
-from .ratings import interval
+from .ratings import interval, open_note
 
 if TYPE_CHECKING:
     import duckdb
@@ -36,6 +36,7 @@ class Section:
     gap: float | None
     decided: list[dict]
     plot: dict
+    open_note: str | None = None  # what an open (∞) bound means, with its share of resamples
 
 
 def sections(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[Section]:
@@ -61,6 +62,7 @@ def _section(con: duckdb.DuckDBPyConnection, job: str, judge: str, shown: set[st
     ratings = [{"tag": tag, "run": run, "rating": rating, "low": low, "high": high, "interval": interval(low, high),
                 "comparisons": n, "shown": run in shown} for _, tag, run, rating, low, high, n, *_ in rows]
     design, anchor = (rows[0][9], rows[0][8]) if rows else ("", "")
+    note = open_note([r[1] for r in rows], [r[11] for r in rows], [r[12] for r in rows])
     scope = _scope(con, job, judge, next((r for r, t in tag_of.items() if t == anchor), ""))
     share = {(f, s): (v, n) for f, s, v, n in con.execute(query("pairwise.win_matrix"), scope.params()).fetchall()}
     order = [r["run"] for r in ratings]
@@ -83,7 +85,7 @@ def _section(con: duckdb.DuckDBPyConnection, job: str, judge: str, shown: set[st
                                         (f"{tag_of[second]} shown first", reply_second)]})
     return Section(job, judge, design, [str(bm.BENCHMARKS[b].data.get("title", b)) if b in bm.BENCHMARKS else b
                                         for b in scope.benchmarks],
-                   anchor, ratings, matrix, position(con, scope), closest, gap, decided, _plot(ratings))
+                   anchor, ratings, matrix, position(con, scope), closest, gap, decided, _plot(ratings), note)
 
 
 def _share(share: dict, x: str, y: str) -> float | None:

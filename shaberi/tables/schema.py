@@ -256,8 +256,10 @@ TABLES: dict[str, Table] = {
                 ("rated_run", STR),  # the run rated
                 ("tag", STR),  # its tag
                 ("rating", F64),  # Elo-like: 400 points are 10:1 odds; the anchor at 1000
-                ("low", F64),  # 2.5th percentile over the bootstrap over questions
-                ("high", F64),  # 97.5th percentile
+                ("low", F64),  # 2.5th percentile over the bootstrap over questions; -inf: open below
+                ("high", F64),  # 97.5th percentile; inf: open above
+                ("open_low", F64),  # share of resamples with no finite fit below (over 2.5 %: low is -inf)
+                ("open_high", F64),  # share of resamples with no finite fit above (over 2.5 %: high is inf)
                 ("comparisons", I64),  # questions it was compared on (each both orders)
                 ("win_rate", F64),  # its share of those, a tie half
                 ("anchor", STR),  # the tag at 1000

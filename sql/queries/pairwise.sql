@@ -31,13 +31,14 @@ WHERE judge = '*' AND list_contains($runs, run_id) AND list_contains($benchmarks
 
 -- name: ratings
 -- the latest fit of a job, as the view holds it
-SELECT benchmark, tag, rated_run, rating, low, high, comparisons, win_rate, anchor, design, regularised
+SELECT benchmark, tag, rated_run, rating, low, high, comparisons, win_rate, anchor, design, regularised, open_low,
+       open_high
 FROM pairwise_ratings WHERE run_id = $job AND judge = $judge ORDER BY benchmark, rating DESC, tag;
 
 -- name: all_ratings
 -- the latest fits (the Python API): every job's, or the jobs that rated exactly $runs (null: any), by $judge (null: any)
-SELECT run_id AS job, judge, benchmark, tag, rated_run, rating, low, high, comparisons, win_rate, anchor, design,
-       benchmarks, compared_with, regularised, bootstrap, seed, created_at
+SELECT run_id AS job, judge, benchmark, tag, rated_run, rating, low, high, open_low, open_high, comparisons, win_rate,
+       anchor, design, benchmarks, compared_with, regularised, bootstrap, seed, created_at
 FROM pairwise_ratings
 WHERE ($judge IS NULL OR judge = $judge)
   AND ($runs IS NULL OR (run_id, judge) IN (SELECT (run_id, judge) FROM pairwise_ratings GROUP BY run_id, judge
