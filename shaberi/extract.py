@@ -38,11 +38,22 @@ The grammar, applied in this order:
                     Total; ``n/10`` or ``n点``) if any, else the mean of two or more aspects (older Rakuda
                     judges)
 
+   Rakuda's lines may name an overall anywhere in their label (``モデル回答の総合：6/10``). A reply that mentions a
+   reference answer (参考回答, 模範解答, "reference answer") is read by a candidate's overall line only: which
+   answer the other lines score cannot be told, and a reference's score is never averaged in.
+
 6. **Decide.** Every verdict found must be valid, inside the scale and equal: then that value is the score,
    stored as the judge wrote it (4.5 stays 4.5) and named by the format of the last one. Otherwise (no
    verdict, an ambiguous one, one out of scale, several that disagree) there is no score, with the reason
    why, and the judge stage asks the fallback prompt. A weaker format is never tried after a stronger one
    found something it could not accept.
+
+7. **A score said in prose must agree.** Outside the verdicts found, the judge's own words may state a score as a
+   decision (``_SPOKEN``): a revision (「7点に修正します」, "I revise my score to 6", "lower it to 5"), an overall
+   (「総合的に見て、6点です」, 「6点が妥当」, "an overall score of 6", "I'd give it a 6"), a line holding only a
+   labelled score (``評価：4``, ``回答の評価：2``, ``Score: 6/10``) or a table's overall row (``| 総合 | 6 |``). Never
+   a verdict alone; one that differs from the verdict leaves the reply without a single verdict (the fallback
+   is asked). Reasoning is not a decision: 「基本5点から2点減」, 「3点相当の内容」, 「10点とした場合」.
 
 **Choices** (``choose``: which of two answers is better, for pairwise judging) are read by rules 1, 2 and 4 the
 same way, in these stated formats: a line ``FINAL VERDICT: A`` (or ``B`` or ``TIE``; ``WINNER:`` and ``勝者：``
@@ -88,6 +99,29 @@ _OVERALL_LABEL = r"(?:総合(?:評価|点)?|全体(?:評価)?|合計|(?i:overall
 _OVERALL = re.compile(rf"^[ \t]*[-*・]?[ \t]*[*_]*{_OVERALL_LABEL}[*_]*[ \t]*[:：][ \t]*[*_]*(?P<n>{_NUM})"
                       r"[ \t]*(?:/[ \t]*10|点)(?!\d|\.\d)[^\n\d]*$",
                       re.M)
+_SCORED = r"[ \t]*(?:点(?![満中])|/[ \t]*(?:10|5)(?!\d|\.\d))"  # "6点" (not "10点満点", "10点中"), "6/10"
+_DECIDED = (r"(?:とします|とする(?![とれ])|とし(?:た(?!場合|ら|とき|時)|ました)|にします|にする(?![とれ])|"
+            r"に(?:修正|変更|訂正|下げ|上げ|引き下げ|引き上げ|改め)|と(?:評価|判断|採点)(?:します|しました|する(?![とれ]))|"
+            r"といたします|とさせて|をつけ|を付け|を与え)")
+_SPOKEN = [re.compile(p, re.M) for p in (  # a score stated in prose as the judge's decision (``_spoken``)
+    rf"(?<![\d.])(?P<n>{_NUM})[ \t]*点[*_]*[ \t]*{_DECIDED}",  # "6点とします", "6点に修正", "6点をつけます"
+    rf"(?<![\d.])(?P<n>{_NUM})[ \t]*点[*_]*(?:相当)?[ \t]*[がで][ \t]*(?:妥当|適切|適当|ふさわしい)",  # "7点が妥当"
+    rf"(?:総合|全体|最終|結論|総評|再考|再検討|見直)[^\n。:：]{{0,24}}?(?<![\d.])(?P<n>{_NUM}){_SCORED}[ \t]*"
+    r"(?:です|である|だ(?![け])|が妥当|と(?:なります|考えます)|になります|。|$)",  # "総合的に見て、6点です"
+    rf"(?i:\b(?:revis|chang|lower|rais|adjust|updat|amend|correct|bump|reduc|increas)\w*\b[^\n.]{{0,40}}?"
+    rf"\b(?:score|rating|grade|it|this)\b[^\n.\d]{{0,20}}?\bto[ \t]+[*_]*)(?P<n>{_NUM})(?!\d|\.\d)",  # "… to 6"
+    rf"(?i:\b(?:final|overall|total)[ \t]+(?:score|rating|grade|verdict|assessment)\b[^\n.\d<]{{0,20}}?)"
+    rf"(?<![\d.])(?P<n>{_NUM})(?!\d|\.\d)",  # "an overall score of 6"
+    rf"(?i:\bI(?:'ll|'d| will| would)?[ \t]+(?:give|assign|award|rate)\b[^\n.]{{0,30}}?)(?<![\d.])(?P<n>{_NUM})"
+    r"(?!\d|\.\d)",  # "I'd give it a 6"
+    rf"^[ \t>*_#-]*(?:[^\n:：|]{{0,12}}?(?:回答|解答|答案|(?i:answer|response))(?:の|[ \t]*)?)?"
+    rf"(?:評価|点数|得点|スコア|総合評価|総合点|(?i:score|rating|grade))[*_]*[ \t]*[:：][ \t]*[*_]*(?P<n>{_NUM})"
+    r"[ \t]*(?:点|/[ \t]*\d+)?[*_]*[ \t]*[。.]?[ \t]*$",  # a line "評価：4", "回答の評価：2", "Score: 6/10"
+    rf"^[ \t]*\|[ \t]*[*_]*(?:総合|合計|全体|(?i:overall|total))[^|\n]*\|[ \t]*[*_]*(?P<n>{_NUM})"
+    r"[ \t]*(?:点|/[ \t]*\d+)?[*_]*[ \t]*\|[ \t]*$",  # a table's overall row "| 総合 | 6 |"
+)]
+_REFERENCE = re.compile(r"参考(?:回答|解答|答案)|模範(?:回答|解答)|正解例|基準回答|(?i:reference (?:answer|response))")
+_OVERALL_IN = re.compile(r"総合|全体評価|合計|(?i:overall|total)")  # a slash_ten label naming an overall
 _VERDICT_HINT = re.compile(r"(?i:score)|評価|\[\[")  # a cheap test before reading an answer for stated formats
 MASK = "\x1a"  # stands in for each masked character (``own_words``); lines keep their length and their breaks
 _THINK = re.compile(r"\A\s*<think>.*?(?:</think>|\Z)|\A(?:(?!<think>).)*?</think>", re.S | re.I)  # leading only
@@ -151,6 +185,8 @@ def extract(reply: str | None, scale: tuple[int, int], rules: tuple[str, ...] = 
         return Extraction(None, None, f"{_listed(bad)} outside {low}-{high}")
     if len({v.value for v in found}) > 1:
         return Extraction(None, None, f"verdicts disagree: {_listed(found)}")
+    if other := [v for v in _spoken(text, found) if v.value != found[-1].value]:  # a revision, an overall in prose
+        return Extraction(None, None, f"verdicts disagree: {_listed([found[-1], *other])}")
     return Extraction(found[-1].value, found[-1].rule, None)
 
 
@@ -310,6 +346,18 @@ def _claimed(answer: str | None, scale: tuple[int, int], rules: tuple[str, ...])
     return {n for v in found if (n := v.value if v.first is None else v.first) is not None}
 
 
+def _spoken(text: str, verdicts: list[_Verdict]) -> list[_Verdict]:
+    """Scores the judge states in its own words outside the verdicts found (whose text is set aside): a revision
+    ("再考して6点とします", "I revise my score to 6"), an overall in prose ("総合的に見て、6点"), a line
+    "評価：4". Never a verdict alone; one that differs from the verdict leaves the reply without a single verdict."""
+    out = list(text)
+    for v in verdicts:
+        out[v.start:v.end] = MASK * (v.end - v.start)
+    rest = "".join(out)
+    found = {(m.start("n"), float(m.group("n")), _shown(m.group(0))) for p in _SPOKEN for m in p.finditer(rest)}
+    return [_Verdict("prose", shown, n, start, start) for start, n, shown in sorted(found)]
+
+
 def _legacy(text: str, rules: tuple[str, ...]) -> list[_Verdict]:
     """The first legacy format the benchmark accepts that appears in the reply."""
     for rule in (r for r in rules if r in LEGACY_RULES):
@@ -319,9 +367,19 @@ def _legacy(text: str, rules: tuple[str, ...]) -> list[_Verdict]:
                     (":", "："))):  # "正しい答えは次の通り：\n3" is not a score
                 return [_Verdict(rule, lines[-1].strip(), float(m.group("n")), 0, 0)]
         elif rule == "slash_ten":
-            if overall := [float(m.group("n")) for m in _OVERALL.finditer(text)]:  # the verdict; aspects its reasons
+            marked = list(_ASPECT.finditer(text))
+            # A reference answer scored beside the candidate: only an overall that is not the reference's counts
+            # (whose aspects the other lines are cannot be told).
+            if _REFERENCE.search(text):
+                overall = [float(m.group("n")) for m in marked
+                           if _OVERALL_IN.search(m.group("label")) and not _REFERENCE.search(m.group("label"))]
                 return [_Verdict(rule, f"overall {n:g}/10", n, 0, 0) for n in overall]
-            aspects = [float(m.group("n")) for m in _ASPECT.finditer(text)]
+            overall = [float(m.group("n")) for m in _OVERALL.finditer(text)]
+            overall += [float(m.group("n")) for m in marked if _OVERALL_IN.search(m.group("label"))
+                        and not _OVERALL.match(m.group(0))]  # "モデル回答の総合：6/10"
+            if overall:  # the verdict; aspects its reasons
+                return [_Verdict(rule, f"overall {n:g}/10", n, 0, 0) for n in overall]
+            aspects = [float(m.group("n")) for m in marked]
             if len(aspects) >= 2:  # one "割合：3/10" line is no rubric
                 shown = ", ".join(f"{n:g}/10" for n in aspects)
                 return [_Verdict(rule, f"mean of {shown}", statistics.fmean(aspects), 0, 0)]
