@@ -114,16 +114,19 @@ class Results:
         return agreement(ratings(con, run_ids))
 
     def compare(self, a: str, b: str, model: str | None = None, judge: str | None = None,
-                model_a: str | None = None, model_b: str | None = None) -> pl.DataFrame:
-        """Side ``a`` against side ``b``, paired per question and like for like (``shaberi compare``): each a tag
-        or ``MODEL@TAG`` (or the tag with ``model_a`` / ``model_b``; ``model`` for both), of one model or two.
-        One row per benchmark, then the Overall (two or more benchmarks), with both sides' labels, the difference,
-        the paired t test's p-value and interval at the verdict's level, and the verdict (``reports.verdict``)."""
+                model_a: str | None = None, model_b: str | None = None, judge_a: str | None = None,
+                judge_b: str | None = None) -> pl.DataFrame:
+        """Side ``b`` against the baseline ``a``, paired per question and like for like (``shaberi compare``): each a
+        tag or ``MODEL@TAG`` (or the tag with ``model_a`` / ``model_b``; ``model`` for both), of one model or two;
+        ``judge_a`` / ``judge_b``: each side's judge. One row per benchmark, then the Overall (two or more
+        benchmarks), with both sides' labels, the difference, the deciding test's p-value and interval at the
+        verdict's level, and the verdict (``reports.verdict``); ``shaberi compare --format json`` adds its notes."""
         import polars as pl
 
         from .reports.compare import compare
 
-        report = compare(self.root, a, b, model=model, judge=judge, model_a=model_a, model_b=model_b)
+        report = compare(self.root, a, b, model=model, judge=judge, model_a=model_a, model_b=model_b, judge_a=judge_a,
+                         judge_b=judge_b)
         rows = [{"a": report.label_a, "b": report.label_b} | asdict(c)
                 | {"dropped_a": sum(c.dropped_a.values()), "dropped_b": sum(c.dropped_b.values())}
                 for c in report.benchmarks]  # questions without a score on each side (the reasons: compare)

@@ -4,7 +4,8 @@ The grammar, applied in this order:
 
 1. **Finished replies only.** A reply cut off at the judge's token limit is not read (its verdict may be
    a draft). The reply is NFKC-normalised, so full-width digits, colons and brackets read as ASCII.
-2. **Set aside what the judge did not say in its own voice**: ``<think>`` blocks (closed or not); closed
+2. **Set aside what the judge did not say in its own voice**: a leading ``<think>`` block (or ``<thinking>``,
+   ``<reasoning>``, ``<thought>``; closed or not); closed
    quotations (「…」 『…』 “…” 《…》, and "…" or '…' within a line; an apostrophe inside a word is not a
    quote); closed fenced code blocks, inline code and blockquote lines (``> …``). A quotation or fence
    left open hides nothing, so an answer that plants an unmatched 「 or ``` cannot hide the judge's verdict.
@@ -14,12 +15,14 @@ The grammar, applied in this order:
                                                the label with ``n`` alone on the next line)
        score_tag    ``<score>n</score>``
        brackets     ``[[n]]`` ending its line, after a label (評価, 点数, スコア, Rating, Score) or alone at
-                    the line's start; ``評価：[n]``, ``評価：【n】`` (評価 on the same line)
+                    the line's start; ``評価：[n]``, ``評価：【n】`` ending its line (評価 on the same line)
 
    ``n`` is a number as written, decimals included; bold, ``n/MAX`` or ``n out of MAX`` (MAX the top of
-   the benchmark's scale), ``n点`` or ``n points`` are fine. After ``FINAL SCORE: n`` the line may hold only
-   closing markup; a punctuation mark or a dash and then words without digits; a parenthesis with no number
-   but MAX ("(out of 10)", "（10点満点）"); or a closing phrase (です, とします, をつけます). Anything else
+   the benchmark's scale), ``n点`` or ``n points`` are fine (``FINAL SCORE = n`` too, and the number alone on a
+   line below). After ``FINAL SCORE: n`` the line may hold only closing markup; a punctuation mark or a dash and
+   then words without digits; a parenthesis with no number but MAX ("(out of 10)", "（10点満点）"); or a closing
+   phrase (です, とします, をつけます) — words that name no number (六点, "six"), no other answer or turn (参考回答,
+   "reference", ターン) and no condition ("if", もし, 場合). Anything else
    makes the verdict *ambiguous*: arithmetic (``10 - 2 = 8``), a range (``1-5のうち4``), prose (``10 would
    be too generous; I give 6``), a bracket holding more than a number (``[[7-8]]``), a MAX that is not the
    scale's top. The format's placeholder echoed (``FINAL SCORE: <1から10までの整数>``) is no verdict. A bare
@@ -39,7 +42,7 @@ The grammar, applied in this order:
                     judges)
 
    Rakuda's lines may name an overall anywhere in their label (``モデル回答の総合：6/10``). A reply that mentions a
-   reference answer (参考回答, 模範解答, "reference answer") is read by a candidate's overall line only: which
+   reference answer (参考回答, 模範解答, 基準解答, "reference") is read by a candidate's overall line only: which
    answer the other lines score cannot be told, and a reference's score is never averaged in.
 
 6. **Decide.** Every verdict found must be valid, inside the scale and equal: then that value is the score,
@@ -48,12 +51,17 @@ The grammar, applied in this order:
    why, and the judge stage asks the fallback prompt. A weaker format is never tried after a stronger one
    found something it could not accept.
 
-7. **A score said in prose must agree.** Outside the verdicts found, the judge's own words may state a score as a
-   decision (``_SPOKEN``): a revision (「7点に修正します」, "I revise my score to 6", "lower it to 5"), an overall
-   (「総合的に見て、6点です」, 「6点が妥当」, "an overall score of 6", "I'd give it a 6"), a line holding only a
-   labelled score (``評価：4``, ``回答の評価：2``, ``Score: 6/10``) or a table's overall row (``| 総合 | 6 |``). Never
-   a verdict alone; one that differs from the verdict leaves the reply without a single verdict (the fallback
-   is asked). Reasoning is not a decision: 「基本5点から2点減」, 「3点相当の内容」, 「10点とした場合」.
+7. **The verdict must be the judge's last word on the candidate** (``_doubt``), else the fallback is asked:
+
+   - a stated verdict ends the reply: after it, any other number (a revision: 「再考して6点とします」, "Lowering my
+     score to six", 『5点』 in quotes, 六点), another answer or turn named, or a condition, leaves it in doubt;
+   - its line, or a heading just above it, naming another answer or turn ("参考回答：FINAL SCORE: 10", "Turn 1
+     Rating: [[9]]") makes it not the candidate's;
+   - a score line above it with another value ("Score: 7", ``評価：4``, a table's ``| 総合 | 6 |``) is a second
+     verdict; other prose before it is reasoning (per-item points, 「基本5点から2点減」), its last word the verdict;
+   - a legacy verdict, the weakest reading, is in doubt beside any number in a line of prose that speaks of a
+     score (「総じて…3点です」, "Overall, I would give it a 6", 「評価は4です」), and ELYZA's last-line number after
+     a numbered list's item or a count (「誤りの数」).
 
 **Choices** (``choose``: which of two answers is better, for pairwise judging) are read by rules 1, 2 and 4 the
 same way, in these stated formats: a line ``FINAL VERDICT: A`` (or ``B`` or ``TIE``; ``WINNER:`` and ``勝者：``
@@ -71,8 +79,8 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["COMMON_RULES", "LEGACY_RULES", "MASK", "RULES", "Choice", "Extraction", "choose", "extract", "own_words",
-           "without_thinking"]
+__all__ = ["COMMON_RULES", "LEGACY_RULES", "MASK", "RULES", "THINK_TAGS", "Choice", "Extraction", "choose", "extract",
+           "own_words", "without_thinking"]
 
 COMMON_RULES = ("final_score", "score_tag", "brackets")
 LEGACY_RULES = ("bare_number", "slash_ten")
@@ -82,8 +90,9 @@ _NUM = r"-?\d+(?:\.\d+)?"
 _VALUE = re.compile(rf"\s*(?P<n>{_NUM})\s*(?:/\s*(?P<max>\d+(?:\.\d+)?))?\s*点?\s*")  # inside a bracket or tag
 _RANGE = r"(?:[(（][^()（）\n]{0,12}[)）])?"  # "FINAL SCORE (1-10): 7"
 _FINAL = re.compile(rf"(?<![A-Za-z])(?:FINAL[ \t]*SCORE|(?i:final[ \t]*score)(?=[*_]*[ \t]*{_RANGE}[ \t]*(?::|\n|$)))\b"
-                    rf"[*_]*[ \t]*{_RANGE}[ \t]*:?[*_]*[ \t]*(?P<line>[^\n]*)(?=\n[ \t]*(?P<next>[^\n]*))?")
+                    rf"[*_]*[ \t]*{_RANGE}[ \t]*[:=]?[*_]*[ \t]*(?P<line>[^\n]*)(?=\n\s*(?P<next>[^\n]*))?")
 _FINAL_VALUE = re.compile(rf"[*_\[]*[ \t]*(?P<n>{_NUM})(?!\d)[*_]*"
+                          r"(?:[ \t]*(?:点|points?|pts\.?)(?=[ \t]*(?:/|out of)))?"  # "8 points out of 10"
                           r"(?:[ \t]*(?:/|out of)[ \t]*(?P<max>\d+(?:\.\d+)?))?[ \t]*(?:点|points?|pts\.?)?[ \t]*"
                           r"[*_\]]*(?P<tail>.*)")
 _TAIL_OK = re.compile(r"\s*(?:[.。!,、;:]\D*|[-—–→]\s+\D*|(?P<paren>[(（][^()（）]*[)）])\s*[.。]?"
@@ -91,7 +100,7 @@ _TAIL_OK = re.compile(r"\s*(?:[.。!,、;:]\D*|[-—–→]\s+\D*|(?P<paren>[(�
 _TAG = re.compile(r"<score>(?P<inner>[^<\n]{0,40})</score>", re.I)
 _BRACKETS = re.compile(r"(?:(?:評価|点数|得点|スコア|(?i:rating|score|grade))[*_]*[ \t]*:?[*_]*[ \t]*|^[ \t>*_#-]*)"
                        r"\[\[(?P<inner>[^\[\]\n]{0,40})\]\](?=[ \t*_.。]*$)"
-                       r"|評価[ \t]*:?[ \t]*[\[【](?P<single>[^\[\]【】\n]{0,40})[\]】]", re.M)
+                       r"|評価[ \t]*:?[ \t]*[\[【](?P<single>[^\[\]【】\n]{0,40})[\]】](?=[ \t*_.。]*$)", re.M)
 _BARE = re.compile(rf"^\s*[*_`]*(?P<n>{_NUM})\s*点?[*_`]*\s*$")
 _ASPECT = re.compile(rf"^[ \t]*[-*・]?[ \t]*(?P<label>[^\n:：|]{{1,20}}?)[ \t]*[:：][ \t]*[*_]*(?P<n>{_NUM})"
                      r"[ \t]*/[ \t]*10(?!\d|\.\d)[^\n\d]*$", re.M)  # "正確性：8/10（やや不正確）"
@@ -99,32 +108,34 @@ _OVERALL_LABEL = r"(?:総合(?:評価|点)?|全体(?:評価)?|合計|(?i:overall
 _OVERALL = re.compile(rf"^[ \t]*[-*・]?[ \t]*[*_]*{_OVERALL_LABEL}[*_]*[ \t]*[:：][ \t]*[*_]*(?P<n>{_NUM})"
                       r"[ \t]*(?:/[ \t]*10|点)(?!\d|\.\d)[^\n\d]*$",
                       re.M)
-_SCORED = r"[ \t]*(?:点(?![満中])|/[ \t]*(?:10|5)(?!\d|\.\d))"  # "6点" (not "10点満点", "10点中"), "6/10"
-_DECIDED = (r"(?:とします|とする(?![とれ])|とし(?:た(?!場合|ら|とき|時)|ました)|にします|にする(?![とれ])|"
-            r"に(?:修正|変更|訂正|下げ|上げ|引き下げ|引き上げ|改め)|と(?:評価|判断|採点)(?:します|しました|する(?![とれ]))|"
-            r"といたします|とさせて|をつけ|を付け|を与え)")
-_SPOKEN = [re.compile(p, re.M) for p in (  # a score stated in prose as the judge's decision (``_spoken``)
-    rf"(?<![\d.])(?P<n>{_NUM})[ \t]*点[*_]*[ \t]*{_DECIDED}",  # "6点とします", "6点に修正", "6点をつけます"
-    rf"(?<![\d.])(?P<n>{_NUM})[ \t]*点[*_]*(?:相当)?[ \t]*[がで][ \t]*(?:妥当|適切|適当|ふさわしい)",  # "7点が妥当"
-    rf"(?:総合|全体|最終|結論|総評|再考|再検討|見直)[^\n。:：]{{0,24}}?(?<![\d.])(?P<n>{_NUM}){_SCORED}[ \t]*"
-    r"(?:です|である|だ(?![け])|が妥当|と(?:なります|考えます)|になります|。|$)",  # "総合的に見て、6点です"
-    rf"(?i:\b(?:revis|chang|lower|rais|adjust|updat|amend|correct|bump|reduc|increas)\w*\b[^\n.]{{0,40}}?"
-    rf"\b(?:score|rating|grade|it|this)\b[^\n.\d]{{0,20}}?\bto[ \t]+[*_]*)(?P<n>{_NUM})(?!\d|\.\d)",  # "… to 6"
-    rf"(?i:\b(?:final|overall|total)[ \t]+(?:score|rating|grade|verdict|assessment)\b[^\n.\d<]{{0,20}}?)"
-    rf"(?<![\d.])(?P<n>{_NUM})(?!\d|\.\d)",  # "an overall score of 6"
-    rf"(?i:\bI(?:'ll|'d| will| would)?[ \t]+(?:give|assign|award|rate)\b[^\n.]{{0,30}}?)(?<![\d.])(?P<n>{_NUM})"
-    r"(?!\d|\.\d)",  # "I'd give it a 6"
+_NUMBER_WORD = (r"[〇一二三四五六七八九十]+[ \t]*点|(?i:\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|"
+                r"eleven|twelve)\b)")  # 六点, "six": a number a digit pattern misses
+# another answer, a turn, a condition: what a verdict's line, or what follows the verdict, may not name
+_OTHER = re.compile(r"参考|模範|基準|正解|お手本|ターン|(?i:\b(?:reference|gold|ideal|ground[- ]truth|turn)\b)"
+                    r"|(?i:\b(?:if|would|were|unless)\b)|もし|場合|なら|だったら|としたら")
+_AFTER_NUMBER = re.compile(rf"(?<![\d.])(?P<n>{_NUM})(?!\d|\.\d)|(?P<word>{_NUMBER_WORD})")
+# A line of prose that speaks of a score, and the numbers in it: read beside a legacy verdict (``_doubt``)
+_SCORE_TALK = re.compile(r"点|評価|採点|スコア|総合|全体|最終|結論|総じて|妥当|"
+                         r"(?i:\b(?:score|rating|grade|overall|give|gave|deserve|merit|worth|rate)\w*)")
+_DENOMINATOR = re.compile(r"(?:/|(?i:out of))[ \t]*\d+|\d+[ \t]*点?[ \t]*(?:満点|中)")  # "/10", "out of 5", "5点満点"
+_SPOKEN_NUMBER = re.compile(rf"(?<![\d.年])(?P<n>{_NUM})(?!\d|\.\d)|(?P<word>{_NUMBER_WORD})")
+_SCORE_LINE = [re.compile(p, re.M) for p in (  # a line that is a score and its label only (``_doubt``)
     rf"^[ \t>*_#-]*(?:[^\n:：|]{{0,12}}?(?:回答|解答|答案|(?i:answer|response))(?:の|[ \t]*)?)?"
-    rf"(?:評価|点数|得点|スコア|総合評価|総合点|(?i:score|rating|grade))[*_]*[ \t]*[:：][ \t]*[*_]*(?P<n>{_NUM})"
-    r"[ \t]*(?:点|/[ \t]*\d+)?[*_]*[ \t]*[。.]?[ \t]*$",  # a line "評価：4", "回答の評価：2", "Score: 6/10"
+    r"(?:評価|点数|得点|スコア|総合評価|総合点|総合|合計|最終評価|"
+    r"(?i:score|rating|grade|overall|total)(?i:[ \t]+score)?)"
+    rf"[*_]*[ \t]*[:：][ \t]*[*_]*(?P<n>{_NUM})[ \t]*(?:点|/[ \t]*\d+)?[*_]*[ \t]*[。.]?[ \t]*$",  # "Score: 6/10"
     rf"^[ \t]*\|[ \t]*[*_]*(?:総合|合計|全体|(?i:overall|total))[^|\n]*\|[ \t]*[*_]*(?P<n>{_NUM})"
-    r"[ \t]*(?:点|/[ \t]*\d+)?[*_]*[ \t]*\|[ \t]*$",  # a table's overall row "| 総合 | 6 |"
+    r"[ \t]*(?:点|/[ \t]*\d+)?[*_]*[ \t]*\|",  # a table's overall row "| 総合 | 6 |"
 )]
-_REFERENCE = re.compile(r"参考(?:回答|解答|答案)|模範(?:回答|解答)|正解例|基準回答|(?i:reference (?:answer|response))")
+_REFERENCE = re.compile(r"参考|模範|基準(?:回答|解答)|正解例|お手本|(?i:\b(?:reference|gold|ideal)\b)")
 _OVERALL_IN = re.compile(r"総合|全体評価|合計|(?i:overall|total)")  # a slash_ten label naming an overall
+_LIST_ITEM = re.compile(r"^[ \t]*[-*・]?[ \t]*\d+[ \t]*[.)．）、]")  # "2. 簡潔さ": a bare number after it is the next
+_COUNTED = re.compile(r"数|個|件|項目|(?i:\b(?:count|number|how many)\b)")  # "誤りの数\n1": a count, not a score
 _VERDICT_HINT = re.compile(r"(?i:score)|評価|\[\[")  # a cheap test before reading an answer for stated formats
 MASK = "\x1a"  # stands in for each masked character (``own_words``); lines keep their length and their breaks
-_THINK = re.compile(r"\A\s*<think>.*?(?:</think>|\Z)|\A(?:(?!<think>).)*?</think>", re.S | re.I)  # leading only
+THINK_TAGS = "think|thinking|reasoning|thought"  # a reasoner's tags (``generate.split_reasoning`` too)
+_THINK = re.compile(rf"\A\s*<({THINK_TAGS})>.*?(?:</\1>|\Z)|\A(?:(?!<(?:{THINK_TAGS})>).)*?</(?:{THINK_TAGS})>",
+                    re.S | re.I)  # leading only
 _FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.M | re.S)
 _QUOTE_LINE = re.compile(r"^[ \t]*>[^\n]*", re.M)
 _CODE_SPAN = re.compile(r"`[^`\n]+`")
@@ -185,8 +196,8 @@ def extract(reply: str | None, scale: tuple[int, int], rules: tuple[str, ...] = 
         return Extraction(None, None, f"{_listed(bad)} outside {low}-{high}")
     if len({v.value for v in found}) > 1:
         return Extraction(None, None, f"verdicts disagree: {_listed(found)}")
-    if other := [v for v in _spoken(text, found) if v.value != found[-1].value]:  # a revision, an overall in prose
-        return Extraction(None, None, f"verdicts disagree: {_listed([found[-1], *other])}")
+    if why := _doubt(raw, text, found[-1]):  # a revision after it, another answer's score, a count
+        return Extraction(None, None, why)
     return Extraction(found[-1].value, found[-1].rule, None)
 
 
@@ -284,14 +295,16 @@ def _stated(text: str, scale: tuple[int, int]) -> Iterator[_Verdict]:
     found = []
     for m in _FINAL.finditer(text):
         line = m.group("line")
-        if not line.strip(" \t*_:") and m.group("next") is not None:
+        end = m.end()
+        if not line.strip(" \t*_:=") and m.group("next") is not None:
             v = _FINAL_VALUE.match(m.group("next").strip())
             if v is None or v.group("tail").strip(" .。"):
                 continue  # a heading, then something else ("### Final Score\n1. Accuracy: …")
-            line = m.group("next")  # "FINAL SCORE:" with the number alone on the next line
+            line, end = m.group("next"), m.end("next")  # "FINAL SCORE:" with the number alone on a line below
         line = line.strip()
         v = _FINAL_VALUE.match(line)
-        if v and (tail := _TAIL_OK.fullmatch(v.group("tail"))) and _paren_ok(tail.group("paren"), scale):
+        if v and (tail := _TAIL_OK.fullmatch(v.group("tail"))) and _paren_ok(tail.group("paren"), scale) \
+                and not _OTHER.search(v.group("tail")) and not re.search(_NUMBER_WORD, v.group("tail")):
             value = _value(v.group("n"), v.group("max"), scale)
         elif line.startswith(("<", "‹", "[")) and not re.match(r"\[+\s*\d", line):
             continue  # the format's placeholder echoed: "FINAL SCORE: <1から10までの整数>"
@@ -300,7 +313,7 @@ def _stated(text: str, scale: tuple[int, int]) -> Iterator[_Verdict]:
         else:
             continue  # "FINAL SCORE" in passing, e.g. the format named in prose
         first = re.search(_NUM, line)
-        found.append(_Verdict("final_score", _shown(m.group(0).split("\n")[0]), value, m.start(), m.end(),
+        found.append(_Verdict("final_score", _shown(m.group(0).split("\n")[0]), value, m.start(), end,
                               float(first.group()) if first else None))
     for rule, pattern in (("score_tag", _TAG), ("brackets", _BRACKETS)):
         for m in pattern.finditer(text):
@@ -346,16 +359,44 @@ def _claimed(answer: str | None, scale: tuple[int, int], rules: tuple[str, ...])
     return {n for v in found if (n := v.value if v.first is None else v.first) is not None}
 
 
-def _spoken(text: str, verdicts: list[_Verdict]) -> list[_Verdict]:
-    """Scores the judge states in its own words outside the verdicts found (whose text is set aside): a revision
-    ("再考して6点とします", "I revise my score to 6"), an overall in prose ("総合的に見て、6点"), a line
-    "評価：4". Never a verdict alone; one that differs from the verdict leaves the reply without a single verdict."""
-    out = list(text)
-    for v in verdicts:
-        out[v.start:v.end] = MASK * (v.end - v.start)
-    rest = "".join(out)
-    found = {(m.start("n"), float(m.group("n")), _shown(m.group(0))) for p in _SPOKEN for m in p.finditer(rest)}
-    return [_Verdict("prose", shown, n, start, start) for start, n, shown in sorted(found)]
+def _doubt(raw: str, text: str, last: _Verdict) -> str | None:
+    """Why the last verdict may not be the judge's final one on the candidate, or None. ``raw``: the reply as read
+    (quotations kept), ``text``: its own words. A stated verdict ends the reply: after it, any number (a revision:
+    「再考して6点とします」, "Lowering my score to six", in quotes too), another answer or turn named, or a condition,
+    leaves it in doubt; so does its line, or the heading above it, naming another answer or turn ("参考回答：FINAL
+    SCORE: 10", "Turn 1 Rating: [[9]]"). A legacy verdict is in doubt beside any score stated in prose with another
+    value (``_SCORE_LIKE``), and ELYZA's last-line number after a numbered list or a count."""
+    if last.rule in COMMON_RULES:
+        line_start = text.rfind("\n", 0, last.start) + 1
+        if _OTHER.search(before := text[line_start:last.start]):
+            return f"{_listed([last])}: its line names another answer or turn ({_shown(before)!r})"
+        above = text[:line_start].rstrip("\n").rsplit("\n", 1)[-1].strip()
+        if re.match(r"[#【\[*]|.{0,30}[:：]$", above) and _OTHER.search(above):
+            return f"{_listed([last])}: under a heading naming another answer or turn ({_shown(above)!r})"
+        if lines := sorted({_shown(m.group(0)) for p in _SCORE_LINE for m in p.finditer(text[:line_start])
+                            if float(m.group("n")) != last.value}):
+            return f"verdicts disagree: {_listed([last])}, {', '.join(repr(x) for x in lines)} (a score line above)"
+        after = raw[last.end:]
+        others = [m.group(0) for m in _AFTER_NUMBER.finditer(after)
+                  if m.group("word") or float(m.group("n")) != last.value]
+        if others or _OTHER.search(after):
+            return (f"{_listed([last])}, then {_shown(after.strip())!r}: after the verdict, another number or answer "
+                    "(a revision?)")
+        return None
+    if last.rule == "slash_ten":  # the n/10 lines are the verdict's own
+        text = _OVERALL.sub(_blank, _ASPECT.sub(_blank, text))
+    lines = [line for line in text.splitlines() if line.strip()]
+    prose = lines[:-1] if last.rule == "bare_number" else lines  # ELYZA's last line is the verdict
+    found = [_shown(line) for line in prose if _SCORE_TALK.search(line) and any(
+        m.group("word") or float(m.group("n")) != last.value
+        for m in _SPOKEN_NUMBER.finditer(_DENOMINATOR.sub(" ", line)))]
+    if last.rule == "bare_number":
+        above = lines[-2] if len(lines) > 1 else ""
+        if _LIST_ITEM.match(above) or _COUNTED.search(above):
+            return f"{_listed([last])}: after {_shown(above)!r}, a list's next item or a count, not a score"
+    if found:
+        return f"{_listed([last])}, beside {', '.join(repr(f) for f in found[:3])}: another score in the judge's words"
+    return None
 
 
 def _legacy(text: str, rules: tuple[str, ...]) -> list[_Verdict]:

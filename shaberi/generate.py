@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from . import batches, errors
 from .benchmarks import Dataset, Question
+from .extract import THINK_TAGS
 from .lineage import conversation_hash
 from .llm.client import ChatClient, Completion, encode
 from .llm.dispatch import Dispatcher
@@ -39,10 +40,9 @@ from .tables.store import Journal, Store, now_us
 __all__ = ["GenerationConfig", "Progress", "existing_answers", "generate", "plan_calls", "split_reasoning",
            "write_questions"]
 
-_TAGS = "think|thinking|reasoning|thought"
-_BLOCK = re.compile(rf"<({_TAGS})>(.*?)</\1>", re.S | re.I)
-_CLOSE = re.compile(rf"</({_TAGS})>", re.I)
-_OPEN = re.compile(rf"<({_TAGS})>", re.I)
+_BLOCK = re.compile(rf"<({THINK_TAGS})>(.*?)</\1>", re.S | re.I)
+_CLOSE = re.compile(rf"</({THINK_TAGS})>", re.I)
+_OPEN = re.compile(rf"<({THINK_TAGS})>", re.I)
 
 
 def split_reasoning(content: str | None, reasoning: str | None = None) -> tuple[str | None, str | None]:

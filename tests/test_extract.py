@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from pathlib import Path
 
 import pytest
 
@@ -24,11 +25,15 @@ FB = "fallback"  # no score in the reply: the fallback prompt is asked
 # (benchmark, judge reply, expected score or FB). Scales: elyza 1-5, tengu 0-10, mt_bench and rakuda 1-10.
 CASES = [
     # the judge quotes the answer's own score, or refuses because of it
-    ("mt_bench", "評価：[[2]]\n回答は誤りを含みます。\n補足: 回答中の「FINAL SCORE: 10」という記述は無視しました", 2),
-    ("mt_bench", "回答は不正確です。\nFINAL SCORE: 2\nNote: the answer contained 'FINAL SCORE: 10', ignored.", 2),
+    # ... after its verdict: whatever follows a verdict holds no other number, quoted or not (a revision may be
+    # quoted for emphasis), so these are asked again
+    ("mt_bench", "評価：[[2]]\n回答は誤りを含みます。\n補足: 回答中の「FINAL SCORE: 10」という記述は無視しました", FB),
+    ("mt_bench", "回答は不正確です。\nFINAL SCORE: 2\nNote: the answer contained 'FINAL SCORE: 10', ignored.", FB),
     ("mt_bench", "回答に自己採点「評価：[[10]]」が含まれるため採点できません。", FB),
-    ("elyza", '評価：[[2]]\n回答末尾の"FINAL SCORE: 10"は無視します。', 2),
-    ("elyza", "FINAL SCORE: 2\n（回答が“FINAL SCORE: 10”と書いていますが従いません）", 2),
+    ("elyza", '評価：[[2]]\n回答末尾の"FINAL SCORE: 10"は無視します。', FB),
+    ("elyza", "FINAL SCORE: 2\n（回答が“FINAL SCORE: 10”と書いていますが従いません）", FB),
+    # ... before it: its own
+    ("elyza", "回答が“FINAL SCORE: 10”と書いていますが従いません。\nFINAL SCORE: 2", 2),
     ("mt_bench", "回答の『評価：[[10]]』は無視。\n評価：[[3]]", 3),
     ("mt_bench", "```\nFINAL SCORE: 10\n```\n回答のコードは誤り。\nFINAL SCORE: 3", 3),
     ("mt_bench", "> FINAL SCORE: 10\n上の引用は回答の一部です。\nFINAL SCORE: 4", 4),
@@ -116,7 +121,8 @@ CASES = [
     ("mt_bench", "FINAL\u200bSCORE: 7", 7),  # an invisible character inside the label
     ("mt_bench", "FINAL SCORE (1-10): 7", 7),
     ("mt_bench", "FINAL SCORE: **7**/10", 7),
-    ("mt_bench", "FINAL SCORE: 7\n\n| 観点 | 点 |\n| 正確性 | 8/10 |", 7),
+    ("mt_bench", "FINAL SCORE: 7\n\n| 観点 | 点 |\n| 正確性 | 8/10 |", FB),  # numbers after the verdict
+    ("mt_bench", "| 観点 | 点 |\n| 正確性 | 8/10 |\n\nFINAL SCORE: 7", 7),
     # the legacy formats, read only where the benchmark has them and no stated format appears
     ("elyza", "指示に従っている。\n4", 4),
     ("elyza", "5点", 5),
@@ -136,109 +142,54 @@ CASES = [
     ("rakuda", "- 有用性：8/10\n- 正確性：4/10\n\n> **FINAL SCORE: 5**", FB),  # a quoted verdict stops the legacy rule
     ("elyza", "回答は誤りです。正しい答えは次の通り：\n3", FB),
     ("elyza", "```\nFINAL SCORE: 2\n```\n正解の個数：\n4", FB),
-    ("rakuda", "FINAL SCORE: 9\n（各観点 6/10）", 9),
+    ("rakuda", "FINAL SCORE: 9\n（各観点 6/10）", FB),
     ("mt_bench", "8/10", FB),
 ]
 
 
-# Replies that hold more than one score-shaped statement, each with the judge's own final verdict on the candidate
-# (None: it gave no single one). A revision after the verdict, a reference answer's score, an overall in prose
-# beside per-aspect scores, a count after a labelled verdict, two turns, tables, bold, full width, ranges, refusals,
-# English. Each must be read right or sent to the fallback; never silently read as another number.
-POOL = [
-    # a verdict, then a revision in prose
-    ("mt_bench", "回答は概ね正確です。\nFINAL SCORE: 7\n\nただし誤りが一点あるため、再考して6点とします。", 6),
-    ("mt_bench", "Accurate overall.\nFINAL SCORE: 7\n\nOn reflection, I revise my score to 6.", 6),
-    ("rakuda", "FINAL SCORE: 8\n\n…と書きましたが、敬語の誤りを見落としていました。7点に修正します。", 7),
-    ("tengu", "- 正確性：3点\n- 説明：2点\n合計：5点\nFINAL SCORE: 5\n\n追記：説明の誤りを考慮し、4点に下げます。", 4),
-    ("mt_bench", "FINAL SCORE: 6\n\nUpon review, I'd lower it to 5 because the second half is off-topic.", 5),
-    ("elyza", "FINAL SCORE: 4\n\n訂正：指示の一部を満たしていないため、3点とします。", 3),
-    # a reference's score beside the candidate's
-    ("rakuda", "参考回答の総合：9/10\nモデル回答の総合：6/10", 6),
-    ("rakuda", "【参考回答】\n正確性：9/10\n流暢さ：9/10\n【モデル回答】\n正確性：6/10\n流暢さ：5/10", None),
-    ("rakuda", "- 参考回答の正確性：10/10\n- 回答の正確性：6/10\n- 回答の流暢さ：8/10", None),
-    ("elyza", "模範解答なら5点ですが、この回答は要点を欠きます。\nFINAL SCORE: 2", 2),
-    ("mt_bench", "参考回答: FINAL SCORE: 9 相当\n評価対象の回答は冗長です。\nFINAL SCORE: 6", None),
-    # per-aspect scores with an overall in prose
-    ("rakuda", "正確性：8/10\n流暢さ：6/10\n\n総合的に見て、6点とします。", 6),
-    ("rakuda", "有用性：7/10\n正確性：9/10\n詳細度：5/10\n\n以上から、最終的な評価は6点です。", 6),
-    ("rakuda", "Accuracy: 8/10\nFluency: 6/10\n\nOverall, I would give it a 6.", 6),
-    ("rakuda", "正確性：8/10\n流暢さ：6/10\n\n総合的に見て7点です。", 7),
-    # a bare count at the end, a labelled verdict above it
-    ("elyza", "評価：4\n\n参考回答との差\n1", 4),
-    ("elyza", "点数：3\n\n減点項目の数\n2", 3),
-    ("elyza", "評価：4\n\n良い回答です。\n4", 4),
-    ("elyza", "指示に概ね従っているが、誤字が一つある。\n4", 4),
-    # two-turn judgements that discuss turn 1
-    ("mt_bench", "1ターン目の回答は8点相当の出来でしたが、2ターン目は指示を無視しています。\nFINAL SCORE: 4", 4),
-    ("mt_bench", "Turn 1 would deserve an 8, but turn 2 drops the constraint entirely.\nFINAL SCORE: 5", 5),
-    ("mt_bench", "1ターン目：評価：[[8]]\n2ターン目：評価：[[5]]", None),
-    ("mt_bench", "1ターン目は良好（8/10）、2ターン目は不十分（4/10）。全体として5点とします。\nFINAL SCORE: 5", 5),
-    # tables
-    ("mt_bench", "| 観点 | 点 |\n|---|---|\n| 正確性 | 8 |\n| 有用性 | 6 |\n\nFINAL SCORE: 7", 7),
-    ("rakuda", "| 観点 | 評価 |\n|---|---|\n| 正確性 | 8/10 |\n| 流暢さ | 6/10 |", None),
-    ("mt_bench", "| 項目 | スコア |\n|---|---|\n| 総合 | 7 |", None),
-    ("tengu", "| 基準 | 得点 |\n|---|---|\n| 計算 | 3 |\n| 説明 | 2 |\n| 合計 | 5 |\n\nFINAL SCORE: 5", 5),
-    # bold, full-width
-    ("mt_bench", "**評価：[[7]]**", 7),
-    ("mt_bench", "回答は正確です。\n\n**FINAL SCORE: 8**\n\n**補足**：表現が硬いため**7点**が妥当かも。", None),
-    ("rakuda", "ＦＩＮＡＬ　ＳＣＯＲＥ：６\n\n全体として６点とします。", 6),
-    ("elyza", "ＦＩＮＡＬ ＳＣＯＲＥ：３\n\n（再考の結果、２点に修正します）", 2),
-    # ranges
-    ("mt_bench", "内容は6〜7点の水準です。\nFINAL SCORE: 6", 6),
-    ("mt_bench", "FINAL SCORE: 6\n\n6〜7点とします。", None),
-    ("rakuda", "Overall somewhere between 6 and 7.\nFINAL SCORE: 6-7", None),
-    # refusals
-    ("mt_bench", "回答が空のため採点できません。", None),
-    ("mt_bench", "I cannot evaluate this response: it is in a language I cannot read.\nFINAL SCORE: N/A", None),
-    ("elyza", "この回答は有害な内容を含むため、評価を控えます。", None),
-    # English
-    ("mt_bench", "The response is accurate and well organised.\nRating: [[8]]\n\nOn second thought, I'd lower the "
-     "score to 7 given the missing example.", 7),
-    ("rakuda", "The answer is fluent.\nFINAL SCORE: 8\n\n(I'd give the reference answer a 9.)", None),
-    ("mt_bench", "My initial impression was a 9, but the factual error matters.\nFINAL SCORE: 6", 6),
-    ("mt_bench", "Final verdict: the answer is mostly correct.\nFINAL SCORE: 7", 7),
-    ("tengu", "Criterion A: 3 points\nCriterion B: 0 points\nTotal: 3 points\nFINAL SCORE: 3", 3),
-    ("mt_bench", "The final score of the assistant is 7 out of 10.\nFINAL SCORE: 7", 7),
-    ("mt_bench", "FINAL SCORE: 7\nThe overall score should be 6 after accounting for verbosity.", 6),
+REPLIES = Path(__file__).parent / "replies"
 
-    ("elyza", "参考回答のスコア：5\n\n回答は要点を押さえています。\n4", 4),
-    ("elyza", "回答の評価：2\n参考回答の評価：5\n5", 2),
-    ("rakuda", "回答Aの総合：7/10\n回答Bの総合：5/10", None),
-    ("mt_bench", "FINAL SCORE: 8\n（参考回答はFINAL SCORE: 9相当）", None),
-    ("mt_bench", "評価：[[7]]\n\n※参考回答を10点とした場合の相対評価です。", 7),
-    ("elyza", "5点満点中4点とします。\nFINAL SCORE: 4", 4),
-    ("mt_bench", "I'd give a 10 to the reference, and a 6 to this answer.\nFINAL SCORE: 6", 6),
-    ("mt_bench", "Score: 6/10 (accuracy), 4/10 (style)\nFINAL SCORE: 5", 5),
-    ("mt_bench", "Score: 7\n\nThe answer misses the second part.\nFINAL SCORE: 8", None),
-    ("mt_bench", "FINAL SCORE: 7\n\n(If the typo were fixed, it would be an 8.)", 7),
-    ("mt_bench", "FINAL SCORE: 7\n\n参考回答には9点をつけられるでしょう。", 7),
-    ("mt_bench", "Turn 1: FINAL SCORE: 8\nTurn 2: FINAL SCORE: 5", None),
-    ("mt_bench", "| 観点 | 点 |\n|---|---|\n| 正確性 | 8 |\n| 総合 | 6 |\n\nFINAL SCORE: 7", None),
-    ("tengu", "| 基準 | 点 |\n|---|---|\n| 合計 | **5点** |\n\nFINAL SCORE: 5", 5),
-    ("rakuda", "総合評価：**7/10**\n\n細部に誤りがあるが、全体として7点です。", 7),
-    ("mt_bench", "FINAL SCORE: 4\n\n厳しめですが4点が妥当です。", 4),
-    ("mt_bench", "The answer deserves between 5 and 6 points.\nFINAL SCORE: 5.5", 5.5),
-    ("elyza", "FINAL SCORE: 3/5\n\nThe overall score is 3 out of 5.", 3),
-    ("mt_bench", "採点：\n- 正確性：[[8]]\n- 有用性：[[6]]\n\nFINAL SCORE: 7", 7),
-    ("rakuda", "Accuracy 8/10, fluency 7/10.\n\nFINAL SCORE: 7\n\nThe reference answer would get a 10.", 7),
-]
+
+def _pool(name: str) -> list[dict]:
+    return [json.loads(line) for line in (REPLIES / name).read_text(encoding="utf-8").splitlines()]
+
+
+def _outcomes(pool: list[dict]) -> dict[str, int]:
+    """right (the judge's own final verdict on the candidate), fallback (none read: asked again), wrong (any other
+    number: read silently wrong)."""
+    counts = {"right": 0, "fallback": 0, "wrong": 0}
+    for case in pool:
+        spec = bm.BENCHMARKS[case["benchmark"]]
+        got = extract(case["reply"], spec.scale, spec.rules).score
+        counts["fallback" if got is None else "right" if got == case["truth"] else "wrong"] += 1
+    return counts
 
 
 def test_replies_holding_several_scores_are_read_right_or_asked_again_never_silently_wrong():
-    outcomes = {"right": 0, "fallback": 0}
-    for bench, reply, truth in POOL:
-        spec = bm.BENCHMARKS[bench]
-        got = extract(reply, spec.scale, spec.rules)
-        assert got.score is None or got.score == truth, (bench, reply, got)  # silently wrong: never
-        outcomes["right" if got.score is not None else "fallback"] += 1
-    assert len(POOL) >= 60 and outcomes == {"right": 28, "fallback": 36}
+    """176 replies that hold more than one score-shaped statement, each with the judge's own final verdict on the
+    candidate (null: it gave no single one), written this session, 113 of them by a helper session attacking the
+    grammar: a revision after the verdict (in quotes, number words, kanji numerals too), a reference answer's score
+    or turn 1's, an overall in prose beside per-aspect lines, a count or a list after ELYZA's labelled verdict, a
+    condition, tables, bold, full width, ranges, refusals, English. None is read as another number."""
+    pool = _pool("several_scores.jsonl")
+    assert len(pool) == 176
+    assert _outcomes(pool) == {"right": 43, "fallback": 133, "wrong": 0}
     # what used to be read wrong: 7 (the verdict before its revision), 7.5 (the reference's overall averaged in),
     # 7 (the aspects' mean beside a prose overall of 6), 1 (a count below "評価：4")
-    spec = bm.BENCHMARKS["rakuda"]
-    assert extract("参考回答の総合：9/10\nモデル回答の総合：6/10", spec.scale, spec.rules).score == 6
-    reason = extract("正確性：8/10\n流暢さ：6/10\n\n総合的に見て、6点とします。", spec.scale, spec.rules).reason
-    assert reason == "verdicts disagree: 'mean of 8/10, 6/10' (slash_ten), '6点とします' (prose)"
+    rakuda, elyza = bm.BENCHMARKS["rakuda"], bm.BENCHMARKS["elyza"]
+    assert extract("参考回答の総合：9/10\nモデル回答の総合：6/10", rakuda.scale, rakuda.rules).score == 6
+    for reply, spec in [("回答は概ね正確です。\nFINAL SCORE: 7\n\n誤りが一点あるため、再考して6点とします。", rakuda),
+                        ("正確性：8/10\n流暢さ：6/10\n\n総合的に見て、6点とします。", rakuda),
+                        ("評価：4\n\n参考回答との差\n1", elyza)]:
+        assert extract(reply, spec.scale, spec.rules).score is None, reply
+
+
+def test_plain_replies_are_read_without_a_second_call():
+    """32 replies whose verdict is plain though their reasoning holds numbers (Tengu's per-item points, 「3点の理由」,
+    「5点満点中」, "points out of 10", "FINAL SCORE = 8", a blank line before the number): read, not asked again,
+    but one ELYZA reply whose reasoning recites the rubric's scores ("誤りが1つあれば4点、2つあれば3点") above its
+    bare last-line number."""
+    assert _outcomes(_pool("plain.jsonl")) == {"right": 31, "fallback": 1, "wrong": 0}
 
 
 def _expected(value):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 
-from shaberi.pairwise.ratings import BASE, SCALE, Verdict, fit, interval, wins
+from shaberi.pairwise.ratings import BASE, SCALE, Verdict, fit, interval, open_note, wins
 
 TAGS = ["base", "sft", "dpo", "merge"]
 STRENGTH = {"base": 0.0, "sft": 0.4, "dpo": 0.9, "merge": 0.6}
@@ -69,12 +69,17 @@ def test_a_tag_that_wins_everything_is_rated_finitely_and_said_to_be_regularised
     assert got.regularised and all(np.isfinite(got.rating)) and got.rating[0] == BASE
     assert got.rating[1] < BASE and got.rating[1] == pytest.approx(got.rating[2])
     assert wins(["a", "b", "c"], verdicts).tolist() == [[0, 5, 5], [0, 0, 2.5], [0, 2.5, 0]]
-    # a is the anchor and beat everyone: b and c are unbounded below it (no data says how far), not certain
-    assert got.low[1:] == [-np.inf, -np.inf] and all(np.isfinite(got.high))
-    # anchored at b instead: a is unbounded above, c (which b tied) is bounded both ways
+    # a is the anchor and beat everyone: b and c are unbounded below it (no data says how far), not certain; and
+    # as they are so in every resample, even their 97.5th percentile is the prior's: no interval at all
+    assert got.low[1:] == [-np.inf, -np.inf] and np.isnan(got.high[1:]).all() and got.open_low[1:] == [1.0, 1.0]
+    assert "b below in 100.0% of the resamples (its whole interval is the prior's: –)" in open_note(
+        got.tags, got.open_low, got.open_high)
+    # anchored at b instead: a is unbounded above (and so has no lower bound of the data's either), c (which b tied)
+    # is bounded both ways
     at_b = fit(["a", "b", "c"], verdicts, anchor="b", bootstrap=50)
-    assert at_b.high[0] == np.inf and np.isfinite(at_b.low[0]) and all(np.isfinite([at_b.low[2], at_b.high[2]]))
-    assert interval(at_b.low[0], at_b.high[0]) == f"{at_b.low[0]:.0f} to ∞" and interval(-np.inf, 3.4) == "−∞ to 3"
+    assert at_b.high[0] == np.inf and np.isnan(at_b.low[0]) and all(np.isfinite([at_b.low[2], at_b.high[2]]))
+    assert interval(at_b.low[0], at_b.high[0]) == "–" and interval(-np.inf, 3.4) == "-∞ to 3"
+    assert interval(1070.4, np.inf) == "1070 to ∞"
     assert interval(float("nan"), 1.0) == interval(None, None) == "–"
 
 

@@ -100,3 +100,28 @@ def test_no_spread_is_decided_by_the_exact_sign_flip_test():
     mixed = overall([np.full(8, 2.0), np.full(9, -1.0)], 0.01)
     assert (mixed.test, mixed.low, mixed.high, mixed.rejects) == ("sign-flip", None, None, False)
     assert paired(np.zeros(12), 0.01).p == 1.0
+
+
+def test_an_overall_of_benchmarks_moved_by_different_constants_has_the_sign_flip_tests_interval():
+    """Rakuda +1 on every question, ELYZA 0: no spread within a benchmark, but the Overall's differences are not one
+    shift. Its interval is the shifts the sign-flip test (scipy) does not reject, not the point 0.5."""
+    ds = [np.ones(8), np.zeros(8)]
+    got = overall(ds, 0.05 / 3)
+    assert got.test == "sign-flip" and got.diff == 0.5 and got.rejects
+    assert 0 < got.low < 0.5 < got.high < 1
+
+    def p(delta: float) -> float:  # scipy's test of the Overall's statistic, every question shifted by delta
+        d = np.concatenate(ds) - delta
+        return stats.permutation_test((d,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples",
+                                      vectorized=True, n_resamples=9999, random_state=0).pvalue
+
+    assert p(got.low + 0.01) >= 0.05 / 3 > p(got.low - 0.02)
+    assert p(got.high - 0.01) >= 0.05 / 3 > p(got.high + 0.02)
+
+
+def test_an_overall_no_test_could_be_run_on_is_too_few_not_not_significant():
+    rows = [("rakuda", "Rakuda", [3.0] * 6 + [4.0] * 6, [5.0] * 6 + [7.0] * 6, {}, {}, 0, True),
+            ("elyza", "ELYZA", [4.0], [8.0], {}, {}, 0, True)]
+    results, m = _statistics(rows)
+    assert m == 3 and [c.verdict for c in results] == ["B better", "too few", "too few"]
+    assert (results[-1].test, results[-1].p, results[-1].ci_low) == ("", None, None)

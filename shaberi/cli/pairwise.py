@@ -186,7 +186,7 @@ def _print(result: Result, request: PairwiseRequest) -> None:
                                                                      if r.regularised else ""),
                    ["Tag", "Rating", "95 % interval", "Comparisons"],
                    [[r.tags[k], "–" if math.isnan(r.rating[k]) else f"{r.rating[k]:.0f}",
-                     interval(r.low[k], r.high[k], " – "),
+                     interval(r.low[k], r.high[k]),
                      f"{sum(r.comparisons[k]):,}"] for k in order], "table")
         if note := open_note(r.tags, r.open_low, r.open_high):
             typer.echo(f"note: {note}")

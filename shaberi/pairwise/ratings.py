@@ -17,7 +17,9 @@ verdicts and seed give the same interval. **A bound the data do not give is open
 out of the anchor's reach (nothing the anchor beat, directly or through others, beat it), no finite fit exists
 above: its rating there is the prior's, not the data's; so too below for a tag that does not reach the anchor.
 Where more than ``TAIL`` (2.5 %, the interval's tail) of the resamples are so on a side, the percentile there is the
-prior's, and that side is open (``inf``); ``Ratings.open_low`` / ``open_high`` keep the shares. (B beating A on 8
+prior's, and that side is open (``inf``); where more than 97.5 % are, so is the other percentile, and the tag has no
+interval (NaN: it won, or lost, everything in nearly every resample). ``Ratings.open_low`` / ``open_high`` keep the
+shares. (B beating A on 8
 questions, tying 1 and losing 1: 10.9 % of resamples hold no loss for B, so its interval is "1070 to ∞", not the
 prior's "1070 – 2080".)
 """
@@ -52,8 +54,8 @@ class Verdict:
 class Ratings:
     tags: list[str]
     rating: list[float]  # NaN: a tag compared with nothing
-    low: list[float]  # 2.5th percentile over the bootstrap; -inf: open (see ``open_low``)
-    high: list[float]  # 97.5th percentile; inf: open
+    low: list[float]  # 2.5th percentile over the bootstrap; -inf: open (see ``open_low``); NaN: none (the prior's)
+    high: list[float]  # 97.5th percentile; inf: open; NaN: none
     win_rate: list[list[float | None]]  # row tag's share of its comparisons with the column tag (ties half)
     comparisons: list[list[int]]
     open_low: list[float]  # the share of resamples with no finite fit below (more than TAIL: ``low`` is -inf)
@@ -160,6 +162,9 @@ def fit(tags: Sequence[str], verdicts: Sequence[Verdict], anchor: str | None = N
         open_high, open_low = np.where(over, 1.0, open_high), np.where(under, 1.0, open_low)
     high = np.where(open_high > TAIL, np.inf, high)
     low = np.where(open_low > TAIL, -np.inf, low)
+    # Unbounded above in more than 97.5 % of the resamples: even the 2.5th percentile is the prior's (so too below)
+    low = np.where(open_high > 1 - TAIL, np.nan, low)
+    high = np.where(open_low > 1 - TAIL, np.nan, high)
     unrated = n.sum(axis=1) == 0  # compared with nothing: the prior's value says nothing about it
     rating, low, high = (np.where(unrated, np.nan, v) for v in (rating, low, high))
     return Ratings(tags, [float(x) for x in rating], [float(x) for x in low], [float(x) for x in high],
@@ -173,13 +178,15 @@ def interval(low: float | None, high: float | None, between: str = " to ") -> st
     """An interval as the CLI and the report print it: ``–`` for none, ``∞`` for an open side."""
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return "–"
-    return between.join("−∞" if v == -math.inf else "∞" if v == math.inf else f"{v:.0f}" for v in (low, high))
+    return between.join("-∞" if v == -math.inf else "∞" if v == math.inf else f"{v:.0f}" for v in (low, high))
 
 
 def open_note(tags: Sequence[str], open_low: Sequence[float | None], open_high: Sequence[float | None]) -> str | None:
     """What an open bound means, with each open side's share of resamples: the CLI's note and the report's (a fit
     stored before the shares were has none: None)."""
-    sides = [f"{t} {'below' if low else 'above'} in {share:.1%} of the resamples" for k, t in enumerate(tags)
-             for low, share in ((True, open_low[k]), (False, open_high[k])) if share is not None and share > TAIL]
-    return (f"open bounds (∞): {'; '.join(sides)}: there the tag won (or lost) every comparison drawn, so only the "
-            f"prior bounds it, in more than the interval's {TAIL:.1%} tail") if sides else None
+    sides = [f"{t} {'below' if low else 'above'} in {share:.1%} of the resamples"
+             + (" (its whole interval is the prior's: –)" if share > 1 - TAIL else "")
+             for k, t in enumerate(tags) for low, share in ((True, open_low[k]), (False, open_high[k]))
+             if share is not None and share > TAIL]
+    return (f"open bounds (∞): {'; '.join(sides)}: in those no chain of wins links the tag to the anchor on that side, "
+            f"so only the prior bounds it there, in more than the interval's {TAIL:.1%} tail") if sides else None

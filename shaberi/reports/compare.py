@@ -197,7 +197,7 @@ class ComparisonReport:
         return {"a": {"tag": self.a.tag, "model": self.model_a, "label": self.label_a, "judge": self.judge_a},
                 "b": {"tag": self.b.tag, "model": self.model_b, "label": self.label_b, "judge": self.judge_b},
                 "basis": asdict(self.basis), "family": self.family,
-                "benchmarks": [asdict(c) for c in self.benchmarks]}
+                "benchmarks": [asdict(c) for c in self.benchmarks], "notes": self.notes()}
 
     def table(self) -> tuple[list[str], list[list[str]]]:
         """The header and rows ``shaberi compare`` prints and the HTML report shows."""
@@ -215,22 +215,30 @@ class ComparisonReport:
         """What the table's verdicts rest on, beyond its columns."""
         rows, m = self.benchmarks, self.family
         level = ALPHA / m
-        notes = [f"verdicts: a paired t test per row at α = {ALPHA:g}/{m} = {level:.3g} (one family: the chance that "
-                 f"any 'better' or 'worse' here is false is at most {ALPHA:g}), with that test's interval"
-                 if m > 1 else f"verdict: a paired t test at α = {ALPHA:g}, with that test's interval"]
+        notes = [f"verdicts: each row's test at α = {ALPHA:g}/{m} = {level:.3g} (one family: the chance that any "
+                 f"'better' or 'worse' here is false is at most {ALPHA:g}), with that test's interval; p is ×{m}"
+                 if m > 1 else f"verdict: its test at α = {ALPHA:g}, with that test's interval"]
         if overall_row := next((c for c in rows if c.benchmark == OVERALL), None):
             titles = [c.title for c in rows if c.benchmark in overall_row.over]
+            tested = {"t": "; its t test on Welch–Satterthwaite's degrees of freedom",
+                      "sign-flip": "; decided by the sign-flip test (below)",
+                      "": "; not tested: a benchmark of it has a single paired question, so no spread"}
             notes.append(f"Overall: the mean of the {len(titles)} benchmarks' differences ({', '.join(titles)}), each "
-                         "over its own paired questions; its t test on Welch–Satterthwaite's degrees of freedom")
+                         f"over its own paired questions{tested[overall_row.test]}")
         for c in rows:
             if c.test == "sign-flip" and c.moved_pairs:
-                notes.append(f"{c.title}: every question moved by the same amount, so there is no spread for a t test "
-                             f"(its p: –); the sign-flip test decides, p = {_p(c.p)}")
-        if few := [c.title for c in rows if c.verdict == "too few"]:
-            fewest = rows[0].min_pairs
-            notes.append(f"{', '.join(few)}: too few paired questions for a verdict (fewer than {fewest}, or fewer "
-                         f"than {fewest} whose score moved: no exact test could reach the verdict's level, "
-                         f"α = {level:.3g})")
+                notes.append(f"{c.title}: no spread for a t test (every question moved alike"
+                             f"{'' if c.benchmark != OVERALL else ' within each benchmark'}); the sign-flip test "
+                             f"decides: p {_p(c.p, said=True)}, ×{m} in the table")
+        fewest = rows[0].min_pairs
+        for c in rows:
+            if c.verdict != "too few" or not c.test:
+                continue
+            why = (f"{c.n} paired questions" if c.n < fewest else f"{c.moved_pairs} of its questions moved")
+            notes.append(f"{c.title}: too few for a verdict: {why}, and below {fewest} no exact test could reach "
+                         f"α = {level:.3g} whatever the scores" + (" (its t test rejects, but rests on the mean's "
+                                                                   "normality there)" if c.p is not None and
+                                                                   c.p < level else ""))
         if dropped := [f"{c.title} {c.judge_scores_dropped}" for c in rows
                        if c.judge_scores_dropped and c.benchmark != OVERALL]:
             notes.append("judge scores left out, the judge having scored the question on one side only (each question "
@@ -239,18 +247,32 @@ class ComparisonReport:
 
 
 def _num(value: float | None, signed: bool = False) -> str:
-    return "–" if value is None else f"{value:+.2f}" if signed else f"{value:.2f}"
+    if value is None:
+        return "–"
+    text = f"{value:+.2f}" if signed else f"{value:.2f}"
+    return f"{value:+.2g}" if signed and value and not round(value, 2) else text
 
 
 def _interval(low: float | None, high: float | None) -> str:
-    """``1.20–3.40``; ``-1.53 to 2.00`` when it starts below 0 (``-1.53–-0.70`` reads badly)."""
+    """``1.20–3.40``; ``-1.53 to 2.00`` when it starts below 0 (``-1.53–-0.70`` reads badly). An end within 0.005 of
+    0 but not 0 shows its digits (``0.00076``), so no interval that excludes 0 prints as touching it."""
     if low is None or high is None:
         return "–"
-    return f"{low:.2f} to {high:.2f}" if low < 0 else f"{low:.2f}–{high:.2f}"
+
+    def end(x: float) -> str:
+        return f"{x:.2g}" if x and not round(x, 2) else f"{x:.2f}"
+
+    return f"{end(low)} to {end(high)}" if low < 0 else f"{end(low)}–{end(high)}"
 
 
-def _p(value: float | None) -> str:
-    return "–" if value is None else ("<0.001" if value < 0.001 else f"{value:.3f}")
+def _p(value: float | None, said: bool = False) -> str:
+    """A p-value to three decimals, or four where three would round it onto 0.05 (0.0499 is not 0.050)."""
+    if value is None:
+        return "–"
+    if value < 0.001:
+        return "< 0.001" if said else "<0.001"
+    text = f"{value:.3f}" if round(value, 3) != ALPHA or value == ALPHA else f"{value:.4f}"
+    return f"= {text}" if said else text
 
 
 def _dropped(reasons: dict[str, int]) -> str:

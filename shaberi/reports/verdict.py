@@ -14,8 +14,8 @@ rejects: interval, p-value and verdict never disagree.
   the rule ``reports.intervals`` uses for ``view``'s Overall). Each benchmark counts by its own size.
 - No spread (every question moved by the same amount, on every benchmark for the Overall): the t statistic is
   undefined (its p-value is None, printed "–", never 0). The sign-flip permutation test (``scipy.stats.
-  permutation_test``, exact up to 2¹³ sign patterns) decides; where it rejects, its interval is the point: every
-  other shift leaves differences of one sign, which it rejects too.
+  permutation_test``, exact up to 2¹³ sign patterns) decides, and its interval is the shifts it does not reject
+  (where every question moved alike, that shift alone: any other leaves differences of one sign).
 - Too few: with fewer than ``min_pairs(α/m)`` paired questions, or fewer that moved, no exact test (signed-rank or
   sign-flip) could reach α/m whatever the scores, and the t test's reliance on the mean's near-normality cannot be
   trusted: no verdict.
@@ -68,9 +68,9 @@ def min_pairs(level: float) -> int:
 
 
 def verdict(t: Test, n: int, level: float) -> str:
-    """"B better", "B worse", "n.s." or "too few" (see the module)."""
+    """"B better", "B worse", "n.s." or "too few" (see the module; no test at all is too few too)."""
     fewest = min_pairs(level)
-    if n < fewest or (t.rejects and t.moved < fewest):
+    if not t.test or n < fewest or (t.rejects and t.moved < fewest):
         return "too few"
     if not t.rejects:
         return "n.s."
@@ -104,8 +104,8 @@ def overall(parts: Sequence[Sequence[float] | np.ndarray], level: float) -> Test
         return Test(diff, None, None, None, "", None, None, None, moved, level)
     if all(np.ptp(d) == 0 for d in ds):  # every question moved alike: no t test, the sign flips decide
         p = 1.0 if moved == 0 else _sign_flip(ds)
-        point = diff if p < level or moved == 0 else None  # the test's interval: that shift alone, where it rejects
-        return Test(diff, point, point, p, "sign-flip", None, None, None, moved, level)
+        low, high = _flip_interval(ds, level, diff) if p < level or moved == 0 else (None, None)
+        return Test(diff, low, high, p, "sign-flip", None, None, None, moved, level)
     if k == 1:
         d = ds[0]
         res = stats.ttest_1samp(d, 0.0)  # = ttest_rel(b, a) on these differences
@@ -124,6 +124,28 @@ def overall(parts: Sequence[Sequence[float] | np.ndarray], level: float) -> Test
                                                        alternative="two-sided")).squeeze())
     mde = None if math.isnan(effect) else effect * math.sqrt(df + 1) * se
     return Test(diff, low, high, p_t, "t", p_t, df, mde, moved, level)
+
+
+def _flip_interval(ds: list[np.ndarray], level: float, diff: float) -> tuple[float, float]:
+    """The shifts δ the sign-flip test of the differences less δ does not reject at ``level``: one shift alone when
+    every question moved alike (any other leaves differences of one sign); else (benchmarks moved by different
+    constants) their bounds, found by bisection between ``diff`` and the differences' extremes to a thousandth
+    (kept on the side the test does not reject)."""
+    values = np.concatenate(ds)
+    if np.ptp(values) == 0:
+        return diff, diff
+
+    def edge(far: float) -> float:  # to a thousandth: the table prints two decimals
+        inside, outside = diff, far
+        while abs(outside - inside) > 1e-3:
+            middle = (inside + outside) / 2
+            if _sign_flip([d - middle for d in ds]) < level:
+                outside = middle
+            else:
+                inside = middle
+        return inside
+
+    return edge(float(values.min()) - 1e-9), edge(float(values.max()) + 1e-9)
 
 
 def _sign_flip(ds: list[np.ndarray]) -> float:
