@@ -93,18 +93,23 @@ def simulate(sims: int, n: int, shift: float, regime: str, workers: int, seed: i
 
 
 def bca(d: np.ndarray, resamples: int) -> np.ndarray:
-    """The old rule on the same comparisons: per benchmark, does the BCa interval at 1 − 0.05/4 exclude 0?"""
+    """The old rule on the same comparisons, as ``compare`` gave it: per benchmark, a verdict where the BCa interval
+    at 1 − 0.05/4 excludes 0 (a point, the shift itself, where every question moved alike), but none on fewer than
+    8 questions that moved."""
     from scipy import stats
 
     flat = d.reshape(-1, d.shape[-1])
     out = np.zeros(len(flat), dtype=bool)
-    moves = np.flatnonzero(np.ptp(flat, axis=1) > 0)
+    spread = np.ptp(flat, axis=1) > 0
+    out[~spread] = flat[~spread, 0] != 0
+    moves = np.flatnonzero(spread)
     step = max(1, 2_000_000 // (resamples * d.shape[-1]))
     for start in range(0, len(moves), step):
         rows = moves[start:start + step]
         ci = stats.bootstrap((flat[rows],), np.mean, axis=-1, confidence_level=1 - ALPHA / 4,
                              n_resamples=resamples, method="BCa", random_state=start).confidence_interval
         out[rows] = (ci.low > 0) | (ci.high < 0)
+    out &= np.count_nonzero(flat, axis=1) >= 8
     return out.reshape(d.shape[:2])
 
 

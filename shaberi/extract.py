@@ -18,16 +18,15 @@ The grammar, applied in this order:
                     the line's start; ``評価：[n]``, ``評価：【n】`` ending its line (評価 on the same line)
 
    ``n`` is a number as written, decimals included; bold, ``n/MAX`` or ``n out of MAX`` (MAX the top of
-   the benchmark's scale), ``n点`` or ``n points`` are fine (``FINAL SCORE = n`` too, and the number alone on a
-   line below). After ``FINAL SCORE: n`` the line may hold only closing markup; a punctuation mark or a dash and
-   then words without digits; a parenthesis with no number but MAX ("(out of 10)", "（10点満点）"); or a closing
-   phrase (です, とします, をつけます) — words that name no number (六点, "six"), no other answer or turn (参考回答,
-   "reference", ターン) and no condition ("if", もし, 場合). Anything else
-   makes the verdict *ambiguous*: arithmetic (``10 - 2 = 8``), a range (``1-5のうち4``), prose (``10 would
-   be too generous; I give 6``), a bracket holding more than a number (``[[7-8]]``), a MAX that is not the
-   scale's top. The format's placeholder echoed (``FINAL SCORE: <1から10までの整数>``) is no verdict. A bare
-   ``【1】`` or ``【3点】`` is a section header or a rubric item, never a verdict; ``[[1]]`` mid-sentence is
-   a citation. Invisible characters (zero-width spaces, soft hyphens) are dropped before reading.
+   the benchmark's scale), ``n点`` or ``n points`` are fine (``FINAL SCORE = n`` too, the label's scale in a
+   parenthesis, ``FINAL SCORE (1-10): n``, and the number alone on a line below). After ``FINAL SCORE: n`` the line
+   may hold only closing markup and punctuation, a parenthesis stating the scale's top ("(out of 10)", "（10点満点）")
+   or a closing phrase (です, とします, をつけます). Anything else makes the verdict *ambiguous*: arithmetic
+   (``10 - 2 = 8``), a range (``1-5のうち4``), words (``10 would be too generous; I give 6``, "(if fixed)",
+   "（参考回答）", "→ 下方修正"), a bracket holding more than a number (``[[7-8]]``), a MAX that is not the scale's
+   top. The format's placeholder echoed (``FINAL SCORE: <1から10までの整数>``) is no verdict. A bare ``【1】`` or
+   ``【3点】`` is a section header or a rubric item, never a verdict; ``[[1]]`` mid-sentence is a citation.
+   Invisible characters (zero-width spaces, soft hyphens) are dropped before reading.
 4. **A value the answer states itself is not the judge's.** The answer is read with the same formats (as
    written and with its quotes masked, an ambiguous one by its first number, the legacy ones too); a
    verdict of the judge's with a value the answer states (``FINAL SCORE: 10`` in the answer, 10 in the
@@ -53,15 +52,21 @@ The grammar, applied in this order:
 
 7. **The verdict must be the judge's last word on the candidate** (``_doubt``), else the fallback is asked:
 
-   - a stated verdict ends the reply: after it, any other number (a revision: 「再考して6点とします」, "Lowering my
-     score to six", 『5点』 in quotes, 六点), another answer or turn named, or a condition, leaves it in doubt;
-   - its line, or a heading just above it, naming another answer or turn ("参考回答：FINAL SCORE: 10", "Turn 1
-     Rating: [[9]]") makes it not the candidate's;
-   - a score line above it with another value ("Score: 7", ``評価：4``, a table's ``| 総合 | 6 |``) is a second
-     verdict; other prose before it is reasoning (per-item points, 「基本5点から2点減」), its last word the verdict;
-   - a legacy verdict, the weakest reading, is in doubt beside any number in a line of prose that speaks of a
-     score (「総じて…3点です」, "Overall, I would give it a 6", 「評価は4です」), and ELYZA's last-line number after
-     a numbered list's item or a count (「誤りの数」).
+   - a stated verdict ends the reply: only markup, a closing line (以上です), the scale or the number again may
+     follow it (a revision comes in any words: 「再考して6点とします」, 「一つ下げます」, "full marks", 『5点』);
+   - its line before it, and a heading just above it (``#``, ■, 【, a bold line, a line ending in a colon, a setext
+     heading), name only the verdict or the candidate's answer (``_VERDICT_HEAD``: 評価, 総合, 結論, "Final",
+     回答の…): never the reference answer, a turn, a question, one candidate of several ("参考回答：FINAL SCORE: 10",
+     "Turn 1 Rating: [[9]]", "回答Bの評価：FINAL SCORE: 9"); nor may the paragraph it ends speak of another answer;
+   - no score line above it holds another value ("Score: 7", ``評価：6点（10点満点）``, a table's overall row, even in
+     a fence or a blockquote), and no scale but the benchmark's is said (「5段階で評価します」 on 1–10);
+   - a value finer than half a point (0.7 on 0–10: another scale?) is no verdict;
+   - prose before a stated verdict is the judge's reasoning (per-item points, 「基本5点から2点減」, "a 10 would need…");
+   - a legacy reading, the weakest, is in doubt beside any number in a line of prose that speaks of a score
+     (「総じて…3点です」, "I'd award it a 5", 「判定：4」); Rakuda's lines are averaged only when every label names a
+     quality (正確性, Fluency, …) or an overall (総合, 総評, 最終評価, "Final rating": then that one counts) and no
+     other candidate is named; ELYZA's last-line number only after a sentence that announces nothing (not after a
+     label, a list item, a count, 「答えは次のとおりです。」).
 
 **Choices** (``choose``: which of two answers is better, for pairwise judging) are read by rules 1, 2 and 4 the
 same way, in these stated formats: a line ``FINAL VERDICT: A`` (or ``B`` or ``TIE``; ``WINNER:`` and ``勝者：``
@@ -88,15 +93,16 @@ RULES = (*COMMON_RULES, *LEGACY_RULES)
 
 _NUM = r"-?\d+(?:\.\d+)?"
 _VALUE = re.compile(rf"\s*(?P<n>{_NUM})\s*(?:/\s*(?P<max>\d+(?:\.\d+)?))?\s*点?\s*")  # inside a bracket or tag
-_RANGE = r"(?:[(（][^()（）\n]{0,12}[)）])?"  # "FINAL SCORE (1-10): 7"
+_RANGE = (r"(?:[(（][ \t]*(?:\d+[ \t]*(?:[-–〜~～]|から|to)[ \t]*\d+[ \t]*点?|(?i:out of)[ \t]*\d+|\d+[ \t]*点満点)"
+          r"[ \t]*[)）])?")  # a scale: "FINAL SCORE (1-10): 7"
 _FINAL = re.compile(rf"(?<![A-Za-z])(?:FINAL[ \t]*SCORE|(?i:final[ \t]*score)(?=[*_]*[ \t]*{_RANGE}[ \t]*(?::|\n|$)))\b"
                     rf"[*_]*[ \t]*{_RANGE}[ \t]*[:=]?[*_]*[ \t]*(?P<line>[^\n]*)(?=\n\s*(?P<next>[^\n]*))?")
 _FINAL_VALUE = re.compile(rf"[*_\[]*[ \t]*(?P<n>{_NUM})(?!\d)[*_]*"
                           r"(?:[ \t]*(?:点|points?|pts\.?)(?=[ \t]*(?:/|out of)))?"  # "8 points out of 10"
                           r"(?:[ \t]*(?:/|out of)[ \t]*(?P<max>\d+(?:\.\d+)?))?[ \t]*(?:点|points?|pts\.?)?[ \t]*"
                           r"[*_\]]*(?P<tail>.*)")
-_TAIL_OK = re.compile(r"\s*(?:[.。!,、;:]\D*|[-—–→]\s+\D*|(?P<paren>[(（][^()（）]*[)）])\s*[.。]?"
-                      r"|(?:です|とします|と評価します|とする|である|をつけます|になります|を与えます)[。.]?)?\s*")
+_TAIL_OK = re.compile(r"\s*(?:(?P<paren>[(（][^()（）]*[)）])|(?:です|とします|と評価します|とする|である|をつけます|"
+                      r"になります|を与えます))?\s*[.。!]?\s*")  # after the number: a scale, a closing phrase
 _TAG = re.compile(r"<score>(?P<inner>[^<\n]{0,40})</score>", re.I)
 _BRACKETS = re.compile(r"(?:(?:評価|点数|得点|スコア|(?i:rating|score|grade))[*_]*[ \t]*:?[*_]*[ \t]*|^[ \t>*_#-]*)"
                        r"\[\[(?P<inner>[^\[\]\n]{0,40})\]\](?=[ \t*_.。]*$)"
@@ -108,29 +114,56 @@ _OVERALL_LABEL = r"(?:総合(?:評価|点)?|全体(?:評価)?|合計|(?i:overall
 _OVERALL = re.compile(rf"^[ \t]*[-*・]?[ \t]*[*_]*{_OVERALL_LABEL}[*_]*[ \t]*[:：][ \t]*[*_]*(?P<n>{_NUM})"
                       r"[ \t]*(?:/[ \t]*10|点)(?!\d|\.\d)[^\n\d]*$",
                       re.M)
+# What may follow a stated verdict: nothing but markup, a closing line, the scale, or the number again (``_doubt``)
+_CLOSING = re.compile(rf"[\s*_`~=\-—]*(?:(?:以上(?:です|となります)?|終わり|(?i:end(?: of (?:the )?evaluation)?))"
+                      r"[。.!！]?"
+                      rf"|[(（][ \t]*(?:(?P<top>\d+)[ \t]*点満点|(?i:out of)[ \t]*(?P<top2>\d+))[ \t]*[)）]"
+                      rf"|(?P<again>{_NUM})[ \t]*点?)?[\s*_`~=\-—]*")
+# What a verdict's line may hold before it, and a heading above it: words that name the verdict itself, or the
+# candidate's answer (never another answer, a turn, a condition, a candidate by letter or number)
+_HEAD_WORD = (r"評価|採点|総合|結論|最終|まとめ|スコア|点数|得点|判定|総評|結果|所見|"
+              r"(?i:final|score|verdict|rating|grade|evaluation|conclusion|summary|overall|result|assessment|judge?ment)|"
+              r"(?:この|本|評価対象の)?(?:アシスタントの)?回答(?![A-Za-z0-9例])|(?i:(?:the )?(?:assistant's )?"
+              r"(?:answer|response)(?:'s)?)(?![ \t]*[A-Za-z0-9]\b)")
+_VERDICT_HEAD = re.compile(rf"[\s#■□●◆◇▼▶【】\[\]*_|:：、,.。・\-–—=（）()0-9]*"
+                           rf"(?:(?:{_HEAD_WORD})[\s#【】\[\]*_|:：、,.。・の\-–—=（）()]*)*")
+_STATED_HINT = re.compile(r"(?i:final[ \t]*score)|\[\[|<score>")  # a quoted stated verdict: the answer's, not a line
+_HEADING = re.compile(r"[#■□●◆◇▼▶【<]|\*\*.*\*\*$|.*[:：]$")  # a line that heads what follows
+_SEPARATOR = re.compile(r"[-=_*~ \t]+")
+_SCALE_SAID = re.compile(r"(?P<n>\d+)[ \t]*(?:点満点で(?:採点|評価)|段階(?:評価|で(?:採点|評価)))"
+                         r"|(?i:on an? (?:(?P<k>\d+)[- ]point )?scale (?:of|from) (?:\d+ (?:to|-) )?(?P<m>\d+)?)"
+                         r"|(?i:(?P<j>\d+)[- ]point scale)")  # the scale the judge says it used
 _NUMBER_WORD = (r"[〇一二三四五六七八九十]+[ \t]*点|(?i:\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|"
                 r"eleven|twelve)\b)")  # 六点, "six": a number a digit pattern misses
-# another answer, a turn, a condition: what a verdict's line, or what follows the verdict, may not name
-_OTHER = re.compile(r"参考|模範|基準|正解|お手本|ターン|(?i:\b(?:reference|gold|ideal|ground[- ]truth|turn)\b)"
-                    r"|(?i:\b(?:if|would|were|unless)\b)|もし|場合|なら|だったら|としたら")
-_AFTER_NUMBER = re.compile(rf"(?<![\d.])(?P<n>{_NUM})(?!\d|\.\d)|(?P<word>{_NUMBER_WORD})")
 # A line of prose that speaks of a score, and the numbers in it: read beside a legacy verdict (``_doubt``)
-_SCORE_TALK = re.compile(r"点|評価|採点|スコア|総合|全体|最終|結論|総じて|妥当|"
-                         r"(?i:\b(?:score|rating|grade|overall|give|gave|deserve|merit|worth|rate)\w*)")
+_SCORE_TALK = re.compile(r"点|評価|採点|スコア|総合|全体|最終|結論|総じて|総評|まとめ|妥当|判定|相当|段階|トータル|"
+                         r"をつけ|を付け|(?i:\b(?:score|rating|grade|overall|total|give|gave|award|mark|deserve|merit|"
+                         r"worth|rate)\w*)")
 _DENOMINATOR = re.compile(r"(?:/|(?i:out of))[ \t]*\d+|\d+[ \t]*点?[ \t]*(?:満点|中)")  # "/10", "out of 5", "5点満点"
 _SPOKEN_NUMBER = re.compile(rf"(?<![\d.年])(?P<n>{_NUM})(?!\d|\.\d)|(?P<word>{_NUMBER_WORD})")
 _SCORE_LINE = [re.compile(p, re.M) for p in (  # a line that is a score and its label only (``_doubt``)
-    rf"^[ \t>*_#-]*(?:[^\n:：|]{{0,12}}?(?:回答|解答|答案|(?i:answer|response))(?:の|[ \t]*)?)?"
-    r"(?:評価|点数|得点|スコア|総合評価|総合点|総合|合計|最終評価|"
-    r"(?i:score|rating|grade|overall|total)(?i:[ \t]+score)?)"
-    rf"[*_]*[ \t]*[:：][ \t]*[*_]*(?P<n>{_NUM})[ \t]*(?:点|/[ \t]*\d+)?[*_]*[ \t]*[。.]?[ \t]*$",  # "Score: 6/10"
-    rf"^[ \t]*\|[ \t]*[*_]*(?:総合|合計|全体|(?i:overall|total))[^|\n]*\|[ \t]*[*_]*(?P<n>{_NUM})"
-    r"[ \t]*(?:点|/[ \t]*\d+)?[*_]*[ \t]*\|",  # a table's overall row "| 総合 | 6 |"
+    r"^[ \t>*_#-]*(?:(?:この|本)?(?:アシスタントの)?回答の|最終|総合|(?i:final|overall|total)[ \t]*)?"
+    r"(?:評価|点数|得点|スコア|総合|合計|計|判定|総評|(?i:score|rating|grade|overall|total))"
+    rf"[*_]*[ \t]*[:：][ \t]*[*_]*(?P<n>{_NUM})[ \t]*(?:点|/[ \t]*\d+)?[*_]*[ \t]*(?:[(（][^\n]*[)）])?[ \t]*[。.]?"
+    r"[ \t]*$",  # "Score: 6/10", "評価：6点（10点満点）", "最終スコア：6", "計：6点"
+    rf"^[ \t]*\|[ \t]*[*_]*[^|\n]*(?:総合|合計|全体|(?i:overall|total))[^|\n]*\|(?:[^|\n]*\|)*?[ \t]*[*_]*"
+    rf"(?P<n>{_NUM})[ \t]*(?:点|/[ \t]*\d+)?[*_]*[ \t]*\|(?:[^\d|\n]*\|)*[ \t]*$",  # "| 合計 | 10 | 8 |": its last
 )]
-_REFERENCE = re.compile(r"参考|模範|基準(?:回答|解答)|正解例|お手本|(?i:\b(?:reference|gold|ideal)\b)")
-_OVERALL_IN = re.compile(r"総合|全体評価|合計|(?i:overall|total)")  # a slash_ten label naming an overall
-_LIST_ITEM = re.compile(r"^[ \t]*[-*・]?[ \t]*\d+[ \t]*[.)．）、]")  # "2. 簡潔さ": a bare number after it is the next
-_COUNTED = re.compile(r"数|個|件|項目|(?i:\b(?:count|number|how many)\b)")  # "誤りの数\n1": a count, not a score
+_REFERENCE = re.compile(r"参考|參考|模範|基準(?:回答|解答)|正解例|解答例|回答例|お手本|リファレンス|参照|"
+                        r"(?i:\b(?:reference|gold|ideal|expected)\b)")
+_OVERALL_IN = re.compile(r"総合|全体評価|合計|総評|最終|まとめ|(?i:overall|total|final|summary)")  # an overall label
+# the qualities an older Rakuda judge scores, one per "観点：n/10" line; a label that is none of them (nor an
+# overall) may be another answer's ("Assistant 1: 8/10"), so the lines are not averaged
+_ASPECT_NAME = re.compile(r"有用|役立|正確|詳細|詳し|日本語|流暢|自然|関連|創造|独創|深さ|簡潔|明確|明瞭|論理|一貫|"
+                          r"網羅|完全|"
+                          r"具体|わかりやす|分かりやす|読みやす|構成|表現|文法|丁寧|妥当|適切|安全|情報|質問への|"
+                          r"(?i:help|accura|detail|fluen|relevan|creativ|depth|concis|clari|clear|coheren|complete|"
+                          r"logic|specific|correct|quality|style|grammar|natural|readab|structur|useful|informat)")
+_CANDIDATE = re.compile(r"[A-ZＡ-Ｚ1-9][ \t]*(?:の|$)|(?i:assistant|model)[ \t]*[A-Z0-9]|アシスタント[ \t]*[A-Z0-9]")
+# another answer than the candidate: the reference, or one of several candidates ("回答B", "Assistant 2")
+_ANOTHER = re.compile(rf"{_REFERENCE.pattern}|(?:アシスタント|回答|モデル)[ \t]*[A-ZＡ-Ｚ1-9１-９](?![A-Za-z0-9])"
+                      r"|(?i:\b(?:assistant|answer|response|model)[ \t]+[A-Z1-9]\b)")
+_ANNOUNCING = re.compile(r"次の(?:とおり|通り)|以下|下記|答えは|正解は|正答は|結果は|(?i:as follows|the answer is)")
 _VERDICT_HINT = re.compile(r"(?i:score)|評価|\[\[")  # a cheap test before reading an answer for stated formats
 MASK = "\x1a"  # stands in for each masked character (``own_words``); lines keep their length and their breaks
 THINK_TAGS = "think|thinking|reasoning|thought"  # a reasoner's tags (``generate.split_reasoning`` too)
@@ -196,7 +229,7 @@ def extract(reply: str | None, scale: tuple[int, int], rules: tuple[str, ...] = 
         return Extraction(None, None, f"{_listed(bad)} outside {low}-{high}")
     if len({v.value for v in found}) > 1:
         return Extraction(None, None, f"verdicts disagree: {_listed(found)}")
-    if why := _doubt(raw, text, found[-1]):  # a revision after it, another answer's score, a count
+    if why := _doubt(raw, text, found[-1], scale):  # a revision after it, another answer's score, a count
         return Extraction(None, None, why)
     return Extraction(found[-1].value, found[-1].rule, None)
 
@@ -303,8 +336,7 @@ def _stated(text: str, scale: tuple[int, int]) -> Iterator[_Verdict]:
             line, end = m.group("next"), m.end("next")  # "FINAL SCORE:" with the number alone on a line below
         line = line.strip()
         v = _FINAL_VALUE.match(line)
-        if v and (tail := _TAIL_OK.fullmatch(v.group("tail"))) and _paren_ok(tail.group("paren"), scale) \
-                and not _OTHER.search(v.group("tail")) and not re.search(_NUMBER_WORD, v.group("tail")):
+        if v and (tail := _TAIL_OK.fullmatch(v.group("tail"))) and _paren_ok(tail.group("paren"), scale):
             value = _value(v.group("n"), v.group("max"), scale)
         elif line.startswith(("<", "‹", "[")) and not re.match(r"\[+\s*\d", line):
             continue  # the format's placeholder echoed: "FINAL SCORE: <1から10までの整数>"
@@ -332,8 +364,12 @@ def _stated(text: str, scale: tuple[int, int]) -> Iterator[_Verdict]:
 
 
 def _paren_ok(paren: str | None, scale: tuple[int, int]) -> bool:
-    """A parenthesis after the number may hold words and the scale's top ("(out of 10)", "（10点満点）")."""
-    return paren is None or all(float(n) == scale[1] for n in re.findall(r"\d+(?:\.\d+)?", paren))
+    """A parenthesis after the number may state the scale's top only ("(out of 10)", "（10点満点）")."""
+    if paren is None:
+        return True
+    m = re.fullmatch(r"[(（][ \t]*(?:(?i:out of)[ \t]*(?P<a>\d+)|(?P<b>\d+)[ \t]*点満点(?:中)?|/[ \t]*(?P<c>\d+))"
+                     r"[ \t]*[)）]", paren)
+    return m is not None and float(m.group("a") or m.group("b") or m.group("c")) == scale[1]
 
 
 def _value(n: str, out_of: str | None, scale: tuple[int, int]) -> float | None:
@@ -359,29 +395,36 @@ def _claimed(answer: str | None, scale: tuple[int, int], rules: tuple[str, ...])
     return {n for v in found if (n := v.value if v.first is None else v.first) is not None}
 
 
-def _doubt(raw: str, text: str, last: _Verdict) -> str | None:
+def _doubt(raw: str, text: str, last: _Verdict, scale: tuple[int, int]) -> str | None:
     """Why the last verdict may not be the judge's final one on the candidate, or None. ``raw``: the reply as read
-    (quotations kept), ``text``: its own words. A stated verdict ends the reply: after it, any number (a revision:
-    「再考して6点とします」, "Lowering my score to six", in quotes too), another answer or turn named, or a condition,
-    leaves it in doubt; so does its line, or the heading above it, naming another answer or turn ("参考回答：FINAL
-    SCORE: 10", "Turn 1 Rating: [[9]]"). A legacy verdict is in doubt beside any score stated in prose with another
-    value (``_SCORE_LIKE``), and ELYZA's last-line number after a numbered list or a count."""
+    (quotations, code and blockquotes kept: a revision quoted for emphasis is still said), ``text``: its own words.
+    A stated verdict is the reply's last word (``_CLOSING`` may follow); its line, and a heading above it, name the
+    verdict or the candidate's answer only (``_VERDICT_HEAD``); no score line above it holds another value; and no
+    scale but the benchmark's is stated. A legacy verdict is in doubt beside any number in a line of prose that
+    speaks of a score (``_SCORE_TALK``); ELYZA's last-line number is read only after a sentence that announces
+    nothing (not after a label, a list item, a count or 「答えは次のとおり」)."""
+    if last.value is not None and (2 * last.value) % 1:  # 0.7 on 0–10: a 0–1 scale? judges score in halves at most
+        return f"{_listed([last])}: finer than half a point (another scale?)"
     if last.rule in COMMON_RULES:
-        line_start = text.rfind("\n", 0, last.start) + 1
-        if _OTHER.search(before := text[line_start:last.start]):
-            return f"{_listed([last])}: its line names another answer or turn ({_shown(before)!r})"
-        above = text[:line_start].rstrip("\n").rsplit("\n", 1)[-1].strip()
-        if re.match(r"[#【\[*]|.{0,30}[:：]$", above) and _OTHER.search(above):
-            return f"{_listed([last])}: under a heading naming another answer or turn ({_shown(above)!r})"
-        if lines := sorted({_shown(m.group(0)) for p in _SCORE_LINE for m in p.finditer(text[:line_start])
-                            if float(m.group("n")) != last.value}):
+        after = _CLOSING.fullmatch(raw[last.end:])
+        if after is None or (after.group("again") and float(after.group("again")) != last.value) or any(
+                t and float(t) != scale[1] for t in (after.group("top"), after.group("top2"))):
+            return (f"{_listed([last])}, then {_shown(raw[last.end:].strip())!r}: the verdict is not the reply's "
+                    "last word")
+        line_start = raw.rfind("\n", 0, last.start) + 1
+        if not _VERDICT_HEAD.fullmatch(before := raw[line_start:last.start]):
+            return f"{_listed([last])}: its line names something else ({_shown(before)!r})"
+        if (head := _heading_above(raw, line_start)) is not None and not _VERDICT_HEAD.fullmatch(head):
+            return f"{_listed([last])}: under a heading naming something else ({_shown(head)!r})"
+        if _ANOTHER.search(closes := raw[raw.rfind("\n\n", 0, line_start) + 1:line_start]):
+            return f"{_listed([last])}: the paragraph it ends speaks of another answer ({_shown(closes)!r})"
+        if lines := sorted({_shown(m.group(0)) for p in _SCORE_LINE for m in p.finditer(raw[:line_start])
+                            if float(m.group("n")) != last.value and not _STATED_HINT.search(m.group(0))}):
             return f"verdicts disagree: {_listed([last])}, {', '.join(repr(x) for x in lines)} (a score line above)"
-        after = raw[last.end:]
-        others = [m.group(0) for m in _AFTER_NUMBER.finditer(after)
-                  if m.group("word") or float(m.group("n")) != last.value]
-        if others or _OTHER.search(after):
-            return (f"{_listed([last])}, then {_shown(after.strip())!r}: after the verdict, another number or answer "
-                    "(a revision?)")
+        tops = [(m.group(0), m.group("n") or m.group("m") or m.group("k") or m.group("j"))
+                for m in _SCALE_SAID.finditer(text)]
+        if said := [shown for shown, top in tops if top and float(top) != scale[1]]:
+            return f"{_listed([last])}: on another scale ({', '.join(repr(x) for x in said)}; this one is {scale})"
         return None
     if last.rule == "slash_ten":  # the n/10 lines are the verdict's own
         text = _OVERALL.sub(_blank, _ASPECT.sub(_blank, text))
@@ -390,12 +433,29 @@ def _doubt(raw: str, text: str, last: _Verdict) -> str | None:
     found = [_shown(line) for line in prose if _SCORE_TALK.search(line) and any(
         m.group("word") or float(m.group("n")) != last.value
         for m in _SPOKEN_NUMBER.finditer(_DENOMINATOR.sub(" ", line)))]
-    if last.rule == "bare_number":
-        above = lines[-2] if len(lines) > 1 else ""
-        if _LIST_ITEM.match(above) or _COUNTED.search(above):
-            return f"{_listed([last])}: after {_shown(above)!r}, a list's next item or a count, not a score"
+    if last.rule == "bare_number" and len(lines) > 1:
+        above = lines[-2].strip().rstrip("*_ ")
+        if not above.endswith(("。", ".", "！", "!", "？", "?", "）", ")")) or _ANNOUNCING.search(above):
+            return (f"{_listed([last])}: after {_shown(above)!r}, which does not end a judgement (a label, a list, "
+                    "a count?)")
     if found:
         return f"{_listed([last])}, beside {', '.join(repr(f) for f in found[:3])}: another score in the judge's words"
+    return None
+
+
+def _heading_above(raw: str, line_start: int) -> str | None:
+    """The line heading the verdict's line, if the nearest line above (past blank and rule lines; a rule under it
+    makes it a setext heading) is one: ``#``, ■, 【, bold alone, or a line ending in a colon."""
+    underlined = False
+    for line in reversed(raw[:line_start].splitlines()):
+        if not line.strip():
+            continue
+        if _SEPARATOR.fullmatch(line):
+            underlined = True
+            continue
+        line = line.strip()
+        return line if underlined or (_HEADING.match(line) and not re.search(r"\d", re.sub(r"^[#\s]*\d+[.)．]", "",
+                                                                                           line))) else None
     return None
 
 
@@ -409,6 +469,11 @@ def _legacy(text: str, rules: tuple[str, ...]) -> list[_Verdict]:
                 return [_Verdict(rule, lines[-1].strip(), float(m.group("n")), 0, 0)]
         elif rule == "slash_ten":
             marked = list(_ASPECT.finditer(text))
+            labels = [m.group("label") for m in marked]
+            if (_ANOTHER.search(text) and not _REFERENCE.search(text)) or any(
+                    _CANDIDATE.search(label) or not (_ASPECT_NAME.search(label) or _OVERALL_IN.search(label))
+                    for label in labels):
+                return []  # several candidates, or a label that names no quality: whose lines? nothing is averaged
             # A reference answer scored beside the candidate: only an overall that is not the reference's counts
             # (whose aspects the other lines are cannot be told).
             if _REFERENCE.search(text):
@@ -417,7 +482,7 @@ def _legacy(text: str, rules: tuple[str, ...]) -> list[_Verdict]:
                 return [_Verdict(rule, f"overall {n:g}/10", n, 0, 0) for n in overall]
             overall = [float(m.group("n")) for m in _OVERALL.finditer(text)]
             overall += [float(m.group("n")) for m in marked if _OVERALL_IN.search(m.group("label"))
-                        and not _OVERALL.match(m.group(0))]  # "モデル回答の総合：6/10"
+                        and not _OVERALL.match(m.group(0))]  # "モデル回答の総合：6/10", "総評：5/10"
             if overall:  # the verdict; aspects its reasons
                 return [_Verdict(rule, f"overall {n:g}/10", n, 0, 0) for n in overall]
             aspects = [float(m.group("n")) for m in marked]

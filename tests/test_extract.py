@@ -79,9 +79,9 @@ CASES = [
     ("mt_bench", "FINAL SCORE: 8点です。", 8),
     ("mt_bench", "FINAL SCORE: 8/10", 8),
     ("mt_bench", "FINAL SCORE: 6 out of 10", 6),
-    ("mt_bench", "FINAL SCORE: 6 (good but verbose)", 6),
-    ("mt_bench", "FINAL SCORE: 6（丁寧だが冗長）", 6),
-    ("mt_bench", "FINAL SCORE: 6. The answer is accurate but verbose.", 6),
+    ("mt_bench", "FINAL SCORE: 6 (good but verbose)", FB),  # words after the number: "(if fixed)", "(参考回答)" too
+    ("mt_bench", "FINAL SCORE: 6（丁寧だが冗長）", FB),
+    ("mt_bench", "FINAL SCORE: 6. The answer is accurate but verbose.", FB),
     ("mt_bench", "The FINAL SCORE line follows.\nFINAL SCORE: 5", 5),
     ("mt_bench", "FINAL SCORE: 7.0", 7),
     ("mt_bench", "FINAL SCORE: 7.5", 7.5),  # stored as given
@@ -108,7 +108,7 @@ CASES = [
     ("mt_bench", "**FINAL SCORE**: 7", 7),
     ("mt_bench", "FINAL SCORE: 7 (out of 10)", 7),
     ("mt_bench", "FINAL SCORE: 7点（10点満点）", 7),
-    ("mt_bench", "FINAL SCORE: 7 - 良い回答だが冗長", 7),
+    ("mt_bench", "FINAL SCORE: 7 - 良い回答だが冗長", FB),
     ("mt_bench", "FINAL SCORE: 7 (減点: -3)", FB),
     ("mt_bench", "<think>\nDraft: FINAL SCORE: 8\nWait, I should lower it\n</think>\nFINAL SCORE: 6", 6),
     ("mt_bench", "<think>\nDraft: FINAL SCORE: 8\nWait, I should lower", FB),  # unfinished thinking
@@ -166,14 +166,16 @@ def _outcomes(pool: list[dict]) -> dict[str, int]:
 
 
 def test_replies_holding_several_scores_are_read_right_or_asked_again_never_silently_wrong():
-    """176 replies that hold more than one score-shaped statement, each with the judge's own final verdict on the
-    candidate (null: it gave no single one), written this session, 113 of them by a helper session attacking the
-    grammar: a revision after the verdict (in quotes, number words, kanji numerals too), a reference answer's score
-    or turn 1's, an overall in prose beside per-aspect lines, a count or a list after ELYZA's labelled verdict, a
-    condition, tables, bold, full width, ranges, refusals, English. None is read as another number."""
+    """254 replies that hold more than one score-shaped statement, each with the judge's own final verdict on the
+    candidate (null: it gave no single one): 64 written this session, 190 by two helper sessions attacking the
+    grammar, the second with its rules in hand: a revision after the verdict (quoted, in number words or kanji, with
+    no number at all), a reference answer's score or turn 1's (in a heading, a parenthesis, a prefix, the paragraph
+    before), an overall in prose beside per-aspect lines, several candidates, a count or a list after ELYZA's
+    labelled verdict, a condition, another scale, tables, fences, bold, full width, ranges, refusals, English. None
+    is read as another number."""
     pool = _pool("several_scores.jsonl")
-    assert len(pool) == 176
-    assert _outcomes(pool) == {"right": 43, "fallback": 133, "wrong": 0}
+    assert len(pool) == 254
+    assert _outcomes(pool) == {"right": 40, "fallback": 214, "wrong": 0}
     # what used to be read wrong: 7 (the verdict before its revision), 7.5 (the reference's overall averaged in),
     # 7 (the aspects' mean beside a prose overall of 6), 1 (a count below "評価：4")
     rakuda, elyza = bm.BENCHMARKS["rakuda"], bm.BENCHMARKS["elyza"]
@@ -185,11 +187,13 @@ def test_replies_holding_several_scores_are_read_right_or_asked_again_never_sile
 
 
 def test_plain_replies_are_read_without_a_second_call():
-    """32 replies whose verdict is plain though their reasoning holds numbers (Tengu's per-item points, 「3点の理由」,
-    「5点満点中」, "points out of 10", "FINAL SCORE = 8", a blank line before the number): read, not asked again,
-    but one ELYZA reply whose reasoning recites the rubric's scores ("誤りが1つあれば4点、2つあれば3点") above its
-    bare last-line number."""
-    assert _outcomes(_pool("plain.jsonl")) == {"right": 31, "fallback": 1, "wrong": 0}
+    """54 replies whose verdict is plain though their reasoning holds numbers (Tengu's per-item points and
+    per-item maxima, 「3点の理由」, 「5点満点中」, "points out of 10", "FINAL SCORE = 8", a blank line before the
+    number, a table with a maximum column): read, but for 6 asked again, each deviating from a reply that ends with
+    its verdict or holding a number beside a legacy reading: a sign-off or a list of improvements after the verdict,
+    a verdict before its reasons, 「1点減点」 beside ELYZA's last number, 「2つの軽微な誤り」 beside Rakuda's lines, the
+    rubric's scores recited above a bare number."""
+    assert _outcomes(_pool("plain.jsonl")) == {"right": 48, "fallback": 6, "wrong": 0}
 
 
 def _expected(value):

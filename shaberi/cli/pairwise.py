@@ -182,7 +182,7 @@ def _print(result: Result, request: PairwiseRequest) -> None:
                    f"intervals from {r.bootstrap:,} bootstrap resamples over questions (seed {r.seed})")
     for benchmark, r in shown.items():
         order = sorted(range(len(r.tags)), key=lambda k: (math.isnan(r.rating[k]), -r.rating[k]))
-        print_rows(("overall" if benchmark == "*" else benchmark) + (" (regularised: a tag won, lost or met none)"
+        print_rows(("overall" if benchmark == "*" else benchmark) + (" (regularised: a tag won or lost all it met)"
                                                                      if r.regularised else ""),
                    ["Tag", "Rating", "95 % interval", "Comparisons"],
                    [[r.tags[k], "–" if math.isnan(r.rating[k]) else f"{r.rating[k]:.0f}",

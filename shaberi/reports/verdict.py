@@ -18,7 +18,7 @@ rejects: interval, p-value and verdict never disagree.
   (where every question moved alike, that shift alone: any other leaves differences of one sign).
 - Too few: with fewer than ``min_pairs(α/m)`` paired questions, or fewer that moved, no exact test (signed-rank or
   sign-flip) could reach α/m whatever the scores, and the t test's reliance on the mean's near-normality cannot be
-  trusted: no verdict.
+  trusted: no verdict. So too where no test could run (a benchmark of one question: no spread to measure).
 
 Why not a bootstrap: percentile-type bootstrap intervals (BCa too) are too narrow in small samples. At n = 12 the
 98.75 % BCa interval covers about 96 %, so false verdicts came at three times the rate claimed; the paired t holds
@@ -53,7 +53,6 @@ class Test:
     df: float | None
     mde: float | None  # smallest |difference| the t test detects with 80 % power at ``level``
     moved: int  # questions whose score differs between the sides
-
     level: float
 
     @property
