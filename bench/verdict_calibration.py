@@ -1,13 +1,14 @@
 """How often `compare`'s verdicts are wrong, and how often its intervals hold the truth, by simulation.
 
     python bench/verdict_calibration.py [--sims 4000] [--power-sims 1000] [--sizes 12,40,60,100,115]
-                                        [--regime judges|ties|skewed] [--bca-resamples 9999] [--workers 2]
+                                        [--regime judges|ties|ones|skewed] [--bca-resamples 9999] [--workers 2]
 
 Each simulated comparison is a table as `compare` makes it: four benchmarks of n questions; per question a
 quality drawn uniformly from 1.5–9.5 and each side's score the mean of two judges' integer 1–10 scores (one
 lenient, one strict, normal noise of sd 1.2, rounded and clipped). With no true difference both sides share the
 quality; ``--regime ties`` makes 60 % of the questions identical on both sides (the same answer, a deterministic
-judge); ``--regime skewed`` is a stress case outside that model: B is 3 points better on a quarter of the questions
+judge); ``--regime ones`` makes every difference one point either way, at random (where a t test overshoots its
+level); ``--regime skewed`` is a stress case outside that model: B is 3 points better on a quarter of the questions
 and 1 point worse on the rest (the same mean, a two-valued skewed difference). The rows are run through
 `compare`'s own rule (``reports.compare._statistics``: each benchmark and the Overall, one family, each at 0.05/5).
 
@@ -16,8 +17,8 @@ Printed per n, with Monte Carlo standard errors:
 - no true difference: the false-verdict rate per benchmark row (claimed: at most 0.01), the family-wise error over
   the four benchmarks (claimed: at most 0.04 by Bonferroni, 0.05 for the table) and over the whole table with the
   Overall (claimed: 0.05), and the coverage of the printed interval (claimed: 0.99), benchmarks and Overall; beside
-  them the old rule on the same comparisons (a BCa bootstrap interval at 1 − 0.05/4 per benchmark, scipy, with
-  ``--bca-resamples``);
+  them, on the same comparisons, a paired t test at the same level (the p-value the table reports for information)
+  and the old rule (a BCa bootstrap interval at 1 − 0.05/4 per benchmark, scipy, with ``--bca-resamples``);
 - a true difference of 0.5 and 1.0 (B's quality shifted; the expected score difference, smaller by the clipping
   at the scale's ends, is estimated from 10⁶ questions and is what coverage is measured against): the power per
   benchmark and of the Overall, and the coverage.
@@ -49,6 +50,8 @@ def sides(rng: np.random.Generator, n: int, shift: float, regime: str) -> tuple[
     a = judged(rng, quality)
     if regime == "skewed":
         return a, a + np.where(rng.random(n) < 0.25, 3.0, -1.0) + shift
+    if regime == "ones":
+        return a, a + rng.choice([-1.0, 1.0], n) + shift
     b = judged(rng, quality + shift)
     if regime == "ties":
         b = np.where(rng.random(n) < 0.6, a + shift, b)
@@ -57,7 +60,7 @@ def sides(rng: np.random.Generator, n: int, shift: float, regime: str) -> tuple[
 
 def truth(shift: float, regime: str) -> float:
     """The expected score difference per question for this shift (the clipping shrinks it near the ends)."""
-    if regime == "skewed" or shift == 0:
+    if regime in ("skewed", "ones") or shift == 0:
         return shift
     rng = np.random.default_rng(123)
     a, b = sides(rng, 1_000_000, shift, regime)
@@ -68,7 +71,7 @@ def chunk(args: tuple[int, int, float, str, int]) -> dict[str, np.ndarray]:
     """``sims`` tables of four benchmarks of ``n`` questions: each row's verdict, interval and differences."""
     seed, sims, shift, regime, n = args
     rng = np.random.default_rng(seed)
-    verdicts, lows, highs, diffs = [], [], [], []
+    verdicts, lows, highs, diffs, ts = [], [], [], [], []
     for _ in range(sims):
         rows, d = [], []
         for bench in BENCHMARKS:
@@ -78,10 +81,12 @@ def chunk(args: tuple[int, int, float, str, int]) -> dict[str, np.ndarray]:
         results, m = _statistics(rows)
         assert m == 5
         verdicts.append([c.verdict for c in results])
+        ts.append([c.p_t is not None and c.p_t < ALPHA / m for c in results])
         lows.append([np.nan if c.ci_low is None else c.ci_low for c in results])
         highs.append([np.nan if c.ci_high is None else c.ci_high for c in results])
         diffs.append(d)
-    return {"verdict": np.array(verdicts), "low": np.array(lows), "high": np.array(highs), "d": np.array(diffs)}
+    return {"verdict": np.array(verdicts), "low": np.array(lows), "high": np.array(highs), "d": np.array(diffs),
+            "t": np.array(ts)}
 
 
 def simulate(sims: int, n: int, shift: float, regime: str, workers: int, seed: int) -> dict[str, np.ndarray]:
@@ -126,7 +131,7 @@ def main() -> None:
     parser.add_argument("--sims", type=int, default=4000)
     parser.add_argument("--power-sims", type=int, default=1000)
     parser.add_argument("--sizes", default="12,40,60,100,115")
-    parser.add_argument("--regime", choices=("judges", "ties", "skewed"), default="judges")
+    parser.add_argument("--regime", choices=("judges", "ties", "ones", "skewed"), default="judges")
     parser.add_argument("--bca-resamples", type=int, default=9999)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
@@ -137,6 +142,7 @@ def main() -> None:
     print("\nno true difference")
     print(f"{'n':>4}  {'false verdict / benchmark (≤ 0.01)':36} {'FWE, 4 benchmarks (≤ 0.04)':30} "
           f"{'FWE, table (≤ 0.05)':28} {'coverage, benchmarks (≥ 0.99)':32} {'coverage, Overall (≥ 0.99)':30} "
+          f"{'t test: false / benchmark':30} {'t test: FWE, table':28} "
           f"{'old BCa: false / benchmark (≤ 0.0125)':38} {'old BCa: FWE (≤ 0.05)'}")
     for n in sizes:
         start = time.perf_counter()
@@ -146,7 +152,8 @@ def main() -> None:
         old = bca(r["d"], args.bca_resamples) if args.bca_resamples else np.zeros((1, 4), dtype=bool)
         print(f"{n:>4}  {cell(called[:, :4].ravel(), level):36} {cell(called[:, :4].any(1), 4 * level):30} "
               f"{cell(called.any(1), ALPHA):28} {cell(covered[:, :4].ravel(), 1 - level, below=False):32} "
-              f"{cell(covered[:, 4], 1 - level, below=False):30} {cell(old.ravel(), ALPHA / 4):38} "
+              f"{cell(covered[:, 4], 1 - level, below=False):30} {cell(r['t'][:, :4].ravel(), level):30} "
+              f"{cell(r['t'].any(1), ALPHA):28} {cell(old.ravel(), ALPHA / 4):38} "
               f"{cell(old.any(1), ALPHA)}   ({time.perf_counter() - start:.0f} s)", flush=True)
     for shift in (0.5, 1.0):
         true = truth(shift, args.regime)

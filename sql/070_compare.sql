@@ -40,7 +40,7 @@ ans AS (
     FROM answers JOIN side USING (run_id) WHERE strategy = '' AND sample_index = 0 GROUP BY ALL
 ), s AS (  -- per side, question and judge: the mean over the side's runs (NULL: no score)
     SELECT benchmark, question_id, is_a, CASE WHEN judge_a IS NULL THEN judge ELSE '' END AS judge,
-           avg(score_10) AS score
+           avg(CASE WHEN isfinite(score_10) THEN score_10 END) AS score  -- a NaN or inf: no score
     FROM scores_using(use_passes) JOIN side USING (run_id)
     WHERE strategy = '' AND sample_index = 0
       AND list_contains(judgement_keys, judge || chr(31) || benchmark || chr(31) || coalesce(prompt_hash, ''))

@@ -13,6 +13,7 @@ from shaberi.reports.compare import compare
 from shaberi.tables.store import Store
 
 from .conftest import query, shaberi
+from .test_verdict import scipy_p
 
 T = 1_700_000_000_000_000
 
@@ -50,23 +51,26 @@ def test_planted_difference_is_detected_and_null_differences_are_not(planted):
     assert [c.benchmark for c in report.benchmarks] == ["elyza", "tengu", "rakuda", "overall"]  # Overall last
     assert elyza.verdict == "B better" and elyza.ci_low > 0 and elyza.p_adjusted < 0.05
     assert tengu.verdict == "n.s." and tengu.ci_low < 0 < tengu.ci_high and tengu.p_adjusted >= 0.05
-    assert rakuda.verdict == "n.s." and rakuda.diff == 0
-    assert (rakuda.test, rakuda.p, rakuda.p_t, rakuda.ci_low, rakuda.ci_high) == ("sign-flip", 1.0, None, 0, 0)
+    assert rakuda.verdict == "n.s." and rakuda.diff == 0  # nothing moved: no difference
+    assert (rakuda.test, rakuda.p, rakuda.p_t, rakuda.ci_low, rakuda.ci_high) == ("drawn", 1.0, None, 0, 0)
 
     # Four rows tested (three benchmarks and the Overall): one family, each row at 0.05 / 4.
     level = 0.05 / 4
     assert report.family == 4 and [c.ci_level for c in report.benchmarks] == [pytest.approx(1 - level)] * 4
     d = (b["elyza"] - a["elyza"]) * 2.0  # ELYZA on the 0-10 scale
-    assert elyza.n == 60 and elyza.diff == pytest.approx(d.mean(), abs=1e-9)
-    t = stats.ttest_rel(b["elyza"] * 2.0, a["elyza"] * 2.0)
-    assert (elyza.test, elyza.p) == ("t", pytest.approx(t.pvalue, abs=1e-12)) and elyza.p_t == elyza.p
-    # The interval is the t test's own at the verdict's level: it excludes 0 exactly where p < 0.05 / 4.
-    assert (elyza.ci_low, elyza.ci_high) == pytest.approx(tuple(t.confidence_interval(1 - level)), abs=1e-12)
-    assert elyza.p_adjusted == pytest.approx(min(1.0, 4 * t.pvalue), abs=1e-12)
     kept = [i for i in range(80) if not 61 <= i <= 65]  # Tengu's ids 61–65 are never scored
-    t = stats.ttest_rel(b["tengu"][kept], a["tengu"][kept])
-    assert tengu.n == 75
-    assert (tengu.ci_low, tengu.ci_high) == pytest.approx(tuple(t.confidence_interval(1 - level)), abs=1e-12)
+    parts = [d, (b["tengu"] - a["tengu"])[kept].astype(float), np.zeros(40)]
+    assert elyza.n == 60 and elyza.diff == pytest.approx(d.mean(), abs=1e-9) and tengu.n == 75
+    # Each row's test is the sign-flip test (scipy's permutation_test on 10⁵ draws; ours draws 9,999, so the two
+    # agree to their Monte Carlo error), its interval the shifts that test does not reject at 0.05 / 4.
+    for c, rows in ((elyza, parts[:1]), (tengu, parts[1:2]), (overall, parts)):
+        theirs = scipy_p(rows)
+        assert abs(c.p - theirs) <= 4 * (max(theirs, 1e-4) / 9999) ** 0.5 + 1e-4, (c.title, c.p, theirs)
+        margin = (c.ci_high - c.ci_low) / 10
+        assert scipy_p(rows, c.ci_low - margin) < level <= scipy_p(rows, c.ci_low + margin), c.title
+        assert scipy_p(rows, c.ci_high + margin) < level <= scipy_p(rows, c.ci_high - margin), c.title
+        assert c.p_adjusted == pytest.approx(min(1.0, 4 * c.p), abs=1e-12)
+    assert elyza.p_t == pytest.approx(stats.ttest_rel(b["elyza"] * 2.0, a["elyza"] * 2.0).pvalue, abs=1e-12)
     # The MDE: the effect size at which a two-sided paired t test on n questions has 80 % power at the verdict's
     # level, from scipy's noncentral t, times the differences' sd.
     n, crit = len(d), stats.t.ppf(1 - level / 2, len(d) - 1)
@@ -78,25 +82,12 @@ def test_planted_difference_is_detected_and_null_differences_are_not(planted):
     effect = optimize.brentq(lambda e: power(e) - 0.8, 0.05, 1.0)  # nct.cdf turns NaN far out
     assert elyza.mde == pytest.approx(effect * d.std(ddof=1), rel=1e-5)  # statsmodels solves to ~1e-6
 
-    # The Overall: the mean of the three benchmarks' differences and means, the questions of all three.
+    # The Overall: the mean of the three benchmarks' differences and means, the questions of all three, each
+    # benchmark by its own size; Rakuda, with no spread, leaves no variance for a t test to weigh it by.
     assert overall.title == "Overall" and overall.over == ["elyza", "tengu", "rakuda"] and overall.n == 175
     assert overall.diff == pytest.approx((elyza.diff + tengu.diff + rakuda.diff) / 3, abs=1e-9)
     assert overall.mean_a == pytest.approx((elyza.mean_a + tengu.mean_a + rakuda.mean_a) / 3, abs=1e-9)
-    # Its standard error is each benchmark's by its own size (statsmodels' WLS of the differences on the
-    # benchmarks, weighted by their inverse variances, gives the three means with exactly those errors; Rakuda's
-    # differences are all 0 and add none).
-    from statsmodels.regression.linear_model import WLS
-
-    parts = [d, (b["tengu"] - a["tengu"])[kept].astype(float)]
-    x = np.concatenate([np.tile([1.0, 0.0], (len(parts[0]), 1)), np.tile([0.0, 1.0], (len(parts[1]), 1))])
-    fit = WLS(np.concatenate(parts), x, weights=np.concatenate([np.full(len(p), 1 / p.var(ddof=1)) for p in parts])
-              ).fit()
-    se = float(fit.t_test([1 / 3, 1 / 3]).sd[0, 0])
-    half = (overall.ci_high - overall.ci_low) / 2
-    df = (se ** 2) ** 2 / sum((p.var(ddof=1) / len(p) / 9) ** 2 / (len(p) - 1) for p in parts)
-    assert half == pytest.approx(stats.t.ppf(1 - level / 2, df) * se, rel=1e-9)
-    assert overall.p == pytest.approx(2 * stats.t.sf(abs(overall.diff) / se, df), rel=1e-6)
-    assert overall.verdict == ("B better" if overall.p < level else "n.s.")
+    assert overall.p_t is None and overall.verdict == "B better"
 
 
 def test_compare_cli_formats_and_errors(planted):
@@ -285,9 +276,11 @@ def test_two_models_compared_on_the_same_questions_with_a_third_in_the_tag(serve
     d = b - a
     assert rakuda["n"] == 10 and (rakuda["mean_a"], rakuda["mean_b"]) == pytest.approx((a.mean(), b.mean()), abs=1e-9)
     assert rakuda["diff"] == pytest.approx(d.mean(), abs=1e-9)
-    t = stats.ttest_rel(b, a)  # one benchmark: no Overall row, the verdict at 0.05 with the t test's 95 % interval
-    assert (rakuda["ci_low"], rakuda["ci_high"]) == pytest.approx(tuple(t.confidence_interval(0.95)), abs=1e-12)
-    assert rakuda["p"] == pytest.approx(t.pvalue, abs=1e-12) and body["family"] == 1
+    # one benchmark: no Overall row, the verdict at 0.05 by the exact sign-flip test (scipy's), its 95 % interval the
+    # shifts that test does not reject
+    assert rakuda["test"] == "exact" and rakuda["p"] == pytest.approx(scipy_p([d]), abs=1e-12) and body["family"] == 1
+    assert scipy_p([d], rakuda["ci_low"] + 1e-6) >= 0.05 > scipy_p([d], rakuda["ci_low"] - 1e-6)
+    assert scipy_p([d], rakuda["ci_high"] - 1e-6) >= 0.05 > scipy_p([d], rakuda["ci_high"] + 1e-6)
     assert rakuda["verdict"] == "B better" and rakuda["min_pairs"] == 6
     # The same sides named with --model-a/--model-b, and through the Python API.
     named = shaberi("compare", "v1", "v1", "--model-a", "org/base", "--model-b", "org/tuned", "--format", "json",
@@ -349,7 +342,8 @@ def test_a_judge_that_scored_a_question_on_one_side_only_is_left_out_of_it(serve
     assert rakuda["n"] == 8 and rakuda["judge_scores_dropped"] == 2  # A's j2 scores of q0 and q1
     assert (rakuda["mean_a"], rakuda["mean_b"], rakuda["diff"]) == pytest.approx((a.mean(), b.mean(), (b - a).mean()),
                                                                                  abs=1e-9)
-    assert rakuda["p"] == pytest.approx(stats.ttest_rel(b, a).pvalue, abs=1e-12)
+    assert rakuda["p"] == pytest.approx(scipy_p([b - a]), abs=1e-12)  # exact: 8 questions
+    assert rakuda["p_t"] == pytest.approx(stats.ttest_rel(b, a).pvalue, abs=1e-12)
     naive = np.mean([np.mean(x) for x in ([j1[1][i], j2[1][i]] for i in range(8))])
     assert abs(naive - rakuda["mean_a"]) > 0.1  # the old pairing (every judge on each side) would differ
     table = shaberi("compare", "a", "b", "--results-dir", str(results)).stdout
@@ -363,28 +357,28 @@ def test_too_few_pairs_give_no_verdict_however_constant_the_shift(tmp_path):
     (c,) = compare(tmp_path, "base", "new").benchmarks
     assert (c.n, c.min_pairs, c.verdict, c.p_t, c.p) == (2, 6, "too few", None, 0.5)
     out = shaberi("compare", "base", "new", "--results-dir", str(tmp_path))
-    assert out.returncode == 0 and "note: Rakuda: too few for a verdict: 2 paired questions, and below 6" in out.stdout
-    # At the minimum the same constant shift is a verdict: the t statistic is undefined (its p prints "–", never
-    # 0); the exact sign-flip test decides (2/2⁶ < 0.05), its interval the point.
+    assert out.returncode == 0 and "note: too few for a verdict: Rakuda (2 paired, 2 moved)" in out.stdout
+    # At the minimum the same constant shift is a verdict: the t statistic is undefined (its p is null, never 0);
+    # the exact sign-flip test (scipy's) gives 2/2⁶ < 0.05, its interval the shift itself.
     write_run(store, "base6", {"rakuda": [3, 4, 5, 3, 4, 5]})
     write_run(store, "new6", {"rakuda": [4, 5, 6, 4, 5, 6]})
     (c,) = compare(tmp_path, "base6", "new6").benchmarks
     assert (c.n, c.verdict) == (6, "B better")
     flips = stats.permutation_test(([1.0] * 6,), np.mean, permutation_type="samples", n_resamples=10 ** 4)
-    assert (c.test, c.p_t, c.ci_low, c.ci_high) == ("sign-flip", None, 1.0, 1.0)
+    assert (c.test, c.p_t, c.ci_low, c.ci_high) == ("exact", None, 1.0, 1.0)
     assert c.p == pytest.approx(flips.pvalue) == 2 / 2 ** 6
     out = shaberi("compare", "base6", "new6", "--format", "json", "--results-dir", str(tmp_path))
     assert json.loads(out.stdout)["benchmarks"][0]["p_t"] is None
-    table = shaberi("compare", "base6", "new6", "--results-dir", str(tmp_path)).stdout
-    assert "Rakuda: no spread for a t test (every question moved alike); the sign-flip test decides: p = 0.031" in table
-    # Eight pairs of which only five moved: the t test rejects (p 0.011), but no exact test can (the signed-rank
-    # test sets the three aside, and its smallest p with five is 0.0625), so there is no verdict.
+    table = shaberi("compare", "base6", "new6", "--format", "markdown", "--results-dir", str(tmp_path)).stdout
+    assert "| 1.00–1.00 | 0.031 | B better |" in table
+    # Eight pairs of which only five moved: a t test would reject (p 0.011), but the sign-flip test cannot (its
+    # smallest p with five that moved is 2/2⁵ = 0.0625), and its interval holds 0: no verdict, nothing disagrees.
     write_run(store, "base8", {"rakuda": [5, 5, 5, 5, 5, 5, 5, 5]})
     write_run(store, "new8", {"rakuda": [5, 5, 5, 9, 9, 9, 9, 9]})
     (c,) = compare(tmp_path, "base8", "new8").benchmarks
     assert (c.n, c.moved_pairs, c.verdict) == (8, 5, "too few")
-    assert c.p == pytest.approx(stats.ttest_1samp([0, 0, 0, 4, 4, 4, 4, 4], 0).pvalue) and c.p < 0.05
-    assert stats.wilcoxon([0, 0, 0, 4, 4, 4, 4, 4]).pvalue > 0.05
+    assert c.p == pytest.approx(scipy_p([np.array([0, 0, 0, 4, 4, 4, 4, 4.0])])) == 2 / 2 ** 5
+    assert c.ci_low <= 0 <= c.ci_high and c.p_t < 0.05
 
 
 def test_sides_named_twice_or_two_ways_are_refused_and_csv_keeps_the_numbers(server, tmp_path):
@@ -438,3 +432,14 @@ def test_a_judge_that_scored_nothing_on_a_side_is_no_judge_of_it(server, tmp_pat
     basis = json.loads(shaberi("compare", "m1@t", "m2@t", "--format", "json", "--results-dir", str(results)
                                ).stdout)["basis"]
     assert (basis["judges"], basis["judges_only_a"], basis["judges_only_b"]) == (["j"], [], ["k"])
+
+
+def test_a_score_that_is_not_a_number_is_a_null_score_not_a_traceback(tmp_path):
+    """A hand-written or corrupt table holding NaN or inf: those questions are dropped as null scores, counted."""
+    store = Store(tmp_path)
+    write_run(store, "base", {"rakuda": [3, 4, 5, 3, 4, 5, 6, 4, 3, 5]})
+    write_run(store, "new", {"rakuda": [4, 5, float("nan"), 4, float("inf"), 6, 7, 5, 4, 6]})
+    out = shaberi("compare", "base", "new", "--format", "json", "--results-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    (rakuda,) = json.loads(out.stdout)["benchmarks"]
+    assert (rakuda["n"], rakuda["dropped_b"], rakuda["diff"]) == (8, {"null score": 2}, 1.0)

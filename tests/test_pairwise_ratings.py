@@ -106,3 +106,21 @@ def test_a_bound_only_the_prior_gives_in_more_than_the_tail_of_resamples_is_open
     assert np.isfinite(got.high[1]) and got.open_high[1] <= 0.025
     # The same data when every resample is bounded: the plain 97.5th percentile over the resamples.
     assert got.high[1] < 2000
+
+
+def test_a_tag_compared_with_nothing_moves_nothing_and_an_anchor_compared_with_nothing_anchors_nothing():
+    """A tag with no comparisons (in one benchmark, say) is left out of the fit: the others' ratings are those of the
+    fit without it, not regularised; as the anchor, it leaves every rating without a value (–), never a number
+    anchored to nothing. At exactly the tail's share of resamples without a finite fit above, the bound is the
+    data's (the most extreme bounded resample stands in for those, never the prior's value)."""
+    verdicts = [Verdict(f"q{k}", "a", "b", 1.0 if k % 3 else 0.0) for k in range(12)]
+    alone, beside = fit(["a", "b"], verdicts, bootstrap=200), fit(["a", "b", "x"], verdicts, bootstrap=200)
+    assert beside.rating[:2] == alone.rating and not beside.regularised and np.isnan(beside.rating[2])
+    assert (beside.low[:2], beside.high[:2]) == (alone.low, alone.high)
+    assert np.isnan(fit(["x", "a", "b"], verdicts, bootstrap=200).rating).all()
+    edge = [Verdict(f"q{k}", "A", "B", 0.0) for k in range(7)]
+    edge += [Verdict("q7", "A", "B", 0.5), Verdict("q8", "A", "B", 0.5), Verdict("q9", "A", "B", 1.0)]
+    got = fit(["A", "B"], edge, bootstrap=1000, seed=13)
+    assert got.open_high[1] == 0.025 and np.isfinite(got.high[1])
+    prior = fit(["A", "B"], [v for v in edge if v.outcome == 0.0], bootstrap=0).rating[1]  # B won everything
+    assert got.high[1] < prior - 300

@@ -185,7 +185,7 @@ def compare(
 ) -> None:
     """Paired per-question comparison of two sides (two tags of one model, or two models: a fine-tune against its
     base), like for like (the judges, judging prompts and passes both have; what only one side has is named and
-    left out): per benchmark and Overall the difference, a paired t test and its interval, the verdict (one family:
+    left out): per benchmark and Overall the difference, the sign-flip test and its interval, the verdict (one family:
     each row at 0.05/rows), the MDE at that level, and the questions dropped per side."""
     from ..reports.compare import compare as run_compare
 

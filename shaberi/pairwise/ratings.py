@@ -108,23 +108,32 @@ def _unbounded(w: np.ndarray, anchor: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _percentiles(samples: np.ndarray, above: np.ndarray, below: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The 2.5th and 97.5th percentiles, a resample unbounded on a side counted beyond every bounded one there (the
-    most extreme bounded value, or its own prior's if beyond, stands in for it: where such resamples are more than
-    the tail, that side is open anyway)."""
+    """The 2.5th and 97.5th percentiles, a resample unbounded on a side counted beyond every bounded one on that side
+    (the most extreme bounded value stands in for it, never the prior's; where such resamples are more than the tail,
+    that side is open anyway). One unbounded on both sides (drawn without comparisons) is beyond on both."""
     bounded = ~(above | below)
     top = np.where(bounded, samples, -np.inf).max(axis=0)
     bottom = np.where(bounded, samples, np.inf).min(axis=0)
-    held = np.where(above, np.maximum(samples, top), np.where(below, np.minimum(samples, bottom), samples))
-    low, high = np.percentile(held, [2.5, 97.5], axis=0)
+    top, bottom = np.where(np.isfinite(top), top, samples), np.where(np.isfinite(bottom), bottom, samples)
+    high = np.percentile(np.where(above, top, np.where(below, bottom, samples)), 97.5, axis=0)
+    low = np.percentile(np.where(below, bottom, np.where(above, top, samples)), 2.5, axis=0)
     return low, high
 
 
 def strengths(w: np.ndarray) -> tuple[np.ndarray, bool]:
-    """Bradley–Terry strengths (mean zero) of a win matrix, and whether the fit needed regularising."""
+    """Bradley–Terry strengths (mean zero over the tags compared) of a win matrix, and whether the fit needed
+    regularising. A tag compared with nothing is left out of the fit (0: no value), so it neither regularises
+    the others nor moves them."""
     import choix
 
-    plain = _connected(w)
-    return np.asarray(choix.ilsr_pairwise_dense(w, alpha=0.0 if plain else ALPHA, max_iter=1000)), not plain
+    active = (w + w.T).sum(axis=1) > 0
+    s = np.zeros(len(w))
+    if active.sum() < 2:
+        return s, False
+    sub = w[np.ix_(active, active)]
+    plain = _connected(sub)
+    s[active] = choix.ilsr_pairwise_dense(sub, alpha=0.0 if plain else ALPHA, max_iter=1000)
+    return s, not plain
 
 
 def fit(tags: Sequence[str], verdicts: Sequence[Verdict], anchor: str | None = None, bootstrap: int = 1000,
@@ -149,8 +158,8 @@ def fit(tags: Sequence[str], verdicts: Sequence[Verdict], anchor: str | None = N
         drawn = per_question[rng.integers(0, len(questions), len(questions))].sum(axis=0)
         s, needed = strengths(drawn)
         samples[b] = SCALE * (s - s[a]) + BASE
-        if needed:
-            above[b], below[b] = _unbounded(drawn, a)
+        if needed or not (drawn + drawn.T).sum(axis=1).all():  # a tag (or the anchor) drawn without comparisons
+            above[b], below[b] = _unbounded(drawn, a)  # is unbounded on both sides
     n = w + w.T
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(n > 0, w / n, np.nan)
@@ -165,7 +174,8 @@ def fit(tags: Sequence[str], verdicts: Sequence[Verdict], anchor: str | None = N
     # Unbounded above in more than 97.5 % of the resamples: even the 2.5th percentile is the prior's (so too below)
     low = np.where(open_high > 1 - TAIL, np.nan, low)
     high = np.where(open_low > 1 - TAIL, np.nan, high)
-    unrated = n.sum(axis=1) == 0  # compared with nothing: the prior's value says nothing about it
+    unrated = n.sum(axis=1) == 0  # compared with nothing: no value; an anchor compared with nothing anchors nothing
+    unrated = np.full(len(tags), True) if unrated[a] else unrated
     rating, low, high = (np.where(unrated, np.nan, v) for v in (rating, low, high))
     return Ratings(tags, [float(x) for x in rating], [float(x) for x in low], [float(x) for x in high],
                    [[None if i == j or math.isnan(rate[i, j]) else float(rate[i, j]) for j in range(len(tags))]

@@ -21,11 +21,11 @@ one text, as other data files do). Means are ``score_mean``, as every view's.
 
 The table: per benchmark the mean difference B − A, then the **Overall** where two or more of the four that make it
 were compared (the unweighted mean of their differences over their paired questions, as ``view``'s Overall is the
-mean of the benchmark means). Its m rows are one family at α = 0.05: each is decided by a valid paired test at
-α/m, with that test's interval at 1 − α/m, so interval, p-value and verdict agree (``reports.verdict``: the rule,
-and why not a bootstrap). Beside them the smallest difference the t test detects at that level with 80 % power
-(statsmodels ``TTestPower``). ``ComparisonReport.table`` and ``notes`` are what the CLI and the HTML report print,
-so the two show one table.
+mean of the benchmark means). Its m rows are one family at α = 0.05: each is decided by the sign-flip test at α/m,
+with that test's interval at 1 − α/m, so interval, p-value and verdict agree (``reports.verdict``: the rule, and
+why neither a bootstrap nor the t test). Beside them the smallest difference a t test detects at that level with
+80 % power (statsmodels ``TTestPower``). ``ComparisonReport.table`` and ``notes`` are what the CLI and the HTML
+report print, so the two show one table.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import duckdb
 from ..errors import UsageError
 from ..tables.selection import Selection, find_runs, left_out, select_runs
 from ..tables.sql import connect, query, score_mean
-from .verdict import ALPHA, Test, min_pairs, overall, paired, verdict
+from .verdict import ALPHA, DRAWS, Test, min_pairs, overall, paired, verdict
 
 __all__ = ["Basis", "Comparison", "ComparisonReport", "Side", "compare", "min_pairs", "other_texts", "parse_side",
            "parse_sides", "select_side"]
@@ -123,10 +123,10 @@ class Comparison:
     ci_low: float | None = None  # the deciding test's interval (None: none, see ``reports.verdict``)
     ci_high: float | None = None
     ci_level: float | None = None  # the interval's confidence: 1 − α/m over the table's m verdicts
-    test: str = ""  # what decided: "t" (paired t; the Overall's by Welch–Satterthwaite), "sign-flip" (no spread)
-    p: float | None = None  # that test's p-value
+    test: str = ""  # the sign-flip test: "exact" (every sign pattern) or "drawn" (DRAWS seeded ones)
+    p: float | None = None  # its p-value
     p_adjusted: float | None = None  # × m (Bonferroni, capped at 1): below 0.05 exactly where the verdict is given
-    p_t: float | None = None  # the t test's; None where it is undefined (every question moved alike)
+    p_t: float | None = None  # the paired t test's, for information; None where undefined (no spread)
     mde: float | None = None  # smallest |difference| the t test detects with 80 % power at the verdict's level
     min_pairs: int = 0  # fewer paired questions than this (or that moved, for better or worse): no verdict
     moved_pairs: int = 0  # paired questions whose score differs between the sides
@@ -215,30 +215,19 @@ class ComparisonReport:
         """What the table's verdicts rest on, beyond its columns."""
         rows, m = self.benchmarks, self.family
         level = ALPHA / m
-        notes = [f"verdicts: each row's test at α = {ALPHA:g}/{m} = {level:.3g} (one family: the chance that any "
-                 f"'better' or 'worse' here is false is at most {ALPHA:g}), with that test's interval; p is ×{m}"
-                 if m > 1 else f"verdict: its test at α = {ALPHA:g}, with that test's interval"]
+        how = f"sign-flip test (exact up to 13 questions, else over {DRAWS:,} seeded sign patterns)"
+        notes = [f"verdicts: each row's {how} at α = {ALPHA:g}/{m} = {level:.3g}; one family: the chance that any "
+                 f"'better' or 'worse' here is false is at most {ALPHA:g}; each interval is its test's; p is ×{m}"
+                 if m > 1 else f"verdict: the {how} at α = {ALPHA:g}, with that test's interval"]
         if overall_row := next((c for c in rows if c.benchmark == OVERALL), None):
             titles = [c.title for c in rows if c.benchmark in overall_row.over]
-            tested = {"t": "; its t test on Welch–Satterthwaite's degrees of freedom",
-                      "sign-flip": "; decided by the sign-flip test (below)",
-                      "": "; not tested: a benchmark of it has a single paired question, so no spread"}
             notes.append(f"Overall: the mean of the {len(titles)} benchmarks' differences ({', '.join(titles)}), each "
-                         f"over its own paired questions{tested[overall_row.test]}")
-        for c in rows:
-            if c.test == "sign-flip" and c.moved_pairs:
-                notes.append(f"{c.title}: no spread for a t test (every question moved alike"
-                             f"{'' if c.benchmark != OVERALL else ' within each benchmark'}); the sign-flip test "
-                             f"decides: p {_p(c.p, said=True)}, ×{m} in the table")
+                         "over its own paired questions, tested as one (each question weighted by 1 / its "
+                         "benchmark's questions)")
         fewest = rows[0].min_pairs
-        for c in rows:
-            if c.verdict != "too few" or not c.test:
-                continue
-            why = (f"{c.n} paired questions" if c.n < fewest else f"{c.moved_pairs} of its questions moved")
-            notes.append(f"{c.title}: too few for a verdict: {why}, and below {fewest} no exact test could reach "
-                         f"α = {level:.3g} whatever the scores" + (" (its t test rejects, but rests on the mean's "
-                                                                   "normality there)" if c.p is not None and
-                                                                   c.p < level else ""))
+        if few := [f"{c.title} ({c.n} paired, {c.moved_pairs} moved)" for c in rows if c.verdict == "too few"]:
+            notes.append(f"too few for a verdict: {', '.join(few)}; with fewer than {fewest} that moved no sign "
+                         f"pattern is rare enough to reach α = {level:.3g}, whatever the scores")
         if dropped := [f"{c.title} {c.judge_scores_dropped}" for c in rows
                        if c.judge_scores_dropped and c.benchmark != OVERALL]:
             notes.append("judge scores left out, the judge having scored the question on one side only (each question "
@@ -247,32 +236,32 @@ class ComparisonReport:
 
 
 def _num(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "–"
-    text = f"{value:+.2f}" if signed else f"{value:.2f}"
-    return f"{value:+.2g}" if signed and value and not round(value, 2) else text
+    return "–" if value is None else _digits(value, "+" if signed else "")
+
+
+def _digits(x: float, sign: str = "", near: float = 0.0) -> str:
+    """``x`` to two decimals, or as many more (up to 8) as it takes not to print it as ``near`` when it is not
+    (0.00076, not 0.00; 0.04997, not 0.050): a number that excludes a bound never prints as touching it."""
+    places = 2
+    while places < 8 and x != near and round(x, places) == near:
+        places += 1
+    return f"{x:{sign}.{places}f}"
 
 
 def _interval(low: float | None, high: float | None) -> str:
-    """``1.20–3.40``; ``-1.53 to 2.00`` when it starts below 0 (``-1.53–-0.70`` reads badly). An end within 0.005 of
-    0 but not 0 shows its digits (``0.00076``), so no interval that excludes 0 prints as touching it."""
+    """``1.20–3.40``; ``-1.53 to 2.00`` when it starts below 0 (``-1.53–-0.70`` reads badly)."""
     if low is None or high is None:
         return "–"
-
-    def end(x: float) -> str:
-        return f"{x:.2g}" if x and not round(x, 2) else f"{x:.2f}"
-
-    return f"{end(low)} to {end(high)}" if low < 0 else f"{end(low)}–{end(high)}"
+    return f"{_digits(low)} to {_digits(high)}" if low < 0 else f"{_digits(low)}–{_digits(high)}"
 
 
-def _p(value: float | None, said: bool = False) -> str:
-    """A p-value to three decimals, or four where three would round it onto 0.05 (0.0499 is not 0.050)."""
+def _p(value: float | None) -> str:
+    """A p-value to three decimals, or more where three would round it onto 0.05 (0.04997 is not 0.050)."""
     if value is None:
         return "–"
     if value < 0.001:
-        return "< 0.001" if said else "<0.001"
-    text = f"{value:.3f}" if round(value, 3) != ALPHA or value == ALPHA else f"{value:.4f}"
-    return f"= {text}" if said else text
+        return "<0.001"
+    return f"{value:.3f}" if round(value, 3) != ALPHA or value == ALPHA else _digits(value, near=ALPHA)
 
 
 def _dropped(reasons: dict[str, int]) -> str:
@@ -462,6 +451,7 @@ def _row(bench: str, title: str, n: int, mean_a: float | None, mean_b: float | N
          m: int, dropped_a: dict[str, int], dropped_b: dict[str, int], one_sided: int,
          over: list[str] | None = None) -> Comparison:
     level = ALPHA / m
-    return Comparison(bench, title, n, mean_a, mean_b, diff, t.low, t.high, 1 - level, t.test, t.p,
+    return Comparison(bench, title, n, mean_a, mean_b, diff, t.low, t.high, 1 - level,
+                      "" if t.p is None else "exact" if t.exact else "drawn", t.p,
                       None if t.p is None else min(1.0, m * t.p), t.p_t, t.mde, min_pairs(level), t.moved,
                       verdict(t, n, level), dropped_a, dropped_b, one_sided, over or [])
