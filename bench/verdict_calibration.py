@@ -10,7 +10,7 @@ quality; ``--regime ties`` makes 60 % of the questions identical on both sides (
 judge); ``--regime ones`` makes every difference one point either way, at random (where a t test overshoots its
 level); ``--regime skewed`` is a stress case outside that model: B is 3 points better on a quarter of the questions
 and 1 point worse on the rest (the same mean, a two-valued skewed difference). The rows are run through
-`compare`'s own rule (``reports.compare._statistics``: each benchmark and the Overall, one family, each at 0.05/5).
+`compare`'s own rule (``reports.compare.comparisons``: each benchmark and the Overall, one family, each at 0.05/5).
 
 Printed per n, with Monte Carlo standard errors:
 
@@ -34,7 +34,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from shaberi.reports.compare import _statistics
+from shaberi.reports.compare import comparisons
 
 BENCHMARKS = ("elyza", "tengu", "mt_bench", "rakuda")
 ALPHA = 0.05
@@ -78,7 +78,7 @@ def chunk(args: tuple[int, int, float, str, int]) -> dict[str, np.ndarray]:
             a, b = sides(rng, n, shift, regime)
             rows.append((bench, bench, a.tolist(), b.tolist(), {}, {}, 0, True))
             d.append(b - a)
-        results, m = _statistics(rows)
+        results, m = comparisons(rows)
         assert m == 5
         verdicts.append([c.verdict for c in results])
         ts.append([c.p_t is not None and c.p_t < ALPHA / m for c in results])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from shaberi.reports.compare import _statistics
+from shaberi.reports.compare import comparisons
 from shaberi.reports.verdict import overall, paired
 
 BENCHMARKS = ("elyza", "tengu", "mt_bench", "rakuda")
@@ -45,7 +45,7 @@ def test_no_difference_gives_a_false_verdict_no_more_often_than_claimed_at_twelv
     tables = null_tables(sims, 12, seed=11)
     family_errors = row_errors = disagree = covered = 0
     for rows in tables:
-        results, m = _statistics(rows)
+        results, m = comparisons(rows)
         assert m == 5 and [c.title for c in results][-1] == "Overall"
         wrong = [c.verdict in ("B better", "B worse") for c in results]
         family_errors += any(wrong)
@@ -141,11 +141,11 @@ def test_a_benchmark_of_two_questions_cannot_decide_the_overall():
     a = rng.integers(2, 9, 40).astype(float)
     rows = [("elyza", "ELYZA", [6.0, 4.0], [8.0, 6.0], {}, {}, 0, True),
             ("tengu", "Tengu", a.tolist(), (a + tengu).tolist(), {}, {}, 0, True)]
-    results, m = _statistics(rows)
+    results, m = comparisons(rows)
     assert m == 3 and [c.verdict for c in results] == ["too few", "n.s.", "n.s."]
     assert results[-1].diff == pytest.approx(1.0) and results[-1].p > 0.1 and results[-1].p_t is None
     rows[0] = ("elyza", "ELYZA", [4.0], [8.0], {}, {}, 0, True)
-    assert _statistics(rows)[0][0].verdict == "too few"
+    assert comparisons(rows)[0][0].verdict == "too few"
 
 
 def test_the_exact_test_is_scipys_on_ties_zeros_and_repeats():
@@ -160,3 +160,21 @@ def test_the_exact_test_is_scipys_on_ties_zeros_and_repeats():
             continue
         assert paired(d, 0.01).p == pytest.approx(scipy_p([d]), abs=1e-12), d
         checked += 1
+
+
+def test_scores_stored_to_nine_decimals_keep_their_ties():
+    """A mean of three runs is stored to 9 decimals (6.333333333, 6.666666667): a difference of +1/3 and one of -1/3
+    tie under a flip as they do exactly; their residue of 1e-9 decides nothing (the exact p-value of 11 questions at
+    +1/3 and 2 at -1/3 is 23/1024, not the 0.004 the residue made of it)."""
+    a, b = np.array([6.333333333] * 13), np.array([6.666666667] * 11 + [6.0] * 2)
+    got = paired(b - a, 0.01)
+    assert got.exact and got.p == 23 / 1024 and got.low <= 0 <= got.high
+
+
+def test_a_row_too_few_moved_for_a_verdict_never_shows_one_even_when_its_patterns_are_drawn():
+    """Forty questions of which three moved: the patterns are drawn, but the exact p-value is at least 2/2³ whatever
+    the draws, and the interval holds 0."""
+    d = np.zeros(40)
+    d[[3, 17, 29]] = 1.0
+    got = paired(d, 0.01)
+    assert not got.exact and got.p >= 0.25 and got.low <= 0 <= got.high and not got.rejects

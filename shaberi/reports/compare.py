@@ -40,8 +40,8 @@ from ..tables.selection import Selection, find_runs, left_out, select_runs
 from ..tables.sql import connect, query, score_mean
 from .verdict import ALPHA, DRAWS, Test, min_pairs, overall, paired, verdict
 
-__all__ = ["Basis", "Comparison", "ComparisonReport", "Side", "compare", "min_pairs", "other_texts", "parse_side",
-           "parse_sides", "select_side"]
+__all__ = ["Basis", "Comparison", "ComparisonReport", "Side", "compare", "comparisons", "min_pairs", "other_texts",
+           "parse_side", "parse_sides", "select_side"]
 
 OVERALL = "overall"  # the Overall row's benchmark
 _SEP = "\x1f"  # joins judge, benchmark and prompt hash into one key (chr(31) in paired_questions)
@@ -240,10 +240,10 @@ def _num(value: float | None, signed: bool = False) -> str:
 
 
 def _digits(x: float, sign: str = "", near: float = 0.0) -> str:
-    """``x`` to two decimals, or as many more (up to 8) as it takes not to print it as ``near`` when it is not
+    """``x`` to two decimals, or as many more (up to 10) as it takes not to print it as ``near`` when it is not
     (0.00076, not 0.00; 0.04997, not 0.050): a number that excludes a bound never prints as touching it."""
     places = 2
-    while places < 8 and x != near and round(x, places) == near:
+    while places < 10 and x != near and round(x, places) == near:
         places += 1
     return f"{x:{sign}.{places}f}"
 
@@ -317,7 +317,7 @@ def compare(results_dir: Path, a: str | Side, b: str | Side, model: str | None =
             other = (dropped or {}).get("other question text")
             basis.not_compared[bench] = "no question scored on both sides" + (
                 f" ({other} share an id but not the text: other data files?)" if other else "")
-    results, family = _statistics(rows)
+    results, family = comparisons(rows)
     if not results:
         why = "; ".join(f"{b}: {w}" for b, w in basis.not_compared.items())
         raise UsageError(f"{label_a!r} and {label_b!r} share no scored question"
@@ -415,8 +415,11 @@ def _per_question(con: duckdb.DuckDBPyConnection, runs_a: list[str], runs_b: lis
          "benchmarks": sorted(basis.prompts)}).fetchall()
 
 
-def _statistics(rows: list[tuple]) -> tuple[list[Comparison], int]:
-    """Each benchmark compared, then the Overall: one family, each row tested at α/m (``reports.verdict``)."""
+def comparisons(rows: list[tuple]) -> tuple[list[Comparison], int]:
+    """The table's rows and m from each benchmark's paired scores — ``(benchmark, title, scores_a, scores_b,
+    dropped_a, dropped_b, judge_scores_dropped, in_overall)``, as ``compare.benchmarks`` gives them: each benchmark
+    compared, then the Overall, one family, each row tested at α/m (``reports.verdict``). What ``compare`` runs,
+    and the calibration bench and the tests with it."""
     import numpy as np
 
     compared = [r for r in rows if r[2]]
