@@ -153,6 +153,11 @@ def test_like_for_like_judges_passes_and_dropped_questions_over_real_runs(server
     run("e", same, "--judge", "j2")
     refused = shaberi("compare", "a", "e", "--results-dir", str(results))
     assert refused.returncode == 2 and "share no judge" in refused.stderr
+    # The report of the two still stands, and says why it holds no comparison table.
+    page = tmp_path / "ae.html"
+    assert shaberi("report", "--tag", "a", "--compare", "e", "--out", str(page), "--results-dir",
+                   str(results)).returncode == 0
+    assert "Not compared: &#39;a&#39; and &#39;e&#39; share no judge" in page.read_text(encoding="utf-8")
 
     # Another data file under the same ids (ELYZA's ids are row numbers): q0–q2 are other questions now. They
     # are never paired, in compare or in the report's movers, and both say so.

@@ -19,9 +19,8 @@ above: its rating there is the prior's, not the data's; so too below for a tag t
 Where more than ``TAIL`` (2.5 %, the interval's tail) of the resamples are so on a side, the percentile there is the
 prior's, and that side is open (``inf``); where more than 97.5 % are, so is the other percentile, and the tag has no
 interval (NaN: it won, or lost, everything in nearly every resample). ``Ratings.open_low`` / ``open_high`` keep the
-shares. (B beating A on 8
-questions, tying 1 and losing 1: 10.9 % of resamples hold no loss for B, so its interval is "1070 to ∞", not the
-prior's "1070 – 2080".)
+shares. (B beating A on 8 questions, tying 1 and losing 1: (8/10)¹⁰ ≈ 11 % of resamples hold no tie or loss for B,
+so its interval is "1070 to ∞", not the prior's "1070 – 2080".) A tag compared with nothing is left out of the fit.
 """
 
 from __future__ import annotations
