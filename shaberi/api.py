@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import UsageError
 from .tables.failures import storage_errors
 from .tables.location import as_root
+from .tables.reader import queries_only
 from .tables.selection import find_runs, select_runs
 from .tables.sql import connect, query
 
@@ -57,16 +58,22 @@ class Results:
 
     def sql(self, query: str, params: dict[str, Any] | None = None, tag: str | None = None,
             model: str | None = None) -> pl.DataFrame:
-        """Any query over the tables and views (``shaberi sql``), restricted to ``tag``'s runs when given."""
-        return _frame(self._con(tag, model), query, params)
+        """Any query over the tables and views, restricted to ``tag``'s runs when given; it only reads, as
+        ``shaberi sql`` does (``tables.reader``): anything else is a ``UsageError``."""
+        con = self._con(tag, model, read_only=True)
+        queries_only(con, query)
+        return _frame(con, query, params)
+
+    def _query(self, query: str, tag: str | None, model: str | None) -> pl.DataFrame:
+        return _frame(self._con(tag, model), query)
 
     def runs(self, tag: str | None = None, model: str | None = None) -> pl.DataFrame:
         """One row per run: model, tag, family, status, judges, datasets, timings."""
-        return self.sql(query("reports.runs"), tag=tag, model=model)
+        return self._query(query("reports.runs"), tag, model)
 
     def answers(self, tag: str | None = None, model: str | None = None) -> pl.DataFrame:
         """Every current answer with its question (the judged text, its hash, errors, tokens)."""
-        return self.sql(query("reports.answers"), tag=tag, model=model)
+        return self._query(query("reports.answers"), tag, model)
 
     def judgements(self, tag: str | None = None, model: str | None = None, judge: str | None = None,
                    history: bool = False) -> pl.DataFrame:
@@ -95,7 +102,7 @@ class Results:
         """Per run and benchmark: its status and each stage's (``run_status``: the rules of ``sql/005_status.sql``);
         ``benchmark`` null: the run itself as readers show it (``interrupted`` when no process writes a run that
         says running)."""
-        return self.sql(query("reports.run_status"), tag=tag, model=model)
+        return self._query(query("reports.run_status"), tag, model)
 
     def category_scores(self, tag: str | None = None, model: str | None = None,
                         judge: str | None = None) -> pl.DataFrame:
@@ -148,13 +155,13 @@ class Results:
     def _judged(self, view: str, tag: str | None, model: str | None, judge: str | None) -> pl.DataFrame:
         return _frame(self._con(tag, model), query(f"reports.{view}"), {"judge": judge})
 
-    def _con(self, tag: str | None, model: str | None) -> duckdb.DuckDBPyConnection:
+    def _con(self, tag: str | None, model: str | None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
         if tag is None:
             run_ids = None
             if model is not None:
                 run_ids = [r.run_id for r in find_runs(self.root, model=model)]
-            return connect(self.root, run_ids=run_ids)
-        return connect(self.root, run_ids=select_runs(self.root, tag, model).run_ids)
+            return connect(self.root, run_ids=run_ids, read_only=read_only)
+        return connect(self.root, run_ids=select_runs(self.root, tag, model).run_ids, read_only=read_only)
 
 
 def _frame(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None) -> pl.DataFrame:

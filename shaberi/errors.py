@@ -43,6 +43,7 @@ __all__ = [
     "PartReplaced",
     "PermanentError",
     "PluginError",
+    "PromptSetFailed",
     "RateLimitError",
     "RequestTimeout",
     "RunLockedError",
@@ -117,6 +118,13 @@ class RunLockedError(UsageError):
 
 class PluginError(UsageError):
     pass
+
+
+class PromptSetFailed(ShaberiError):
+    """A clone of the original's process exited, hung or answered with something else after the run started: the
+    judge stage fails, what was paid for is kept, and the same command resumes. Not bad input: the work ran."""
+
+    exit_code = 1
 
 
 class LLMError(ShaberiError):

@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from . import batches
 from . import benchmarks as bm
-from .errors import BudgetSpent, LLMError
+from .errors import BudgetSpent, LLMError, PromptSetFailed
 from .extract import Extraction, extract
 from .lineage import call_failed, conversation_hash, earlier_turns
 from .llm.client import ChatClient, Completion
@@ -319,7 +319,12 @@ async def _call_original(clone: Clone, item: _Item, spec: bm.Benchmark,
                 raise
             return _original_verdict(replies, None, exc, item, spec)
         replies.append(reply)
-        step = clone.read(spec.name, item.row or {}, item.judge.name, [r.content for r in replies])
+        try:
+            step = clone.read(spec.name, item.row or {}, item.judge.name, [r.content for r in replies])
+        except PromptSetFailed:  # the clone's process failed on a paid reply: kept, read on resume
+            if len(replies) == 1 and item.primary is None:
+                awaiting(item, replies[0])
+            raise
     return _original_verdict(replies, step, None, item, spec)
 
 

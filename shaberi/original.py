@@ -15,9 +15,15 @@ What the original sends besides the messages is read the same way: its ``llm_fun
 ``openai`` (and ``backoff``, ``datasets``, ``litellm``) replaced by recorders, and its ``get_response_from_openai``
 asked once per judge model; the body fields it gives ``chat.completions.create`` or ``responses.create`` are the
 request (temperature 0 and max_tokens 1024; GPT-5.1 on the Responses API with reasoning effort none, from 2025-11).
-Its client options (key, URL, timeout, headers) are never sent or stored; a field Shaberi does not know is refused.
-The clone's code runs in this process, as a plugin's does: an exit or a failure of it is bad input, or an unscored
-judgement whose calls are recorded.
+Only what the original's judge call sets is taken (temperature, max tokens, the Responses API's reasoning): its client
+options (key, URL, timeout, headers), ``extra_body``'s fields, any other field and any value holding a key are
+dropped with a note, never sent or stored; what the run records of the clone passes the redaction of stored texts.
+The clone's code runs in a process of its own (``python -m shaberi.original CLONE``, started once per run), fed the
+replies and answering with the requests and readings, one JSON line each, with the environment's credentials
+replaced by a placeholder, within a time limit on its start and on each answer (``SHABERI_CLONE_TIMEOUT``: 30 s to
+start, 10 s an answer). A clone that exits, crashes, hangs or answers with anything else is one line naming it: bad
+input (exit 2) before any paid call; mid-run the judge stage fails (exit 1), what was paid for is kept, and the same
+command resumes it. What its code prints goes nowhere.
 
 The answer a judge sees is the candidate's reply as the endpoint returned it (``answers.raw_content``, or
 ``content`` where nothing was split off), after the clone's own think-block removal (``judge_answers.py``'s
@@ -33,24 +39,33 @@ import hashlib
 import importlib.util
 import inspect
 import math
+import os
 import re
+import select
+import signal
 import subprocess
 import sys
+import threading
+import time
 import types
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any, NoReturn
 
 import orjson
 
-from .errors import UsageError
+from .errors import PromptSetFailed, UsageError
 from .llm.params import Verbatim
+from .redact import REDACTED, environment_secrets, holds_secret, is_credential_name, redact
 
 __all__ = ["CONFIG", "MAX_CALLS", "Ask", "Clone", "Verdict", "is_clone", "load"]
 
 CONFIG = "evaluation_datasets_config.py"
 MAX_CALLS = 2  # the original asks at most twice per judgement (a reply and its fallback: both stored)
+START_LIMIT, ANSWER_LIMIT = 30.0, 10.0  # seconds for the clone's process to start, and to give one answer
 
 # How the original's answer files name a question's fields: its datasets' own columns (``Question`` for the text).
 _COLUMNS: dict[str, dict[str, str]] = {
@@ -235,12 +250,14 @@ class Clone:
 
     path: Path
     given: str  # the path as the user gave it
-    module: types.ModuleType
-    evaluators: dict[str, Callable[..., object]]
+    child: _Child  # where its code runs
+    evaluators: dict[str, str]  # Shaberi benchmark -> the name of the clone's evaluator function
+    functions: dict[str, str]  # sha256 of the source of each function its config defines
     think: re.Pattern[str] | None
     commit: str | None
     dirty: bool
     _requests: dict[str, Verbatim] = field(default_factory=dict)
+    _dropped: dict[str, list[str]] = field(default_factory=dict)
 
     @cached_property
     def files(self) -> dict[str, str]:
@@ -255,32 +272,34 @@ class Clone:
         are one prompt set, from any checkout or copy, and a commit that changes none of them changes nothing."""
         return f"original:{self.prompt_hash()[:7]}"
 
-    @cached_property
-    def functions(self) -> dict[str, str]:
-        """sha256 of the source of each function the clone's config defines (its prompt builders, evaluators and
-        parsers)."""
-        found = {}
-        for name, fn in vars(self.module).items():
-            if inspect.isfunction(fn) and fn.__module__ == self.module.__name__:
-                with contextlib.suppress(OSError, TypeError):
-                    found[name] = _sha(inspect.getsource(fn).encode())
-        return dict(sorted(found.items()))
-
     def prompt_hash(self) -> str:
         """One hash over what shapes a judgement: the three files (prompts, requests, think-block removal)."""
         return _sha("\0".join(f"{k}={v}" for k, v in sorted(self.files.items())).encode())[:16]
 
     def provenance(self) -> dict:
-        return {"kind": "original", "label": self.label, "path": self.given, "commit": self.commit,
-                "dirty": self.dirty, "files": self.files, "functions": self.functions,
-                "think_pattern": self.think.pattern if self.think else None,
-                "requests": {m: {"api": r.api, **r.fields} for m, r in sorted(self._requests.items())}}
+        """What the run's row and manifest record of the prompt set, through the redaction every stored text
+        passes."""
+        found = _redacted({"kind": "original", "label": self.label, "path": self.given, "commit": self.commit,
+                          "dirty": self.dirty, "files": self.files, "functions": self.functions,
+                          "think_pattern": self.think.pattern if self.think else None,
+                          "requests": {m: {"api": r.api, **r.fields} for m, r in sorted(self._requests.items())},
+                          "dropped": {m: d for m, d in sorted(self._dropped.items()) if d}})
+        assert isinstance(found, dict)
+        return found
 
     def request(self, judge: str) -> Verbatim:
-        """What the clone's ``llm_functions.py`` sends ``judge`` besides the messages (probed once per model)."""
+        """What the clone's ``llm_functions.py`` sends ``judge`` besides the messages (probed once per model, in the
+        clone's process)."""
         if judge not in self._requests:
-            self._requests[judge] = _probe(self.path, judge)
+            fields, api, dropped = self.child.ask({"request": judge}, f"saying what it sends {judge!r}", "request")
+            self._requests[judge], self._dropped[judge] = Verbatim(fields, api), dropped
         return self._requests[judge]
+
+    def dropped(self, judge: str) -> list[str]:
+        """The fields the clone's request for ``judge`` passes that are not sent (its client options, fields the
+        original's judge call does not set, a value holding a key): names only."""
+        self.request(judge)
+        return self._dropped[judge]
 
     def row(self, benchmark: str, question: Mapping, answer: str) -> dict:
         """The row of the original's answer file for this question and answer: the dataset's columns, ``id``, and
@@ -294,33 +313,28 @@ class Clone:
         return row
 
     def read(self, benchmark: str, row: dict, judge: str, replies: Sequence[str | None]) -> Ask | Verdict:
-        """Run the clone's evaluator on ``row`` with ``replies`` as the judge's answers so far: the call it asks
-        next (``Ask``), or its score (``Verdict``)."""
-        evaluator = self.evaluators[benchmark]
-        token = _REPLAY.set(_Replay(replies))
-        try:
-            result = evaluator(dict(row), judge)
-        except _Ask as ask:
-            return _asked(ask.messages, evaluator.__name__)
-        except (Exception, SystemExit) as exc:  # a reply the original's own code cannot take (a null reply)
-            where = _innermost(exc, self.module.__file__) or evaluator.__name__
-            return Verdict(None, f"the original's {where} raised {type(exc).__name__}: {exc}"[:500])
-        finally:
-            _REPLAY.reset(token)
-        score = result.get("score") if isinstance(result, dict) else result
-        if score is None:
-            return Verdict(None)
-        try:
-            number = None if isinstance(score, bool) or not isinstance(score, int | float) else float(score)
-        except OverflowError:  # an int beyond the doubles
-            number = None
-        if number is None or not math.isfinite(number):
-            return Verdict(None, f"the original's {evaluator.__name__} returned {str(score)[:80]}, not a number")
-        return Verdict(number)
+        """Run the clone's evaluator on ``row`` with ``replies`` as the judge's answers so far (in its process): the
+        call it asks next (``Ask``), or its score (``Verdict``). ``PromptSetFailed`` when the process fails."""
+        answer = self.child.ask({"read": [benchmark, row, judge, list(replies)]},
+                                f"reading a {benchmark} judgement", "ask", "verdict")
+        if "ask" in answer:
+            return Ask(answer["ask"])
+        score, error = answer["verdict"]
+        return Verdict(score, error)
 
-    def check(self, benchmarks: Sequence[str], questions: Mapping[str, Sequence[Mapping]]) -> None:
-        """Before any call: every benchmark has an evaluator, and each renders its first call for every question
-        (a prompt function that raises is bad input, named)."""
+    def check(self, benchmarks: Sequence[str], questions: Mapping[str, Sequence[Mapping]],
+              judges: Sequence[str] = ()) -> None:
+        """Before any call: every benchmark has an evaluator, each renders its first call for every question (a
+        prompt function that raises is bad input, named), and the clone says what it sends each judge. Its
+        process failing meanwhile is bad input too."""
+        try:
+            self._check(benchmarks, questions)
+            for judge in judges:
+                self.request(judge)
+        except PromptSetFailed as exc:
+            raise UsageError(str(exc)) from None
+
+    def _check(self, benchmarks: Sequence[str], questions: Mapping[str, Sequence[Mapping]]) -> None:
         if missing := [b for b in benchmarks if b not in self.evaluators]:
             raise UsageError(f"--judge-prompts {self.given}: the original judges no {', '.join(missing)} (it judges "
                              f"{', '.join(sorted(self.evaluators)) or 'nothing Shaberi knows'}); leave "
@@ -330,10 +344,19 @@ class Clone:
                 step = self.read(name, self.row(name, question, "（回答）"), "judge", [])
                 if isinstance(step, Verdict):
                     why = (step.error or "").replace("the original's ", "its ", 1) or (
-                        f"its {self.evaluators[name].__name__} returned without asking the judge")
+                        f"its {self.evaluators[name]} returned without asking the judge")
                     raise UsageError(f"--judge-prompts {self.given}: {why} judging "
                                      f"{name} question {question['question_id']}; fix the clone or check out a "
                                      "commit that works (docs: prompt sets)")
+
+
+def _redacted(value: object) -> object:
+    secrets = environment_secrets()
+    if isinstance(value, dict):
+        return {redact(str(k), secrets): _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return redact(value, secrets) if isinstance(value, str) else value
 
 
 def _asked(messages: object, evaluator: str) -> Ask | Verdict:
@@ -363,8 +386,9 @@ def _innermost(exc: BaseException, file: str | None) -> str | None:
     return name
 
 
-def _probe(path: Path, judge: str) -> Verbatim:
-    """Ask the clone's ``llm_functions.py`` for ``judge`` once, with ``openai`` recorded: its judge request."""
+def _probe(path: Path, judge: str) -> tuple[Verbatim, list[str]]:
+    """Ask the clone's ``llm_functions.py`` for ``judge`` once, with ``openai`` recorded: its judge request, and the
+    names of the fields it passes that are not sent (``_fields``)."""
     file = path / "llm_functions.py"
     if not file.is_file():
         raise UsageError(f"--judge-prompts {path}: no llm_functions.py, which says what the original sends a "
@@ -379,7 +403,8 @@ def _probe(path: Path, judge: str) -> Verbatim:
     try:
         fn([{"role": "user", "content": "probe"}], judge)
     except _Probed as done:
-        return Verbatim(_fields(path, done.api, done.kwargs), done.api)
+        fields, dropped = _fields(path, done.api, done.kwargs)
+        return Verbatim(fields, done.api), dropped
     except (Exception, SystemExit) as exc:
         raise UsageError(f"--judge-prompts {path}: its {fn.__name__} raised {type(exc).__name__}: {exc} when asked "
                          f"what it sends {judge!r}") from None
@@ -387,38 +412,185 @@ def _probe(path: Path, judge: str) -> Verbatim:
                      "(chat.completions.create or responses.create), so what it sends cannot be read")
 
 
-# What an OpenAI client's create call puts in the request body, per API; its client options (the key, the URL, the
-# timeout, extra headers) are the user's own endpoint's here, never sent, never stored.
-_BODY = {"chat": {"temperature", "max_tokens", "max_completion_tokens", "top_p", "frequency_penalty",
-                  "presence_penalty", "seed", "stop", "reasoning_effort", "n", "response_format", "min_p", "top_k",
-                  "repetition_penalty"},
-         "responses": {"temperature", "max_output_tokens", "reasoning", "top_p", "text", "truncation"}}
-_CLIENT = {"model", "messages", "input", "api_key", "api_base", "base_url", "timeout", "extra_headers",
-           "extra_query", "extra_body"}
+# What the original's judge call sets besides the model and the messages, per API: the only fields a clone's request
+# is taken with. Anything else it passes (its client options: the key, the URL, headers; extra_body's fields; a
+# field Shaberi does not know), or a value that holds a key, is dropped with a note: never sent, never stored.
+_SENT = {"chat": {"temperature", "max_tokens", "max_completion_tokens"},
+         "responses": {"temperature", "max_output_tokens", "reasoning"}}
+_CALL = {"model", "messages", "input"}  # Shaberi's own: the judge's name and the conversation
 
 
-def _fields(path: Path, api: str, kwargs: dict) -> dict:
-    """The body fields of a recorded create call (``extra_body`` merged, as the client merges it); a keyword that
-    is neither a body field nor a client option is refused rather than guessed at."""
-    extra = kwargs.get("extra_body") or {}
-    if not isinstance(extra, dict):
-        raise UsageError(f"--judge-prompts {path}: its judge request's extra_body is a {type(extra).__name__}, "
-                         "not a dict")
-    fields = {k: v for k, v in kwargs.items() if k not in _CLIENT} | extra
-    if unknown := sorted(k for k in fields if k not in _BODY[api] and k not in extra):
-        raise UsageError(f"--judge-prompts {path}: its judge request passes {', '.join(unknown)}, which Shaberi does "
-                         f"not send (it sends {', '.join(sorted(_BODY[api]))} and extra_body)")
-    try:
-        orjson.dumps(fields)
-    except TypeError as exc:
-        raise UsageError(f"--judge-prompts {path}: its judge request's fields are not JSON ({exc})") from None
-    return fields
+def _fields(path: Path, api: str, kwargs: dict) -> tuple[dict, list[str]]:
+    """The body fields of a recorded create call that Shaberi sends (``extra_body``'s among them, as the client
+    merges it), and the names of the ones it drops (see ``_SENT``)."""
+    extra = kwargs.get("extra_body")
+    offered = {k: v for k, v in kwargs.items() if k not in _CALL and k != "extra_body"}
+    offered |= extra if isinstance(extra, dict) else {}
+    dropped = ["extra_body"] if extra is not None and not isinstance(extra, dict) else []
+    secrets = environment_secrets()
+    fields = {}
+    for name, value in offered.items():
+        try:
+            orjson.dumps(value)
+            usable = name in _SENT[api] and not holds_secret(value, secrets)
+        except TypeError:
+            usable = False
+        if usable:
+            fields[name] = value
+        else:
+            dropped.append(name)
+    return fields, sorted(dropped)
 
 
 def load(path: Path, given: str | None = None) -> Clone:
-    """Import the clone's judging (bad input, one line, when it cannot be)."""
+    """Start the clone's process, which imports its judging (bad input, one line, when it cannot)."""
+    given = given or str(path)
+    child = _Child(path, given)
+    ready = child.ready
+    commit, dirty = _commit(path)
+    return Clone(path, given, child, ready["evaluators"], ready["functions"], _think_pattern(path), commit, dirty)
+
+
+def _limits() -> tuple[float, float]:
+    """(start, answer) in seconds; ``SHABERI_CLONE_TIMEOUT`` sets both."""
+    given = os.environ.get("SHABERI_CLONE_TIMEOUT")
+    try:
+        seconds = float(given) if given else None
+    except ValueError:
+        raise UsageError(f"SHABERI_CLONE_TIMEOUT={given!r}: give seconds, e.g. 30") from None
+    return (seconds, seconds) if seconds is not None and seconds > 0 else (START_LIMIT, ANSWER_LIMIT)
+
+
+class _Child:
+    """The clone's code in a process of its own (``python -m shaberi.original CLONE``: ``_serve``), started once per
+    run. One JSON line a request on its stdin, one an answer on its stdout, each within a time limit; the first
+    failure (it exited, hung, or answered with anything else) is kept and said again to every later request."""
+
+    def __init__(self, path: Path, given: str) -> None:
+        self.given, self.failed = given, ""
+        self.start, self.limit = _limits()
+        self._lock = threading.Lock()  # one request at a time
+        self._buffer = b""
+        # its environment without the credentials (each named one holds a placeholder): nothing it reads is a key
+        env = {k: REDACTED if is_credential_name(k) else v for k, v in os.environ.items()}
+        self.proc = subprocess.Popen([sys.executable, "-m", "shaberi.original", str(path)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._in, self._out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+        os.set_blocking(self._in, False)
+        weakref.finalize(self, _stop, self.proc)
+        try:
+            starting = "while starting (importing its evaluation_datasets_config.py)"
+            self.ready = self._receive(time.monotonic() + self.start, self.start, starting, ("ready",))["ready"]
+        except PromptSetFailed as exc:
+            raise UsageError(str(exc)) from None
+
+    def ask(self, message: dict, doing: str, *keys: str) -> Any:
+        """Send ``message``; the answer under one of ``keys`` (its value; the whole answer for several keys)."""
+        with self._lock:
+            if self.failed:
+                raise PromptSetFailed(self.failed)
+            deadline = time.monotonic() + self.limit
+            data = orjson.dumps(message) + b"\n"
+            while data:
+                if not select.select([], [self._in], [], max(0.0, deadline - time.monotonic()))[1]:
+                    self._fail(f"took no request for {self.limit:g} s {doing}")
+                try:
+                    data = data[os.write(self._in, data):]
+                except OSError:  # it is gone: the answer's reading says how
+                    break
+            answer = self._receive(deadline, self.limit, doing, keys)
+            return answer[keys[0]] if len(keys) == 1 else answer
+
+    def _receive(self, deadline: float, limit: float, doing: str, keys: Sequence[str]) -> dict:
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._out], [], [], left)[0]:
+                self._fail(f"gave no answer within {limit:g} s {doing}")
+            chunk = os.read(self._out, 1 << 16)
+            if not chunk:
+                try:
+                    code: int | str = self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    code = "unknown"
+                self._fail(f"exited (code {code}) {doing}")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        try:
+            answer = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            answer = None
+        if isinstance(answer, dict) and isinstance(answer.get("error"), str):  # its own bad input, said by it
+            raise UsageError(answer["error"])
+        if not isinstance(answer, dict) or not any(k in answer for k in keys):
+            self._fail(f"answered {line[:80]!r} {doing}, not {' or '.join(keys)}")
+        return answer
+
+    def _fail(self, reason: str) -> NoReturn:
+        _stop(self.proc)
+        self.failed = (f"--judge-prompts {self.given}: the clone's code {reason}; it runs in a process of its own, "
+                       f"with {self.start:g} s to start and {self.limit:g} s for each answer (SHABERI_CLONE_TIMEOUT)")
+        raise PromptSetFailed(self.failed)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+    for pipe in (proc.stdin, proc.stdout):
+        with contextlib.suppress(OSError):
+            if pipe is not None:
+                pipe.close()
+
+
+def _serve(path: Path) -> None:
+    """The clone's process: import its judging, then answer each request line (``_Child``) until stdin closes.
+    Its own prints, and anything it writes to stdout, go nowhere: the answers have a copy of stdout of their own."""
     from . import benchmarks as bm
 
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115  # for the life of the process
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle; it closes our stdin
+    parent = os.getppid()
+    threading.Thread(target=_orphaned, args=(parent,), daemon=True).start()
+
+    def send(answer: dict) -> None:
+        answers.write(orjson.dumps(answer) + b"\n")
+        answers.flush()
+
+    try:
+        module, evaluators = _load_here(path, bm.registry())
+    except UsageError as exc:
+        send({"error": str(exc)})
+        return
+    send({"ready": {"evaluators": {b: fn.__name__ for b, fn in evaluators.items()}, "functions": _functions(module)}})
+    for line in sys.stdin.buffer:
+        message = orjson.loads(line)
+        if "read" in message:
+            benchmark, row, judge, replies = message["read"]
+            step = _evaluate(evaluators[benchmark], module.__file__, row, judge, replies)
+            send({"ask": step.messages} if isinstance(step, Ask) else {"verdict": [step.score, step.error]})
+        elif "request" in message:
+            try:
+                verbatim, dropped = _probe(path, message["request"])
+            except UsageError as exc:
+                send({"error": str(exc)})
+                continue
+            send({"request": [dict(verbatim.fields), verbatim.api, dropped]})
+
+
+def _orphaned(parent: int) -> None:
+    """End the clone's process once the run's is gone (killed: its stdin may never close while the clone hangs)."""
+    while os.getppid() == parent:
+        time.sleep(1)
+    os._exit(0)
+
+
+def _load_here(path: Path, registry: Mapping[str, Mapping]) -> tuple[types.ModuleType, dict[str, Callable]]:
+    """Import the clone's config, with its model-calling module replaced by the stand-in, and find its evaluators
+    by Shaberi benchmark name."""
     file = path / CONFIG
     # every model-calling function it may import (the first versions imported get_response_from_openai)
     stub = _module("llm_functions", get_model_response=_get_model_response,
@@ -428,11 +600,51 @@ def load(path: Path, given: str | None = None) -> Clone:
     configs = getattr(module, "EVAL_MODEL_CONFIGS", None)
     if not isinstance(configs, dict):
         raise UsageError(f"--judge-prompts {file}: no EVAL_MODEL_CONFIGS dict (is it the original Shaberi's?)")
-    by_repo = {str(e["hf_repo"]): name for name, e in bm.registry().items() if e.get("hf_repo")}
+    by_repo = {str(e["hf_repo"]): name for name, e in registry.items() if e.get("hf_repo")}
     evaluators = {}
     for dataset, entry in configs.items():
         fn = entry.get("evaluator_function") if isinstance(entry, dict) else None
         if dataset in by_repo and callable(fn):
             evaluators[by_repo[dataset]] = fn
-    commit, dirty = _commit(path)
-    return Clone(path, given or str(path), module, evaluators, _think_pattern(path), commit, dirty)
+    return module, evaluators
+
+
+def _functions(module: types.ModuleType) -> dict[str, str]:
+    """sha256 of the source of each function the clone's config defines (its prompt builders, evaluators and
+    parsers)."""
+    found = {}
+    for name, fn in vars(module).items():
+        if inspect.isfunction(fn) and fn.__module__ == module.__name__:
+            with contextlib.suppress(OSError, TypeError):
+                found[name] = _sha(inspect.getsource(fn).encode())
+    return dict(sorted(found.items()))
+
+
+def _evaluate(evaluator: Callable, file: str | None, row: dict, judge: str, replies: Sequence[str | None]
+              ) -> Ask | Verdict:
+    """One evaluator run on ``row`` with ``replies`` as the judge's answers so far: the call it asks next, or its
+    score (in the clone's process)."""
+    token = _REPLAY.set(_Replay(replies))
+    try:
+        result = evaluator(dict(row), judge)
+    except _Ask as ask:
+        return _asked(ask.messages, evaluator.__name__)
+    except (Exception, SystemExit) as exc:  # a reply the original's own code cannot take (a null reply)
+        where = _innermost(exc, file) or evaluator.__name__
+        return Verdict(None, f"the original's {where} raised {type(exc).__name__}: {exc}"[:500])
+    finally:
+        _REPLAY.reset(token)
+    score = result.get("score") if isinstance(result, dict) else result
+    if score is None:
+        return Verdict(None)
+    try:
+        number = None if isinstance(score, bool) or not isinstance(score, int | float) else float(score)
+    except OverflowError:  # an int beyond the doubles
+        number = None
+    if number is None or not math.isfinite(number):
+        return Verdict(None, f"the original's {evaluator.__name__} returned {str(score)[:80]}, not a number")
+    return Verdict(number)
+
+
+if __name__ == "__main__":
+    _serve(Path(sys.argv[1]))

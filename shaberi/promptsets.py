@@ -52,9 +52,7 @@ class PromptSet:
         if self.folder is not None:
             self._render(benchmarks, questions)
         if self.clone is not None:
-            self.clone.check(benchmarks, questions)
-            for judge in judges:
-                self.clone.request(judge)
+            self.clone.check(benchmarks, questions, judges)
 
     def _render(self, benchmarks: Sequence[str], questions: Mapping[str, Sequence[Mapping]]) -> None:
         """A team's templates, rendered for every question with a stand-in answer: a template that does not

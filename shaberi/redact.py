@@ -10,11 +10,13 @@ it records.
 from __future__ import annotations
 
 import base64
+import os
 import re
 from collections.abc import Iterable
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["REDACTED", "redact", "strip_credentials", "url_secrets"]
+__all__ = ["REDACTED", "environment_secrets", "holds_secret", "is_credential_name", "redact", "strip_credentials",
+           "url_secrets"]
 
 REDACTED = "[redacted]"
 # To the last "@" before the path: a password may hold "@" (``urlsplit`` reads it so, and so do clients).
@@ -24,6 +26,29 @@ _AUTHORIZATION = re.compile(r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?\s*(?:[a
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;}]+")
 _BASIC = re.compile(r"(?i)\b(basic\s+)[A-Za-z0-9+/_-]{6,}={0,2}")
 _KEYLIKE = re.compile(r"\b(sk-|sk_|AIza)[A-Za-z0-9_\-]{8,}")
+_CREDENTIAL_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$")
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether an environment variable's name says it holds a credential (``…KEY``, ``…TOKEN``, ``…SECRET`` …)."""
+    return bool(_CREDENTIAL_NAME.search(name))
+
+
+def environment_secrets() -> list[str]:
+    """The values of the environment's variables named like credentials (``OPENAI_API_KEY``, ``HF_TOKEN``,
+    ``AWS_SECRET_ACCESS_KEY`` …), 8 characters or more: what code this process runs for someone else (a prompt
+    set's) may read and try to send or store."""
+    return [v for k, v in os.environ.items() if is_credential_name(k) and len(v) >= 8]
+
+
+def holds_secret(value: object, secrets: Iterable[str] = ()) -> bool:
+    """Whether ``value`` (a string, or one inside lists and dicts, keys too) holds one of ``secrets`` or anything
+    ``redact`` would replace."""
+    if isinstance(value, dict):
+        return any(holds_secret(k, secrets) or holds_secret(v, secrets) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(holds_secret(v, secrets) for v in value)
+    return isinstance(value, str) and redact(value, secrets) != value
 
 
 def strip_credentials(text: str) -> str:

@@ -638,7 +638,8 @@ def test_what_a_clones_code_does_wrong_is_bad_input_or_an_unscored_judgement_nev
                         "        messages=messages,\n        model=model_name,",
                         "    response = client.chat.completions.create(\n        messages=messages,\n"
                         "        model=model_name, api_key=os.environ.get('OPENAI_API_KEY'), timeout=30, "
-                        "extra_headers={'x-a': '1'}, extra_body={'top_k': 20},")
+                        "extra_headers={'x-a': '1'}, extra_body={'top_k': 20, 'api_key': "
+                        "os.environ['OPENAI_API_KEY']},")
     exits = _clone_with(data_dir, tmp_path, "exits", "import re\n", "import re, sys\nsys.exit(0)\n",
                         "evaluation_datasets_config.py")
     asks_badly = _clone_with(data_dir, tmp_path, "asks", "        fallback_output = get_model_response(messages, "
@@ -659,9 +660,16 @@ def test_what_a_clones_code_does_wrong_is_bad_input_or_an_unscored_judgement_nev
         done = shaberi(*base, "--results-dir", str(tmp_path / "k"), "--judge-prompts", str(keyed),
                        env={"OPENAI_API_KEY": secret})
         assert done.returncode == 1 and "nothing usable" in done.stderr, done.stderr  # the judge gave no score
+        assert (f"note: judge {GPT41}: " in done.stderr and "passes api_key, extra_headers, timeout, top_k: not sent"
+                in done.stderr), done.stderr
         sent = [b for b in server.bodies() if b["model"] == GPT41]
-        assert sent == [{"model": GPT41, "temperature": 0, "max_tokens": 1024, "top_k": 20}] * 2  # and its fallback
+        assert sent == [{"model": GPT41, "temperature": 0, "max_tokens": 1024}] * 2  # and its fallback
+        assert not any(secret in str(b) for b in server.bodies())
         assert not any(secret.encode() in f.read_bytes() for f in (tmp_path / "k").rglob("*") if f.is_file())
+        ((recorded,),) = query(tmp_path / "k", "SELECT judge_prompts FROM runs LIMIT 1")
+        (recorded,) = orjson.loads(recorded).values()  # by the prompt set's label
+        assert recorded["requests"] == {GPT41: {"api": "chat", "temperature": 0, "max_tokens": 1024}}
+        assert recorded["dropped"] == {GPT41: ["api_key", "extra_headers", "timeout", "top_k"]}
         server.reset()
         done = shaberi(*base, "--results-dir", str(tmp_path / "a"), "--judge-prompts", str(asks_badly))
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
@@ -671,12 +679,100 @@ def test_what_a_clones_code_does_wrong_is_bad_input_or_an_unscored_judgement_nev
         assert requests == 1 and "not a list of {role, content} messages" in error  # the paid call is in the table
 
 
+def test_a_clones_request_is_taken_only_with_the_originals_fields_and_never_with_a_key(monkeypatch):
+    """Only temperature, max tokens and the Responses API's reasoning; a value holding a key in the environment, or
+    shaped like one, is dropped too (by name: the value is nowhere)."""
+    from shaberi.original import _fields
+
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-1234567890")
+    fields, dropped = _fields(Path("c"), "responses", {
+        "model": "m", "input": [], "temperature": 0, "max_output_tokens": 10, "reasoning": {"effort": "tok-1234567890"},
+        "extra_body": {"api_key": "x", "top_k": 2}, "timeout": 3, "extra_headers": {"a": "b"}})
+    assert fields == {"temperature": 0, "max_output_tokens": 10}
+    assert dropped == ["api_key", "extra_headers", "reasoning", "timeout", "top_k"]
+    fields, dropped = _fields(Path("c"), "chat", {"temperature": "sk-abcdefghijklmnop", "max_tokens": 5,
+                                                   "max_completion_tokens": object(), "extra_body": "x"})
+    assert fields == {"max_tokens": 5} and dropped == ["extra_body", "max_completion_tokens", "temperature"]
+    fields, dropped = _fields(Path("c"), "responses", {"reasoning": {"effort": "none"}, "temperature": 0})
+    assert fields == {"reasoning": {"effort": "none"}, "temperature": 0} and not dropped
+
+
+def test_a_clone_that_exits_hangs_or_prints_at_import_is_one_line_before_any_call(data_dir, tmp_path):
+    """The clone's code runs in a process of its own: an exit there (os._exit: no exception to catch) or a sleep is
+    bad input naming the clone, before anything is written or paid; what it prints goes nowhere."""
+    data = write_rakuda(tmp_path / "d", ["<<judge: 理由。\nFINAL SCORE: 7>> 質問1"])
+    exits = _clone_with(data_dir, tmp_path, "exits", "import re\n", "import re, os\nos._exit(0)\n",
+                        "evaluation_datasets_config.py")
+    sleeps = _clone_with(data_dir, tmp_path, "sleeps", "import re\n", "import re, time\ntime.sleep(3600)\n",
+                         "evaluation_datasets_config.py")
+    prints = _clone_with(data_dir, tmp_path, "prints", "import re\n", "import re, os, sys\nprint('hello')\n"
+                         "sys.stdout.write('{\"ready\": 1}\\n'); sys.__stdout__.write('x\\n'); os.write(1, b'junk\\n')\n",
+                         "evaluation_datasets_config.py")
+    with LoopbackServer(judges=(GPT41,)) as server:
+        base = ["run", "--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data), "--benchmark",
+                "rakuda", "--judge", GPT41]
+        for clone, said in [(exits, "the clone's code exited (code 0) while starting"),
+                            (sleeps, "the clone's code gave no answer within 2 s while starting")]:
+            done = shaberi(*base, "--results-dir", str(tmp_path / clone.name), "--judge-prompts", str(clone),
+                           env={"SHABERI_CLONE_TIMEOUT": "2"})
+            assert done.returncode == 2 and said in done.stderr and str(clone) in done.stderr, done.stderr
+            assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / clone.name).exists()
+        assert server.stats()["calls"] == 0
+        done = shaberi(*base, "--results-dir", str(tmp_path / "p"), "--judge-prompts", str(prints))
+        assert done.returncode == 0 and not done.stdout.count("junk"), done.stderr
+    assert query(tmp_path / "p", "SELECT score, parse_method FROM judgements") == [(7.0, "original")]
+
+
+@pytest.mark.parametrize("fault", ["exits", "hangs"])
+def test_a_clone_that_fails_mid_run_fails_the_stage_keeps_the_paid_reply_and_resumes(data_dir, tmp_path, fault):
+    """The clone's evaluator dies (or hangs) the first time it reads a paid reply: the run fails (exit 1), the reply
+    is kept, and the same command reads it without paying for it again."""
+    marker = tmp_path / "failed-once"
+    act = "os._exit(3)" if fault == "exits" else "time.sleep(3600)"
+    clone = _clone_with(data_dir, tmp_path, "mid", "import re\n", "import re\n", "evaluation_datasets_config.py")
+    config = clone / "evaluation_datasets_config.py"
+    config.write_text(config.read_text(encoding="utf-8") + f"""
+
+import os, time
+
+
+def _once(fn):
+    def evaluator(data, judge_model_name):
+        result = fn(data, judge_model_name)  # asks the judge (stopped there) until it has the reply
+        if not os.path.exists({str(marker)!r}):
+            open({str(marker)!r}, "w").close()
+            {act}
+        return result
+    evaluator.__name__ = fn.__name__
+    return evaluator
+
+
+for _entry in EVAL_MODEL_CONFIGS.values():
+    _entry["evaluator_function"] = _once(_entry["evaluator_function"])
+""", encoding="utf-8")
+    data = write_rakuda(tmp_path / "d", ["<<judge: 理由。\nFINAL SCORE: 7>> 質問1"])
+    with LoopbackServer(judges=(GPT41,)) as server:
+        args = ["run", "--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data),
+                "--results-dir", str(tmp_path / "r"), "--benchmark", "rakuda", "--judge", GPT41,
+                "--judge-prompts", str(clone)]
+        failed = shaberi(*args, env={"SHABERI_CLONE_TIMEOUT": "3"})
+        said = "exited (code 3)" if fault == "exits" else "gave no answer within 3 s"
+        assert failed.returncode == 1 and said in failed.stderr and "Traceback" not in failed.stderr, failed.stderr
+        assert server.stats()["calls"] == 2 and marker.exists()  # the answer and the judge's reply
+        assert query(tmp_path / "r", "SELECT status FROM runs") == [("failed",)]
+        done = shaberi(*args)
+        assert done.returncode == 0, done.stderr
+        assert server.stats()["calls"] == 2  # the paid reply was read again, not asked again
+    assert query(tmp_path / "r", "SELECT score, parse_method FROM judgements") == [(7.0, "original")]
+    assert query(tmp_path / "r", "SELECT sum(requests) FROM token_usage WHERE stage = 'judging'") == [(1,)]
+
+
 def test_an_evaluators_score_that_is_no_finite_number_is_no_score(data_dir):
-    clone = promptsets.load(str(data_dir / "original" / NEW)).clone
+    from shaberi.original import _evaluate  # what the clone's process runs for each reading
+
     row = {"Question": "q", "ModelAnswer": "a", "category": "c", "question_id": "1", "id": 1}
     for returned in (10**400, float("inf"), float("nan"), True, "5", {"score": None}):
-        clone.evaluators["rakuda"] = lambda data, model, returned=returned: returned
-        step = clone.read("rakuda", row, GPT41, ["FINAL SCORE: 5"])
+        step = _evaluate(lambda data, model, returned=returned: returned, None, row, GPT41, ["FINAL SCORE: 5"])
         assert step.score is None and (step.error is None) == (returned == {"score": None}), (returned, step)
 
 

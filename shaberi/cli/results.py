@@ -33,12 +33,13 @@ def sql(
     """Run SQL over the results views (runs, questions, answers, judgements, scores, benchmark_scores, …)."""
     import duckdb
 
+    from ..tables.reader import queries_only
     from ..tables.selection import require_root
-    from ..tables.sql import connect, read_only
+    from ..tables.sql import connect
 
     require_root(results_dir)  # a mistyped folder is not an empty one
-    con = connect(results_dir, pricing)
-    read_only(con, results_dir, query)
+    con = connect(results_dir, pricing, read_only=True)
+    queries_only(con, query)
     try:
         cursor = con.execute(query)
     except duckdb.Error as exc:

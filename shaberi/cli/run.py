@@ -316,6 +316,10 @@ def _family_notes(request: RunRequest) -> None:
         return
     for j in request.judges:  # sent as the original sends it, the family table aside
         sent = clone.request(j.name)
+        if dropped := clone.dropped(j.name):
+            typer.echo(f"note: judge {j.name}: {request.judge_prompts.label}'s request also passes "
+                       f"{', '.join(dropped)}: not sent (from a clone, only temperature, max tokens and reasoning "
+                       "are)", err=True)
         fields, family = sent.fields, family_for(j.name, request.judging.families)
         if sent.api == "chat" and family and (
                 clashes := sorted(set(fields) & {*family.omit, "max_tokens" if family.tokens_field else ""})):

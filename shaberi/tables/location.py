@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
+import functools
 import hashlib
 import logging
 import os
@@ -30,9 +31,9 @@ from ..errors import UsageError
 if TYPE_CHECKING:  # duckdb costs ~45 ms to import: not for a command that only parses its options
     import duckdb
 
-__all__ = ["REMOTE_SCHEMES", "Root", "as_root", "attach", "glob_in", "glob_literal", "is_remote", "local_state",
-           "move_whole", "open_for_read", "publish", "published", "put_new", "remove", "unglob", "write_bytes",
-           "write_whole"]
+__all__ = ["READER_SCHEME", "REMOTE_SCHEMES", "Root", "as_root", "attach", "glob_in", "glob_literal", "is_remote",
+           "local_state", "move_whole", "open_for_read", "publish", "published", "put_new", "reader_name", "remove",
+           "unglob", "write_bytes", "write_whole"]
 
 REMOTE_SCHEMES = ("s3://", "gs://", "gcs://")
 # The storage clients log each retry with its traceback on stderr; the error is said once, in one line.
@@ -75,14 +76,30 @@ def is_remote(root: Root) -> bool:
     return not isinstance(root, Path)
 
 
-def attach(con: duckdb.DuckDBPyConnection, root: Root) -> duckdb.DuckDBPyConnection:
-    """Let ``con`` read the files under ``root`` (a remote root's filesystem registered once per connection)."""
+def attach(con: duckdb.DuckDBPyConnection, root: Root, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Let ``con`` read the files under ``root`` (a remote root's filesystem registered once per connection).
+    ``read_only``: through a filesystem that opens files for reading and nothing else, a local root's too (named
+    ``reader_name``'s way): DuckDB's own local filesystem can then be switched off, so that no statement, however
+    it got past the check of statements, can write a file (``shaberi sql``)."""
     if is_remote(root):
         fs = root.fs
         protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
         if not protocols & set(con.list_filesystems()):
-            con.register_filesystem(_literal_globbing(type(fs))(**fs.storage_options))
+            con.register_filesystem(_literal_globbing(type(fs), read_only)(**fs.storage_options))
+    elif read_only and READER_SCHEME.removesuffix("://") not in con.list_filesystems():
+        con.register_filesystem(_literal_globbing(_local_reader(), True)())
     return con
+
+
+READER_SCHEME = "shaberi-read://"  # a local root's files, as a read-only connection's views name them
+
+
+def reader_name(path: Root, read_only: bool) -> str:
+    """``path`` as DuckDB's readers must be given it (``glob_literal``); a local one, for a read-only connection,
+    through the read-only filesystem ``attach`` registered."""
+    if read_only and not is_remote(path):
+        return READER_SCHEME + glob_literal(os.path.abspath(path))
+    return glob_literal(path)
 
 
 _GLOB = re.compile(r"[\[*?]")
@@ -105,13 +122,60 @@ class _LiteralGlob:
         return [literal + "/" + "/".join(f) for f in _find(self, literal, names[first:])]
 
 
-_CLASSES: dict[type, type] = {}
+class _ReadOnly:
+    """A filesystem that reads: every way fsspec (and DuckDB through it) writes, moves or deletes raises."""
+
+    def open(self, path: str, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
+        _reading(path, mode)
+        return super().open(path, mode, *args, **kwargs)  # type: ignore[misc]
+
+    def _open(self, path: str, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
+        _reading(path, mode)
+        return super()._open(path, mode, *args, **kwargs)  # type: ignore[misc]
 
 
-def _literal_globbing(fs_class: type) -> type:
-    if fs_class not in _CLASSES:
-        _CLASSES[fs_class] = type(f"Literal{fs_class.__name__}", (_LiteralGlob, fs_class), {})
-    return _CLASSES[fs_class]
+def _reading(path: str, mode: str) -> None:
+    if mode != "rb":
+        raise PermissionError(f"{path}: this connection only reads")
+
+
+def _refused(name: str) -> Callable[..., Any]:
+    def refused(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(f"{name}: this connection only reads")
+    return refused
+
+
+for _write in ("_rm", "cp_file", "copy", "makedir", "makedirs", "mkdir", "move", "mv", "pipe", "pipe_file", "put",
+               "put_file", "rename", "rm", "rm_file", "rmdir", "touch", "write_bytes", "write_text"):
+    setattr(_ReadOnly, _write, _refused(_write))
+
+
+@functools.cache
+def _local_reader() -> type:
+    from fsspec.implementations.local import LocalFileSystem  # type: ignore[import-untyped]  # only readers need it
+
+    class LocalReader(LocalFileSystem):  # type: ignore[misc]
+        """A local root's files under ``READER_SCHEME`` (DuckDB's own local filesystem switched off)."""
+
+        protocol = (READER_SCHEME.removesuffix("://"),)
+
+        @classmethod
+        def _strip_protocol(cls, path: Any) -> Any:
+            text = str(path)
+            return super()._strip_protocol(text.removeprefix(READER_SCHEME))
+
+    return LocalReader
+
+
+_CLASSES: dict[tuple[type, bool], type] = {}
+
+
+def _literal_globbing(fs_class: type, read_only: bool = False) -> type:
+    if (fs_class, read_only) not in _CLASSES:
+        bases = (_ReadOnly, _LiteralGlob, fs_class) if read_only else (_LiteralGlob, fs_class)
+        prefix = "ReadOnlyLiteral" if read_only else "Literal"
+        _CLASSES[fs_class, read_only] = type(f"{prefix}{fs_class.__name__}", bases, {})
+    return _CLASSES[fs_class, read_only]
 
 
 def _find(fs: Any, folder: str, names: list[str]) -> list[list[str]]:

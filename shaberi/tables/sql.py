@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import re
 import threading
 import time
@@ -28,13 +27,13 @@ from ..errors import PartReplaced, UsageError
 from ..resources import resource_dir
 from .failures import converted, storage_errors
 from .layout import live_parts, live_parts_under
-from .location import Root, as_root, attach, glob_in, glob_literal, is_remote
+from .location import READER_SCHEME, Root, as_root, attach, glob_in, is_remote, reader_name
+from .reader import seal
 from .schema import TABLES, Table
 from .writers import probe_writers
 
 __all__ = ["LATEST_RUN_ROW", "SCORE_DIGITS", "connect", "define_status", "latest_row", "load_pricing", "materialize",
-           "query",
-           "read_only", "reattach", "relisting", "score_mean", "shown_status", "status_rule"]
+           "query", "reattach", "relisting", "score_mean", "shown_status", "status_rule"]
 
 T = TypeVar("T")
 # The one rule for a mean of scores, wherever it is printed (the views, the leaderboard, compare, the report):
@@ -156,18 +155,20 @@ def relisting(define: Callable[[], T], attempts: int = 8) -> T:
     raise AssertionError("unreachable")
 
 
-def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: list[str] | None) -> None:
-    """Every declared column with its declared type, whatever the age of the parts (missing → NULL)."""
+def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: list[str] | None,
+              read_only: bool = False) -> None:
+    """Every declared column with its declared type, whatever the age of the parts (missing → NULL); ``read_only``:
+    read through the read-only filesystem (``connect``)."""
     table_dir = root / "tables" / spec.name
     columns = spec.duckdb_columns
     if run_ids is None:
         parts, listed = live_parts_under(table_dir)
         # One pattern while every part holds rows; a list when replaced parts are still there.
-        files = ([f"{glob_literal(table_dir)}/*/part-*.parquet"] if len(parts) == listed
-                 else [glob_literal(p) for p in parts]) if parts else []
+        files = ([f"{reader_name(table_dir, read_only)}/*/part-*.parquet"] if len(parts) == listed
+                 else [reader_name(p, read_only) for p in parts]) if parts else []
     else:  # only the partitions of these runs: the cost follows the runs asked about, not the whole lake
         parts = [p for r in run_ids for p in live_parts(glob_in(table_dir / f"run_id={r}", "part-*.parquet"))]
-        files = [glob_literal(p) for p in parts]
+        files = [reader_name(p, read_only) for p in parts]
     if files:
         quoted = ", ".join("'{}'".format(f.replace("'", "''")) for f in files)
         source = f"read_parquet([{quoted}], union_by_name = true, filename = '_file', hive_partitioning = false)"
@@ -176,10 +177,11 @@ def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: 
         # whole union would read every part's footer twice.
         newest = max(parts, key=lambda p: p.name)
         present = {r[0] for r in con.execute(
-            "DESCRIBE SELECT * FROM read_parquet(?)", [glob_literal(newest)]).fetchall()}
+            "DESCRIBE SELECT * FROM read_parquet(?)", [reader_name(newest, read_only)]).fetchall()}
         select = [f'CAST("{n}" AS {t}) AS "{n}"' if n in present else f'CAST(NULL AS {t}) AS "{n}"'
                   for n, t in columns]
-        select.append("_file")
+        # a part's own path, whichever filesystem read it
+        select.append(f"_file[{len(READER_SCHEME) + 1}:] AS _file" if read_only and not is_remote(root) else "_file")
     else:
         source = "(SELECT 1 WHERE false)"
         select = [f'CAST(NULL AS {t}) AS "{n}"' for n, t in columns] + ["CAST(NULL AS VARCHAR) AS _file"]
@@ -221,32 +223,6 @@ def load_pricing(path: Path | None = None) -> list[tuple[str, float, float, floa
                          "(USD per million tokens)") from None
 
 
-def read_only(con: duckdb.DuckDBPyConnection, root: str | Path | Root, query: str) -> None:
-    """Make ``con`` answer ``query`` as a reader only (``shaberi sql``): every statement a query (SELECT or
-    EXPLAIN: no COPY, ATTACH, SET, INSTALL, PRAGMA), and no file outside the results' tables readable, a
-    setting the query cannot undo."""
-    try:
-        statements = con.extract_statements(query)
-    except duckdb.Error as exc:
-        raise UsageError(f"SQL: {str(exc).splitlines()[0]}") from None
-    if not statements:
-        raise UsageError("shaberi sql got no query; give one, e.g. shaberi sql 'SELECT * FROM runs'")
-    allowed = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
-    if refused := [s.type.name for s in statements if s.type not in allowed]:
-        raise UsageError(f"shaberi sql runs queries only (SELECT, EXPLAIN), not {', '.join(refused)}; "
-                         "use shaberi.open(root).sql(...) or duckdb itself to write")
-    root = as_root(root)
-    if is_remote(root):
-        tables = [f"{root / 'tables'}/"]
-    else:  # a symbolic link resolved, and as the views name it: DuckDB cannot resolve a name glob_literal escaped
-        tables = [str((root / "tables").resolve()), os.path.abspath(root / "tables")]
-    # DuckDB checks the names the views give (glob_literal's), then the files they matched (literal names).
-    dirs = list(dict.fromkeys([tables[0], *map(glob_literal, tables)]))
-    con.execute("SET allowed_directories = $dirs", {"dirs": dirs})
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
-
-
 def _benchmark_info() -> list[tuple]:
     rows = []
     for position, (name, entry) in enumerate(bm.registry().items()):
@@ -282,24 +258,29 @@ def _t_quantile(p: float, df: int) -> float | None:
 
 def connect(root: str | Path | Root, pricing: Path | None = None, run_ids: list[str] | None = None,
             upto: str | None = None, con: duckdb.DuckDBPyConnection | None = None,
-            cache: tuple[str, ...] = ()) -> duckdb.DuckDBPyConnection:
+            cache: tuple[str, ...] = (), read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with every view defined; the Parquet files are read at query time. With
     ``run_ids``, every table holds only those runs (the runs table included). With ``upto`` (a view
     named by a file ``sql/NNN_<view>.sql``), the files after it are not applied: a command that needs
     only the first views does not pay for binding the rest. ``con``: an empty connection to define them in
     (each new in-memory database costs 20 ms; ``find_runs`` can share one). ``cache``: views computed once,
     as soon as they are defined (``materialize``), for a command that asks many questions of a few runs;
-    the views defined after them bind to the table, which is cheaper too."""
+    the views defined after them bind to the table, which is cheaper too. ``read_only``: for a user's own queries
+    (``reader``): the views read through a filesystem that only reads, and the connection is sealed, able to read
+    the results' tables and nothing else."""
     root = as_root(root)
     with storage_errors():
-        con = attach(con or duckdb.connect(), root)
-        return relisting(lambda: _define(con, root, pricing, run_ids, upto, cache))
+        con = attach(con or duckdb.connect(), root, read_only)
+        relisting(lambda: _define(con, root, pricing, run_ids, upto, cache, read_only))
+    if read_only:
+        seal(con, root)
+    return con
 
 
 def _define(con: duckdb.DuckDBPyConnection, root: Root, pricing: Path | None, run_ids: list[str] | None,
-            upto: str | None, cache: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
+            upto: str | None, cache: tuple[str, ...], read_only: bool = False) -> duckdb.DuckDBPyConnection:
     for spec in TABLES.values():
-        _raw_view(con, root, spec, run_ids)
+        _raw_view(con, root, spec, run_ids, read_only)
     # Plain inserts: registering Arrow tables would make DuckDB import pandas (a third of a second).
     con.execute("CREATE OR REPLACE TABLE benchmark_info (benchmark VARCHAR, title VARCHAR, position INTEGER, "
                 "scale_min INTEGER, scale_max INTEGER, to_ten DOUBLE, in_overall BOOLEAN)")
