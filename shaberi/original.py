@@ -403,7 +403,7 @@ def _probe(path: Path, judge: str) -> tuple[Verbatim, list[str]]:
     try:
         fn([{"role": "user", "content": "probe"}], judge)
     except _Probed as done:
-        fields, dropped = _fields(path, done.api, done.kwargs)
+        fields, dropped = _fields(done.api, done.kwargs)
         return Verbatim(fields, done.api), dropped
     except (Exception, SystemExit) as exc:
         raise UsageError(f"--judge-prompts {path}: its {fn.__name__} raised {type(exc).__name__}: {exc} when asked "
@@ -420,7 +420,7 @@ _SENT = {"chat": {"temperature", "max_tokens", "max_completion_tokens"},
 _CALL = {"model", "messages", "input"}  # Shaberi's own: the judge's name and the conversation
 
 
-def _fields(path: Path, api: str, kwargs: dict) -> tuple[dict, list[str]]:
+def _fields(api: str, kwargs: dict) -> tuple[dict, list[str]]:
     """The body fields of a recorded create call that Shaberi sends (``extra_body``'s among them, as the client
     merges it), and the names of the ones it drops (see ``_SENT``)."""
     extra = kwargs.get("extra_body")

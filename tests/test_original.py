@@ -685,15 +685,15 @@ def test_a_clones_request_is_taken_only_with_the_originals_fields_and_never_with
     from shaberi.original import _fields
 
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-1234567890")
-    fields, dropped = _fields(Path("c"), "responses", {
+    fields, dropped = _fields("responses", {
         "model": "m", "input": [], "temperature": 0, "max_output_tokens": 10, "reasoning": {"effort": "tok-1234567890"},
         "extra_body": {"api_key": "x", "top_k": 2}, "timeout": 3, "extra_headers": {"a": "b"}})
     assert fields == {"temperature": 0, "max_output_tokens": 10}
     assert dropped == ["api_key", "extra_headers", "reasoning", "timeout", "top_k"]
-    fields, dropped = _fields(Path("c"), "chat", {"temperature": "sk-abcdefghijklmnop", "max_tokens": 5,
+    fields, dropped = _fields("chat", {"temperature": "sk-abcdefghijklmnop", "max_tokens": 5,
                                                    "max_completion_tokens": object(), "extra_body": "x"})
     assert fields == {"max_tokens": 5} and dropped == ["extra_body", "max_completion_tokens", "temperature"]
-    fields, dropped = _fields(Path("c"), "responses", {"reasoning": {"effort": "none"}, "temperature": 0})
+    fields, dropped = _fields("responses", {"reasoning": {"effort": "none"}, "temperature": 0})
     assert fields == {"reasoning": {"effort": "none"}, "temperature": 0} and not dropped
 
 
@@ -706,8 +706,8 @@ def test_a_clone_that_exits_hangs_or_prints_at_import_is_one_line_before_any_cal
     sleeps = _clone_with(data_dir, tmp_path, "sleeps", "import re\n", "import re, time\ntime.sleep(3600)\n",
                          "evaluation_datasets_config.py")
     prints = _clone_with(data_dir, tmp_path, "prints", "import re\n", "import re, os, sys\nprint('hello')\n"
-                         "sys.stdout.write('{\"ready\": 1}\\n'); sys.__stdout__.write('x\\n'); os.write(1, b'junk\\n')\n",
-                         "evaluation_datasets_config.py")
+                         "sys.stdout.write('{\"ready\": 1}\\n'); sys.__stdout__.write('x\\n')\n"
+                         "os.write(1, b'junk\\n')\n", "evaluation_datasets_config.py")
     with LoopbackServer(judges=(GPT41,)) as server:
         base = ["run", "--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data), "--benchmark",
                 "rakuda", "--judge", GPT41]
