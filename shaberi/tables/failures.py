@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import duckdb
 
 from ..errors import DiskFull, NotWritable, ObjectStorageError, PartReplaced, StorageError, UnreadablePart
-from .location import as_root, unglob
+from .location import READER_SCHEME, as_root, unglob
 
 __all__ = ["converted", "storage_errors", "unreadable_part"]
 
@@ -66,7 +66,8 @@ def converted(exc: BaseException) -> StorageError | None:
                                   "network")
     if not carried or not (part := _PART.search(text := str(exc))):
         return None
-    named, reason = part.group(2), text.splitlines()[0]
+    # a read-only connection's part is named through its filesystem (``READER_SCHEME``): the part's own path
+    named, reason = part.group(2).removeprefix(READER_SCHEME), text.splitlines()[0].replace(READER_SCHEME, "")
     # DuckDB names a part as it was given it (glob_literal's escapes: "No files found that match the pattern …")
     # or as it found it (a file it opened): the one that is there is the part; neither, and it was replaced.
     there = next((p for p in dict.fromkeys([named, unglob(named)]) if _exists(p)), None)
