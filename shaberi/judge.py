@@ -40,7 +40,7 @@ from .llm.client import ChatClient, Completion
 from .llm.dispatch import Dispatcher
 from .llm.params import Sampling
 from .original import MAX_CALLS, Ask, Clone, Verdict
-from .prompts import judge_fallback, judge_messages
+from .prompts import judge_fallback, judge_messages, unrenderable
 from .promptsets import SHABERI, PromptSet
 from .tables.rows import ANSWER_COLUMNS, AnswerKey, RunRecord, decoded, judgement, token_usage
 from .tables.schema import TABLES
@@ -263,8 +263,15 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
                 yield _Item(answer, j, label, first.messages, prompt_hash, a_hash, row["ModelAnswer"], prompts, row,
                             primary)
                 continue
-            messages = judge_messages(name, question, answer["content"], bm.BENCHMARKS[name].scale, history,
-                                      prompts.folder)
+            try:
+                messages = judge_messages(name, question, answer["content"], bm.BENCHMARKS[name].scale, history,
+                                          prompts.folder)
+            except unrenderable as exc:  # this answer takes the template past a bound (checked before, w/o it)
+                journal.append("judgements", _row(run_id, answer, label, prompt_hash, a_hash, prompt_set=prompts.label,
+                                                  error=f"prompt_error: judging/{name}/primary.jinja: {exc}"[:2000]))
+                progress.done += 1
+                progress.null_scores += 1
+                continue
             shown = "\n".join([*(h["assistant"] or "" for h in history), answer["content"] or ""])
             yield _Item(answer, j, label, messages, prompt_hash, a_hash, shown, prompts, None, primary)
 

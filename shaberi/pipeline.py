@@ -26,7 +26,7 @@ from .llm.lease import EndpointLease, Lease
 from .llm.transport import AiohttpTransport, Transport
 from .passes import Pass
 from .passes.runner import PassProgress, run_passes
-from .prompts import generation_template, template_hash
+from .prompts import check_generation, generation_template, template_hash
 from .promptsets import SHABERI, PromptSet
 from .reports.export import (
     EXPORT_ERRORS,
@@ -173,6 +173,8 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
     if generating:
         check_base_url(req.base_url)
     scope = _to_generate(req) if generating else check_stored(req, stages)
+    if generating:
+        check_generation(q for d in scope.datasets for q in d.questions)
     api_key = resolve_api_key(req.base_url, req.api_key_env) if generating else None
     candidate = _candidate(req, api_key) if generating else None
     if candidate:

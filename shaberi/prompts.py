@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +22,8 @@ import jinja2
 from .errors import UsageError
 from .registry import Registry
 from .resources import resource_dir
+from .sandbox import BoundedEnvironment, module
+from .sandbox import render as bounded_render
 
 if TYPE_CHECKING:  # benchmarks registers its template folders here
     from .benchmarks import Question
@@ -29,6 +31,7 @@ if TYPE_CHECKING:  # benchmarks registers its template folders here
 __all__ = [
     "MARKERS",
     "PROMPTS",
+    "check_generation",
     "generation_messages",
     "judge_fallback",
     "judge_messages",
@@ -38,6 +41,7 @@ __all__ = [
     "pairwise_messages",
     "render",
     "template_hash",
+    "unrenderable",
     "untrusted",
 ]
 
@@ -100,6 +104,10 @@ def untrusted(text: object) -> str:
     return "".join(out) + text[done:]
 
 
+# What a template that cannot be rendered raises: a syntax error, an undefined name, a render past its bounds
+# (``sandbox.RenderLimit``), a file that is not UTF-8.
+unrenderable = (jinja2.TemplateError, UnicodeDecodeError)
+
 PROMPTS: Registry[Path] = Registry("prompt folder")  # the plugins' template folders
 
 
@@ -109,10 +117,12 @@ def _roots() -> list[Path]:
 
 @cache
 def _env(judging: str | None = None) -> jinja2.Environment:
+    """Every template, ours too, in the bounded sandbox (``sandbox``): a plugin's or a team's is code we did not
+    write, and ours are plain enough not to notice."""
     loader: jinja2.BaseLoader = jinja2.FileSystemLoader(_roots())  # shaberi's own first: a plugin replaces none
     if judging is not None:
         loader = jinja2.ChoiceLoader([jinja2.PrefixLoader({"judging": jinja2.FileSystemLoader(judging)}), loader])
-    env = jinja2.Environment(
+    env = BoundedEnvironment(
         loader=loader,
         undefined=jinja2.StrictUndefined,
         autoescape=False,
@@ -151,6 +161,17 @@ def generation_messages(question: Question, earlier_answers: Sequence[str] = ())
     earlier = [m for user, answer in zip(question.turns[:-1], earlier_answers, strict=True)
                for m in ({"role": "user", "content": user}, {"role": "assistant", "content": answer})]
     return [*messages[:-1], *earlier, messages[-1]]
+
+
+def check_generation(questions: Iterable[Question]) -> None:
+    """Every question's generation prompt renders (a plugin's template is code we did not write): bad input, one
+    line naming the template, before any call."""
+    for q in questions:
+        try:
+            generation_messages(q, ["（回答）"] * (len(q.turns) - 1))
+        except unrenderable as exc:
+            raise UsageError(f"template {generation_template(q.benchmark)} cannot be rendered for {q.benchmark} "
+                             f"question {q.question_id} ({type(exc).__name__}: {exc})") from None
 
 
 @cache
@@ -213,12 +234,12 @@ def pairwise_messages(benchmark: str, question: Mapping | Question, a: str, b: s
 
 def pairwise_fallback(judging: str | None = None) -> str:
     """The follow-up asking only for the verdict, sent after a pairwise judge's unreadable reply."""
-    return _env(judging).get_template("judging/_pairwise_fallback.jinja").render().strip()
+    return bounded_render(_env(judging).get_template("judging/_pairwise_fallback.jinja"), {}).strip()
 
 
 def judge_fallback(benchmark: str, scale: tuple[int, int], judging: str | None = None) -> str:
     """The follow-up asking only for the score, sent after the judge's unparseable reply."""
-    return _env(judging).get_template(f"judging/{benchmark}/fallback.jinja").render(scale=scale).strip()
+    return bounded_render(_env(judging).get_template(f"judging/{benchmark}/fallback.jinja"), {"scale": scale}).strip()
 
 
 def _extends(path: Path) -> str | None:
@@ -229,14 +250,14 @@ def _extends(path: Path) -> str | None:
 
 def render(template: str, **context: object) -> str:
     """A template under ``prompts/`` rendered as plain text (the passes' prompts)."""
-    return _env().get_template(template).render(**context).strip()
+    return bounded_render(_env().get_template(template), context).strip()
 
 
 def _messages(template: str, context: dict, judging: str | None = None) -> list[dict[str, str]]:
-    module = _env(judging).get_template(template).make_module(context)
+    made = module(_env(judging).get_template(template), context)
     messages = []
-    system = str(getattr(module, "system", "") or "").strip()
+    system = str(getattr(made, "system", "") or "").strip()
     if system:
         messages.append({"role": "system", "content": system})
-    messages.append({"role": "user", "content": str(module).strip()})
+    messages.append({"role": "user", "content": str(made).strip()})
     return messages

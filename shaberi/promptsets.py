@@ -49,36 +49,37 @@ class PromptSet:
         question, and says what it sends each judge (bad input, one line, otherwise)."""
         for name in benchmarks:
             self.prompt_hash(name)
-        if self.folder is not None:
-            self._render(benchmarks, questions)
         if self.clone is not None:
             self.clone.check(benchmarks, questions, judges)
+        else:
+            self._render(benchmarks, questions)
 
     def _render(self, benchmarks: Sequence[str], questions: Mapping[str, Sequence[Mapping]]) -> None:
-        """A team's templates, rendered for every question with a stand-in answer: a template that does not
-        compile or reads what a question lacks is bad input, named, before any call."""
+        """The judging templates (a team's, a plugin's, ours), rendered for every question with a stand-in answer:
+        one that does not compile, reads what a question lacks or passes a render's bounds (``sandbox``) is bad
+        input, named, before any call."""
         import jinja2
 
         from . import benchmarks as bm
-        from .prompts import judge_fallback, judge_messages
+        from .prompts import judge_fallback, judge_messages, unrenderable
         from .tables.rows import decoded
 
+        where = f"--judge-prompts {self.given}: " if self.folder is not None else ""
         for name in benchmarks:
             scale = bm.BENCHMARKS[name].scale
-            template = f"{name}/primary.jinja"
+            template = f"{'' if self.folder else 'judging/'}{name}/primary.jinja"
             try:
                 for question in questions.get(name, ()):
                     shown = decoded("questions", question)
                     if not judge_messages(name, shown, "（回答）", scale, (), self.folder)[-1]["content"]:
-                        raise UsageError(f"--judge-prompts {self.given}: {template} renders an empty prompt for "
-                                         f"{name} question {question.get('question_id')}")
-                template = f"{name}/fallback.jinja"
+                        raise UsageError(f"{where}{template} renders an empty prompt for {name} question "
+                                         f"{question.get('question_id')}")
+                template = template.replace("primary.jinja", "fallback.jinja")
                 if not judge_fallback(name, scale, self.folder):
-                    raise UsageError(f"--judge-prompts {self.given}: {template} renders an empty prompt")
-            except (jinja2.TemplateError, UnicodeDecodeError) as exc:
-                where = f", line {exc.lineno}" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
-                raise UsageError(f"--judge-prompts {self.given}: {template}{where} cannot be rendered "
-                                 f"({type(exc).__name__}: {exc})") from None
+                    raise UsageError(f"{where}{template} renders an empty prompt")
+            except unrenderable as exc:
+                line = f", line {exc.lineno}" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
+                raise UsageError(f"{where}{template}{line} cannot be rendered ({type(exc).__name__}: {exc})") from None
 
     def judge(self, name: str) -> str:
         """The judge's name in the tables under this set."""

@@ -144,11 +144,30 @@ def test_a_retry_of_the_same_work_takes_over_its_own_lease_at_once(s3, state):
 def test_a_missing_bucket_or_unreachable_endpoint_is_one_line_and_exit_2(s3):
     missing = cli("view", "--tag", "t", "--results-dir", "s3://no-such-bucket/r")
     assert missing.returncode == 2 and "bucket does not exist" in missing.stderr, missing.stderr
-    unreachable = cli("view", "--tag", "t", "--results-dir", "s3://b/r",
-                      env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_MAX_ATTEMPTS": "1"})
-    assert unreachable.returncode == 2 and "Could not connect" in unreachable.stderr, unreachable.stderr
-    for done in (missing, unreachable):
+    unreachable = cli("view", "--tag", "t", "--results-dir", "s3://b/r", env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
+    assert unreachable.returncode == 2 and "cannot reach 127.0.0.1:9" in unreachable.stderr, unreachable.stderr
+    # gcsfs alone retries for a minute (6 tries, 1 to 16 s apart) before it says so: the endpoint is tried first
+    offline = cli("view", "--tag", "t", "--results-dir", "gs://b/r", timeout=30,
+                  env={"STORAGE_EMULATOR_HOST": "http://127.0.0.1:9"})
+    assert offline.returncode == 2 and "cannot reach 127.0.0.1:9" in offline.stderr, offline.stderr
+    for done in (missing, unreachable, offline):
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_the_test_server_ends_on_sigterm_even_when_its_parent_ignores_it():
+    """A supervisor's ``trap '' TERM`` is inherited through exec: the server sets its own dispositions."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "shaberi.testing.server", "--port", "0"], stdout=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().startswith("READY ")
+        proc.terminate()
+        assert proc.wait(30) == -signal.SIGTERM
+    finally:
+        proc.kill()
 
 
 @pytest.mark.parametrize("root", ["ftp://x/y", "s3://", "gs:///", "s3:///p", "", "http://host/results"])

@@ -310,6 +310,37 @@ def test_the_plugin_benchmark_is_generated_and_judged_with_its_templates_and_its
     assert scores.stdout.splitlines() == ["title,n", "Kotowaza (example plugin),2"], scores.stderr
 
 
+def test_a_plugin_template_past_a_render_bound_is_one_line_naming_it_before_any_call(plugin, server, tmp_path):
+    """A plugin's templates are code Shaberi did not write: a generation or judging template that spins or grows
+    without end is refused (exit 2) before any call, nothing written, in every command that renders it."""
+    site = tmp_path / "site"
+    shutil.copytree(plugin["PYTHONPATH"].split(os.pathsep)[0], site)
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    prompts = site / "shaberi_plugin_example" / "prompts"
+    (tmp_path / "d" / "ja").mkdir(parents=True)
+    (tmp_path / "d" / "ja" / "kotowaza.jsonl").write_text(json.dumps({"id": 1, "proverb": "急がば回れ"}))
+    gt = tmp_path / "d" / "gt" / "capitals"
+    gt.mkdir(parents=True)
+    (gt / "capitals.jsonl").write_text(json.dumps({"country": "Japan", "capital": "Tokyo"}))
+    run = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "kotowaza", "--judge", "j",
+           "--data-dir", str(tmp_path / "d"), "--results-dir", str(tmp_path / "r")]
+    cache = ["ensemble", "generate-cache", "--model", "gen", "--base-url", server.base_url, "--datasets", "capitals",
+             "--n", "2", "--data-dir", str(tmp_path / "d"), "--results-dir", str(tmp_path / "r")]
+    spin = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    for template, command, said in [
+            ("generation/kotowaza.jinja", run, "longer than 2 s"),
+            ("judging/kotowaza/primary.jinja", run, "MB of text"),
+            ("generation/capitals.jinja", cache, "longer than 2 s")]:
+        path = prompts / template
+        kept = path.read_text(encoding="utf-8")
+        path.write_text(kept + (spin if "2 s" in said else "{{ 'x' * 10**10 }}"), encoding="utf-8")
+        done = shaberi(*command, env=env)
+        path.write_text(kept, encoding="utf-8")
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and f"{template} cannot be rendered" in lines[0], done.stderr
+        assert said in lines[0] and not (tmp_path / "r").exists() and server.stats()["calls"] == 0
+
+
 def test_the_plugin_dataset_grader_and_strategy_in_the_ensemble_pipeline(plugin, server, tmp_path):
     gt = tmp_path / "d" / "gt" / "capitals"
     gt.mkdir(parents=True)

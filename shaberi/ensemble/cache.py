@@ -39,7 +39,7 @@ from ..errors import BudgetSpent, DataError, UsageError
 from ..generate import BenchmarkProgress, GenerationConfig, Progress, generate, write_questions
 from ..lineage import answer_hash
 from ..llm.client import ChatClient, endpoint_limits
-from ..prompts import generation_template, template_hash
+from ..prompts import check_generation, generation_template, template_hash
 from ..resources import sha256_file
 from ..run_info import RunInfo, run_id_for, validate_name
 from ..tables.rows import AnswerKey, RunRecord, answer, runs
@@ -123,6 +123,7 @@ async def generate_cache(results_dir: Path, model: str, dataset: Dataset, client
     validate_name("model", model)
     if n < 1:
         raise UsageError("--n must be at least 1")
+    check_generation(dataset.questions)
     config = GenerationConfig(temperature=temperature, max_tokens=max_tokens, samples=n, seed=0)
     info = cache_info(model, dataset, n, temperature, client.base_url, max_tokens)
     store = Store(results_dir)

@@ -28,7 +28,7 @@ from ..judge import AWAITING
 from ..lineage import call_failed, conversation_hash, earlier_turns
 from ..llm.client import ChatClient, Completion
 from ..llm.dispatch import Dispatcher
-from ..prompts import pairwise_fallback, pairwise_hash, pairwise_messages
+from ..prompts import pairwise_fallback, pairwise_hash, pairwise_messages, unrenderable
 from ..tables.rows import AnswerKey, Stage, decoded, pairwise, token_usage
 from ..tables.selection import find_runs
 from ..tables.store import Journal, Store
@@ -231,8 +231,12 @@ def plan(store: Store, chosen: Sequence[Side], design: Design, judge: str, bench
                     progress.done += 1
                     progress.reused += 1
                     continue
-                messages = pairwise_messages(key[0], qx[key], shown[a][0], shown[b][0], (shown[a][1], shown[b][1]),
-                                             judging)
+                try:
+                    messages = pairwise_messages(key[0], qx[key], shown[a][0], shown[b][0],
+                                                 (shown[a][1], shown[b][1]), judging)
+                except unrenderable as exc:  # planned before any call: bad input, one line
+                    raise UsageError(f"template judging/{key[0]}/pairwise.jinja cannot be rendered for {key[0]} "
+                                     f"question {key[1]} ({type(exc).__name__}: {exc})") from None
                 seen = tuple("\n".join([*(h["assistant"] or "" for h in shown[t][1]), shown[t][0]]) for t in (a, b))
                 items.append(_Item(key[0], key[1], run_a, run_b, messages, prompt_hash, hashes,
                                    (seen[0], seen[1]), old[1] if old else None))

@@ -57,6 +57,7 @@ def as_root(value: str | os.PathLike[str] | Root) -> Root:
         return Path(text)
     if not text.split("://", 1)[1].split("/")[0]:  # s3:// alone would become the local folder s3:
         raise UsageError(f"--results-dir {text}: name the bucket (and a prefix): {text.split('://')[0]}://bucket/prefix")
+    _reachable(_endpoint(text))  # before the client: gcsfs looks for credentials over the network too
     try:
         from upath import UPath
         # No listings cache: another process (a sweep's worker) adds parts while this one reads. The endpoint
@@ -70,6 +71,36 @@ def as_root(value: str | os.PathLike[str] | Root) -> Root:
         raise UsageError(f"--results-dir {text}: object storage needs the cluster extra "
                          f"(pip install 'shaberi[cluster]'): {exc}") from None
     return path
+
+
+def _endpoint(text: str) -> str:
+    """The URL a remote root's client connects to (an emulator's or a test server's, when one is named)."""
+    if text.startswith("s3://"):
+        return os.environ.get("AWS_ENDPOINT_URL") or "https://s3.amazonaws.com"
+    return os.environ.get("STORAGE_EMULATOR_HOST") or "https://storage.googleapis.com"
+
+
+@functools.cache
+def _reachable(url: str) -> None:
+    """One TCP connection to the storage's endpoint, once per process: offline, the storage clients retry for
+    a minute (gcsfs: 6 tries, 1 to 16 s apart) before they fail; here it is one line within seconds. Through a
+    proxy (``HTTPS_PROXY``) the client, not this, knows the way."""
+    import socket
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    loopback = host in ("localhost", "::1") or host.startswith("127.")  # no proxy stands in the way there
+    if not loopback and urllib.request.getproxies().get(parts.scheme) and not urllib.request.proxy_bypass(host):
+        return
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError as exc:
+        from ..errors import ObjectStorageError
+
+        raise ObjectStorageError(f"object storage: cannot reach {host}:{port} ({exc.strerror or exc}); "
+                                 "check the network (or AWS_ENDPOINT_URL, STORAGE_EMULATOR_HOST)") from None
 
 
 def is_remote(root: Root) -> bool:

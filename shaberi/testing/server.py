@@ -84,6 +84,7 @@ import hashlib
 import math
 import random
 import re
+import signal
 import sys
 import time
 from collections import Counter, deque
@@ -506,6 +507,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--first-wins", type=float, default=0.0,
                         help="share of pairwise judge calls answering A whatever was shown (position bias)")
     args = parser.parse_args(argv)
+    # A parent that ignores SIGTERM (a supervisor's trap, a shell's) passes that on through exec: the server would
+    # then outlive every polite stop. Its own dispositions: SIGTERM ends it at once, SIGINT as KeyboardInterrupt.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         try:
             import uvloop  # lower overhead per request: a server closer to its configured latency

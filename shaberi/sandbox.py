@@ -1,0 +1,252 @@
+"""Templates render in Jinja's immutable sandbox, each render bounded in time and in what it produces.
+
+A team's judging templates (``--judge-prompts FOLDER``) and a plugin's are code Shaberi did not write. The sandbox
+keeps them from Python's internals (no ``__class__``, no mutating a list, no ``str.format`` reaching attributes);
+the bounds keep one render from hanging a run or exhausting memory: every loop iteration, call, filter and
+operator checks the render's clock (``TIME_LIMIT``), and every value a render makes — each operator's, call's and
+filter's result, each join and the output itself — is charged against ``SIZE_LIMIT`` characters (items for a list,
+bytes for a number), with the operations that could make a huge value in one step (``*``, ``**``, ``%``, a width, a
+``replace``, a ``join``) estimated before they run. Past either bound the render raises ``RenderLimit``, a
+``jinja2.TemplateError``: the caller names the template, as bad input before any call, or as one judgement's
+``prompt_error`` later.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
+from jinja2.environment import TemplateModule
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+
+__all__ = ["SIZE_LIMIT", "TIME_LIMIT", "BoundedEnvironment", "RenderLimit", "module", "render"]
+
+TIME_LIMIT = 2.0  # seconds one render may take
+SIZE_LIMIT = 4 << 20  # characters (list items, number bytes) one render may produce in all
+_INT_BITS = 4096  # no template needs a larger number; 10**10**6 would take the clock's bound in one step
+
+
+class RenderLimit(SecurityError):
+    """A render passed its time or size bound (or recursed without end)."""
+
+
+@dataclass
+class _Budget:
+    deadline: float
+    left: int
+
+
+_BUDGET: ContextVar[_Budget | None] = ContextVar("shaberi_render_budget", default=None)
+
+
+def _size(value: object) -> int:
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value.bit_length() // 8
+    if isinstance(value, (str, bytes, list, tuple, dict, set, frozenset)):
+        return len(value)
+    return 0
+
+
+def _tick() -> _Budget | None:
+    budget = _BUDGET.get()
+    if budget is not None and time.monotonic() > budget.deadline:
+        raise RenderLimit(f"the render took longer than {TIME_LIMIT:g} s")
+    return budget
+
+
+def _charge(size: int, spent: bool = True) -> None:
+    """Take ``size`` from the render's budget; ``spent=False``: only check that it would fit (an estimate)."""
+    budget = _tick()
+    if budget is None:
+        return
+    if size > budget.left:
+        raise RenderLimit(f"the render would make more than {SIZE_LIMIT >> 20} MB of text")
+    if spent:
+        budget.left -= size
+
+
+_WIDTHS = re.compile(r"\d+")
+
+
+def _formatted(fmt: str, args: Iterable[object]) -> int:
+    """What formatting ``fmt`` with ``args`` may make at most: every field the largest argument, every width."""
+    largest = max((len(str(a)) if isinstance(a, str) else 64 for a in args), default=0)
+    fields = fmt.count("%") + fmt.count("{")
+    return len(fmt) + fields * largest + sum(int(w) for w in _WIDTHS.findall(fmt) if len(w) < 12) + (
+        SIZE_LIMIT if any(len(w) >= 12 for w in _WIDTHS.findall(fmt)) else 0)
+
+
+def _estimate(name: str, subject: object, args: tuple, kwargs: dict) -> int:
+    """What a filter or a method may make before it runs, where one step could make a huge value."""
+    given = [*args, *kwargs.values()]
+    big = max((abs(a) for a in given if isinstance(a, int) and not isinstance(a, bool)), default=0)
+    if isinstance(subject, str):
+        if name == "replace" and len(given) >= 2 and isinstance(given[0], str) and isinstance(given[1], str):
+            return len(subject) + (subject.count(given[0]) + 1) * len(given[1])
+        if name == "indent":  # a width of spaces, or a string, before every line
+            width = given[0] if given else 4
+            return len(subject) + (subject.count("\n") + 1) * (len(width) if isinstance(width, str) else big)
+        if name == "expandtabs":
+            return len(subject) + subject.count("\t") * (big or 8)
+        if name == "format":
+            return _formatted(subject, given)
+    if name == "join" and isinstance(subject, str) and given and isinstance(given[0], (list, tuple)):
+        items = given[0]
+        return len(subject) * len(items) + sum(len(x) for x in items if isinstance(x, str))
+    if name == "join" and isinstance(subject, (list, tuple)):  # the filter: items, then the separator
+        sep = given[0] if given and isinstance(given[0], str) else ""
+        return len(sep) * len(subject) + sum(len(x) for x in subject if isinstance(x, str))
+    return big
+
+
+def _binop(operator: str, left: object, right: object) -> int:
+    sized = (str, bytes, list, tuple)
+    if operator == "*":
+        if isinstance(left, sized) and isinstance(right, int):
+            return len(left) * max(right, 0)
+        if isinstance(right, sized) and isinstance(left, int):
+            return len(right) * max(left, 0)
+        if isinstance(left, int) and isinstance(right, int) and left.bit_length() + right.bit_length() > _INT_BITS:
+            return SIZE_LIMIT + 1
+    if (operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1
+            and left.bit_length() * min(right, _INT_BITS + 1) > _INT_BITS):
+        return SIZE_LIMIT + 1
+    if operator == "%" and isinstance(left, str):
+        return _formatted(left, right if isinstance(right, tuple) else (right,))
+    if operator == "+" and isinstance(left, sized) and isinstance(right, sized):
+        return _size(left) + _size(right)
+    return 0
+
+
+class _Generator(CodeGenerator):
+    """Jinja's code generator with every ``for`` loop over ``environment.each`` (the clock, per item) and every
+    ``~`` through ``environment.joined`` (charged), so a loop cannot spin or a concatenation grow unseen."""
+
+    def visit_Template(self, node: nodes.Template, frame: Frame | None = None) -> None:
+        for loop in node.find_all(nodes.For):
+            loop.iter = nodes.Call(nodes.EnvironmentAttribute("each"), [loop.iter], [], None, None,
+                                   lineno=loop.iter.lineno)
+        super().visit_Template(node, frame)
+
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        self.write("environment.joined((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+def _bounded_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(fn)  # keeps jinja's pass_context/pass_eval_context mark
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        if _BUDGET.get() is None:  # jinja folding a constant while it compiles: left to the render, bounded
+            raise nodes.Impossible()
+        values = [a for a in args if not isinstance(a, (jinja2.runtime.Context, jinja2.nodes.EvalContext,
+                                                        jinja2.Environment))]
+        subject, rest = (values[0], tuple(values[1:])) if values else (None, ())
+        _charge(_estimate(name, subject, rest, kwargs), spent=False)
+        result = fn(*args, **kwargs)
+        _charge(_size(result))
+        return result
+    return bounded
+
+
+class BoundedEnvironment(ImmutableSandboxedEnvironment):
+    """The sandbox, with the bounds of one render (checked while ``render`` or ``module`` runs)."""
+
+    code_generator_class = _Generator
+    intercepted_binops = frozenset({"*", "**", "%", "+"})
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.filters = _Filters(self.filters)
+
+    def call(__self, __context: jinja2.runtime.Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = getattr(__obj, "__self__", getattr(getattr(__obj, "__wrapped__", None), "__self__", None))
+        _charge(_estimate(getattr(__obj, "__name__", ""), bound, args, kwargs), spent=False)
+        result = super().call(__context, __obj, *args, **kwargs)
+        _charge(_size(result))
+        return result
+
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
+        _charge(_binop(operator, left, right), spent=False)
+        result = super().call_binop(context, operator, left, right)
+        _charge(_size(result))
+        return result
+
+    def concat(self, chunks: Iterable[str]) -> str:  # type: ignore[override]  # every buffer, and render()'s output
+        return "".join(_charged(chunks))
+
+    @staticmethod
+    def each(items: Iterable[Any]) -> Iterator[Any]:
+        for item in items:
+            _tick()
+            yield item
+
+    @staticmethod
+    def joined(parts: Iterable[object]) -> str:
+        text = "".join(map(str, parts))
+        _charge(len(text))
+        return text
+
+
+class _Filters(dict[str, Callable[..., Any]]):
+    """Every filter, the ones added later too, bounded."""
+
+    def __init__(self, filters: dict[str, Callable[..., Any]]) -> None:
+        super().__init__()
+        for name, fn in filters.items():
+            self[name] = fn
+
+    def __setitem__(self, name: str, fn: Callable[..., Any]) -> None:
+        super().__setitem__(name, _bounded_filter(name, fn))
+
+
+def _charged(chunks: Iterable[str]) -> Iterator[str]:
+    for chunk in chunks:
+        _charge(len(chunk))
+        yield chunk
+
+
+def _bounded(run: Callable[[], Any]) -> Any:
+    """``run`` under a fresh budget. Past it, or on a recursion without end, ``RenderLimit``; any other error of
+    the template's own code (``1/0``, a wrong type) a ``TemplateRuntimeError``: the template is wrong, bad input
+    to name, never a traceback."""
+    token = _BUDGET.set(_Budget(time.monotonic() + TIME_LIMIT, SIZE_LIMIT))
+    try:
+        return run()
+    except RecursionError:
+        raise RenderLimit("the render recursed without end") from None
+    except MemoryError:
+        raise RenderLimit("the render ran out of memory") from None
+    except jinja2.TemplateError:
+        raise
+    except Exception as exc:
+        raise jinja2.TemplateRuntimeError(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        _BUDGET.reset(token)
+
+
+def render(template: jinja2.Template, context: dict[str, Any]) -> str:
+    """``template.render(**context)``, bounded."""
+    return str(_bounded(lambda: template.render(**context)))
+
+
+def module(template: jinja2.Template, context: dict[str, Any]) -> TemplateModule:
+    """``template.make_module(context)`` (its text and its exported variables: ``system``), bounded."""
+    def run() -> TemplateModule:
+        ctx = template.new_context(context)
+        made = TemplateModule(template, ctx, body_stream=list(_charged(template.root_render_func(ctx))))
+        _charge(0)
+        return made
+    return _bounded(run)  # type: ignore[no-any-return]

@@ -1,0 +1,149 @@
+"""A template is code Shaberi did not write: it renders in Jinja's sandbox, each render bounded in time and size.
+
+Every attack here hung the run, exhausted memory or reached Python's internals with a plain ``jinja2.Environment``
+(the templates folder of ``--judge-prompts``, a plugin's templates).
+"""
+
+from __future__ import annotations
+
+import resource
+import shutil
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from shaberi.prompts import _env
+from shaberi.sandbox import SIZE_LIMIT, BoundedEnvironment, RenderLimit, module, render
+
+from .conftest import REPO, query, shaberi, write_rakuda
+
+SPIN = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+BIG = "{% set s = 'x' * 1000000 %}"
+ATTACKS = {  # what it does: (template, what the refusal says)
+    "range of 10**12": ("{% for i in range(10**12) %}{% endfor %}", "MB"),
+    "nested loops": (SPIN, "longer than 2 s"),
+    "nested loops over a string": ("{% set s = 'x' * 100000 %}{% for a in s %}{% for b in s %}{% endfor %}"
+                                   "{% endfor %}", "longer than 2 s"),
+    "exponential macro": ("{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}"
+                          "{{ f(60) }}", "longer than 2 s"),
+    "endless recursion": ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "recursed"),
+    "string times 10**10": ("{{ 'x' * 10**10 }}", "MB"),
+    "list times 10**9": ("{{ ([1] * 10**9)|length }}", "MB"),
+    "a huge power": ("{{ 7 ** 10000000 }}", "MB"),
+    "center filter": ("{{ 'x'|center(10**10) }}", "MB"),
+    "ljust method": ("{{ 'x'.ljust(10**10) }}", "MB"),
+    "replace filter": (BIG + "{{ s|replace('x', 'xxxxxxxxxx') }}", "MB"),
+    "replace method": (BIG + "{{ s.replace('x', 'xxxxxxxxxx') }}", "MB"),
+    "format filter width": ("{{ '%999999999s'|format('') }}", "MB"),
+    "percent width": ("{{ '%999999999s' % '' }}", "MB"),
+    "str.format width": ("{{ '{:>999999999}'.format('') }}", "MB"),
+    "output in a loop": (BIG + "{% for i in range(100) %}{{ s }}{% endfor %}", "MB"),
+    "block set in a loop": (BIG + "{% for i in range(1000) %}{% set t %}{{ s }}{{ s }}{{ s }}{{ s }}{{ s }}"
+                                  "{% endset %}{% endfor %}", "MB"),
+    "doubling by ~": (BIG + "{% set s = s ~ s %}{% set s = s ~ s %}{% set s = s ~ s %}{{ s }}", "MB"),
+    "join filter of copies": (BIG + "{{ ([s] * 1000)|join }}", "MB"),
+    "join method of copies": (BIG + "{{ ''.join([s] * 1000) }}", "MB"),
+    "indent of many lines": ("{% set s = '\n' * 1000000 %}{{ s|indent(1000) }}", "MB"),
+    "batch padding": ("{{ [1]|batch(10**9, 0)|list }}", "MB"),
+    "a growing list": ("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}"
+                       "{% set ns.l = ns.l + ['x' * 1000 ~ i] %}{% endfor %}", "MB"),
+    "tojson indent": ("{{ {'a': 1}|tojson(10**9) }}", "MB"),
+    "Python's internals": ("{{ ().__class__.__base__.__subclasses__() }}", "unsafe"),
+    "a global's module": ("{{ range.__module__ }}", "unsafe"),
+    "mutating a list": ("{% set l = [] %}{{ l.append(1) }}", "unsafe"),
+    "lipsum": ("{{ lipsum(10**7) }}", "MB"),
+}
+
+
+@pytest.mark.parametrize("name", ATTACKS)
+def test_an_attack_ends_with_one_template_error_in_bounded_memory(name):
+    """Each ends (pytest-timeout is the hang detector) with a TemplateError, and the process grows by far less
+    than the attack asks for (gigabytes)."""
+    template, said = ATTACKS[name]
+    env = BoundedEnvironment(undefined=jinja2.StrictUndefined)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for run in (render, module):
+        with pytest.raises(jinja2.TemplateError) as raised:
+            str(run(env.from_string(template), {}))
+        assert said in str(raised.value), raised.value
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+    assert grown < 50 * SIZE_LIMIT, grown
+
+
+def test_the_bounds_are_per_render_and_a_render_inside_them_is_unchanged():
+    """Just under the size bound renders, and a render after a refused one starts with a whole budget."""
+    env = BoundedEnvironment()
+    fits = env.from_string("{{ 'x' * n }}")
+    assert len(render(fits, {"n": SIZE_LIMIT // 3})) == SIZE_LIMIT // 3
+    with pytest.raises(RenderLimit):
+        render(fits, {"n": SIZE_LIMIT + 1})
+    assert render(fits, {"n": 3}) == "xxx"
+    loops = env.from_string("{% for i in range(3) %}{{ i ~ '-' }}{{ '%02d'|format(i) }} {% endfor %}{{ x.y }}")
+    assert render(loops, {"x": {"y": "z"}}) == "0-00 1-01 2-02 z"
+
+
+def test_every_shipped_template_renders_in_the_sandbox_as_it_did_outside():
+    """Ours are plain: every generation, judging and pass template gives the same text in the sandbox as in a plain
+    environment, for a real question of each benchmark."""
+    from shaberi import benchmarks as bm
+    from shaberi.prompts import generation_messages, judge_fallback, judge_messages, untrusted
+
+    plain = jinja2.Environment(loader=_env().loader, undefined=jinja2.StrictUndefined, autoescape=False)
+    plain.filters["untrusted"] = untrusted
+    for name in ("elyza", "tengu", "mt_bench", "rakuda"):
+        spec = bm.BENCHMARKS[name]
+        question = bm.Question(name, "1", ["質問【回答終了】です"], reference="参考", category="c", criteria="基準")
+        got = judge_messages(name, question, "回答です", spec.scale)
+        made = plain.get_template(f"judging/{name}/primary.jinja").make_module(
+            {"question": question, "answer": "回答です", "scale": spec.scale, "history": []})
+        assert got[-1]["content"] == str(made).strip()
+        assert judge_fallback(name, spec.scale) == plain.get_template(
+            f"judging/{name}/fallback.jinja").render(scale=spec.scale).strip()
+        assert generation_messages(question)[-1]["content"] == question.turns[-1]
+
+
+def _team(tmp_path: Path, added: str) -> Path:
+    """Shaberi's templates with ``added`` at the end of Rakuda's primary."""
+    team = tmp_path / "team"
+    shutil.copytree(REPO / "prompts" / "judging", team)
+    primary = team / "rakuda" / "primary.jinja"
+    primary.write_text(primary.read_text(encoding="utf-8") + added, encoding="utf-8")
+    return team
+
+
+@pytest.mark.parametrize("name", ["nested loops", "string times 10**10", "Python's internals"])
+def test_a_templates_folder_past_a_bound_is_one_line_naming_it_before_any_call(name, tmp_path, server):
+    team = _team(tmp_path, ATTACKS[name][0])
+    data = write_rakuda(tmp_path / "d", ["質問1"])
+    done = shaberi("run", "--model", "m", "--base-url", server.base_url, "--data-dir", str(data), "--results-dir",
+                   str(tmp_path / "r"), "--benchmark", "rakuda", "--judge", "j", "--judge-prompts", str(team))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert f"--judge-prompts {team}: rakuda/primary.jinja cannot be rendered" in lines[0], lines
+    assert ATTACKS[name][1] in lines[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "r").exists() and server.stats()["calls"] == 0
+
+
+def test_a_template_an_answer_takes_past_a_bound_fails_that_judgement_only_and_resumes_without_paying(
+        tmp_path, server):
+    """The stand-in answer renders; the model's real answer sends the loop spinning: that judgement is a
+    prompt_error, no call and no score (as an unreadable reply: the benchmark's other judgements stand), and the
+    same command pays for nothing more. A benchmark where every answer does it is failed: exit 1, every time."""
+    team = _team(tmp_path, "{% if 'BOOM' in answer %}" + SPIN + "{% endif %}")
+    for results, texts, code, status in [("r", ["<<answer: BOOM>> 質問1", "<<judge: FINAL SCORE: 7>> 質問2"], 0, "ok"),
+                                         ("r2", ["<<answer: BOOM>> 質問1", "<<answer: BOOM!>> 質問2"], 1, "failed")]:
+        server.reset()
+        data = write_rakuda(tmp_path / f"d-{results}", texts)
+        args = ["run", "--model", "m", "--base-url", server.base_url, "--data-dir", str(data), "--results-dir",
+                str(tmp_path / results), "--benchmark", "rakuda", "--judge", "j", "--judge-prompts", str(team)]
+        for _ in range(2):  # the run, then the same command again
+            done = shaberi(*args)
+            assert done.returncode == code and "Traceback" not in done.stderr, done.stderr
+            assert server.stats()["calls"] == 2 + (code == 0)  # the answers, and one judgement where it renders
+        said = "prompt_error: judging/rakuda/primary.jinja: the render took longer than 2 s"
+        rows = query(tmp_path / results, "SELECT question_id, score, error FROM judgements ORDER BY 1")
+        assert rows == ([("q0", None, said), ("q1", 7.0, None)] if code == 0 else [("q0", None, said),
+                                                                                  ("q1", None, said)])
+        assert query(tmp_path / results, "SELECT status FROM runs") == [(status,)]
+        assert code == 0 or f"nothing usable; most common: {said}" in done.stderr
