@@ -174,3 +174,29 @@ def test_on_s3_the_bucket_is_left_as_it_was(s3, tmp_path, monkeypatch):
             con.execute(f"COPY (SELECT * FROM judgements LIMIT 0) TO '{name}' (FORMAT parquet, USE_TMP_FILE false)")
     assert con.execute("SELECT count(*) FROM judgements").fetchone() == (3,)
     assert objects() == before and not (tmp_path / "out.csv").exists()
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+def test_duckdbs_threads_reading_one_part_at_once_read_what_it_holds(tmp_path, read_only):
+    """DuckDB reads a Python file as seek, then read; its threads share the file: each must read from where it
+    sought (else a footer reads as garbage: 'TProtocolException: Invalid data', or a row group as another's)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from shaberi.tables.location import _literal_globbing, _local_reader, attach, reader_name
+
+    n = 1_000_000
+    pq.write_table(pa.table({"a": range(n), "b": [str(i) for i in range(n)]}), tmp_path / "x.parquet",
+                   row_group_size=10_000)
+    con = duckdb.connect()
+    con.execute("SET threads = 4")
+    if read_only:  # a local root's reader
+        attach(con, tmp_path, read_only=True)
+        name = reader_name(tmp_path / "x.parquet", True)
+    else:  # a remote root's filesystem class, here over the local disk
+        fs = _literal_globbing(_local_reader())()
+        con.register_filesystem(fs)
+        name = reader_name(tmp_path / "x.parquet", True)
+    expected = (n * (n - 1) // 2, n)
+    assert [con.execute(f"SELECT sum(a), count(DISTINCT b) FROM read_parquet('{name}')").fetchone()
+            for _ in range(15)] == [expected] * 15
