@@ -99,6 +99,23 @@ class PromptSet:
 SHABERI = PromptSet("shaberi")
 
 
+_TEMPLATE_BYTES = 1 << 20  # a template of more is not a prompt
+
+
+def _plain_files(folder: Path, given: str) -> None:
+    """Every ``*.jinja`` of a templates folder is a regular file inside it, of a prompt's size: a link out of it
+    would send another file's text to the judge (``{% include %}``), a device or a folder named so would hang or
+    break the hashing."""
+    inside = folder.resolve()
+    for path in sorted(folder.rglob("*.jinja")):
+        real = path.resolve()
+        if not real.is_relative_to(inside) or not real.is_file() or real.stat().st_size > _TEMPLATE_BYTES:
+            what = ("links out of the folder" if not real.is_relative_to(inside) else
+                    "is not a file" if not real.is_file() else "is over 1 MB")
+            raise UsageError(f"--judge-prompts {given}: {path.relative_to(folder)} {what}; keep only template files "
+                             "in the folder")
+
+
 def judge_label(name: str, label: str | None) -> str:
     return name if label is None else f"{name} [{label}]"
 
@@ -121,6 +138,7 @@ def load(given: str | None) -> PromptSet:
         raise UsageError(f"--judge-prompts {given}: neither a clone of the original Shaberi (no "
                          "evaluation_datasets_config.py) nor a folder of judging templates (no "
                          "<benchmark>/primary.jinja); see docs: prompt sets")
+    _plain_files(folder, given)
     name = path.resolve().name
     if not name or any(c in name for c in "[]@"):
         raise UsageError(f"--judge-prompts {given}: name the templates' folder without [, ] or @ (its name labels "

@@ -147,3 +147,23 @@ def test_a_template_an_answer_takes_past_a_bound_fails_that_judgement_only_and_r
                                                                                   ("q1", None, said)])
         assert query(tmp_path / results, "SELECT status FROM runs") == [(status,)]
         assert code == 0 or f"nothing usable; most common: {said}" in done.stderr
+
+
+def test_a_templates_folder_holds_only_its_own_template_files(tmp_path, server):
+    """A link out of the folder would send another file's text to the judge (``{% include %}``); a device or a
+    folder named ``*.jinja`` would hang or break the hashing: each is one line before any call."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET-1234", encoding="utf-8")
+    data = write_rakuda(tmp_path / "d", ["質問1"])
+    for i, (make, said) in enumerate([(lambda p: p.symlink_to(secret), "links out of the folder"),
+                                      (lambda p: p.mkdir(), "is not a file"),
+                                      (lambda p: p.symlink_to("/dev/zero"), "links out of the folder"),
+                                      (lambda p: p.write_text("x" * (2 << 20)), "is over 1 MB")]):
+        team = _team(tmp_path / str(i), '{% include "judging/notes.jinja" %}')
+        make(team / "notes.jinja")
+        done = shaberi("run", "--model", "m", "--base-url", server.base_url, "--data-dir", str(data),
+                       "--results-dir", str(tmp_path / "r"), "--benchmark", "rakuda", "--judge", "j",
+                       "--judge-prompts", str(team))
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and f"notes.jinja {said}" in lines[0], done.stderr
+        assert not (tmp_path / "r").exists() and server.stats()["calls"] == 0
