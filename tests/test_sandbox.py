@@ -49,6 +49,13 @@ ATTACKS = {  # what it does: (template, what the refusal says)
     "a growing list": ("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}"
                        "{% set ns.l = ns.l + ['x' * 1000 ~ i] %}{% endfor %}", "MB"),
     "tojson indent": ("{{ {'a': 1}|tojson(10**9) }}", "MB"),
+    "a width as an argument": ("{{ '%*s' % (1000000000, 'x') }}", "MB"),
+    "a nested format width": ("{{ '{:>{}}'.format('x', 1000000000) }}", "MB"),
+    "a mapping's value, many times": (BIG + "{{ ('%(a)s' * 300) % {'a': s} }}", "MB"),
+    "join over a string": ("{{ ('ab' * 500)|join('x' * 1000000) }}", "MB"),
+    "join over a range": ("{{ range(1000)|join('x' * 1000000) }}", "MB"),
+    "join method over a string": (BIG + "{{ s.join('y' * 300) }}", "MB"),
+    "lipsum paragraphs": ("{{ lipsum(300000)|length }}", "MB"),
     "Python's internals": ("{{ ().__class__.__base__.__subclasses__() }}", "unsafe"),
     "a global's module": ("{{ range.__module__ }}", "unsafe"),
     "mutating a list": ("{% set l = [] %}{{ l.append(1) }}", "unsafe"),
