@@ -5,6 +5,8 @@
 Starts ``shaberi serve-local``'s server with 1 and then 2 threads and asks for the same 256-token answer
 (temperature 0) three times each; prints completion tokens per second (median), and the same with the
 other core kept busy by a spinning process, the situation of a server sharing the machine with a harness.
+Then 2 threads on the stock ``python -m llama_cpp.server``, whose weights llama.cpp repacks (``_serve`` turns
+that off: on a CPU with AMX it segfaults), against ours.
 """
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ def main() -> None:
         finally:
             if spinner:
                 spinner.kill()
+    for program in ("llama_cpp.server", LocalServer.program):
+        server = LocalServer(threads=2)
+        server.program = program
+        with server:
+            tokens_per_second(server)
+            rate = statistics.median(tokens_per_second(server) for _ in range(3))
+        print(f"threads 2, {program}: {rate:5.1f} tokens/s")
 
 
 if __name__ == "__main__":

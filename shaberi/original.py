@@ -41,14 +41,9 @@ import inspect
 import math
 import os
 import re
-import select
-import signal
 import subprocess
 import sys
-import threading
-import time
 import types
-import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -57,9 +52,10 @@ from typing import Any, NoReturn
 
 import orjson
 
+from .child import Child, ChildFailed, serve
 from .errors import PromptSetFailed, UsageError
 from .llm.params import Verbatim
-from .redact import REDACTED, environment_secrets, holds_secret, is_credential_name, redact
+from .redact import environment_secrets, holds_secret, redact
 
 __all__ = ["CONFIG", "MAX_CALLS", "Ask", "Clone", "Verdict", "is_clone", "load"]
 
@@ -463,111 +459,57 @@ def _limits() -> tuple[float, float]:
 
 class _Child:
     """The clone's code in a process of its own (``python -m shaberi.original CLONE``: ``_serve``), started once per
-    run. One JSON line a request on its stdin, one an answer on its stdout, each within a time limit; the first
-    failure (it exited, hung, or answered with anything else) is kept and said again to every later request."""
+    run, each answer within a time limit (``child.Child``); the first failure (it exited, hung, or answered with
+    anything else) is kept and said again to every later request."""
 
     def __init__(self, path: Path, given: str) -> None:
         self.given, self.failed = given, ""
         self.start, self.limit = _limits()
-        self._lock = threading.Lock()  # one request at a time
-        self._buffer = b""
-        # its environment without the credentials (each named one holds a placeholder): nothing it reads is a key
-        env = {k: REDACTED if is_credential_name(k) else v for k, v in os.environ.items()}
-        self.proc = subprocess.Popen([sys.executable, "-m", "shaberi.original", str(path)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self._in, self._out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
-        os.set_blocking(self._in, False)
-        weakref.finalize(self, _stop, self.proc)
+        self.child = Child("shaberi.original", str(path))
         try:
-            starting = "while starting (importing its evaluation_datasets_config.py)"
-            self.ready = self._receive(time.monotonic() + self.start, self.start, starting, ("ready",))["ready"]
+            self.ready = self._answer(None, self.start, "while starting (importing its evaluation_datasets_config.py)",
+                                      ("ready",))["ready"]
         except PromptSetFailed as exc:
             raise UsageError(str(exc)) from None
 
     def ask(self, message: dict, doing: str, *keys: str) -> Any:
         """Send ``message``; the answer under one of ``keys`` (its value; the whole answer for several keys)."""
-        with self._lock:
+        with self.child.lock:
             if self.failed:
                 raise PromptSetFailed(self.failed)
-            deadline = time.monotonic() + self.limit
-            data = orjson.dumps(message) + b"\n"
-            while data:
-                if not select.select([], [self._in], [], max(0.0, deadline - time.monotonic()))[1]:
-                    self._fail(f"took no request for {self.limit:g} s {doing}")
-                try:
-                    data = data[os.write(self._in, data):]
-                except OSError:  # it is gone: the answer's reading says how
-                    break
-            answer = self._receive(deadline, self.limit, doing, keys)
+            answer = self._answer(message, self.limit, doing, keys)
             return answer[keys[0]] if len(keys) == 1 else answer
 
-    def _receive(self, deadline: float, limit: float, doing: str, keys: Sequence[str]) -> dict:
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._out], [], [], left)[0]:
-                self._fail(f"gave no answer within {limit:g} s {doing}")
-            chunk = os.read(self._out, 1 << 16)
-            if not chunk:
-                try:
-                    code: int | str = self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    code = "unknown"
-                self._fail(f"exited (code {code}) {doing}")
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
+    def _answer(self, message: dict | None, limit: float, doing: str, keys: Sequence[str]) -> dict:
         try:
-            answer = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            answer = None
-        if isinstance(answer, dict) and isinstance(answer.get("error"), str):  # its own bad input, said by it
+            answer = self.child.ask(message, limit)
+        except ChildFailed as exc:
+            self._fail(f"{exc.reason} {doing}")
+        if isinstance(answer.get("error"), str):  # its own bad input, said by it
             raise UsageError(answer["error"])
-        if not isinstance(answer, dict) or not any(k in answer for k in keys):
-            self._fail(f"answered {line[:80]!r} {doing}, not {' or '.join(keys)}")
+        if not any(k in answer for k in keys):
+            self._fail(f"answered {orjson.dumps(answer)[:80]!r} {doing}, not {' or '.join(keys)}")
         return answer
 
     def _fail(self, reason: str) -> NoReturn:
-        _stop(self.proc)
+        self.child.stop()
         self.failed = (f"--judge-prompts {self.given}: the clone's code {reason}; it runs in a process of its own, "
                        f"with {self.start:g} s to start and {self.limit:g} s for each answer (SHABERI_CLONE_TIMEOUT)")
         raise PromptSetFailed(self.failed)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-    for pipe in (proc.stdin, proc.stdout):
-        with contextlib.suppress(OSError):
-            if pipe is not None:
-                pipe.close()
-
-
 def _serve(path: Path) -> None:
-    """The clone's process: import its judging, then answer each request line (``_Child``) until stdin closes.
-    Its own prints, and anything it writes to stdout, go nowhere: the answers have a copy of stdout of their own."""
+    """The clone's process: import its judging, then answer each request line (``_Child``) until stdin closes."""
     from . import benchmarks as bm
 
-    answers = os.fdopen(os.dup(1), "wb")
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    sys.stdout = open(os.devnull, "w")  # noqa: SIM115  # for the life of the process
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle; it closes our stdin
-    parent = os.getppid()
-    threading.Thread(target=_orphaned, args=(parent,), daemon=True).start()
-
-    def send(answer: dict) -> None:
-        answers.write(orjson.dumps(answer) + b"\n")
-        answers.flush()
-
+    requests, send = serve()
     try:
         module, evaluators = _load_here(path, bm.registry())
     except UsageError as exc:
         send({"error": str(exc)})
         return
     send({"ready": {"evaluators": {b: fn.__name__ for b, fn in evaluators.items()}, "functions": _functions(module)}})
-    for line in sys.stdin.buffer:
-        message = orjson.loads(line)
+    for message in requests:
         if "read" in message:
             benchmark, row, judge, replies = message["read"]
             step = _evaluate(evaluators[benchmark], module.__file__, row, judge, replies)
@@ -579,13 +521,6 @@ def _serve(path: Path) -> None:
                 send({"error": str(exc)})
                 continue
             send({"request": [dict(verbatim.fields), verbatim.api, dropped]})
-
-
-def _orphaned(parent: int) -> None:
-    """End the clone's process once the run's is gone (killed: its stdin may never close while the clone hangs)."""
-    while os.getppid() == parent:
-        time.sleep(1)
-    os._exit(0)
 
 
 def _load_here(path: Path, registry: Mapping[str, Mapping]) -> tuple[types.ModuleType, dict[str, Callable]]:

@@ -22,8 +22,7 @@ import jinja2
 from .errors import UsageError
 from .registry import Registry
 from .resources import resource_dir
-from .sandbox import BoundedEnvironment, module
-from .sandbox import render as bounded_render
+from .sandbox import BoundedEnvironment, Made, Renderer, module, serve_renders
 
 if TYPE_CHECKING:  # benchmarks registers its template folders here
     from .benchmarks import Question
@@ -36,6 +35,7 @@ __all__ = [
     "judge_fallback",
     "judge_messages",
     "judging_hash",
+    "made_here",
     "pairwise_fallback",
     "pairwise_hash",
     "pairwise_messages",
@@ -116,10 +116,11 @@ def _roots() -> list[Path]:
 
 
 @cache
-def _env(judging: str | None = None) -> jinja2.Environment:
+def _env(judging: str | None = None, roots: tuple[str, ...] | None = None) -> jinja2.Environment:
     """Every template, ours too, in the bounded sandbox (``sandbox``): a plugin's or a team's is code we did not
-    write, and ours are plain enough not to notice."""
-    loader: jinja2.BaseLoader = jinja2.FileSystemLoader(_roots())  # shaberi's own first: a plugin replaces none
+    write, and ours are plain enough not to notice. ``roots``: the template folders (default: ``_roots()``)."""
+    folders = list(roots) if roots is not None else _roots()
+    loader: jinja2.BaseLoader = jinja2.FileSystemLoader(folders)  # shaberi's own first: a plugin replaces none
     if judging is not None:
         loader = jinja2.ChoiceLoader([jinja2.PrefixLoader({"judging": jinja2.FileSystemLoader(judging)}), loader])
     env = BoundedEnvironment(
@@ -130,6 +131,35 @@ def _env(judging: str | None = None) -> jinja2.Environment:
     )
     env.filters["untrusted"] = untrusted
     return env
+
+
+@cache
+def _ours(template: str, judging: str | None) -> bool:
+    """Whether ``template`` is this project's own (under ``prompts/``, no team's folder in the way): it renders
+    here; anyone else's renders in the render process (``sandbox.Renderer``)."""
+    if judging is not None:  # the folder may replace any judging template, a shared one included
+        return False
+    try:
+        _, filename, _ = _env().loader.get_source(_env(), template)  # type: ignore[union-attr]
+    except jinja2.TemplateNotFound:
+        return True  # rendering it here says so
+    return filename is not None and Path(filename).resolve().is_relative_to(resource_dir("prompts").resolve())
+
+
+def made_here(template: str, context: dict, judging: str | None = None, roots: tuple[str, ...] | None = None
+              ) -> Made:
+    """``template``'s text and its ``system`` variable, rendered in this process."""
+    made = module(_env(judging, roots).get_template(template), context)
+    return str(made), str(getattr(made, "system", "") or "")
+
+
+_RENDERER = Renderer("shaberi.prompts")  # runs this module's ``__main__``
+
+
+def _made(template: str, context: dict, judging: str | None = None) -> Made:
+    if _ours(template, judging):
+        return made_here(template, context, judging)
+    return _RENDERER.made(tuple(map(str, _roots())), judging, template, context)
 
 
 @cache
@@ -234,12 +264,12 @@ def pairwise_messages(benchmark: str, question: Mapping | Question, a: str, b: s
 
 def pairwise_fallback(judging: str | None = None) -> str:
     """The follow-up asking only for the verdict, sent after a pairwise judge's unreadable reply."""
-    return bounded_render(_env(judging).get_template("judging/_pairwise_fallback.jinja"), {}).strip()
+    return _made("judging/_pairwise_fallback.jinja", {}, judging)[0].strip()
 
 
 def judge_fallback(benchmark: str, scale: tuple[int, int], judging: str | None = None) -> str:
     """The follow-up asking only for the score, sent after the judge's unparseable reply."""
-    return bounded_render(_env(judging).get_template(f"judging/{benchmark}/fallback.jinja"), {"scale": scale}).strip()
+    return _made(f"judging/{benchmark}/fallback.jinja", {"scale": scale}, judging)[0].strip()
 
 
 def _extends(path: Path) -> str | None:
@@ -250,14 +280,17 @@ def _extends(path: Path) -> str | None:
 
 def render(template: str, **context: object) -> str:
     """A template under ``prompts/`` rendered as plain text (the passes' prompts)."""
-    return bounded_render(_env().get_template(template), context).strip()
+    return _made(template, context)[0].strip()
 
 
 def _messages(template: str, context: dict, judging: str | None = None) -> list[dict[str, str]]:
-    made = module(_env(judging).get_template(template), context)
+    text, system = _made(template, context, judging)
     messages = []
-    system = str(getattr(made, "system", "") or "").strip()
-    if system:
-        messages.append({"role": "system", "content": system})
-    messages.append({"role": "user", "content": str(made).strip()})
+    if system.strip():
+        messages.append({"role": "system", "content": system.strip()})
+    messages.append({"role": "user", "content": text.strip()})
     return messages
+
+
+if __name__ == "__main__":  # the render process (``sandbox.Renderer``)
+    serve_renders(made_here)

@@ -103,17 +103,27 @@ _TEMPLATE_BYTES = 1 << 20  # a template of more is not a prompt
 
 
 def _plain_files(folder: Path, given: str) -> None:
-    """Every ``*.jinja`` of a templates folder is a regular file inside it, of a prompt's size: a link out of it
-    would send another file's text to the judge (``{% include %}``), a device or a folder named so would hang or
-    break the hashing."""
+    """Every ``*.jinja`` of a templates folder is a regular file inside it, of a prompt's size, in UTF-8: a link
+    out of it would send another file's text to the judge (``{% include %}``), a device or a folder named so would
+    hang or break the hashing, and an included file that is not text would be blamed on the template including it."""
     inside = folder.resolve()
     for path in sorted(folder.rglob("*.jinja")):
         real = path.resolve()
-        if not real.is_relative_to(inside) or not real.is_file() or real.stat().st_size > _TEMPLATE_BYTES:
-            what = ("links out of the folder" if not real.is_relative_to(inside) else
-                    "is not a file" if not real.is_file() else "is over 1 MB")
+        what = ("links out of the folder" if not real.is_relative_to(inside) else
+                "is not a file" if not real.is_file() else
+                "is over 1 MB" if real.stat().st_size > _TEMPLATE_BYTES else
+                "is not UTF-8 text" if not _utf8(real) else "")
+        if what:
             raise UsageError(f"--judge-prompts {given}: {path.relative_to(folder)} {what}; keep only template files "
                              "in the folder")
+
+
+def _utf8(path: Path) -> bool:
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def judge_label(name: str, label: str | None) -> str:

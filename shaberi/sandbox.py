@@ -1,4 +1,5 @@
-"""Templates render in Jinja's immutable sandbox, each render bounded in time and in what it produces.
+"""Templates render in Jinja's immutable sandbox, each render bounded in time, in what it produces, and — for a
+template Shaberi did not write — by a process of its own.
 
 A team's judging templates (``--judge-prompts FOLDER``) and a plugin's are code Shaberi did not write. The sandbox
 keeps them from Python's internals (no ``__class__``, no mutating a list, no ``str.format`` reaching attributes);
@@ -10,14 +11,22 @@ bytes for a number), with the operations that could make a huge value in one ste
 ``jinja2.TemplateError``: the caller names the template, as bad input before any call, or as one judgement's
 ``prompt_error`` later.
 
-Checked between steps, in this process: one step in C (comparing two deeply shared nested lists, ``sum`` of
-lists) or a filter in pure Python (``wordwrap``) still runs past both bounds before a check
-(``docs/concepts/security.md``: not yet bounded).
+Those checks run between steps, so one step that is long on its own (comparing two deeply shared nested lists,
+``sum`` of lists in C, ``wordwrap`` of a long word in Python) would pass them. So a template that is not ours
+renders in ``Renderer``'s process (``python -m shaberi.prompts``), whose address space is capped
+(``MEMORY_LIMIT``) and which is killed once a render takes ``GRACE`` past ``TIME_LIMIT``: the same ``RenderLimit``,
+and the next render starts a new one. Ours (``prompts/``) render here, as fast as before.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import os
+import pickle
 import re
+import resource
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
@@ -31,9 +40,15 @@ from jinja2.compiler import CodeGenerator, Frame
 from jinja2.environment import TemplateModule
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-__all__ = ["SIZE_LIMIT", "TIME_LIMIT", "BoundedEnvironment", "RenderLimit", "module", "render"]
+from .child import Child, ChildFailed, serve
+
+__all__ = ["GRACE", "MEMORY_LIMIT", "SIZE_LIMIT", "TIME_LIMIT", "BoundedEnvironment", "Made", "RenderLimit", "Renderer",
+           "module", "render", "serve_renders"]
 
 TIME_LIMIT = 2.0  # seconds one render may take
+GRACE = 1.0  # seconds past TIME_LIMIT before the render process is killed (its own clock ends a render first)
+START_LIMIT = 30.0  # seconds the render process may take to start (importing Jinja), on a busy machine too
+MEMORY_LIMIT = 1 << 30  # bytes of address space the render process may hold
 SIZE_LIMIT = 4 << 20  # characters (list items, number bytes) one render may produce in all
 _INT_BITS = 4096  # no template needs a larger number; 10**10**6 would take the clock's bound in one step
 
@@ -270,3 +285,85 @@ def module(template: jinja2.Template, context: dict[str, Any]) -> TemplateModule
         _charge(0)
         return made
     return _bounded(run)  # type: ignore[no-any-return]
+
+
+# -- a process of its own ----------------------------------------------------------------------------------------
+
+# What the render process's errors are here, by name (anything else: a TemplateRuntimeError saying what it was).
+_ERRORS: dict[str, type[jinja2.TemplateError]] = {cls.__name__: cls for cls in (
+    RenderLimit, SecurityError, jinja2.UndefinedError, jinja2.TemplateNotFound, jinja2.TemplateRuntimeError,
+    jinja2.TemplateAssertionError, jinja2.TemplateSyntaxError)}
+
+Made = tuple[str, str]  # a render's text and its ``system`` variable
+
+
+class Renderer:
+    """Renders in a process of its own (``python -m MODULE``, which runs ``serve_renders``), started on first use and
+    again after one is killed. One render at a time (a lock); a process forked from ours starts its own."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self._child: Child | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    def made(self, roots: tuple[str, ...], judging: str | None, template: str, context: dict[str, Any]) -> Made:
+        """``template`` (looked up in ``judging``, then ``roots``) made with ``context``, in the render process."""
+        request = {"render": base64.b64encode(pickle.dumps((roots, judging, template, context))).decode()}
+        with self._lock:
+            child = self._started()
+            try:
+                answer = child.ask(request, TIME_LIMIT + GRACE)
+            except ChildFailed as exc:
+                self._child = None
+                if exc.reason.startswith("gave no answer"):
+                    raise RenderLimit(f"the render took longer than {TIME_LIMIT:g} s") from None
+                raise RenderLimit(f"the render's process {exc.reason}: past its {MEMORY_LIMIT >> 20} MB or its "
+                                  "time") from None
+        match answer:
+            case {"text": str(text), "system": str(system)}:
+                return text, system
+            case {"error": [str(kind), str(message), int() | None as lineno]}:
+                cls = _ERRORS.get(kind)
+                if cls is jinja2.TemplateSyntaxError:
+                    error = jinja2.TemplateSyntaxError(message, lineno or 1)
+                    error.translated = True  # its str() is the message alone, as the render process said it
+                    raise error
+                raise cls(message) if cls is not None else jinja2.TemplateRuntimeError(f"{kind}: {message}")
+        raise RenderLimit(f"the render process answered {str(answer)[:80]}, not a render")
+
+    def _started(self) -> Child:
+        if self._child is None or self._pid != os.getpid() or not self._child.alive:
+            child, self._pid = Child(self.module), os.getpid()
+            try:
+                child.ask(None, START_LIMIT)  # its "ready"
+            except ChildFailed as exc:
+                raise RenderLimit(f"the render process {exc.reason} while starting") from None
+            self._child = child
+        return self._child
+
+
+def serve_renders(made: Callable[[str, dict[str, Any], str | None, tuple[str, ...]], Made]) -> None:
+    """The render process: capped memory, then each request made by ``made(template, context, judging, roots)``
+    with its own CPU-time cap as well (the parent kills us first; the cap ends a render whose parent was killed
+    meanwhile, even in a step of C that no thread of ours can interrupt)."""
+    with contextlib.suppress(ValueError, OSError):  # macOS refuses it: the parent's deadline is the wall there
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    requests, send = serve()
+    send({"ready": True})
+    for message in requests:
+        roots, judging, template, context = pickle.loads(base64.b64decode(message["render"]))
+        spent = resource.getrusage(resource.RUSAGE_SELF)
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_CPU, (int(spent.ru_utime + spent.ru_stime + TIME_LIMIT + GRACE) + 2,
+                                                     hard))
+        try:
+            text, system = made(template, context, judging, roots)
+        except (jinja2.TemplateError, UnicodeDecodeError) as exc:
+            if isinstance(exc, jinja2.TemplateSyntaxError):
+                send({"error": [type(exc).__name__, exc.message or str(exc), exc.lineno]})
+            else:
+                send({"error": [type(exc).__name__, str(exc), None]})
+            continue
+        send({"text": text, "system": system})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from shaberi.errors import DataError, UsageError
-from shaberi.llm.local import LocalModel, free_port, gguf_path, model_dir
+from shaberi.llm.local import LocalModel, LocalServer, free_port, gguf_path, model_dir
 
 from .conftest import query, shaberi
 
@@ -93,6 +94,23 @@ def test_the_embedded_model_is_installed_and_verified():
     assert path.stat().st_size == 491_400_064 and path.read_bytes()[:4] == b"GGUF"
 
 
+def test_the_served_weights_are_not_repacked():
+    """llama.cpp repacks the weights for the CPU (AMX on Sapphire Rapids, where it segfaults at the first answer;
+    CPU_REPACK elsewhere): the server Shaberi starts keeps them as mapped, on every machine. The stock server
+    repacks them on this one: the log says so."""
+    for program, repacked in ((LocalServer.program, False), ("llama_cpp.server", True)):
+        server = LocalServer(threads=1)
+        server.program = program
+        with server:
+            pass
+        buffers = [line for line in server.log.read_text(errors="replace").splitlines() if "model buffer size" in line]
+        assert any("CPU_Mapped" in line for line in buffers), buffers
+        if not repacked:
+            assert not any("REPACK" in line or "AMX" in line for line in buffers), buffers
+        elif not any("REPACK" in line or "AMX" in line for line in buffers):
+            pytest.skip(f"ours maps them; the stock server repacks nothing on this CPU either: {buffers}")
+
+
 def test_serve_local_answers_one_question_through_every_stage_and_stops_cleanly(tmp_path, data_dir):
     """The local model served for real (usage tokens and all) answers and judges one Rakuda question, the three
     passes check it, and SIGTERM stops the server. The whole demo runs on its own (pytest -m demo)."""
@@ -109,7 +127,12 @@ def test_serve_local_answers_one_question_through_every_stage_and_stops_cleanly(
                        "--max-tokens", "64", "--judge", model, "--judge-max-tokens", "64", "--concurrency", "1",
                        "--passes", "lang_mixing,repetition,format_validation", "--results-dir", str(tmp_path),
                        "--data-dir", str(data_dir), timeout=600)
-        assert done.returncode == 0, done.stderr[-2000:]
+        if done.returncode != 0:  # say what the model server said (its CPU's features, how it ended) too
+            proc.send_signal(signal.SIGTERM)
+            said = proc.communicate(timeout=30)[1]
+            log = re.search(r"see (\S+\.log)", said)
+            tail = Path(log.group(1)).read_text(errors="replace")[-3000:] if log else ""
+            pytest.fail(f"{done.stderr[-2000:]}\nserve-local: {said[-500:]}\n{tail}")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0 and "stopped" in proc.stdout.read()
     finally:

