@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -94,7 +94,7 @@ class _Item:
     shown: str  # every candidate text the judge sees (earlier turns too): what it may copy a verdict from
     prompts: PromptSet = SHABERI
     row: dict | None = None  # an original clone's answer-file row: its evaluator reads the replies
-    primary: Completion | None = None  # the first reply, journaled by a run killed before its fallback call
+    paid: tuple[Completion, ...] = ()  # the replies a run that stopped before the judgement's end journaled
 
 
 @dataclass(frozen=True)
@@ -172,14 +172,12 @@ def _stored(store: Store, run_id: str, benchmarks: list[str] | None, questions: 
                                                "fallback_output", "prompt_set", "created_at"])
     awaiting = [i for i, e in enumerate(judged.column("error").to_pylist()) if e == AWAITING]
     replies = dict(zip(awaiting, store.read("judgements", run_id, [
-        "judge_output", "finish_reason", "prompt_tokens", "completion_tokens", "batch_id"]).take(awaiting).to_pylist(),
-        strict=True)) if awaiting else {}  # the replies a fallback awaits (only theirs: the texts are long)
-    existing = {
+        "judge_output", "finish_reason", "fallback_output", "fallback_finish_reason", "prompt_tokens",
+        "completion_tokens", "batch_id"]).take(awaiting).to_pylist(), strict=True)) if awaiting else {}
+    existing = {  # (the replies a fallback awaits: only theirs are read, the texts are long)
         (AnswerKey.of(r), r["judge"], r["prompt_hash"], r["answer_hash"]): (
             _unfinished(r), rejudged_since is not None and r["created_at"].timestamp() * 1e6 >= rejudged_since,
-            Completion(replies[i]["judge_output"], None, replies[i]["finish_reason"], replies[i]["prompt_tokens"] or 0,
-                       replies[i]["completion_tokens"] or 0, 0, 0.0, batch_id=replies[i]["batch_id"])
-            if i in replies else None)
+            _paid(replies[i]) if i in replies else ())
         for i, r in enumerate(judged.to_pylist())
     }
     # An answer whose benchmark or question this version does not know has nothing to be judged against.
@@ -188,6 +186,15 @@ def _stored(store: Store, run_id: str, benchmarks: list[str] | None, questions: 
                and (benchmarks is None or a["benchmark"] in benchmarks)
                and (questions is None or (a["benchmark"], a["question_id"]) in questions)]
     return rows, answers, texts, existing
+
+
+def _paid(row: dict) -> tuple[Completion, ...]:
+    """An ``AWAITING`` row's replies, in order (the row's tokens, theirs together, carried by the first)."""
+    first = Completion(row["judge_output"], None, row["finish_reason"], row["prompt_tokens"] or 0,
+                       row["completion_tokens"] or 0, 0, 0.0, batch_id=row["batch_id"])
+    if row["fallback_output"] is None:
+        return (first,)
+    return first, Completion(row["fallback_output"], None, row["fallback_finish_reason"], 0, 0, 0, 0.0)
 
 
 def _hashes(answer: dict, questions: dict, texts: dict, prompts: PromptSet) -> tuple[list[dict], str, str]:
@@ -238,7 +245,7 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
             label = prompts.judge(j.name)
             decided = _decide(answer, label, prompt_hash, a_hash, existing, rejudge)
             old = existing.get((AnswerKey.of(answer), label, prompt_hash, a_hash))
-            primary = old[2] if old and (not rejudge or old[1]) else None  # paid for: only its fallback is asked
+            paid = old[2] if old and (not rejudge or old[1]) else ()  # paid for: only what follows them is asked
             if decided == "reused":
                 progress.done += 1
                 progress.reused += 1
@@ -261,7 +268,7 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
                     progress.null_scores += 1
                     continue
                 yield _Item(answer, j, label, first.messages, prompt_hash, a_hash, row["ModelAnswer"], prompts, row,
-                            primary)
+                            paid)
                 continue
             try:
                 messages = judge_messages(name, question, answer["content"], bm.BENCHMARKS[name].scale, history,
@@ -273,7 +280,7 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
                 progress.null_scores += 1
                 continue
             shown = "\n".join([*(h["assistant"] or "" for h in history), answer["content"] or ""])
-            yield _Item(answer, j, label, messages, prompt_hash, a_hash, shown, prompts, None, primary)
+            yield _Item(answer, j, label, messages, prompt_hash, a_hash, shown, prompts, None, paid[:1])
 
 
 def _unfinished(row: dict) -> bool:
@@ -284,7 +291,10 @@ def _unfinished(row: dict) -> bool:
         and not (row.get("prompt_set") or "").startswith("original:"))
 
 
-async def _call(config: JudgeConfig, awaiting: Callable[[_Item, Completion], None], item: _Item) -> _Verdict:
+Awaiting = Callable[["_Item", Sequence[Completion], int], None]  # _awaiting, bound to the run's journal
+
+
+async def _call(config: JudgeConfig, awaiting: Awaiting, item: _Item) -> _Verdict:
     """The primary call, and the fallback call when the reply has no readable score (the reply journaled first:
     ``awaiting``)."""
     spec = bm.BENCHMARKS[item.answer["benchmark"]]
@@ -292,12 +302,12 @@ async def _call(config: JudgeConfig, awaiting: Callable[[_Item, Completion], Non
         assert item.prompts.clone is not None
         return await _call_original(item.prompts.clone, item, spec, awaiting)
     client = item.judge.client
-    reply = item.primary or await client.chat(item.judge.name, item.messages, config)
+    reply = item.paid[0] if item.paid else await client.chat(item.judge.name, item.messages, config)
     found = extract(reply.content, spec.scale, spec.rules, item.shown, reply.finish_reason == "length")
     if found.ok:
         return _Verdict(reply, found)
-    if item.primary is None:
-        awaiting(item, reply)
+    if not item.paid:
+        awaiting(item, [reply], 0)
     follow_up = [*item.messages, {"role": "assistant", "content": reply.content or ""},
                  {"role": "user", "content": judge_fallback(spec.name, spec.scale, item.prompts.folder)}]
     try:
@@ -307,18 +317,19 @@ async def _call(config: JudgeConfig, awaiting: Callable[[_Item, Completion], Non
     return _Verdict(reply, _with_fallback(found, fallback.content, spec, fallback.finish_reason), fallback)
 
 
-async def _call_original(clone: Clone, item: _Item, spec: bm.Benchmark,
-                         awaiting: Callable[[_Item, Completion], None]) -> _Verdict:
+async def _call_original(clone: Clone, item: _Item, spec: bm.Benchmark, awaiting: Awaiting) -> _Verdict:
     """The original's evaluator drives the calls: each reply is replayed into it until it returns its score; a
     reply it asks a further call after is journaled first (``awaiting``)."""
     request = clone.request(item.judge.name)
-    replies: list[Completion] = [item.primary] if item.primary else []
+    replies = list(item.paid)
+    journaled = len(replies)
     step: Ask | Verdict = Ask(item.messages)
     if replies:
         step = clone.read(spec.name, item.row or {}, item.judge.name, [r.content for r in replies])
     while isinstance(step, Ask) and len(replies) < MAX_CALLS:
-        if len(replies) == 1 and item.primary is None:
-            awaiting(item, replies[0])
+        if journaled < len(replies):  # a paid reply that a further call follows is kept first
+            awaiting(item, replies, journaled)
+            journaled = len(replies)
         try:
             reply = await item.judge.client.chat(item.judge.name, step.messages, request)
         except LLMError as exc:
@@ -329,8 +340,8 @@ async def _call_original(clone: Clone, item: _Item, spec: bm.Benchmark,
         try:
             step = clone.read(spec.name, item.row or {}, item.judge.name, [r.content for r in replies])
         except PromptSetFailed:  # the clone's process failed on a paid reply: kept, read on resume
-            if len(replies) == 1 and item.primary is None:
-                awaiting(item, replies[0])
+            if journaled < len(replies):
+                awaiting(item, replies, journaled)
             raise
     return _original_verdict(replies, step, None, item, spec)
 
@@ -377,17 +388,25 @@ def _with_fallback(first: Extraction, fallback_reply: str | None, spec: bm.Bench
     return Extraction(None, None, f"reply: {first.reason}; fallback: {second.reason}")
 
 
-def _awaiting(journal: Journal, run_id: str, item: _Item, reply: Completion) -> None:
-    """Journal a paid first reply before its fallback call, with its tokens: a kill meanwhile loses nothing paid,
-    and the next run asks only the fallback (``_stored`` reads it back). Its row is a failed call's (``AWAITING``)
-    until the judgement's supersedes it."""
+def _awaiting(journal: Journal, run_id: str, item: _Item, replies: Sequence[Completion], journaled: int) -> None:
+    """Journal the paid replies of a judgement not finished yet (the first before its fallback call; both when the
+    clone's process fails on the second), with the tokens of those not journaled before: a kill or a failure
+    meanwhile loses nothing paid, and the next run asks only what follows them (``_stored`` reads them back). Its
+    row is a failed call's (``AWAITING``) until the judgement's supersedes it."""
+    first, later = replies[0], replies[1] if len(replies) > 1 else None
     row = _row(run_id, item.answer, item.label, item.prompt_hash, item.answer_hash, prompt_set=item.prompts.label,
-               judge_output=reply.content, finish_reason=reply.finish_reason, prompt_tokens=reply.prompt_tokens,
-               completion_tokens=reply.completion_tokens, error=AWAITING, **batches.via(reply))
-    usage = token_usage(run_id, "judging", item.answer["benchmark"], item.judge.name, requests=reply.attempts,
-                        prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
-                        reasoning_tokens=reply.reasoning_tokens, cached_prompt_tokens=reply.cached_tokens,
-                        batch=reply.batch_id is not None)
+               judge_output=first.content, finish_reason=first.finish_reason,
+               fallback_output=later.content if later else None,
+               fallback_finish_reason=later.finish_reason if later else None,
+               prompt_tokens=sum(r.prompt_tokens for r in replies),
+               completion_tokens=sum(r.completion_tokens for r in replies), error=AWAITING, **batches.via(first))
+    new = replies[journaled:]
+    usage = token_usage(run_id, "judging", item.answer["benchmark"], item.judge.name,
+                        requests=sum(r.attempts for r in new), prompt_tokens=sum(r.prompt_tokens for r in new),
+                        completion_tokens=sum(r.completion_tokens for r in new),
+                        reasoning_tokens=sum(r.reasoning_tokens for r in new),
+                        cached_prompt_tokens=sum(r.cached_tokens for r in new),
+                        batch=any(r.batch_id is not None for r in new))
     journal.append_many([("judgements", row), ("token_usage", usage)])
 
 
@@ -413,9 +432,10 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
         calls = [c for c in (verdict.reply, verdict.fallback) if c is not None]
         prompt, completion = sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls)
         reasoning, cached = sum(c.reasoning_tokens for c in calls), sum(c.cached_tokens for c in calls)
-        # token_usage: the first reply is there already when a fallback call followed it (``_awaiting``), or when it
-        # was read back from a killed run's journal
-        new = calls[1:] if verdict.fallback is not None or verdict.fallback_error is not None else calls
+        # token_usage holds already the replies read back from an earlier run's journal, and the first reply when a
+        # fallback call followed it (``_awaiting``)
+        known = len(item.paid) or int(verdict.fallback is not None or verdict.fallback_error is not None)
+        new = calls[known:]
         requests = sum(c.attempts for c in new) + (verdict.fallback_error.attempts if verdict.fallback_error else 0)
         spent = (sum(c.prompt_tokens for c in new), sum(c.completion_tokens for c in new),
                  sum(c.reasoning_tokens for c in new), sum(c.cached_tokens for c in new))

@@ -767,6 +767,48 @@ for _entry in EVAL_MODEL_CONFIGS.values():
     assert query(tmp_path / "r", "SELECT sum(requests) FROM token_usage WHERE stage = 'judging'") == [(1,)]
 
 
+def test_a_clone_that_fails_after_its_paid_fallback_reply_resumes_without_paying_for_either_again(data_dir, tmp_path):
+    """The clone's process dies once it has both replies (the first unreadable, then its fallback's): the run fails,
+    both paid replies are kept, and the same command reads them back: three calls in all, each counted once."""
+    marker = tmp_path / "failed-once"
+    clone = _clone_with(data_dir, tmp_path, "late", "import re\n", "import re\n", "evaluation_datasets_config.py")
+    config = clone / "evaluation_datasets_config.py"
+    config.write_text(config.read_text(encoding="utf-8") + f"""
+
+import os
+
+
+def _once(fn):
+    def evaluator(data, judge_model_name):
+        result = fn(data, judge_model_name)  # stopped at each reply it has not got yet: here, it has both
+        if not os.path.exists({str(marker)!r}):
+            open({str(marker)!r}, "w").close()
+            os._exit(3)
+        return result
+    evaluator.__name__ = fn.__name__
+    return evaluator
+
+
+for _entry in EVAL_MODEL_CONFIGS.values():
+    _entry["evaluator_function"] = _once(_entry["evaluator_function"])
+""", encoding="utf-8")
+    data = write_rakuda(tmp_path / "d", [f"<<judge@{GPT41}?[Judge evaluation]: FINAL SCORE: 6>> <<judge: 採点不能です>> "
+                                         "質問1"])
+    with LoopbackServer(judges=(GPT41,)) as server:
+        args = ["run", "--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data),
+                "--results-dir", str(tmp_path / "r"), "--benchmark", "rakuda", "--judge", GPT41,
+                "--judge-prompts", str(clone)]
+        failed = shaberi(*args)
+        assert failed.returncode == 1 and "exited (code 3)" in failed.stderr, failed.stderr
+        assert server.stats()["calls"] == 3 and marker.exists()  # the answer, the reply and its fallback
+        done = shaberi(*args)
+        assert done.returncode == 0, done.stderr
+        assert server.stats()["calls"] == 3  # both paid replies read back, neither asked again
+    assert query(tmp_path / "r", "SELECT score, parse_method, fallback_output FROM judgements") == [
+        (6.0, "original:fallback", "FINAL SCORE: 6")]
+    assert query(tmp_path / "r", "SELECT sum(requests) FROM token_usage WHERE stage = 'judging'") == [(2,)]
+
+
 def test_an_evaluators_score_that_is_no_finite_number_is_no_score(data_dir):
     from shaberi.original import _evaluate  # what the clone's process runs for each reading
 
