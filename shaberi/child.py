@@ -3,9 +3,11 @@ templates (``sandbox.Renderer``).
 
 One JSON line a request on the child's stdin, one JSON object an answer on its stdout, each within a deadline, so
 the run never waits on it for ever: a hang is cut (the child killed), an exit or a garbled answer is a reason
-(``ChildFailed``). Its environment holds no credential (each named one holds a placeholder), so nothing it reads is
-a key. The child's side (``serve``) answers on a copy of stdout of its own, so the code's prints cannot forge one,
-and ends when its parent does.
+(``ChildFailed``). Its environment is the caller's choice (``environment``: every variable, a credential's value
+replaced by a placeholder; or only those named), and Python starts it with ``-P``: the folder the user runs from is
+not on its module path, so a ``base64.py`` there (a team's templates folder) is never imported. The child's side
+(``serve``) answers on a copy of stdout of its own, so the code's prints cannot forge one, and ends when its parent
+does.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from collections.abc import Callable, Iterator
 
 import orjson
 
-from .redact import REDACTED, is_credential_name
+from .redact import REDACTED, holds_secret, is_credential_name
 
-__all__ = ["Child", "ChildFailed", "serve"]
+__all__ = ["Child", "ChildFailed", "environment", "serve"]
 
 
 class ChildFailed(Exception):
@@ -37,12 +39,13 @@ class ChildFailed(Exception):
 
 
 class Child:
-    """``python -m MODULE ARGS`` with pipes to it; ``ask`` one request at a time (a lock: threads may share it)."""
+    """``python -P -m MODULE ARGS`` with pipes to it, in ``env`` (default: ``environment()``); ``ask`` one request at
+    a time (a lock: threads may share it)."""
 
-    def __init__(self, module: str, *args: str) -> None:
-        env = {k: REDACTED if is_credential_name(k) else v for k, v in os.environ.items()}
-        self.proc = subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    def __init__(self, module: str, *args: str, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-P", "-m", module, *args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=environment() if env is None else env)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in, self._out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
         os.set_blocking(self._in, False)
@@ -93,6 +96,14 @@ class Child:
     def _fail(self, reason: str) -> None:
         self.stop()
         raise ChildFailed(reason)
+
+
+def environment(only: frozenset[str] | None = None) -> dict[str, str]:
+    """This process's environment for a child: with ``only``, just the variables named there; either way, each
+    variable named like a credential (``OPENAI_API_KEY_2``, ``API_KEYS`` …) or whose value holds one (a key's shape,
+    a URL's password, a bearer token) holds a placeholder instead."""
+    return {k: REDACTED if is_credential_name(k) or holds_secret(v) else v for k, v in os.environ.items()
+            if only is None or k in only or k.startswith("LC_")}
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import jinja2
+from jinja2.loaders import split_template_path
 
 from .errors import UsageError
 from .registry import Registry
@@ -115,6 +116,19 @@ def _roots() -> list[Path]:
     return [resource_dir("prompts"), *PROMPTS.values()]
 
 
+class _Folder(jinja2.FileSystemLoader):
+    """A team's templates folder: only its own ``*.jinja`` files, each a regular file inside it. ``promptsets`` checks
+    the folder before a run; this holds at every ``{% include %}`` too, for a file by any other name or under a linked
+    folder (either would send another file's text to the judge)."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        root = Path(self.searchpath[0]).resolve()
+        path = root.joinpath(*split_template_path(template)).resolve()
+        if not template.endswith(".jinja") or not path.is_relative_to(root) or not path.is_file():
+            raise jinja2.TemplateNotFound(template)
+        return super().get_source(environment, template)
+
+
 @cache
 def _env(judging: str | None = None, roots: tuple[str, ...] | None = None) -> jinja2.Environment:
     """Every template, ours too, in the bounded sandbox (``sandbox``): a plugin's or a team's is code we did not
@@ -122,7 +136,7 @@ def _env(judging: str | None = None, roots: tuple[str, ...] | None = None) -> ji
     folders = list(roots) if roots is not None else _roots()
     loader: jinja2.BaseLoader = jinja2.FileSystemLoader(folders)  # shaberi's own first: a plugin replaces none
     if judging is not None:
-        loader = jinja2.ChoiceLoader([jinja2.PrefixLoader({"judging": jinja2.FileSystemLoader(judging)}), loader])
+        loader = jinja2.ChoiceLoader([jinja2.PrefixLoader({"judging": _Folder(judging)}), loader])
     env = BoundedEnvironment(
         loader=loader,
         undefined=jinja2.StrictUndefined,

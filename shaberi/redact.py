@@ -26,11 +26,12 @@ _AUTHORIZATION = re.compile(r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?\s*(?:[a
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;}]+")
 _BASIC = re.compile(r"(?i)\b(basic\s+)[A-Za-z0-9+/_-]{6,}={0,2}")
 _KEYLIKE = re.compile(r"\b(sk-|sk_|AIza)[A-Za-z0-9_\-]{8,}")
-_CREDENTIAL_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$")
+_CREDENTIAL_NAME = re.compile(r"(?i)(KEYS?|TOKENS?|SECRETS?|PASSWORDS?|PASSWD|CREDENTIALS?)(_?\d+)?$")
 
 
 def is_credential_name(name: str) -> bool:
-    """Whether an environment variable's name says it holds a credential (``…KEY``, ``…TOKEN``, ``…SECRET`` …)."""
+    """Whether an environment variable's name says it holds a credential (``…KEY``, ``…TOKEN``, ``…SECRET`` …, also
+    plural or numbered: ``API_KEYS``, ``OPENAI_API_KEY_2``)."""
     return bool(_CREDENTIAL_NAME.search(name))
 
 

@@ -40,7 +40,7 @@ from jinja2.compiler import CodeGenerator, Frame
 from jinja2.environment import TemplateModule
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-from .child import Child, ChildFailed, serve
+from .child import Child, ChildFailed, environment, serve
 
 __all__ = ["GRACE", "MEMORY_LIMIT", "SIZE_LIMIT", "TIME_LIMIT", "BoundedEnvironment", "Made", "RenderLimit", "Renderer",
            "module", "render", "serve_renders"]
@@ -49,6 +49,8 @@ TIME_LIMIT = 2.0  # seconds one render may take
 GRACE = 1.0  # seconds past TIME_LIMIT before the render process is killed (its own clock ends a render first)
 START_LIMIT = 30.0  # seconds the render process may take to start (importing Jinja), on a busy machine too
 MEMORY_LIMIT = 1 << 30  # bytes of address space the render process may hold
+# All the render process needs of the environment: it renders, and reads nothing else.
+_ENVIRONMENT = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH", "SYSTEMROOT"})
 SIZE_LIMIT = 4 << 20  # characters (list items, number bytes) one render may produce in all
 _INT_BITS = 4096  # no template needs a larger number; 10**10**6 would take the clock's bound in one step
 
@@ -309,7 +311,11 @@ class Renderer:
 
     def made(self, roots: tuple[str, ...], judging: str | None, template: str, context: dict[str, Any]) -> Made:
         """``template`` (looked up in ``judging``, then ``roots``) made with ``context``, in the render process."""
-        request = {"render": base64.b64encode(pickle.dumps((roots, judging, template, context))).decode()}
+        try:
+            sent = pickle.dumps((roots, judging, template, context))
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:  # a plugin's question holding a lambda
+            raise jinja2.TemplateRuntimeError(f"its context cannot be sent to the render process ({exc})") from None
+        request = {"render": base64.b64encode(sent).decode()}
         with self._lock:
             child = self._started()
             try:
@@ -318,8 +324,8 @@ class Renderer:
                 self._child = None
                 if exc.reason.startswith("gave no answer"):
                     raise RenderLimit(f"the render took longer than {TIME_LIMIT:g} s") from None
-                raise RenderLimit(f"the render's process {exc.reason}: past its {MEMORY_LIMIT >> 20} MB or its "
-                                  "time") from None
+                raise RenderLimit(f"the render process {exc.reason} (its bounds: {MEMORY_LIMIT >> 20} MB, "
+                                  f"{TIME_LIMIT:g} s)") from None
         match answer:
             case {"text": str(text), "system": str(system)}:
                 return text, system
@@ -334,7 +340,7 @@ class Renderer:
 
     def _started(self) -> Child:
         if self._child is None or self._pid != os.getpid() or not self._child.alive:
-            child, self._pid = Child(self.module), os.getpid()
+            child, self._pid = Child(self.module, env=environment(_ENVIRONMENT)), os.getpid()
             try:
                 child.ask(None, START_LIMIT)  # its "ready"
             except ChildFailed as exc:
@@ -352,7 +358,12 @@ def serve_renders(made: Callable[[str, dict[str, Any], str | None, tuple[str, ..
     requests, send = serve()
     send({"ready": True})
     for message in requests:
-        roots, judging, template, context = pickle.loads(base64.b64decode(message["render"]))
+        try:
+            roots, judging, template, context = pickle.loads(base64.b64decode(message["render"]))
+        except Exception as exc:  # a class only the parent can import
+            send({"error": ["TemplateRuntimeError", f"its context cannot be read in the render process ({exc})",
+                            None]})
+            continue
         spent = resource.getrusage(resource.RUSAGE_SELF)
         _, hard = resource.getrlimit(resource.RLIMIT_CPU)
         with contextlib.suppress(ValueError, OSError):
@@ -360,10 +371,13 @@ def serve_renders(made: Callable[[str, dict[str, Any], str | None, tuple[str, ..
                                                      hard))
         try:
             text, system = made(template, context, judging, roots)
-        except (jinja2.TemplateError, UnicodeDecodeError) as exc:
-            if isinstance(exc, jinja2.TemplateSyntaxError):
-                send({"error": [type(exc).__name__, exc.message or str(exc), exc.lineno]})
-            else:
-                send({"error": [type(exc).__name__, str(exc), None]})
+        except jinja2.TemplateSyntaxError as exc:
+            send({"error": [type(exc).__name__, exc.message or str(exc), exc.lineno]})
             continue
-        send({"text": text, "system": system})
+        except Exception as exc:  # a template error, or one while compiling (a RecursionError of deep nesting)
+            send({"error": [type(exc).__name__, str(exc)[:500], None]})
+            continue
+        try:
+            send({"text": text, "system": system})
+        except TypeError:  # orjson takes no lone surrogate ("\ud800"): no request could carry it either
+            send({"error": ["TemplateRuntimeError", "the render made text that is not valid Unicode", None]})

@@ -792,8 +792,8 @@ def _once(fn):
 for _entry in EVAL_MODEL_CONFIGS.values():
     _entry["evaluator_function"] = _once(_entry["evaluator_function"])
 """, encoding="utf-8")
-    data = write_rakuda(tmp_path / "d", [f"<<judge@{GPT41}?[Judge evaluation]: FINAL SCORE: 6>> <<judge: 採点不能です>> "
-                                         "質問1"])
+    data = write_rakuda(tmp_path / "d", [f"<<judge@{GPT41}?[Judge evaluation]: FINAL SCORE: 6>> "
+                                         "<<judge: 採点不能です>> 質問1"])
     with LoopbackServer(judges=(GPT41,)) as server:
         args = ["run", "--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data),
                 "--results-dir", str(tmp_path / "r"), "--benchmark", "rakuda", "--judge", GPT41,

@@ -178,7 +178,9 @@ def test_a_template_not_ours_renders_in_a_process_with_capped_memory_and_no_cred
     from shaberi.sandbox import MEMORY_LIMIT, Renderer
 
     monkeypatch.setattr(prompts, "_RENDERER", Renderer("shaberi.prompts"))
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-" + "k" * 40)
+    for name, value in [("OPENAI_API_KEY", "sk-test-" + "k" * 40), ("OPENAI_API_KEY_2", "second-key-value"),
+                        ("DATABASE_URL", "postgres://u:db-password@h/db"), ("JUDGE_CRED", "named-by-the-user")]:
+        monkeypatch.setenv(name, value)
     question = Question("rakuda", "1", ["質問"], reference="参考", category="c", criteria="基準")
     assert prompts.judge_messages("rakuda", question, "回答", (1, 10)) and prompts._RENDERER._child is None
     team = _team(tmp_path, "{% if 'BOOM' in answer %}" + LONG_STEPS["comparing shared nested lists"] + "{% endif %}")
@@ -187,8 +189,9 @@ def test_a_template_not_ours_renders_in_a_process_with_capped_memory_and_no_cred
     assert child is not None and child.alive
     limits = Path(f"/proc/{child.proc.pid}/limits").read_text()
     assert f"Max address space         {MEMORY_LIMIT}" in limits, limits
-    environ = Path(f"/proc/{child.proc.pid}/environ").read_bytes()
-    assert b"OPENAI_API_KEY=" in environ and b"sk-test-" not in environ
+    environ = Path(f"/proc/{child.proc.pid}/environ").read_bytes()  # it renders: it needs no more than a path
+    assert b"PATH=" in environ and not any(secret in environ for secret in (
+        b"sk-test-", b"second-key-value", b"db-password", b"named-by-the-user"))
     with pytest.raises(RenderLimit, match="longer than 2 s"):
         prompts.judge_messages("rakuda", question, "BOOM", (1, 10), (), str(team))
     assert not child.alive  # killed: the next render starts another
@@ -196,23 +199,70 @@ def test_a_template_not_ours_renders_in_a_process_with_capped_memory_and_no_cred
     assert prompts._RENDERER._child is not None and prompts._RENDERER._child is not child
 
 
+def test_the_render_process_reports_what_it_cannot_make_as_a_template_error(tmp_path):
+    """What only the render process meets is one TemplateError, as in this process: a context it cannot be sent,
+    text that is not Unicode, a template nested too deep to compile; and the next render is made."""
+    from shaberi import prompts
+
+    team = tmp_path / "team"
+    shutil.copytree(REPO / "prompts" / "judging", team)
+    primary = team / "rakuda" / "primary.jinja"
+    cases = [({"question": {"turns": ["q"]}, "answer": lambda: 1}, "{{ answer }}", "cannot be sent"),
+             ({}, '{% set system %}S{{ "\\ud800" }}{% endset %}x', "not valid Unicode"),
+             ({}, "{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}", "RecursionError")]
+    for i, (context, source, said) in enumerate(cases):
+        folder = shutil.copytree(team, tmp_path / f"t{i}")
+        (folder / "rakuda" / "primary.jinja").write_text(source, encoding="utf-8")
+        with pytest.raises(jinja2.TemplateError, match=said):
+            prompts._made("judging/rakuda/primary.jinja", context, str(folder))
+    assert "回答" in prompts._made("judging/rakuda/primary.jinja", {
+        "question": {"turns": ["q"], "category": "c"}, "answer": "回答", "scale": (1, 10), "history": []},
+        str(team))[0]
+    assert primary.is_file()
+
+
+def test_a_python_file_in_the_folder_a_run_starts_from_is_never_imported(tmp_path, server):
+    """The render process does not put the working folder on its module path: a team's folder run from with
+    ``--judge-prompts .`` may hold a ``base64.py``, and it stays a file."""
+    team = _team(tmp_path, "")
+    marker = tmp_path / "imported"
+    (team / "base64.py").write_text(f"open({str(marker)!r}, 'w').close()\nfrom binascii import *\n",
+                                    encoding="utf-8")
+    data = write_rakuda(tmp_path / "d", ["<<judge: FINAL SCORE: 7>> 質問1"])
+    done = shaberi("run", "--model", "m", "--base-url", server.base_url, "--data-dir", str(data), "--results-dir",
+                   str(tmp_path / "r"), "--benchmark", "rakuda", "--judge", "j", "--judge-prompts", ".", cwd=team)
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()
+    assert query(tmp_path / "r", "SELECT score FROM judgements") == [(7.0,)]
+
+
 def test_a_templates_folder_holds_only_its_own_template_files(tmp_path, server):
     """A link out of the folder would send another file's text to the judge (``{% include %}``); a device or a
     folder named ``*.jinja`` would hang or break the hashing; an included file not in UTF-8 was blamed on the
     template including it: each is one line naming the file, before any call."""
-    secret = tmp_path / "secret.txt"
+    secret, outside = tmp_path / "secret.txt", tmp_path / "outside"
     secret.write_text("SECRET-1234", encoding="utf-8")
+    outside.mkdir()
+    (outside / "notes.jinja").write_text("SECRET-1234", encoding="utf-8")
     data = write_rakuda(tmp_path / "d", ["質問1"])
-    for i, (make, said) in enumerate([(lambda p: p.symlink_to(secret), "links out of the folder"),
-                                      (lambda p: p.mkdir(), "is not a file"),
-                                      (lambda p: p.symlink_to("/dev/zero"), "links out of the folder"),
-                                      (lambda p: p.write_text("x" * (2 << 20)), "is over 1 MB"),
-                                      (lambda p: p.write_bytes("説明".encode("shift_jis")), "is not UTF-8 text")]):
-        team = _team(tmp_path / str(i), '{% include "judging/notes.jinja" %}')
-        make(team / "notes.jinja")
+    notes = "judging/notes.jinja"
+    for i, (included, make, said) in enumerate([  # what the template includes, how the folder holds it, what is said
+            (notes, lambda t: (t / "notes.jinja").symlink_to(secret), "notes.jinja links out of the folder"),
+            (notes, lambda t: (t / "notes.jinja").mkdir(), "notes.jinja is not a file"),
+            (notes, lambda t: (t / "notes.jinja").symlink_to("/dev/zero"), "notes.jinja links out of the folder"),
+            (notes, lambda t: (t / "notes.jinja").write_text("x" * (2 << 20)), "notes.jinja is over 1 MB"),
+            (notes, lambda t: (t / "notes.jinja").write_bytes("説明".encode("shift_jis")),
+             "notes.jinja is not UTF-8 text"),
+            # a file by another name, a folder linked from outside: neither is a template of the folder
+            ("judging/notes.txt", lambda t: (t / "notes.txt").symlink_to(secret),
+             "TemplateNotFound: judging/notes.txt"),
+            ("judging/linked/notes.jinja", lambda t: (t / "linked").symlink_to(outside),
+             "TemplateNotFound: judging/linked/notes.jinja")]):
+        team = _team(tmp_path / str(i), f'{{% include "{included}" %}}')
+        make(team)
         done = shaberi("run", "--model", "m", "--base-url", server.base_url, "--data-dir", str(data),
                        "--results-dir", str(tmp_path / "r"), "--benchmark", "rakuda", "--judge", "j",
                        "--judge-prompts", str(team))
         lines = done.stderr.strip().splitlines()
-        assert done.returncode == 2 and len(lines) == 1 and f"notes.jinja {said}" in lines[0], done.stderr
+        assert done.returncode == 2 and len(lines) == 1 and said in lines[0], done.stderr
         assert not (tmp_path / "r").exists() and server.stats()["calls"] == 0
