@@ -237,21 +237,32 @@ def _pairwise(path: Path) -> bool:
     return path.stem == "pairwise" or path.stem.startswith("_pairwise")
 
 
+def _read_by(path: Path, pairwise: bool) -> bool:
+    """Whether the scores' templates (``pairwise=False``) or the pairwise ones may read a shared template:
+    ``_pairwise*`` only the pairwise, any other ``_*`` only the scores', a team's file by any other name
+    (``common.jinja``) both."""
+    return _pairwise(path) == pairwise if path.stem.startswith("_") else True
+
+
 def _folder_hash(benchmark: str, judging: str | None, pairwise: bool) -> str:
     folders = [Path(judging)] if judging else []
     folders += [root / "judging" for root in _roots()]
     needed = ("pairwise.jinja",) if pairwise else ("primary.jinja", "fallback.jinja")
     for template in needed:
         template_hash(f"judging/{benchmark}/{template}", judging)  # present, or one line naming it
-    shared = {path.name: path for folder in reversed(folders) for path in folder.glob("_*.jinja")
-              if _pairwise(path) == pairwise}  # the first folder wins
+    shared = {path.name: path for folder in reversed(folders) for path in folder.glob("*.jinja")
+              if _read_by(path, pairwise)}  # the first folder wins
     own = next(f for f in folders if ((f / benchmark / needed[0]).is_file() if pairwise else (f / benchmark).is_dir()))
     files = sorted([(Path(name), path) for name, path in shared.items()]
                    + [(path.relative_to(own), path) for path in (own / benchmark).glob("*.jinja")
                       if _pairwise(path) == pairwise])
     if pairwise and (parent := _extends(own / benchmark / "pairwise.jinja")):
-        files.append((Path(parent), next(f / parent.removeprefix("judging/") for f in folders
-                                         if (f / parent.removeprefix("judging/")).is_file())))
+        found = next((f / parent.removeprefix("judging/") for f in folders
+                      if (f / parent.removeprefix("judging/")).is_file()), None)
+        if found is None:
+            raise UsageError(f"judging/{benchmark}/pairwise.jinja extends {parent}, which is in none of "
+                             f"{', '.join(map(str, folders))}")
+        files.append((Path(parent), found))
     digest = hashlib.sha256()
     for name, path in files:
         digest.update(name.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
@@ -288,8 +299,8 @@ def judge_fallback(benchmark: str, scale: tuple[int, int], judging: str | None =
 
 def _extends(path: Path) -> str | None:
     """The template ``path`` extends, by name (``{% extends "judging/mt_bench/pairwise.jinja" %}``)."""
-    m = re.search(r'{%-?\s*extends\s+"([^"]+)"', path.read_text(encoding="utf-8"))
-    return m.group(1) if m else None
+    m = re.search(r"""{%-?\s*extends\s+(["'])([^"']+)\1""", path.read_text(encoding="utf-8"))
+    return m.group(2) if m else None
 
 
 def render(template: str, **context: object) -> str:

@@ -25,14 +25,21 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s\"']*@")
 _AUTHORIZATION = re.compile(r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?\s*(?:[a-z][\w-]*\s+)?)[^\s\"',;}]+")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;}]+")
 _BASIC = re.compile(r"(?i)\b(basic\s+)[A-Za-z0-9+/_-]{6,}={0,2}")
-_KEYLIKE = re.compile(r"\b(sk-|sk_|AIza)[A-Za-z0-9_\-]{8,}")
-_CREDENTIAL_NAME = re.compile(r"(?i)(KEYS?|TOKENS?|SECRETS?|PASSWORDS?|PASSWD|CREDENTIALS?)(_?\d+)?$")
+# OpenAI, Anthropic and Google keys; GitHub, Hugging Face and Slack tokens; an AWS access key id.
+_KEYLIKE = re.compile(r"\b(?:(?:sk-|sk_|AIza)[A-Za-z0-9_\-]{8,}|(?:gh[pousr]_|github_pat_|hf_)[A-Za-z0-9_]{20,}"
+                      r"|xox[abprs]-[A-Za-z0-9-]{10,}|(?:AKIA|ASIA)[A-Z0-9]{16})")
+# A word of the name (between underscores) that says it holds a credential: OPENAI_API_KEY, API_KEYS,
+# OPENAI_API_KEY_PROD, SECRET_KEY_BASE, DB_PASS, MYSQL_PWD, GH_PAT, SLACK_WEBHOOK_URL; or its end (OPENAI_APIKEY).
+_CREDENTIAL_NAME = re.compile(r"(?i)(?:^|_)(?:KEYS?|TOKENS?|SECRETS?|PASSWORDS?|PASSWD|PASS|PWD|PAT|CREDS?|"
+                              r"CREDENTIALS?|AUTH|WEBHOOK|PRIVATE)(?:_|$|\d)"
+                              r"|(?:KEYS?|TOKENS?|SECRETS?|PASSWORDS?|PASSWD|CREDENTIALS?)(?:_?\d+)?$")
 
 
 def is_credential_name(name: str) -> bool:
-    """Whether an environment variable's name says it holds a credential (``…KEY``, ``…TOKEN``, ``…SECRET`` …, also
-    plural or numbered: ``API_KEYS``, ``OPENAI_API_KEY_2``)."""
-    return bool(_CREDENTIAL_NAME.search(name))
+    """Whether an environment variable's name says it holds a credential: a word of it is ``KEY``, ``TOKEN``,
+    ``SECRET``, ``PASSWORD``, ``PAT`` … (``OPENAI_API_KEY_2``, ``SECRET_KEY_BASE``, ``MYSQL_PWD``); not the shell's
+    ``PWD`` or ``OLDPWD``, the working folder."""
+    return name not in ("PWD", "OLDPWD") and bool(_CREDENTIAL_NAME.search(name))
 
 
 def environment_secrets() -> list[str]:

@@ -313,7 +313,7 @@ class Renderer:
         """``template`` (looked up in ``judging``, then ``roots``) made with ``context``, in the render process."""
         try:
             sent = pickle.dumps((roots, judging, template, context))
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:  # a plugin's question holding a lambda
+        except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:  # a lambda in a question
             raise jinja2.TemplateRuntimeError(f"its context cannot be sent to the render process ({exc})") from None
         request = {"render": base64.b64encode(sent).decode()}
         with self._lock:
@@ -331,8 +331,8 @@ class Renderer:
                 return text, system
             case {"error": [str(kind), str(message), int() | None as lineno]}:
                 cls = _ERRORS.get(kind)
-                if cls is jinja2.TemplateSyntaxError:
-                    error = jinja2.TemplateSyntaxError(message, lineno or 1)
+                if cls is not None and issubclass(cls, jinja2.TemplateSyntaxError):  # an unknown filter's too
+                    error = cls(message, lineno or 1)
                     error.translated = True  # its str() is the message alone, as the render process said it
                     raise error
                 raise cls(message) if cls is not None else jinja2.TemplateRuntimeError(f"{kind}: {message}")

@@ -6,6 +6,7 @@ Every attack here hung the run, exhausted memory or reached Python's internals w
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 from pathlib import Path
@@ -128,17 +129,20 @@ def _team(tmp_path: Path, added: str) -> Path:
     return team
 
 
+WRONG = {"an unknown filter": ("{{ answer|nosuchfilter }}", "TemplateAssertionError: No filter named 'nosuchfilter'")}
+
+
 @pytest.mark.timeout(120)  # the hang detector: each long step takes minutes or more where it is not cut
-@pytest.mark.parametrize("name", ["nested loops", "string times 10**10", "Python's internals", *LONG_STEPS])
+@pytest.mark.parametrize("name", ["nested loops", "string times 10**10", "Python's internals", *LONG_STEPS, *WRONG])
 def test_a_templates_folder_past_a_bound_is_one_line_naming_it_before_any_call(name, tmp_path, server):
-    template, said = ATTACKS[name] if name in ATTACKS else (LONG_STEPS[name], "longer than 2 s")
+    template, said = ATTACKS.get(name) or WRONG.get(name) or (LONG_STEPS[name], "longer than 2 s")
     team = _team(tmp_path, template)
     data = write_rakuda(tmp_path / "d", ["質問1"])
     done = shaberi("run", "--model", "m", "--base-url", server.base_url, "--data-dir", str(data), "--results-dir",
                    str(tmp_path / "r"), "--benchmark", "rakuda", "--judge", "j", "--judge-prompts", str(team))
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
-    assert f"--judge-prompts {team}: rakuda/primary.jinja cannot be rendered" in lines[0], lines
+    assert f"--judge-prompts {team}: rakuda/primary.jinja" in lines[0] and "cannot be rendered" in lines[0], lines
     assert said in lines[0] and "Traceback" not in done.stderr
     assert not (tmp_path / "r").exists() and server.stats()["calls"] == 0
 
@@ -178,9 +182,16 @@ def test_a_template_not_ours_renders_in_a_process_with_capped_memory_and_no_cred
     from shaberi.sandbox import MEMORY_LIMIT, Renderer
 
     monkeypatch.setattr(prompts, "_RENDERER", Renderer("shaberi.prompts"))
+    from shaberi.child import environment
+
+    kept = {"SECRET_KEY_BASE": "base-secret", "GH_PAT": "pat-value", "MYSQL_PWD": "mysql-password",
+            "HF_HOME_X": "hf_" + "h" * 34, "AWS_ID": "AKIA" + "A" * 16, "OPENAI_APIKEY": "apikey-value"}
     for name, value in [("OPENAI_API_KEY", "sk-test-" + "k" * 40), ("OPENAI_API_KEY_2", "second-key-value"),
-                        ("DATABASE_URL", "postgres://u:db-password@h/db"), ("JUDGE_CRED", "named-by-the-user")]:
+                        ("DATABASE_URL", "postgres://u:db-password@h/db"), ("JUDGE_CRED", "named-by-the-user"),
+                        *kept.items()]:
         monkeypatch.setenv(name, value)
+    given = environment()  # a clone's: every variable, a credential's value (by its name or its shape) replaced
+    assert all(given[name] == "[redacted]" for name in kept) and given["PATH"] == os.environ["PATH"], given
     question = Question("rakuda", "1", ["質問"], reference="参考", category="c", criteria="基準")
     assert prompts.judge_messages("rakuda", question, "回答", (1, 10)) and prompts._RENDERER._child is None
     team = _team(tmp_path, "{% if 'BOOM' in answer %}" + LONG_STEPS["comparing shared nested lists"] + "{% endif %}")
@@ -219,6 +230,26 @@ def test_the_render_process_reports_what_it_cannot_make_as_a_template_error(tmp_
         "question": {"turns": ["q"], "category": "c"}, "answer": "回答", "scale": (1, 10), "history": []},
         str(team))[0]
     assert primary.is_file()
+
+
+def test_every_template_a_folders_judging_reads_is_in_its_hash(tmp_path):
+    """A shared file by any name (``common.jinja``) and a parent named in single quotes are hashed: editing either
+    judges afresh instead of reusing what the old text made; a parent in no folder is one line."""
+    from shaberi.errors import UsageError
+    from shaberi.prompts import _folder_hash
+
+    team = _team(tmp_path, '{% include "judging/common.jinja" %}')
+    (team / "common.jinja").write_text("共通の指示", encoding="utf-8")
+    (team / "rakuda" / "pairwise.jinja").write_text("{% extends 'judging/elyza/pairwise.jinja' %}", encoding="utf-8")
+    (team / "elyza" / "pairwise.jinja").write_text("親 {{ a }} {{ b }}", encoding="utf-8")
+    scores, pairs = _folder_hash("rakuda", str(team), False), _folder_hash("rakuda", str(team), True)
+    (team / "common.jinja").write_text("共通の指示、改訂", encoding="utf-8")
+    assert _folder_hash("rakuda", str(team), False) != scores
+    (team / "elyza" / "pairwise.jinja").write_text("親、改訂 {{ a }} {{ b }}", encoding="utf-8")
+    assert _folder_hash("rakuda", str(team), True) not in (pairs, _folder_hash("rakuda", None, True))
+    (team / "rakuda" / "pairwise.jinja").write_text('{% extends "judging/nowhere/pairwise.jinja" %}', encoding="utf-8")
+    with pytest.raises(UsageError, match=r"extends judging/nowhere/pairwise\.jinja, which is in none of"):
+        _folder_hash("rakuda", str(team), True)
 
 
 def test_a_python_file_in_the_folder_a_run_starts_from_is_never_imported(tmp_path, server):
