@@ -22,6 +22,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from typing import NoReturn
 
 import orjson
 
@@ -93,15 +94,15 @@ class Child:
     def stop(self) -> None:
         _stop(self.proc)
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str) -> NoReturn:
         self.stop()
         raise ChildFailed(reason)
 
 
 def environment(only: frozenset[str] | None = None) -> dict[str, str]:
-    """This process's environment for a child: with ``only``, just the variables named there; either way, each
-    variable named like a credential (``OPENAI_API_KEY_2``, ``API_KEYS`` …) or whose value holds one (a key's shape,
-    a URL's password, a bearer token) holds a placeholder instead."""
+    """This process's environment for a child: with ``only``, just the variables named there (and the locale's);
+    either way, each variable named like a credential (``redact.is_credential_name``) or whose value holds one (a
+    key's shape, a URL's password, a bearer token) holds a placeholder instead."""
     return {k: REDACTED if is_credential_name(k) or holds_secret(v) else v for k, v in os.environ.items()
             if only is None or k in only or k.startswith("LC_")}
 
