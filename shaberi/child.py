@@ -32,11 +32,12 @@ __all__ = ["Child", "ChildFailed", "environment", "serve"]
 
 
 class ChildFailed(Exception):
-    """The child exited, let a deadline pass, or answered with something other than a JSON object: ``reason``."""
+    """The child exited, let a deadline pass (``late``), or answered with something other than a JSON object:
+    ``reason``."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, late: bool = False) -> None:
         super().__init__(reason)
-        self.reason = reason
+        self.reason, self.late = reason, late
 
 
 class Child:
@@ -65,7 +66,7 @@ class Child:
         data = b"" if message is None else orjson.dumps(message) + b"\n"
         while data:
             if not select.select([], [self._in], [], max(0.0, deadline - time.monotonic()))[1]:
-                self._fail(f"took no request for {seconds:g} s")
+                self._fail(f"took no request for {seconds:g} s", late=True)
             try:
                 data = data[os.write(self._in, data):]
             except OSError:  # it is gone: reading its answer says how
@@ -73,7 +74,7 @@ class Child:
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self._out], [], [], left)[0]:
-                self._fail(f"gave no answer within {seconds:g} s")
+                self._fail(f"gave no answer within {seconds:g} s", late=True)
             chunk = os.read(self._out, 1 << 16)
             if not chunk:
                 try:
@@ -94,9 +95,9 @@ class Child:
     def stop(self) -> None:
         _stop(self.proc)
 
-    def _fail(self, reason: str) -> NoReturn:
+    def _fail(self, reason: str, late: bool = False) -> NoReturn:
         self.stop()
-        raise ChildFailed(reason)
+        raise ChildFailed(reason, late)
 
 
 def environment(only: frozenset[str] | None = None) -> dict[str, str]:

@@ -322,7 +322,7 @@ class Renderer:
                 answer = child.ask(request, TIME_LIMIT + GRACE)
             except ChildFailed as exc:
                 self._child = None
-                if exc.reason.startswith("gave no answer"):
+                if exc.late:
                     raise RenderLimit(f"the render took longer than {TIME_LIMIT:g} s") from None
                 raise RenderLimit(f"the render process {exc.reason} (its bounds: {MEMORY_LIMIT >> 20} MB, "
                                   f"{TIME_LIMIT:g} s)") from None

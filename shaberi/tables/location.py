@@ -22,6 +22,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeAlias
@@ -211,8 +212,6 @@ class _OneReadAtATime:
 
 class _Positional:
     def __init__(self, file: Any) -> None:
-        import threading
-
         self._file, self._lock = file, threading.Lock()
         self._at: dict[int, int] = {}  # position by OS thread
         self._thread = threading.get_ident
