@@ -2,9 +2,9 @@
 
 Every method reads the same DuckDB views as ``shaberi sql`` and ``shaberi view`` (``sql/*.sql``), so a number
 here is the number the command line prints. Results come from DuckDB as Arrow and become polars frames
-without a copy through pandas. ``tag`` selects runs as every command does (``sql.select_runs``): the run with
-that tag, or its family ``{tag}-run1 … N``; ``model`` narrows to one model; ``judge`` to one judge (``"*"``
-in the pooled views means every judge together).
+without a copy through pandas. ``tag`` selects runs as every command does (``tables.selection``): a tag
+(the run with that tag, or its family ``{tag}-run1 … N``), ``MODEL@TAG``, or a comma list of them; ``model``
+narrows to one model; ``judge`` to one judge (``"*"`` in the pooled views means every judge together).
 
     >>> r = shaberi.open("results")
     >>> r.runs()                                   # one row per run
@@ -29,7 +29,7 @@ from .errors import UsageError
 from .tables.failures import storage_errors
 from .tables.location import as_root
 from .tables.reader import queries_only
-from .tables.selection import find_runs, select_runs
+from .tables.selection import find_runs, parse_selectors, select
 from .tables.sql import connect, query
 
 if TYPE_CHECKING:
@@ -161,7 +161,8 @@ class Results:
             if model is not None:
                 run_ids = [r.run_id for r in find_runs(self.root, model=model)]
             return connect(self.root, run_ids=run_ids, read_only=read_only)
-        return connect(self.root, run_ids=select_runs(self.root, tag, model).run_ids, read_only=read_only)
+        run_ids = [r for s in parse_selectors(self.root, tag, model) for r in select(self.root, s).run_ids]
+        return connect(self.root, run_ids=list(dict.fromkeys(run_ids)), read_only=read_only)
 
 
 def _frame(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None) -> pl.DataFrame:

@@ -40,6 +40,7 @@ from .reports.export import (
 from .run_info import RunInfo, run_id_for, validate_name
 from .status import StageCalls, benchmark_statuses, combined, describe, run_status, stage_status, top_error
 from .tables.rows import RunRecord, runs
+from .tables.selection import RunRef, parse_selectors, select
 from .tables.sql import connect, reattach
 from .tables.store import Store, now_us
 
@@ -513,6 +514,26 @@ def repeated(req: RunRequest, runs: int) -> list[RunRequest]:
     base_seed = req.generation.seed or 0
     return [replace(req, tag=f"{req.tag}-run{i}", generation=replace(req.generation, seed=base_seed + i))
             for i in range(1, runs + 1)]
+
+
+def members(req: RunRequest, runs: int) -> list[RunRequest]:
+    """The runs one command works on. Generating: ``repeated``. On stored answers (no generate stage): the runs the
+    selector ``--tag`` names (``tables.selection``: the run tagged so, else its family ``{tag}-run1 … N``, the first N
+    with ``--runs N``; ``MODEL@TAG``; comma lists), of ``--model`` when given, else of every model they hold: the
+    seed's ``--rejudge`` / ``--stages passes`` / ``--reprocess`` of a family by its base tag."""
+    if "generate" in (req.stages or []):
+        if not req.model:
+            raise UsageError("--model is required to generate (the model name sent to --base-url)")
+        return repeated(req, runs)
+    return [replace(req, model=r.model, tag=r.tag) for r in stored_runs(req.results_dir, req.tag, req.model, runs)]
+
+
+def stored_runs(results_dir: Path, tag: str, model: str | None, runs: int = 1) -> list[RunRef]:
+    """The stored runs ``--tag`` (a selector) names, of ``model`` when given (``members``)."""
+    if runs < 1:
+        raise UsageError("--runs must be at least 1")
+    return list({r.run_id: r for s in parse_selectors(results_dir, tag, model or None)
+                 for r in select(results_dir, s, runs if runs > 1 else None).runs}.values())
 
 
 async def reprocess_run(results_dir: Path, model: str, tag: str, prompts: PromptSet = SHABERI) -> int:

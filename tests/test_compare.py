@@ -298,7 +298,7 @@ def test_two_models_compared_on_the_same_questions_with_a_third_in_the_tag(serve
     # A tag holding several models is one side only with the model named.
     vague = shaberi("compare", "v1", "org/tuned@v1", *root)
     assert vague.returncode == 2 and vague.stderr == (
-        "error: tag 'v1' holds several models (org/base, org/tuned, other): name one, as 'org/base@v1' or with "
+        "error: side A 'v1' holds several models (org/base, org/tuned, other): name one, as 'org/base@v1' or with "
         "--model-a/--model-b\n")
     # The report of the two, and of the tag: one block per model, the best Overall first, each with its tokens.
     html = tmp_path / "c.html"
@@ -395,7 +395,7 @@ def test_sides_named_twice_or_two_ways_are_refused_and_csv_keeps_the_numbers(ser
     both = shaberi("compare", "v1", "v1", "--model", "org/base", "--model-a", "org/tuned", *root)
     assert both.returncode == 2 and both.stderr.startswith("error: --model names the model of both sides, --model-a")
     twice = shaberi("compare", "org/base@v1", "org/tuned@v1", "--model-a", "org/base", *root)
-    assert twice.returncode == 2 and "is MODEL@TAG, and --model-a or --model names the model too" in twice.stderr
+    assert twice.returncode == 2 and "is MODEL@TAG, and --model-a names the model too" in twice.stderr
     missing = shaberi("compare", "m9@v1", "org/tuned@v1", *root)
     assert missing.returncode == 2 and missing.stderr == (
         "error: no run tagged 'm9@v1', nor model 'm9' in tag 'v1' (it holds org/base, org/tuned, other)\n")

@@ -302,7 +302,7 @@ def test_a_judge_that_never_chooses_leaves_no_rating_and_says_so(tmp_path):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--tags", "tm1,nope"], "error: no run tagged 'nope'"),
-    (["--tags", "tm1"], "error: --tags needs two or more different tags"),
+    (["--tags", "tm1"], "error: --tags needs two or more different runs"),
     (["--tags", "tm1,tm2", "--reference", "tm3"], "error: --reference tm3 is not one of --tags"),
     (["--tags", "tm1,tm2,tm3", "--opponents", "2"], "error: --opponents needs 4 or more tags"),
     (["--tags", "tm1,tm2,tm3", "--reference", "tm1", "--opponents", "2"], "error: --reference and --opponents"),

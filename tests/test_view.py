@@ -67,20 +67,20 @@ def test_view_formats_single_run_and_table(three_runs):
     assert "95% CI: run to run only (2 runs, 1 degree of freedom)" in md.stdout
     single = shaberi("view", "--tag", "exp-run2", "--format", "csv", "--results-dir", results)
     lines = list(csv.reader(io.StringIO(single.stdout)))
-    assert lines[0] == ["model", "judge", "status", "benchmark", "score", "baseline", "n", "null", "errors",
+    assert lines[0] == ["tag", "model", "judge", "status", "benchmark", "score", "baseline", "n", "null", "errors",
                         "not_judged", "se_clustered", "ci_questions_low", "ci_questions_high", "note", "section_notes"]
     assert len(lines) == 6 and all(len(r) == len(lines[0]) for r in lines)  # one table: nothing after its rows
-    by_bench = {r[3]: r for r in lines[1:6]}
+    by_bench = {r[4]: r for r in lines[1:6]}
     assert by_bench["MT-Bench"][-2] == "not run" and by_bench["Overall"][-2] == "not every benchmark has a score"
-    assert by_bench["Rakuda"][2] == "ok"
-    assert float(by_bench["Rakuda"][4]) == query(three_runs, "SELECT score FROM benchmark_scores b JOIN runs r USING "
+    assert by_bench["Rakuda"][3] == "ok" and by_bench["Rakuda"][0] == "exp-run2"
+    assert float(by_bench["Rakuda"][5]) == query(three_runs, "SELECT score FROM benchmark_scores b JOIN runs r USING "
                                                              "(run_id) WHERE r.tag = 'exp-run2' AND benchmark = "
                                                              "'rakuda' AND judge = 'j'")[0][0]
     tokens = list(csv.reader(io.StringIO(shaberi("view", "--tag", "exp-run2", "--format", "csv", "--tokens",
                                                  "--results-dir", results).stdout)))
-    assert tokens[0] == ["model", "stage", "requests", "cached_requests", "prompt_tokens", "completion_tokens",
+    assert tokens[0] == ["tag", "model", "stage", "requests", "cached_requests", "prompt_tokens", "completion_tokens",
                          "cost_usd", "priced"]
-    assert [r[:2] for r in tokens[1:]] == [["m", "generation"], ["m", "judging"], ["m", "Total"]]
+    assert [r[1:3] for r in tokens[1:]] == [["m", "generation"], ["m", "judging"], ["m", "Total"]]
     refused = shaberi("view", "--tag", "exp-run2", "--tokens", "--results-dir", results)
     assert refused.returncode == 2 and "--tokens" in refused.stderr
 
@@ -204,7 +204,7 @@ def test_one_models_run_tagged_f_never_hides_another_models_family_f(server, tmp
                                                     "--results-dir", results).stdout)))
     assert {(r["model_name"], r["Runs"]) for r in board} == {("m1", "2"), ("m2", "1")}
     vague = shaberi("compare", "f", "m2@f", "--results-dir", results)
-    assert vague.returncode == 2 and "tag 'f' holds several models (m1, m2)" in vague.stderr
+    assert vague.returncode == 2 and "side A 'f' holds several models (m1, m2)" in vague.stderr
     assert shaberi("compare", "m1@f", "m2@f", "--results-dir", results).returncode == 0
 
 

@@ -39,7 +39,8 @@ __all__ = ["pairwise"]
 def pairwise(
     tags: Annotated[str, typer.Option(
         "--tags", rich_help_panel=RUNS,
-        help="Comma list of the stored runs' tags to compare (two or more; each names one run).")],
+        help="Comma list of the runs to compare, two or more: each a tag, or MODEL@TAG for one model of a tag that "
+             "holds several (each names one run).")],
     judge: Annotated[str, typer.Option(
         "--judge", rich_help_panel=JUDGES,
         help="The judge: MODEL (on --judge-base-url) or MODEL@BASE_URL.")],

@@ -59,7 +59,8 @@ def sql(
 
 @app.command()
 def view(
-    tag: Annotated[str, typer.Option("--tag", help="A run's tag, or the base tag of runs {tag}-run1 … N.")] = "default",
+    tag: Annotated[str, typer.Option("--tag", help="What to show: a tag (a run, or the base tag of runs {tag}-run1 "
+                                     "… N), MODEL@TAG, or a comma list of them.")] = "default",
     runs: Annotated[int | None, typer.Option("--runs", help="Aggregate the runs {tag}-run1 … {tag}-runN.")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
     judge: Annotated[str | None, typer.Option("--judge", help="Only this judge ('*': all judges pooled; the "
@@ -76,37 +77,53 @@ def view(
 ) -> None:
     """Scores per benchmark and overall (mean, sd, 95% CI and range over {tag}-runN runs), tokens and cost."""
     from ..reports.view import build
+    from ..tables.selection import parse_selectors
 
     if tokens and format != "csv":
         raise UsageError("--tokens selects the table --format csv writes; the other formats show both tables")
-    report = build(results_dir, tag, runs, model, judge, pricing, clustered_se)
-    _render_report(report, format, tokens, clustered_se)
+    reports = [build(results_dir, s.tag, runs, s.model, judge, pricing, clustered_se)
+               for s in parse_selectors(results_dir, tag, model)]
+    _render_reports(reports, format, tokens, clustered_se)
 
 
 
-def _render_report(report: Report, fmt: str, tokens_only: bool = False, clustered: bool = False) -> None:
+def _render_reports(reports: list[Report], fmt: str, tokens_only: bool = False, clustered: bool = False) -> None:
+    """Each selector's report in turn: one JSON object (a list for several), one CSV table with a tag column."""
     if fmt == "json":
-        body = {"tag": report.tag, "multi_run": report.multi,
+        bodies = [_json_body(r) for r in reports]
+        sys.stdout.write(orjson.dumps(bodies[0] if len(bodies) == 1 else bodies,
+                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    if fmt == "csv":  # one table, one header: every section's rows (a run's and a family's columns), or the tokens
+        writer = SafeCSV(sys.stdout)
+        if tokens_only:
+            writer.writerow(["tag", *reports[0].token_columns])
+            writer.writerows([r.tag, *row] for r in reports for row in r.tokens)
+            return
+        columns = list(dict.fromkeys(c for r in reports for s in r.sections for c in s.columns))
+        writer.writerow(["tag", "model", "judge", "status", *columns, "section_notes"])
+        for r in reports:
+            for s in r.sections:  # what the section's numbers leave out, on each of its rows
+                for row in s.rows:
+                    named = dict(zip(s.columns, row, strict=True))
+                    writer.writerow([r.tag, s.model, s.judge, s.status, *(named.get(c) for c in columns),
+                                     " | ".join(s.notes)])
+        return
+    for report in reports:
+        _render_report(report, fmt, clustered)
+
+
+def _json_body(report: Report) -> dict:
+    return {"tag": report.tag, "multi_run": report.multi,
                 "scores": [{"model": s.model, "judge": s.judge, "runs": s.runs, "status": s.status, "notes": s.notes,
                             "prompt_hashes": s.prompt_hashes,
                             "rows": [dict(zip(s.columns, r, strict=True)) for r in s.rows]} for s in report.sections],
                 "tokens": [dict(zip(report.token_columns, r, strict=True)) for r in report.tokens],
                 "notes": report.notes}
-        sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return
-    if fmt == "csv":  # one table, one header: every section's rows (a run's and a family's columns), or the tokens
-        writer = SafeCSV(sys.stdout)
-        if tokens_only:
-            writer.writerow(report.token_columns)
-            writer.writerows(report.tokens)
-            return
-        columns = list(dict.fromkeys(c for s in report.sections for c in s.columns))
-        writer.writerow(["model", "judge", "status", *columns, "section_notes"])
-        for s in report.sections:  # what the section's numbers leave out, on each of its rows
-            for r in s.rows:
-                named = dict(zip(s.columns, r, strict=True))
-                writer.writerow([s.model, s.judge, s.status, *(named.get(c) for c in columns), " | ".join(s.notes)])
-        return
+
+
+def _render_report(report: Report, fmt: str, clustered: bool = False) -> None:
+    """One report as terminal tables (or markdown)."""
     tables = []
     for s in report.sections:
         judge = "all judges pooled" if s.judge == "*" else s.judge
@@ -222,20 +239,17 @@ def _dropped(reasons: dict[str, int]) -> str:
 
 @app.command()
 def export(
-    tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag or base tag.")] = None,
+    tag: Annotated[str | None, typer.Option("--tag", help="Only these runs: a tag (a run, or the base tag of runs "
+                                            "{tag}-run1 … N), MODEL@TAG, or a comma list of them.")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """Write (again) the JSONL artifacts, metrics and manifests of stored runs."""
     from ..reports.export import EXPORT_ERRORS, export_failure, export_run, export_summary, write_manifest
-    from ..tables.selection import find_runs, require_root
+    from ..tables.selection import runs_named
     from ..tables.store import Store
 
-    runs = find_runs(results_dir, tag, model=model)
-    if not runs:
-        require_root(results_dir)
-        raise UsageError(f"no runs to export under {results_dir}{f' tagged {tag!r}' if tag else ''}"
-                         f"{f' for model {model!r}' if model else ''}")
+    runs = runs_named(results_dir, tag, model)
     store = Store(results_dir)
     failed = 0
     for r in runs:
@@ -299,8 +313,9 @@ def import_legacy(
 @app.command("leaderboard")
 def leaderboard_command(
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Runs to rank: a tag, or the base tag of runs "
-                                                  "{tag}-run1 … N (ranked by the mean over their complete runs, with "
-                                                  "the 95% interval); repeat it to rank several tags together (a Tag "
+                                                  "{tag}-run1 … N (ranked by the mean over their complete runs, "
+                                                  "with the 95% interval), MODEL@TAG, or a comma list of them; "
+                                                  "repeat it to rank several tags together (a Tag "
                                                   "column says whose each row is) [default: legacy].",
                                                   show_default=False)] = None,
     format: Annotated[str | None, typer.Option("--format", help="table, markdown, csv, json or xlsx [default: table; "
@@ -366,7 +381,9 @@ def leaderboard_command(
 
 @app.command("inspect")
 def inspect_command(
-    tag: Annotated[str | None, typer.Option("--tag", help="Runs with this tag or base tag (default: all).")] = None,
+    tag: Annotated[str | None, typer.Option("--tag", help="These runs: a tag (a run, or the base tag of runs "
+                                            "{tag}-run1 … N), MODEL@TAG, or a comma list of them [default: all].",
+                                            show_default=False)] = None,
     model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:

@@ -37,15 +37,17 @@ from .common import (
 if TYPE_CHECKING:
     from ..estimate import Estimate
     from ..pipeline import Outcome, RunRequest
+    from ..promptsets import PromptSet
 
 __all__ = ["run", "run_request", "sampling"]
 
 
 @app.command()
 def run(
-    model: Annotated[str, typer.Option(
+    model: Annotated[str | None, typer.Option(
         "--model", rich_help_panel=MODEL,
-        help="Model name sent to the endpoint.")],
+        help="Model name sent to the endpoint; on stored answers (--rejudge, --reprocess, --stages judge,passes), "
+             "the model whose runs --tag names [default there: every model they hold].", show_default=False)] = None,
     base_url: Annotated[str | None, typer.Option(
         "--base-url", rich_help_panel=MODEL,
         help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (not needed with --reprocess).")] = None,
@@ -143,7 +145,8 @@ def run(
         help="NAME.KEY=VALUE, repeatable, e.g. lang_mixing.penalty=1 or lang_mixing.detector=MODEL@URL.")] = None,
     tag: Annotated[str, typer.Option(
         "--tag", rich_help_panel=RUNS,
-        help="Names the run together with --model.")] = "default",
+        help="Names the run together with --model. On stored answers, the runs to work on: a tag (a run, or the base "
+             "tag of runs {tag}-run1 … N), MODEL@TAG, or a comma list of them.")] = "default",
     benchmark: Annotated[str | None, typer.Option(
         "--benchmark", rich_help_panel=RUNS,
         help="all, or a comma list of elyza,tengu,mt_bench,rakuda (shaberi list: every one installed); scopes "
@@ -153,12 +156,13 @@ def run(
         help="First N questions of each benchmark.")] = None,
     runs: Annotated[int, typer.Option(
         "--runs", rich_help_panel=RUNS,
-        help="Repeat as N independent runs tagged {tag}-run1 … {tag}-runN, each with its own seed.")] = 1,
+        help="Repeat as N independent runs tagged {tag}-run1 … {tag}-runN, each with its own seed; on stored "
+             "answers, the first N of them [default there: every run of the family].")] = 1,
     stages: Annotated[str | None, typer.Option(
         "--stages", rich_help_panel=RUNS,
         help="Comma list of generate,judge,passes [default: generate, judge when --judge is given, passes when "
-             "--passes is given]. Without generate the candidate is never called and --base-url is not "
-             "needed.")] = None,
+             "--passes is given; without --base-url, judge and passes on the stored answers]. Without generate the "
+             "candidate is never called and --base-url is not needed.")] = None,
     rerun: Annotated[bool, typer.Option(
         "--rerun", rich_help_panel=RUNS,
         help="Call again even for answers already stored.")] = False,
@@ -211,10 +215,8 @@ def run(
     from ..llm.endpoints import parse_judge
     from ..llm.params import load_families
     from ..passes import build
-    from ..pipeline import RunRequest, check_stored, parse_stages, repeated, reprocess_run
+    from ..pipeline import RunRequest, check_stored, members, parse_stages
     from ..promptsets import load as load_prompts
-    from ..run_info import run_id_for
-
     if judge_prompts is not None and not judge and not reprocess:
         raise UsageError("--judge-prompts chooses the prompts the judges are asked with: give --judge MODEL too")
     prompt_set = load_prompts(judge_prompts)
@@ -226,21 +228,22 @@ def run(
         raise UsageError(f"{given[0]} does not apply with --judge-prompts {judge_prompts}: the judges are sent what "
                          "the original sends them (its llm_functions.py); drop it, or judge with Shaberi's prompts")
     if reprocess:
-        import asyncio
-
-        changed = asyncio.run(reprocess_run(results_dir, model, tag, prompt_set))
-        typer.echo(f"reprocessed run {run_id_for(model, tag)}: {changed} judgements changed, 0 API calls")
-        from ..tables.sql import connect, query
-
-        for label, n in connect(results_dir).execute(  # read only by the clone that made them
-                query("run.other_original_readings"), {"run": run_id_for(model, tag), "label": prompt_set.label}
-        ).fetchall():
-            typer.echo(f"note: {n} judgements under {label} left as they are: give that clone with --judge-prompts "
-                       "to read them again", err=True)
+        _reprocess(results_dir, tag, model, runs, prompt_set)
         return
     stages_run = parse_stages(stages, bool(judge), bool(passes), rejudge)
     if base_url is None and "generate" in stages_run:
-        raise UsageError("--base-url is required (the OpenAI-compatible endpoint serving --model)")
+        from ..pipeline import stored_runs
+
+        needed = UsageError("--base-url is required (the OpenAI-compatible endpoint serving --model)")
+        if stages is not None or stages_run == ["generate"]:
+            raise needed
+        try:
+            stored_runs(results_dir, tag, model, runs)
+        except UsageError:
+            raise needed from None
+        stages_run.remove("generate")  # the seed's `--tag default --passes lang_mixing`: the stored answers
+        typer.echo(f"note: no --base-url: {' and '.join(stages_run)} on the stored answers of --tag {tag} (the "
+                   "candidate is not called)", err=True)
     families = str(model_families) if model_families else None
     load_families(families)  # a broken table is bad input, before anything runs
     candidate_params = sampling("--", temperature, max_tokens, max_completion_tokens, 6000, top_p, reasoning_effort,
@@ -264,7 +267,7 @@ def run(
         raise UsageError(f"--pass-option {pass_option[0]!r} needs --passes naming its pass, e.g. --passes lang_mixing")
     judges_url = (judge_base_url or base_url or "").rstrip("/")
     request = RunRequest(
-        model=model, base_url=base_url or "", results_dir=results_dir, data_dir=data_dir,
+        model=model or "", base_url=base_url or "", results_dir=results_dir, data_dir=data_dir,
         benchmarks=None if benchmark is None else resolve(benchmark), tag=tag, api_key_env=api_key_env, limit=limit,
         stages=stages_run,
         generation=GenerationConfig(**candidate_params, frequency_penalty=frequency_penalty, seed=seed),
@@ -276,28 +279,45 @@ def run(
         rejudge=rejudge, judge_prompts=prompt_set,
         passes=build(passes, pass_option or []) if passes is not None else [], model_base_url=judge_base_url,
     )
-    if dry_run:
-        _dry_run(request, runs, pricing)
-        return
-    _family_notes(request)
-    family = repeated(request, runs)
+    family = members(request, runs)
     if "generate" not in stages_run:  # every run of the family must have answers before any is judged
         for each in family:
             check_stored(each, stages_run)
+    if dry_run:
+        _dry_run(request, family, pricing)
+        return
+    _family_notes(request)
     failed, told = [], set[str]()  # an endpoint's note is printed once for the family
     for each in family:
         outcome = run_request(each, told)
         if outcome.failed:
-            failed.append(each.tag)
-            if outcome.status == "failed" and each is not family[-1]:  # nothing usable: the rest would fail alike
-                typer.echo(f"error: {each.tag} holds nothing usable; the family's later runs were not started",
-                           err=True)
-                break
+            failed.append(each)
+            if outcome.status == "failed" and len(family) > 1:  # the others run: a family finishes
+                typer.echo(f"error: {each.tag} ({each.model}) holds nothing usable: the family's statistics leave it "
+                           "out; the same command asks it again", err=True)
     where = "" if str(request.results_dir) == str(DEFAULT_RESULTS) else f" --results-dir {request.results_dir}"
     typer.echo(f"next: shaberi view --tag {request.tag}{where} (scores), shaberi report --tag {request.tag}{where} "
                "--out report.html (why)")
     if failed:
         raise typer.Exit(1)
+
+
+def _reprocess(results_dir: Path, tag: str, model: str | None, runs: int, prompts: PromptSet) -> None:
+    """``--reprocess``: every run the selector ``tag`` names re-read, with no call."""
+    import asyncio
+
+    from ..pipeline import reprocess_run, stored_runs
+    from ..tables.sql import connect, query
+
+    found = stored_runs(results_dir, tag, model, runs)
+    for each in found:
+        changed = asyncio.run(reprocess_run(results_dir, each.model, each.tag, prompts))
+        run_id, which = each.run_id, f"{each.run_id}: " if len(found) > 1 else ""
+        typer.echo(f"reprocessed run {run_id}: {changed} judgements changed, 0 API calls")
+        for label, n in connect(results_dir).execute(  # read only by the clone that made them
+                query("run.other_original_readings"), {"run": run_id, "label": prompts.label}).fetchall():
+            typer.echo(f"note: {which}{n} judgements under {label} left as they are: give that clone with "
+                       "--judge-prompts to read them again", err=True)
 
 
 def _family_notes(request: RunRequest) -> None:
@@ -386,21 +406,22 @@ def _judged_questions(request: RunRequest, stages: list[str]) -> dict[str, list[
     return found
 
 
-def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
+def _dry_run(request: RunRequest, runs: list[RunRequest], pricing: Path | None) -> None:
     """One table: a row per run, stage and model (a family's members one after another), then the total."""
     from ..benchmarks import load, resolve
     from ..estimate import estimate, stored_questions
-    from ..pipeline import check_stored, repeated
+    from ..pipeline import check_stored
     from ..run_info import validate_name
 
-    validate_name("model", request.model)
-    validate_name("tag", request.tag)
+    for each in runs:
+        validate_name("model", each.model)
+        validate_name("tag", each.tag)
     stages = request.stages or []
     found = []
     if "judge" in stages:  # the prompt set as a run checks it: a dry run of a run that would be refused is refused
-        questions = _judged_questions(repeated(request, runs)[0], stages)
+        questions = _judged_questions(runs[0], stages)
         request.judge_prompts.check(sorted(questions), questions, [j.name for j in request.judges])
-    for each in repeated(request, runs):
+    for each in runs:
         if "generate" in stages:
             names = each.benchmarks or resolve("all")
             items = [q for n in names for q in load(n, each.data_dir, each.limit).questions]
@@ -409,13 +430,13 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
             stored = check_stored(each, stages)
             scope = stored.questions
             items = stored_questions(each.results_dir, each.model, each.tag, stored.benchmarks, scope)
-        found += [(each.tag, r) for r in estimate(
+        found += [(_label(each, runs), r) for r in estimate(
             each.results_dir, each.model, each.tag, each.base_url, items, each.generation,
             [j.name for j in each.judges] if "judge" in stages else [], each.judging.max_tokens, pricing,
             generating="generate" in stages, rejudge=each.rejudge, questions=scope, rerun=each.rerun,
             retry_errors=each.retry_errors, prompts=each.judge_prompts, judge_batch=each.judge_batch,
             batch=each.batch)]
-    family = runs > 1
+    family = len(runs) > 1
 
     def cells(rows: list[Estimate]) -> list[str]:
         priced = "" if all(x.priced for x in rows) else " *"
@@ -428,34 +449,39 @@ def _dry_run(request: RunRequest, runs: int, pricing: Path | None) -> None:
         typer.echo(f"Dry run: {request.model}, tag {request.tag}: no generation or judge call to estimate "
                    f"(stages: {', '.join(stages)})")
         return
-    limits = _within_limit(request, runs, found) if request.max_cost is not None else []
+    limits = _within_limit(runs, found) if request.max_cost is not None else []
     table = [[*([tag] if family else []), r.stage, r.model, *cells([r])] for tag, r in found]
     if len(found) > 1:
         table.append([*(["Total"] if family else []), "" if family else "Total", "", *cells([r for _, r in found])])
     header = [*(["Run"] if family else []), "Stage", "Model", "Calls", "Reused", "Prompt tokens",
               "Completion (typical)", "Completion (max)", "Cost typical (USD)", "Cost max (USD)"]
-    print_rows(f"Dry run: {request.model}, tag {request.tag}{f' × {runs} runs' if family else ''} "
+    print_rows(f"Dry run: {request.model or ', '.join(dict.fromkeys(r.model for r in runs))}, tag {request.tag}"
+               f"{f' × {len(runs)} runs' if family else ''} "
                "(estimates; first calls only: judge fallbacks and retries come on top; * unpriced model counted "
                "as $0; nothing was called)", header, table, "table")
     for line in limits:
         typer.echo(line)
 
 
-def _within_limit(request: RunRequest, runs: int, found: list[tuple[str, Estimate]]) -> list[str]:
+def _label(run: RunRequest, runs: list[RunRequest]) -> str:
+    """A run as the dry run's table names it: its tag, MODEL@TAG among several models' runs."""
+    return run.tag if len({r.model for r in runs}) == 1 else f"{run.model}@{run.tag}"
+
+
+def _within_limit(runs: list[RunRequest], found: list[tuple[str, Estimate]]) -> list[str]:
     """``--dry-run --max-cost``: the models checked as the run checks them (unpriced: bad input), and a line per
     run saying whether the most its calls could cost fits beside what it has spent."""
     from ..budget import open_budget
-    from ..pipeline import repeated
     from ..run_info import run_id_for
 
     lines = []
-    for each in repeated(request, runs):
-        rows = [r for tag, r in found if tag == each.tag]
+    for each in runs:
+        rows = [r for label, r in found if label == _label(each, runs)]
         assert each.max_cost is not None
         budget = open_budget(each.max_cost, each.results_dir, each.pricing, [run_id_for(each.model, each.tag)],
                              [(r.model, each.batch if r.stage == "generation" else each.judge_batch) for r in rows])
         most = budget.spent + sum(r.cost_bound_usd for r in rows)
-        lines.append(f"--max-cost ${each.max_cost:g} ({each.tag}): ${budget.spent:.4f} spent so far, at most "
+        lines.append(f"--max-cost ${each.max_cost:g} ({_label(each, runs)}): ${budget.spent:.4f} spent so far, at most "
                      f"${most:.4f} with these calls: " + ("within the limit" if most <= each.max_cost else
                      "it may stop partway (then raise the limit and run it again: nothing paid for is asked again)"))
     return lines

@@ -30,7 +30,7 @@ from ..llm.client import ChatClient, Completion
 from ..llm.dispatch import Dispatcher
 from ..prompts import pairwise_fallback, pairwise_hash, pairwise_messages, unrenderable
 from ..tables.rows import AnswerKey, Stage, decoded, pairwise, token_usage
-from ..tables.selection import find_runs
+from ..tables.selection import parse_selector, select
 from ..tables.store import Journal, Store
 from .design import Design
 
@@ -41,7 +41,7 @@ STAGE: Stage = "pairwise"
 
 @dataclass(frozen=True)
 class Side:
-    """A tag and the one run it names."""
+    """One run compared, and its name as the user gave it (TAG or MODEL@TAG): the name shown and stored."""
 
     tag: str
     run_id: str
@@ -112,20 +112,21 @@ def compared_benchmarks(store: Store, chosen: Sequence[Side], design: Design, be
 
 
 def sides(store: Store, tags: Sequence[str]) -> list[Side]:
-    """Each tag's run: exactly one, whatever its model (a family's base tag names no single run)."""
-    if len(set(tags)) != len(tags) or len(tags) < 2:
-        raise UsageError(f"--tags needs two or more different tags, got {','.join(tags)}")
+    """The run each name of ``--tags`` selects (``selection``: TAG, or MODEL@TAG for one model of a tag holding
+    several): exactly one, labelled as named."""
+    chosen = [parse_selector(store.root, t, option="--tags") for t in tags]
+    if len(set(chosen)) != len(chosen) or len(chosen) < 2:
+        raise UsageError(f"--tags needs two or more different runs, got {','.join(tags)}")
     found = []
-    for tag in tags:
-        runs = find_runs(store.root, tag, match="tag")
-        if not runs:
-            family = find_runs(store.root, tag, match="family")
-            hint = f" (a family: name one member, e.g. {family[0].tag})" if family else ""
-            raise UsageError(f"no run tagged {tag!r} in {store.root}{hint}; `shaberi view` lists the tags")
+    for name in chosen:
+        runs = select(store.root, name).runs
+        if len({r.model for r in runs}) > 1:
+            raise UsageError(f"--tags {name.label!r} names runs of {len(runs)} models: name one as MODEL@TAG ("
+                             + ", ".join(f"{r.model}@{r.tag}" for r in runs) + ")")
         if len(runs) > 1:
-            raise UsageError(f"tag {tag!r} names runs of {len(runs)} models ({', '.join(r.model for r in runs)}); "
-                             "give each compared run a tag of its own")
-        found.append(Side(tag, runs[0].run_id))
+            raise UsageError(f"--tags {name.label!r} is a family of {len(runs)} runs: name one member ("
+                             + ", ".join(r.tag if name.model is None else f"{r.model}@{r.tag}" for r in runs) + ")")
+        found.append(Side(name.label, runs[0].run_id))
     return found
 
 

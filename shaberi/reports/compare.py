@@ -36,78 +36,34 @@ from pathlib import Path
 import duckdb
 
 from ..errors import UsageError
-from ..tables.selection import Selection, find_runs, left_out, select_runs
+from ..tables.selection import Selection, Selector, left_out, parse_selector, select_one_model
 from ..tables.sql import connect, query, score_mean
 from .verdict import ALPHA, DRAWS, Test, min_pairs, overall, paired, verdict
 
 __all__ = ["Basis", "Comparison", "ComparisonReport", "Side", "compare", "comparisons", "min_pairs", "other_texts",
-           "parse_side", "parse_sides", "select_side"]
+           "parse_sides", "select_side"]
 
 OVERALL = "overall"  # the Overall row's benchmark
 _SEP = "\x1f"  # joins judge, benchmark and prompt hash into one key (chr(31) in paired_questions)
 
 
-@dataclass(frozen=True)
-class Side:
-    """One side of a comparison as the user named it: a tag (a run or a family), and the model when named."""
-
-    tag: str
-    model: str | None = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.model}@{self.tag}" if self.model else self.tag
+Side = Selector  # one side of a comparison: a selector naming one model's run or family
 
 
 def parse_sides(root: Path, a: str, b: str, model: str | None = None, model_a: str | None = None,
                 model_b: str | None = None) -> tuple[Side, Side]:
-    """Sides A and B as the user named them: ``--model`` for both, or ``--model-a`` / ``--model-b`` for one each."""
+    """Sides A and B as the user named them (``selection.parse_selector``): ``--model`` for both, or
+    ``--model-a`` / ``--model-b`` for one each."""
     if model is not None and (model_a is not None or model_b is not None):
         raise UsageError("--model names the model of both sides, --model-a and --model-b one side's: give one or the "
                          "other")
-    return parse_side(a, model_a or model, root, "A"), parse_side(b, model_b or model, root, "B")
+    return (parse_selector(root, a, model_a or model, "side A", "--model-a" if model_a else "--model"),
+            parse_selector(root, b, model_b or model, "side B", "--model-b" if model_b else "--model"))
 
 
-def parse_side(text: str, model: str | None, root: Path, name: str) -> Side:
-    """Side ``name`` (A or B) from ``TAG`` or ``MODEL@TAG``; with ``model`` (``--model-a``, or ``--model`` for both)
-    the text is a tag. A tag may hold '@' itself: the text is whichever reading has runs (the tag as written, or a
-    MODEL@TAG split at one of its '@'); more than one is refused as ambiguous, none is left to ``select_side`` to
-    say what is there."""
-    if not text.strip():
-        raise UsageError(f"side {name} is empty: name a tag, or MODEL@TAG")
-    splits = [(text[:i], text[i + 1:]) for i, c in enumerate(text) if c == "@" and 0 < i < len(text) - 1]
-    if model is not None:
-        if not find_runs(root, text) and any(find_runs(root, t, model=m) for m, t in splits):
-            raise UsageError(f"side {name} {text!r} is MODEL@TAG, and --model{'-' + name.lower()} or --model names "
-                             "the model too: give the model once")
-        return Side(text, model)
-    readings = [Side(text)] if find_runs(root, text) or not splits else []
-    readings += [Side(t, m) for m, t in splits if find_runs(root, t, model=m)]
-    if len(readings) > 1:
-        raise UsageError(f"side {name} {text!r} can be read {len(readings)} ways: "
-                         + "; ".join(f"model {r.model!r}, tag {r.tag!r}" if r.model else f"tag {r.tag!r}"
-                                     for r in readings)
-                         + f": name the tag and give the model with --model-{name.lower()}")
-    return readings[0] if readings else Side(text)  # not there: select_side says what is
-
-
-def select_side(root: Path, side: Side) -> Selection:
+def select_side(root: Path, side: Side, name: str = "A") -> Selection:
     """The runs of one side: a tag holding several models needs one named (``MODEL@TAG``)."""
-    try:
-        chosen = select_runs(root, side.tag, side.model)
-    except UsageError as exc:  # MODEL@TAG whose tag is there, without that model: say which models it holds
-        text = side.tag
-        for i in (i for i, c in enumerate(text) if c == "@" and side.model is None):
-            if there := find_runs(root, text[i + 1:]):
-                models = ", ".join(dict.fromkeys(r.model for r in there))
-                raise UsageError(f"no run tagged {text!r}, nor model {text[:i]!r} in tag {text[i + 1:]!r} (it holds "
-                                 f"{models})") from None
-        raise exc
-    if len(chosen.models) > 1:
-        example = f"{chosen.models[0]}@{side.tag}"
-        raise UsageError(f"tag {side.tag!r} holds several models ({', '.join(chosen.models)}): name one, as "
-                         f"{example!r} or with --model-a/--model-b")
-    return chosen
+    return select_one_model(root, side, f"side {name}", "--model-a/--model-b")
 
 
 @dataclass
@@ -298,7 +254,7 @@ def compare(results_dir: Path, a: str | Side, b: str | Side, model: str | None =
         side_a, side_b = a, b
     else:
         side_a, side_b = parse_sides(results_dir, str(a), str(b), model, model_a, model_b)
-    chosen_a, chosen_b = select_side(results_dir, side_a), select_side(results_dir, side_b)
+    chosen_a, chosen_b = select_side(results_dir, side_a, "A"), select_side(results_dir, side_b, "B")
     if chosen_a.run_ids == chosen_b.run_ids and judge_a == judge_b:
         raise UsageError(f"both sides are {side_a.label!r} ({chosen_a.models[0]}): name another tag or model to "
                          "compare with (or two judges of it: --judge-a, --judge-b)")

@@ -35,7 +35,7 @@ import jinja2
 
 from ..errors import UsageError
 from ..resources import resource_dir
-from ..tables.selection import left_out, select_runs
+from ..tables.selection import left_out, parse_selectors, select, select_runs
 from ..tables.sql import connect, query
 from .agreement import Agreement, agreement, ratings
 from .compare import compare as run_compare
@@ -358,19 +358,22 @@ def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = N
     ``model_b`` for one), as ``shaberi compare`` names them."""
     if compare:
         sides = parse_sides(results_dir, tag, compare, model, model_a, model_b)
-        chosen = [select_side(results_dir, side) for side in sides]
+        chosen = [select_side(results_dir, side, n) for side, n in zip(sides, "AB", strict=True)]
         if chosen[0].run_ids == chosen[1].run_ids:
             raise UsageError(f"--compare {compare!r} is --tag itself: name another tag or model to compare with")
         wanted = [(side.tag, c.models[0]) for side, c in zip(sides, chosen, strict=True)]
     else:
-        wanted = [(tag, m) for m in select_runs(results_dir, tag, model).models]
+        wanted = list(dict.fromkeys((s.tag, m) for s in parse_selectors(results_dir, tag, model)
+                                    for m in select(results_dir, s).models))
     inspector = Inspector(results_dir, None, model)
     blocks = [_block(results_dir, inspector, t, m) for t, m in wanted]
     if not compare:
         blocks.sort(key=lambda b: (*rank(b.complete, b.overall), b.model))  # as view ranks them
     several_models = len({b.model for b in blocks}) > 1
     for block in blocks:  # what tells the blocks apart
-        block.label = (block.model if not compare else f"{block.model}@{block.tag}") if several_models else block.tag
+        several_tags = len({b.tag for b in blocks}) > 1
+        block.label = (block.model if not (compare or several_tags) else f"{block.model}@{block.tag}") \
+            if several_models else block.tag
     movers: list[dict] = []
     movers_notes: list[str] = []
     unlike: list[str] = []

@@ -17,7 +17,7 @@ import duckdb
 from ..errors import UsageError
 from ..tables.location import as_root
 from ..tables.rows import decoded
-from ..tables.selection import find_runs, require_root
+from ..tables.selection import runs_named
 from ..tables.sql import connect, query
 
 __all__ = ["ALL_JUDGES", "SORTS", "Detail", "Inspector", "Run"]
@@ -58,12 +58,7 @@ class Detail:
 class Inspector:
     def __init__(self, results_dir: Path, tag: str | None = None, model: str | None = None) -> None:
         self.results_dir = as_root(results_dir)
-        found = find_runs(results_dir, tag, model=model)
-        if not found:
-            require_root(results_dir)
-            raise UsageError(f"no runs under {results_dir}"
-                             f"{f' tagged {tag!r}' if tag else ''}{f' for model {model!r}' if model else ''}; "
-                             "check --results-dir, --tag and --model")
+        found = runs_named(results_dir, tag, model)
         self.runs = [Run(r.run_id, r.model, r.tag) for r in found]
         self._con: duckdb.DuckDBPyConnection | None = None
         self._connected: tuple[str, ...] = ()

@@ -74,7 +74,7 @@ import duckdb
 
 from .. import benchmarks as bm
 from ..errors import UsageError
-from ..tables.selection import RunRef, require_root, select_runs, tags_there
+from ..tables.selection import RunRef, Selector, parse_selectors, require_root, select, tags_there
 from ..tables.sql import connect, query, score_mean
 from .output import write_atomic
 
@@ -268,26 +268,29 @@ def leaderboard(results_dir: Path, tag: str | list[str] = "legacy", as_published
 def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool = False) -> Board:
     """The leaderboard of the runs tagged ``tag``, or of the family ``{tag}-run1 … N`` (module docstring); several
     tags rank their rows together, a ``Tag`` column saying whose each is."""
-    tags = list(dict.fromkeys([tag] if isinstance(tag, str) else tag))
     con = duckdb.connect()
     runs: list[RunRef] = []
     families: set[tuple[str, str]] = set()  # (tag, model) ranked as a family {tag}-run1 … N
     ranked: dict[tuple[str, str], None] = {}  # (tag, model): a row each, in the order the tags were given
-    for t in tags:
-        try:  # per model: its run tagged so, or its family (selection.select_runs, as every reader)
-            chosen = select_runs(results_dir, t, con=con)
-        except UsageError:
-            require_root(results_dir)
-            hint = "; rank your runs with --tag TAG, or import a tree with: shaberi import-legacy PATH" \
-                if t == "legacy" else ""
-            raise UsageError(f"no runs tagged {t!r} (nor {t}-run1 … N) under {results_dir}; "
-                             f"{tags_there(results_dir, con)}{hint}") from None
-        if as_published and chosen.families:
-            raise UsageError(f"--as-published counts the rows of imported legacy files; {t!r} is a run family, "
-                             "ranked from multi_run_stats")
-        runs += chosen.runs
-        families |= {(t, m) for m in chosen.families}
-        ranked |= dict.fromkeys((t, m) for m in sorted(chosen.models))
+    for text in dict.fromkeys([tag] if isinstance(tag, str) else tag):
+        for t, model in [(s.tag, s.model) for s in parse_selectors(results_dir, text)]:
+            try:  # per model: its run tagged so, or its family (selection.select_runs, as every reader)
+                chosen = select(results_dir, Selector(t, model), con=con)
+            except UsageError:
+                require_root(results_dir)
+                if model is not None:
+                    raise
+                hint = "; rank your runs with --tag TAG, or import a tree with: shaberi import-legacy PATH" \
+                    if t == "legacy" else ""
+                raise UsageError(f"no runs tagged {t!r} (nor {t}-run1 … N) under {results_dir}; "
+                                 f"{tags_there(results_dir, con)}{hint}") from None
+            if as_published and chosen.families:
+                raise UsageError(f"--as-published counts the rows of imported legacy files; {t!r} is a run family, "
+                                 "ranked from multi_run_stats")
+            runs += chosen.runs
+            families |= {(t, m) for m in chosen.families}
+            ranked |= dict.fromkeys((t, m) for m in sorted(chosen.models))
+    tags = list(dict.fromkeys(t for t, _ in ranked))
     family = bool(families)
     connect(results_dir, None, list(dict.fromkeys(r.run_id for r in runs)),
             upto="multi_run_stats" if family else "score_means", con=con)

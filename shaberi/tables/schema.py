@@ -254,7 +254,7 @@ TABLES: dict[str, Table] = {
                 ("judge", STR),
                 ("benchmark", STR),  # '*': every compared benchmark's questions together
                 ("rated_run", STR),  # the run rated
-                ("tag", STR),  # its tag
+                ("tag", STR),  # its name as --tags gave it: its tag, or MODEL@TAG
                 ("rating", F64),  # Elo-like: 400 points are 10:1 odds; the anchor at 1000
                 ("low", F64),  # 2.5th percentile over the bootstrap over questions; -inf: open below
                 ("high", F64),  # 97.5th percentile; inf: open above

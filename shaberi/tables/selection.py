@@ -1,7 +1,12 @@
 """Which runs a command reads: ``find_runs`` lists runs by tag (exact, family ``{tag}-run1 … N``, either, or
 prefix) and model, reading six columns of the runs table only; ``select_runs`` is the one rule every reader
 (view, compare, report, the Python API) applies to a ``--tag``; ``left_out`` names the family members that
-family statistics leave out."""
+family statistics leave out.
+
+The selector grammar every command that reads stored runs accepts (``parse_selectors``, ``select``): a tag (a run,
+or the base tag of a family ``{tag}-run1 … N``), ``MODEL@TAG`` (one model of a tag that holds several), and comma
+lists of them. Parsed here only, so that ``view``, ``compare``, ``report``, ``pairwise``, ``inspect``, ``export``,
+``leaderboard`` and ``run`` on stored answers read a name the same way."""
 
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ from .location import Root, as_root, attach, glob_literal
 from .sql import LATEST_RUN_ROW, define_status, latest_row, relisting
 from .writers import probe_writers
 
-__all__ = ["Match", "RunRef", "Selection", "find_runs", "left_out", "require_root", "select_runs", "tags_there"]
+__all__ = ["Match", "RunRef", "Selection", "Selector", "find_runs", "left_out", "parse_selector", "parse_selectors",
+           "require_root", "runs_named", "select", "select_one_model", "select_runs", "tags_there"]
 
 
 class RunRef(NamedTuple):
@@ -161,3 +167,96 @@ def tags_there(root: Root, con: duckdb.DuckDBPyConnection | None = None) -> str:
     tags = [t if members == {t} else f"{t} ({len(members)} run{'s' if len(members) > 1 else ''})"
             for t, members in sorted(runs.items())]
     return f"tags there: {', '.join(tags[:20]) or 'none'}{' …' if len(tags) > 20 else ''}"
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Stored runs as a user named them: a tag (a run, or a family's base tag), and the model when named."""
+
+    tag: str
+    model: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}@{self.tag}" if self.model else self.tag
+
+
+def parse_selectors(root: str | Path | Root, text: str, model: str | None = None, option: str = "--tag"
+                    ) -> list[Selector]:
+    """``TAG``, ``MODEL@TAG`` or a comma list of them (a tag holding a comma itself is read whole when it has runs);
+    ``model`` (``--model``) is the model of each, whose texts are then tags."""
+    if "," in text and not find_runs(root, text):
+        items = [t.strip() for t in text.split(",")]
+        if not all(items):
+            raise UsageError(f"{option} {text!r} has an empty item: give TAG, MODEL@TAG, or a comma list of them")
+        return list(dict.fromkeys(parse_selector(root, t, model, option) for t in items))
+    return [parse_selector(root, text.strip(), model, option)]
+
+
+def parse_selector(root: str | Path | Root, text: str, model: str | None = None, option: str = "--tag",
+                   model_option: str = "--model") -> Selector:
+    """One selector from ``TAG`` or ``MODEL@TAG``; with ``model`` the text is a tag. A tag may hold '@' itself: the
+    text is whichever reading has runs (the tag as written, or a MODEL@TAG split at one of its '@'); more than one is
+    refused as ambiguous, none is left to ``select`` to say what is there."""
+    if not text.strip():
+        raise UsageError(f"{option} is empty: name a tag, or MODEL@TAG")
+    splits = [(text[:i], text[i + 1:]) for i, c in enumerate(text) if c == "@" and 0 < i < len(text) - 1]
+    if model is not None:
+        if not find_runs(root, text) and any(find_runs(root, t, model=m) for m, t in splits):
+            raise UsageError(f"{option} {text!r} is MODEL@TAG, and {model_option} names the model too: give the "
+                             "model once")
+        return Selector(text, model)
+    readings = [Selector(text)] if find_runs(root, text) or not splits else []
+    readings += [Selector(t, m) for m, t in splits if find_runs(root, t, model=m)]
+    if len(readings) > 1:
+        raise UsageError(f"{option} {text!r} can be read {len(readings)} ways: "
+                         + "; ".join(f"model {r.model!r}, tag {r.tag!r}" if r.model else f"tag {r.tag!r}"
+                                     for r in readings)
+                         + f": name the tag and give the model with {model_option}")
+    return readings[0] if readings else Selector(text)  # not there: select says what is
+
+
+def select(root: str | Path, selector: Selector, runs: int | None = None, prefer_family: bool = False,
+           con: duckdb.DuckDBPyConnection | None = None) -> Selection:
+    """The runs one selector names (``select_runs``'s rule); nothing there is one line saying what is."""
+    try:
+        return select_runs(root, selector.tag, selector.model, runs, prefer_family, con)
+    except UsageError as exc:  # MODEL@TAG whose tag is there, without that model: say which models it holds
+        text = selector.tag
+        for i in (i for i, c in enumerate(text) if c == "@" and selector.model is None):
+            if there := find_runs(root, text[i + 1:], con=con):
+                models = ", ".join(dict.fromkeys(r.model for r in there))
+                raise UsageError(f"no run tagged {text!r}, nor model {text[:i]!r} in tag {text[i + 1:]!r} (it holds "
+                                 f"{models})") from None
+        if selector.model is not None and (there := find_runs(root, text, con=con)):
+            models = ", ".join(dict.fromkeys(r.model for r in there))
+            raise UsageError(f"no run of model {selector.model!r} tagged {text!r} (nor {text}-run1 … N); tag {text!r} "
+                             f"holds {models}") from None
+        raise exc
+
+
+def select_one_model(root: str | Path, selector: Selector, option: str = "--tag", model_option: str = "--model",
+                     con: duckdb.DuckDBPyConnection | None = None) -> Selection:
+    """The runs of a selector that must name one model: a tag holding several needs one named (``MODEL@TAG``)."""
+    chosen = select(root, selector, con=con)
+    if len(chosen.models) > 1:
+        raise UsageError(f"{option} {selector.tag!r} holds several models ({', '.join(chosen.models)}): name one, as "
+                         f"{chosen.models[0] + '@' + selector.tag!r} or with {model_option}")
+    return chosen
+
+
+def runs_named(root: str | Path, text: str | None, model: str | None = None, option: str = "--tag"
+               ) -> list[RunRef]:
+    """Every run the selectors ``text`` name, each tag's run and its family's members (None: every run), for the
+    commands that read runs one by one (export, inspect); nothing there is one line saying what is."""
+    if text is None:
+        found = find_runs(root, model=model)
+    else:
+        found = list({r.run_id: r for s in parse_selectors(root, text, model, option)
+                      for r in find_runs(root, s.tag, model=s.model)}.values())
+    if not found:
+        require_root(root)
+        named = f" named {option} {text!r}" if text is not None else ""
+        raise UsageError(f"no runs{named}{f' of model {model!r}' if model else ''} under {root}; "
+                         f"{tags_there(as_root(root))}")
+    return found

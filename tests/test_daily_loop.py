@@ -1,0 +1,108 @@
+"""The README's daily loop, end to end from the command line on the loopback server: two models under one tag as
+``--runs 3`` families, the seed's own commands on stored answers (rejudge, passes, reprocess by the family's base tag,
+no ``--runs``, no ``--base-url``), then every reader by one selector grammar (TAG, MODEL@TAG, comma lists), with the
+calls counted on the server: the candidate is never called after generation. And a family whose member has nothing
+usable finishes."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from .conftest import query, shaberi
+from .test_pairwise import write_data
+
+N = 6  # Rakuda questions
+
+
+def _models_called(server) -> Counter[str]:
+    return Counter(r["model"] for r in server.replies())
+
+
+def test_two_models_under_one_tag_through_every_reader(server, tmp_path: Path) -> None:
+    data, results, url = write_data(tmp_path / "data", N), str(tmp_path / "r"), server.base_url
+    common = ["--benchmark", "rakuda", "--results-dir", results]
+    for m in ("m1", "m2"):
+        made = shaberi("run", "--model", m, "--base-url", url, "--tag", "v1", "--runs", "3", "--judge", "j1",
+                       "--data-dir", str(data), *common)
+        assert made.returncode == 0, made.stderr
+    assert _models_called(server) == {"m1": 3 * N, "m2": 3 * N, "j1": 2 * 3 * N}
+    server.reset()
+
+    # The seed's commands verbatim: a family by its base tag, no --runs, no --base-url.
+    rejudged = shaberi("run", "--model", "m1", "--tag", "v1", "--rejudge", "--judge-model", f"j2@{url}", *common)
+    assert rejudged.returncode == 0, rejudged.stderr
+    assert rejudged.stdout.count("judged ") == 3
+    passed = shaberi("run", "--model", "m1", "--tag", "v1", "--passes", "repetition", *common)
+    assert passed.returncode == 0 and "on the stored answers of --tag v1" in passed.stderr, passed.stderr
+    everyone = shaberi("run", "--tag", "v1", "--rejudge", "--judge", f"j2@{url}", *common)  # each model of the tag
+    assert everyone.returncode == 0 and everyone.stdout.count("judged ") == 6, everyone.stderr
+    reprocessed = shaberi("run", "--model", "m2", "--tag", "v1", "--reprocess", "--results-dir", results)
+    assert reprocessed.returncode == 0 and reprocessed.stdout.count("reprocessed run v1-run") == 3
+    # rejudge asks again: m1's runs twice (by m1, then by the tag), m2's once; the candidate never
+    assert _models_called(server) == {"j2": 3 * N * 3}
+    assert query(Path(results), "SELECT count(*) FROM judgements WHERE judge = 'j2'")[0][0] == 2 * 3 * N
+    assert query(Path(results), "SELECT count(DISTINCT run_id) FROM pass_deltas")[0][0] == 3
+
+    # Every reader by the same names.
+    shown = shaberi("view", "--tag", "m1@v1,m2@v1", "--format", "json", "--results-dir", results)
+    assert shown.returncode == 0, shown.stderr
+    assert [[s["model"] for s in body["scores"]] for body in json.loads(shown.stdout)] == [["m1"] * 1, ["m2"]]
+    assert all(len(s["runs"]) == 3 for body in json.loads(shown.stdout) for s in body["scores"])
+    compared = shaberi("compare", "m1@v1", "m2@v1", "--results-dir", results)
+    assert compared.returncode == 0 and "A = m1@v1, B = m2@v1" in compared.stdout, compared.stderr
+    report = shaberi("report", "--tag", "m1@v1", "--compare", "m2@v1", "--out", str(tmp_path / "r.html"),
+                     "--results-dir", results)
+    assert report.returncode == 0, report.stderr
+    board = shaberi("leaderboard", "--tag", "m2@v1", "--format", "csv", "--results-dir", results)
+    assert board.returncode == 0 and [r.split(",")[0] for r in board.stdout.splitlines()[1:]] == ["m2"]
+    exported = shaberi("export", "--tag", "m2@v1", "--results-dir", results)
+    assert exported.returncode == 0 and exported.stdout.count("(m2)") == 4 and "(m1)" not in exported.stdout
+
+    # Head to head by MODEL@TAG: two models of one tag, no new generation.
+    server.reset()
+    rated = shaberi("pairwise", "--tags", "m1@v1-run1,m2@v1-run1", "--judge", f"pj@{url}", "--bootstrap", "50",
+                    "--results-dir", results)
+    assert rated.returncode == 0, rated.stderr
+    assert "m1@v1-run1" in rated.stdout and "m2@v1-run1" in rated.stdout
+    assert _models_called(server) == {"pj": 2 * N}  # both orders of each question; no candidate call
+    assert sorted(query(Path(results), "SELECT DISTINCT tag FROM pairwise_ratings")) == [("m1@v1-run1",),
+                                                                                           ("m2@v1-run1",)]
+    for tags, said in [("m1@v1,m2@v1-run1", "--tags 'm1@v1' is a family of 3 runs: name one member (m1@v1-run1, "
+                                            "m1@v1-run2, m1@v1-run3)"),
+                       ("v1-run1,m1@v1-run2", "--tags 'v1-run1' names runs of 2 models: name one as MODEL@TAG "
+                                              "(m1@v1-run1, m2@v1-run1)"),
+                       ("m3@v1-run1,m1@v1-run1", "no run tagged 'm3@v1-run1', nor model 'm3' in tag 'v1-run1' (it "
+                                                 "holds m1, m2)")]:
+        refused = shaberi("pairwise", "--tags", tags, "--judge", f"pj@{url}", "--results-dir", results)
+        assert refused.returncode == 2 and refused.stderr == f"error: {said}\n", refused.stderr
+    for args in (["view", "--tag", "v2"], ["export", "--tag", "m1@v2"], ["leaderboard", "--tag", "v1,v2"]):
+        missing = shaberi(*args, "--results-dir", results)
+        assert missing.returncode == 2 and "v1 (3 runs)" in missing.stderr and missing.stderr.count("\n") == 1, \
+            missing.stderr
+
+
+def test_a_family_whose_member_holds_nothing_usable_finishes(server, tmp_path: Path) -> None:
+    """Run 2 (seed 2) gets an answer whose every judge reply is unreadable: it is named and left out, run 3 runs,
+    and the same command again runs it again (its unreadable verdicts are final: not paid for twice)."""
+    data = tmp_path / "data" / "ja"
+    data.mkdir(parents=True)
+    with open(data / "rakuda.jsonl", "w", encoding="utf-8") as fh:
+        for i in range(N):
+            text = f"質問{i} <<answer#2: 回答XYZ{i}>> <<judge@j1?XYZ: 読めない返事 || まだ読めない>>"
+            fh.write(json.dumps({"category": "c", "question_id": f"q{i}", "text": text}, ensure_ascii=False) + "\n")
+    results = str(tmp_path / "r")
+    args = ["run", "--model", "m", "--base-url", server.base_url, "--tag", "fam", "--runs", "3", "--judge", "j1",
+            "--benchmark", "rakuda", "--data-dir", str(data.parent), "--results-dir", results]
+    first = shaberi(*args)
+    assert first.returncode == 1
+    assert "error: fam-run2 (m) holds nothing usable: the family's statistics leave it out" in first.stderr
+    assert query(Path(results), "SELECT tag, status FROM runs ORDER BY tag") == [
+        ("fam-run1", "ok"), ("fam-run2", "failed"), ("fam-run3", "ok")]
+    view = shaberi("view", "--tag", "fam", "--results-dir", results)
+    assert view.returncode == 0 and "(3 runs, 2 counted)" in view.stdout, view.stdout
+    server.reset()
+    again = shaberi(*args)
+    assert again.returncode == 1 and again.stdout.count("status: ") == 3  # every member run again, the same state
+    assert server.stats()["calls"] == 0
