@@ -38,7 +38,16 @@ from .reports.export import (
     write_progress_manifest,
 )
 from .run_info import RunInfo, run_id_for, validate_name
-from .status import StageCalls, benchmark_statuses, combined, describe, run_status, stage_status, top_error
+from .status import (
+    StageCalls,
+    benchmark_statuses,
+    combined,
+    describe,
+    partial_reasons,
+    run_status,
+    stage_status,
+    top_error,
+)
 from .tables.rows import RunRecord, runs
 from .tables.selection import RunRef, parse_selectors, select
 from .tables.sql import connect, reattach
@@ -490,6 +499,8 @@ class _Stages:
         status = run_status([b["status"] for b in benchmarks.values()])
         error = "; ".join([*(describe(name, self.state[name]) for name in failed),
                            *([f"stopped: {self.stopped}"] if self.stopped else [])]) or None
+        if error is None and status == "partial":  # a partial run says why: what is short, and where
+            error = partial_reasons(benchmarks)
         # The run's status is its stages'; the export comes after it, and a failed export fails only itself.
         self.store.replace("runs", self.run_id, [self._row(status, error)])
         if export:

@@ -34,8 +34,8 @@ from .tables.sql import query, status_rule
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["StageCalls", "benchmark_statuses", "combined", "describe", "run_status", "run_statuses", "stage_status",
-           "top_error", "worst"]
+__all__ = ["StageCalls", "benchmark_statuses", "combined", "describe", "partial_reasons", "run_status", "run_statuses",
+           "stage_status", "top_error", "worst"]
 
 
 def worst(statuses: list[str]) -> str:
@@ -142,3 +142,28 @@ def describe(stage: str, record: dict) -> str:
         what = f"{failed} of {calls} calls failed"
     why = f"; most common: {record['error']} ({record.get('error_count') or 0})" if record.get("error") else ""
     return f"{stage} stage: {what}{why}"
+
+
+def partial_reasons(benchmarks: dict[str, dict], most: int = 3) -> str | None:
+    """Why a run is partial, from its ``benchmark_statuses``: each benchmark, stage and judge or pass that is not
+    ok, with what is missing and its most common error (``elyza: judge j: 3 of 100 without a score; most common:
+    judge_error: HTTP 500 (3)``), the first ``most`` of them and how many more. None: nothing is short."""
+    found = []
+    for name, b in benchmarks.items():
+        g = b["generate"]
+        if g and g.get("status") not in ("ok", None):
+            short = (g.get("answer_errors") or 0) + (g.get("missing") or 0)
+            found.append((f"{name}: generate: {short} of {g.get('questions') or 0} answers missing or errored", g))
+        for judge, j in b["judge"].items():
+            if j.get("status") != "ok":
+                short = sum(j.get(k) or 0 for k in ("judged", "judge_failed", "not_judged")) - (j.get("scored") or 0)
+                found.append((f"{name}: judge {judge}: {j.get('status')}, {short} without a score", j))
+        for pass_name, x in b["passes"].items():
+            if x.get("status") != "ok":
+                found.append((f"{name}: pass {pass_name}: {x.get('not_checked') or 0} answers not checked", x))
+    if not found:
+        return None
+    lines = [what + (f"; most common: {e['error'][0]} ({e['error'][1]})" if e.get("error") else "")
+             for what, e in found[:most]]
+    return "; ".join(lines) + (f"; and {len(found) - most} more (shaberi view, run_status)" if len(found) > most
+                               else "")

@@ -36,4 +36,7 @@ JOIN benchmark_info b USING (benchmark)
 LEFT JOIN deltas d USING ({key:answers}, judge)
 ANTI JOIN excluded_questions x ON x.benchmark = j.benchmark AND x.question_id = j.question_id;
 
-CREATE OR REPLACE VIEW scores AS SELECT * FROM scores_using(NULL);
+-- scores: with the run's tag and model first, so that a first query can say WHERE tag = 'v1' (the views built on it
+-- read scores_using(NULL), which needs no runs row).
+CREATE OR REPLACE VIEW scores AS
+SELECT r.tag, r.model, s.* FROM scores_using(NULL) s LEFT JOIN runs r USING (run_id);

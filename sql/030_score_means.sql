@@ -15,5 +15,5 @@ SELECT run_id, coalesce(judge, pooled) AS judge, benchmark,
        list_sort(list_distinct(list(prompt_hash))) AS prompt_hashes,
        count(*) FILTER (WHERE prompt_set LIKE 'original:%' AND error IS DISTINCT FROM 'answer_error'
                           AND original_score IS DISTINCT FROM shaberi_score) AS n_readings_differ
-FROM (SELECT *, pooled_judge(judge) AS pooled FROM scores WHERE strategy = '')
+FROM (SELECT *, pooled_judge(judge) AS pooled FROM scores_using(NULL) WHERE strategy = '')
 GROUP BY GROUPING SETS ((run_id, judge, benchmark), (run_id, pooled, benchmark));

@@ -10,7 +10,8 @@ CREATE OR REPLACE MACRO price_model(m) AS (
 -- (cached_prompt_tokens) are priced at the entry's cached_input rate (its input rate when it has none); tokens
 -- sent through a Batch API (batch_prompt_tokens, batch_completion_tokens) at its batch_input and batch_output
 -- rates (the synchronous ones when it has none); reasoning tokens are part of completion_tokens and priced with
--- them. Unpriced models (local ones) cost 0 and say so in `priced`.
+-- them. Unpriced models (local ones) cost 0 and say so in `priced`. model is the model called (the candidate or a
+-- judge); tag and run_model are the run's, so that WHERE tag = 'v1' reads a tag's cost.
 CREATE OR REPLACE VIEW cost AS
 WITH usage AS (
     SELECT run_id, stage, model, sum(requests)::BIGINT AS requests, sum(prompt_tokens)::BIGINT AS prompt_tokens,
@@ -22,7 +23,7 @@ WITH usage AS (
            sum(cached_requests)::BIGINT AS cached_requests, price_model(model) AS price_model
     FROM token_usage GROUP BY run_id, stage, model
 )
-SELECT u.run_id, u.stage, u.model, u.requests, u.prompt_tokens, u.completion_tokens, u.reasoning_tokens,
+SELECT r.tag, r.model AS run_model, u.run_id, u.stage, u.model, u.requests, u.prompt_tokens, u.completion_tokens, u.reasoning_tokens,
        u.cached_prompt_tokens, u.batch_prompt_tokens, u.batch_completion_tokens, u.cached_requests,
        u.price_model IS NOT NULL AS priced, u.price_model,
        coalesce((u.prompt_tokens - u.batch_prompt_tokens - u.cached_prompt_tokens) / 1e6 * p.input
@@ -30,4 +31,4 @@ SELECT u.run_id, u.stage, u.model, u.requests, u.prompt_tokens, u.completion_tok
                 + u.batch_prompt_tokens / 1e6 * coalesce(p.batch_input, p.input)
                 + (u.completion_tokens - u.batch_completion_tokens) / 1e6 * p.output
                 + u.batch_completion_tokens / 1e6 * coalesce(p.batch_output, p.output), 0) AS cost_usd
-FROM usage u LEFT JOIN pricing p ON p.model = u.price_model;
+FROM usage u LEFT JOIN pricing p ON p.model = u.price_model LEFT JOIN runs r USING (run_id);

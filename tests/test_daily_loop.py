@@ -45,6 +45,13 @@ def test_two_models_under_one_tag_through_every_reader(server, tmp_path: Path) -
     assert query(Path(results), "SELECT count(*) FROM judgements WHERE judge = 'j2'")[0][0] == 2 * 3 * N
     assert query(Path(results), "SELECT count(DISTINCT run_id) FROM pass_deltas")[0][0] == 3
 
+    # A first query by tag and model: the scores and cost views carry both.
+    scored = shaberi("sql", "SELECT judge, count(*) FROM scores WHERE tag = 'v1-run1' AND model = 'm1' GROUP BY 1 "
+                     "ORDER BY 1", "--format", "csv", "--results-dir", results)
+    assert scored.returncode == 0 and scored.stdout.split() == ["judge,count_star()", f"j1,{N}", f"j2,{N}"]
+    assert query(Path(results), "SELECT sum(requests) FROM cost WHERE tag = 'v1-run2' AND run_model = 'm2' AND "
+                                "model = 'm2'")[0][0] == N
+
     # Every reader by the same names.
     shown = shaberi("view", "--tag", "m1@v1,m2@v1", "--format", "json", "--results-dir", results)
     assert shown.returncode == 0, shown.stderr
@@ -106,3 +113,24 @@ def test_a_family_whose_member_holds_nothing_usable_finishes(server, tmp_path: P
     again = shaberi(*args)
     assert again.returncode == 1 and again.stdout.count("status: ") == 3  # every member run again, the same state
     assert server.stats()["calls"] == 0
+
+
+def test_a_partial_run_says_why(server, tmp_path: Path) -> None:
+    """One answer's call fails every time: the run is partial, and its row, its manifest and view say where and
+    with which error."""
+    data = tmp_path / "data" / "ja"
+    data.mkdir(parents=True)
+    with open(data / "rakuda.jsonl", "w", encoding="utf-8") as fh:
+        for i, text in enumerate(["一つ目の質問", "二つ目の質問 [[fail:500]]", "三つ目の質問"]):
+            fh.write(json.dumps({"category": "c", "question_id": f"q{i}", "text": text}, ensure_ascii=False) + "\n")
+    results = tmp_path / "r"
+    made = shaberi("run", "--model", "m", "--base-url", server.base_url, "--tag", "p", "--judge", "j1",
+                   "--benchmark", "rakuda", "--max-retries", "0", "--data-dir", str(data.parent),
+                   "--results-dir", str(results))
+    assert made.returncode == 0 and "status: partial" in made.stdout, made.stderr
+    [(error,)] = query(results, "SELECT error FROM runs WHERE tag = 'p'")
+    assert error.startswith("rakuda: generate: 1 of 3 answers missing or errored; most common: ") and "500" in error
+    manifest = json.loads((results / "m" / "p" / "manifest.json").read_text())
+    assert manifest["status"] == "partial" and manifest["error"] == error
+    view = shaberi("view", "--tag", "p", "--results-dir", str(results))
+    assert view.returncode == 0 and "partial: rakuda: generate: 1 of 3 answers missing or errored" in view.stdout

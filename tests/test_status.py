@@ -100,8 +100,8 @@ def test_one_benchmark_failing_beside_a_usable_one_is_partial_and_its_errors_are
     assert run(server.base_url, results, data, *args).returncode == 0  # and again: the same state, the same code
     assert "judged 3 (3 reused, 0 called" in again.stdout and "2 errored answers not sent" in again.stdout
     tokens = shaberi("view", "--tag", "t", "--format", "csv", "--tokens", "--results-dir", str(results)).stdout
-    judging = next(line for line in tokens.splitlines() if line.startswith("m,judging,"))
-    assert judging.split(",")[2:4] == ["3", "3"]  # 3 judge calls made, 3 judgements reused: not 5
+    judging = next(line for line in tokens.splitlines() if line.startswith("t,m,judging,"))
+    assert judging.split(",")[3:5] == ["3", "3"]  # 3 judge calls made, 3 judgements reused: not 5
     assert shaberi("report", "--tag", "t", "--out", str(tmp_path / "t.html"), "--results-dir",
                    str(results)).returncode == 0
     html = (tmp_path / "t.html").read_text(encoding="utf-8")
@@ -189,7 +189,7 @@ def test_reuse_is_counted_from_the_tables_once_however_often_a_run_is_resumed(se
     for _ in range(4):  # the run, then three resumes with nothing to do
         assert run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j").returncode == 0
     tokens = shaberi("view", "--tag", "t", "--format", "csv", "--tokens", "--results-dir", str(results)).stdout
-    rows = {line.split(",")[1]: line.split(",")[2:4] for line in tokens.splitlines()[1:]}
+    rows = {line.split(",")[2]: line.split(",")[3:5] for line in tokens.splitlines()[1:]}
     assert rows == {"generation": ["3", "3"], "judging": ["3", "3"], "Total": ["6", "6"]}  # requests, reused
     # A resume of one benchmark reuses that benchmark's rows only; a new judge's are no reuse of the stage.
     assert run(server.base_url, results, data, "--benchmark", "rakuda", "--judge", "j2", "--stages",

@@ -87,6 +87,7 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
         notes.append("the models were judged by different judges (" + "; ".join(
             f"{m}: {', '.join(js) or 'none'}" for m, js in judged.items()) + "): their scores are not like for like")
     stopped = dict(con.execute(query("view.stopped_runs"), {"ids": [r.run_id for r in chosen.runs]}).fetchall())
+    partial = dict(con.execute(query("view.partial_runs"), {"ids": [r.run_id for r in chosen.runs]}).fetchall())
     for m in chosen.models:
         run_ids = [r.run_id for r in chosen.runs if r.model == m]
         family = chosen.of(m).family
@@ -101,6 +102,9 @@ def build(results_dir: Path, tag: str, runs: int | None = None, model: str | Non
                                      "count once it is resumed (run the same command again)")
             section.notes += [f"partial: its spending limit stopped it ({stopped[r]}); raise --max-cost and run the "
                               "same command again" for r in run_ids if r in stopped]
+            tags = {r.run_id: r.tag for r in chosen.runs}
+            section.notes += [f"partial{f' ({tags[r]})' if family else ''}: {partial[r]}" for r in run_ids
+                              if r in partial]
             if section.status == "waiting":
                 section.notes.append("waiting: batches it submitted run on at the provider; the same command "
                                      "collects them (nothing is submitted again)")

@@ -2,10 +2,10 @@
 
 -- name: tokens
 -- per model: tokens and cost by stage, then its Total; with several models, then the tag's (model NULL)
-SELECT r.model, coalesce(c.stage, 'Total'), sum(c.requests), sum(c.cached_requests), sum(c.prompt_tokens),
+SELECT c.run_model, coalesce(c.stage, 'Total'), sum(c.requests), sum(c.cached_requests), sum(c.prompt_tokens),
        sum(c.completion_tokens), sum(c.cost_usd), bool_and(c.priced)
-FROM cost c JOIN runs r USING (run_id)
-WHERE list_contains($ids, c.run_id) GROUP BY ROLLUP (r.model, c.stage) HAVING count(*) > 0
+FROM cost c
+WHERE list_contains($ids, c.run_id) GROUP BY ROLLUP (c.run_model, c.stage) HAVING count(*) > 0
 ORDER BY c.stage IS NULL, c.stage;
 
 -- name: unscored_runs
@@ -17,6 +17,11 @@ WHERE list_contains($ids, run_id) AND NOT is_pooled(judge) AND score IS NULL AND
 -- runs the spending limit stopped (shaberi/pipeline.py records why in runs.error, after "stopped: ")
 SELECT run_id, regexp_extract(error, 'stopped: (--max-cost [^;]*)', 1) FROM runs
 WHERE list_contains($ids, run_id) AND status = 'partial' AND contains(error, 'stopped: --max-cost');
+
+-- name: partial_runs
+-- why a partial run is partial (shaberi/pipeline.py records it in runs.error: status.partial_reasons)
+SELECT run_id, error FROM runs
+WHERE list_contains($ids, run_id) AND status = 'partial' AND error IS NOT NULL AND NOT contains(error, 'stopped: --max-cost');
 
 -- name: titles
 SELECT benchmark, title FROM benchmark_info;
