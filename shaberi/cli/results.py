@@ -115,11 +115,11 @@ def _render_reports(reports: list[Report], fmt: str, tokens_only: bool = False, 
 
 def _json_body(report: Report) -> dict:
     return {"tag": report.tag, "multi_run": report.multi,
-                "scores": [{"model": s.model, "judge": s.judge, "runs": s.runs, "status": s.status, "notes": s.notes,
-                            "prompt_hashes": s.prompt_hashes,
-                            "rows": [dict(zip(s.columns, r, strict=True)) for r in s.rows]} for s in report.sections],
-                "tokens": [dict(zip(report.token_columns, r, strict=True)) for r in report.tokens],
-                "notes": report.notes}
+            "scores": [{"model": s.model, "judge": s.judge, "runs": s.runs, "status": s.status, "notes": s.notes,
+                        "prompt_hashes": s.prompt_hashes,
+                        "rows": [dict(zip(s.columns, r, strict=True)) for r in s.rows]} for s in report.sections],
+            "tokens": [dict(zip(report.token_columns, r, strict=True)) for r in report.tokens],
+            "notes": report.notes}
 
 
 def _render_report(report: Report, fmt: str, clustered: bool = False) -> None:

@@ -370,8 +370,8 @@ def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = N
     if not compare:
         blocks.sort(key=lambda b: (*rank(b.complete, b.overall), b.model))  # as view ranks them
     several_models = len({b.model for b in blocks}) > 1
+    several_tags = len({b.tag for b in blocks}) > 1
     for block in blocks:  # what tells the blocks apart
-        several_tags = len({b.tag for b in blocks}) > 1
         block.label = (block.model if not (compare or several_tags) else f"{block.model}@{block.tag}") \
             if several_models else block.tag
     movers: list[dict] = []
