@@ -27,7 +27,7 @@ import orjson
 
 from .errors import BudgetSpent, UsageError
 
-__all__ = ["Budget", "Rate", "completion_bound", "open_budget", "spent_usd"]
+__all__ = ["Budget", "Rate", "completion_bound", "free_note", "open_budget", "spent_usd"]
 
 # Where a request body states its completion limit: chat completions' two names and the Responses API's.
 _LIMITS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
@@ -58,6 +58,7 @@ class Budget:
         self.why = ""  # what stopped the first refused call
         self._freed: asyncio.Event | None = None  # set when a call in flight ends
         self.waiting = 0  # calls waiting for the calls in flight to end (shown: the limit holds the run back)
+        self.free: dict[str, str] = {}  # unpriced models served on this machine, counted at $0: their base URLs
 
     async def reserve(self, model: str, body: bytes, batch: bool) -> float:
         """Hold this call's worst case, once it fits beside the calls in flight (they end, and free their holds),
@@ -65,16 +66,16 @@ class Budget:
         run stops depends on what it has spent, not on how many calls were in flight."""
         rate = self.rates.get((model, batch))
         if rate is None:  # every model the command asks is priced when it opens the budget
-            self._refuse(f"{model} has no price")
+            self._refuse(model, f"{model} has no price")
         assert rate is not None
         bound = completion_bound(body)
         if bound is None:
-            self._refuse(f"a request to {model} states no completion limit, so its cost has no bound")
+            self._refuse(model, f"a request to {model} states no completion limit, so its cost has no bound")
         worst = (len(body) * rate.input + (bound or 0) * rate.output) / 1e6
         while True:
             if self.spent + worst > self.limit:
-                self._refuse(f"${self.spent:.6g} spent + up to ${worst:.6g} for the next call to {model} = "
-                             f"${self.spent + worst:.6g}, over the limit")
+                self._refuse(model, f"${self.spent:.6g} spent + up to ${worst:.6g} for the next call to {model} = "
+                             f"${self.spent + worst:.6g}, over the limit", worst)
             if self.spent + self.held + worst <= self.limit:
                 self.held += worst
                 return worst
@@ -99,10 +100,10 @@ class Budget:
             self._freed.set()
             self._freed = None
 
-    def _refuse(self, why: str) -> None:
+    def _refuse(self, model: str, why: str, worst: float | None = None) -> None:
         self.refused += 1
         self.why = self.why or why
-        raise BudgetSpent(f"--max-cost ${self.limit:g}: {why}")
+        raise BudgetSpent(f"--max-cost ${self.limit:g}: {why}", self.limit, model, worst)
 
 
 def spent_usd(results_dir: str | Path, pricing: Path | None, run_ids: list[str]) -> float:
@@ -114,9 +115,11 @@ def spent_usd(results_dir: str | Path, pricing: Path | None, run_ids: list[str])
 
 
 def open_budget(limit: float, results_dir: str | Path, pricing: Path | None, run_ids: list[str],
-                calls: Iterable[tuple[str, bool]]) -> Budget:
-    """The budget of a command about to call these (model, through a batch) pairs for these runs. A model the
-    price table lacks is bad input: its calls could not be counted."""
+                calls: Iterable[tuple[str, bool, str]]) -> Budget:
+    """The budget of a command about to call these (model, through a batch, base URL) for these runs. A model the
+    price table lacks is bad input (its calls could not be counted), unless every endpoint serving it is on this
+    machine: a local model costs nothing, and is counted at $0 (``Budget.free`` says which, for a note)."""
+    from .llm.endpoints import is_loopback
     from .tables.sql import connect, query
 
     if not limit > 0 or limit == float("inf"):  # NaN fails this too
@@ -124,13 +127,23 @@ def open_budget(limit: float, results_dir: str | Path, pricing: Path | None, run
     con = connect(results_dir, pricing, run_ids, upto="cost")
     asked = list(dict.fromkeys(calls))
     rates: dict[tuple[str, bool], Rate] = {}
-    for model, batch in asked:
+    for model, batch, _ in asked:
         if (row := con.execute(query("reports.price"), {"model": model, "batch": batch}).fetchone()) is not None:
             rates[(model, batch)] = Rate(*row)
-    if unpriced := sorted({m for m, b in asked if (m, b) not in rates}):
-        where = pricing or "data/pricing.toml"
-        raise UsageError(f"--max-cost counts every call's price, and {', '.join(map(repr, unpriced))} has none in "
-                         f"{where}: give --pricing FILE with an entry [\"{unpriced[0]}\"] input = …, output = … "
+    unpriced = {(m, b) for m, b, _ in asked if (m, b) not in rates}
+    local = {m: url for m, _, url in asked if is_loopback(url)}
+    if remote := sorted({m for m, b, url in asked if (m, b) in unpriced and not is_loopback(url)}):
+        where = f"data/pricing.toml nor {pricing}" if pricing else "data/pricing.toml"
+        raise UsageError(f"--max-cost counts every call's price, and {', '.join(map(repr, remote))} has none in "
+                         f"{where}: give --pricing FILE with an entry [\"{remote[0]}\"] input = …, output = … "
                          "(USD per million tokens)")
     spent = float(con.execute(query("reports.total_cost")).fetchone()[0])  # type: ignore[index]
-    return Budget(limit, spent, rates)
+    budget = Budget(limit, spent, rates | {key: Rate(0.0, 0.0) for key in unpriced})
+    budget.free = {m: local[m] for m, _ in sorted(unpriced)}
+    return budget
+
+
+def free_note(model: str, url: str) -> str:
+    """What ``Budget.free`` means for one model, said once."""
+    return (f"{model} has no price and is served on this machine ({url}): --max-cost counts its calls at $0 "
+            "(--pricing FILE prices it)")

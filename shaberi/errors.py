@@ -71,9 +71,14 @@ class LeaseLostError(ShaberiError):
 
 class BudgetSpent(ShaberiError):
     """The spending limit (``--max-cost``) leaves no room for the next call's worst case. Raised before that call
-    is sent, never after: the calls already paid are recorded, and the same command resumes with a higher limit."""
+    is sent, never after: the calls already paid are recorded, and the same command resumes with a higher limit.
+    ``model`` and ``worst``: the call refused and its worst case in USD, when it had one."""
 
     exit_code = 1
+
+    def __init__(self, message: str, limit: float, model: str, worst: float | None = None) -> None:
+        super().__init__(message)
+        self.limit, self.model, self.worst = limit, model, worst
 
 
 class StorageError(ShaberiError):

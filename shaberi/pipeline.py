@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import benchmarks as bm
-from .budget import open_budget, spent_usd
+from .budget import free_note, open_budget, spent_usd
 from .errors import BudgetSpent, StorageError, UsageError
 from .generate import GenerationConfig, Progress, generate, write_questions
 from .judge import Judge, JudgeConfig, JudgeProgress, judge, rejudge_since, reprocess
@@ -124,8 +124,9 @@ class Outcome:
     status: str = "running"  # the run's status once it finished: ok | partial | failed
     stages: dict[str, dict] = field(default_factory=dict)  # this invocation's stages, as they ended
     export_error: str | None = None  # the export failed (the run's status is its stages'; ``shaberi export`` retries)
-    stopped: str | None = None  # why --max-cost stopped it (no call that could pass the limit was sent)
+    stopped: BudgetSpent | None = None  # why --max-cost stopped it (no call that could pass the limit was sent)
     spent: float | None = None  # with max_cost: the run's cost (the ``cost`` view) when it ended
+    counted: float | None = None  # with max_cost: what the limit counts as spent then (``Budget.spent``)
 
     @property
     def failed_stages(self) -> dict[str, dict]:
@@ -200,13 +201,14 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
         judged = scope.judged(bool(judges))
         if judges:
             req.judge_prompts.check(judged, scope.questions_by_benchmark(store, run_id), [j.name for j in judges])
-        for client in clients:
-            await client.check()
         if req.max_cost is not None:  # an unpriced model is bad input, before anything is written
             budget = open_budget(req.max_cost, req.results_dir, req.pricing, [run_id],
-                                 [(m, c.batched) for c in clients for m in sorted(c.models)])
+                                 [(m, c.batched, c.base_url) for c in clients for m in sorted(c.models)])
             for client in clients:
                 client.budget = budget
+                client.notes += [free_note(m, url) for m, url in budget.free.items() if m in client.models]
+        for client in clients:
+            await client.check()
         info = RunInfo(
             model=req.model,
             tag=req.tag,
@@ -268,6 +270,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
                 outcome.export_error = tracker.export_error
             if outcome.stopped is not None:
                 outcome.spent = spent_usd(req.results_dir, req.pricing, [run_id])
+                outcome.counted = next(c.budget.spent for c in clients if c.budget)
         return outcome
     finally:
         for client in clients:
@@ -461,7 +464,7 @@ class _Stages:
             try:
                 await do(name)
             except BudgetSpent as exc:  # nothing more is sent; what was paid for is recorded
-                outcome.stopped = self.stopped = str(exc)
+                outcome.stopped, self.stopped = exc, str(exc)
             outcome.calls[name] = _calls(name, outcome)
             self.state[name] = begun | outcome.calls[name].record() | {"finished_at": now_us()} | (
                 {"stopped": self.stopped} if self.stopped else {})
@@ -543,6 +546,11 @@ def stored_runs(results_dir: Path, tag: str, model: str | None, runs: int = 1) -
     """The stored runs ``--tag`` (a selector) names, of ``model`` when given (``members``)."""
     if runs < 1:
         raise UsageError("--runs must be at least 1")
+    if not (results_dir / "tables").exists():  # the likeliest slip: another directory's (empty) results
+        named = f"model {model!r} tag {tag!r}" if model else f"tag {tag!r}"
+        raise UsageError(f"no stored answers for {named} under {results_dir.resolve()} (no tables/ there): generate "
+                         "them first, or give --results-dir DIR (or set SHABERI_RESULTS_DIR) where shaberi run wrote "
+                         "them")
     return list({r.run_id: r for s in parse_selectors(results_dir, tag, model or None)
                  for r in select(results_dir, s, runs if runs > 1 else None).runs}.values())
 

@@ -211,7 +211,8 @@ def test_reprocess_of_an_unknown_run(tmp_path, missing):
     args = {"--model": "m", "--tag": "default"} | {flag: value}
     proc = shaberi("run", "--model", args["--model"], "--tag", args["--tag"], "--reprocess",
                    "--results-dir", str(tmp_path))
-    assert proc.returncode == 2 and proc.stderr.startswith("error: no run for model")
+    named = f"model {args['--model']!r} tag {args['--tag']!r}"
+    assert proc.returncode == 2 and proc.stderr.startswith(f"error: no stored answers for {named}"), proc.stderr
 
 
 def test_two_processes_judging_one_endpoint_share_its_maximum(tmp_path, data_dir):

@@ -75,7 +75,7 @@ def test_rejudge_and_judge_stage_refuse_without_answers_or_judges(server, tmp_pa
     assert run(server, results, data, tag="fam-run1").returncode == 0
     server.reset()
     proc = run(server, results, data, "--rejudge", "--judge", "j", "--runs", "2", tag="fam")
-    assert proc.returncode == 2 and "tag 'fam-run2'" in proc.stderr
+    assert proc.returncode == 2 and "--runs 2 asked for, but only 1 run of 'fam' exists" in proc.stderr, proc.stderr
     assert server.stats()["calls"] == 0 and query(results, "SELECT count(*) FROM judgements") == [(0,)]
 
 

@@ -5,6 +5,7 @@ loopback server); an unpriced model is refused with exit 2 before anything is wr
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,16 @@ def _spent(results: Path, pricing: Path) -> float:
     return connect(results, pricing).execute("SELECT coalesce(sum(cost_usd), 0) FROM cost").fetchone()[0]
 
 
+def _adds_up(text: str, limit: float) -> bool:
+    """The stop line's figures: spent + the refused call's worst case = a total over the limit."""
+    found = re.search(r"--max-cost \$([\d.]+) stopped run \S+ before a call to \S+ that could cost up to \$([\d.]+): "
+                      r"the run has spent .*?\$([\d.]+) \+ \$([\d.]+) = \$([\d.]+) is over the spending limit", text)
+    assert found, text
+    cap, worst, spent, worst_again, total = map(float, found.groups())
+    return (cap == limit and worst == worst_again and abs(spent + worst - total) < 2e-4 and total > limit
+            and spent <= limit)
+
+
 def test_a_run_stops_before_the_limit_partial_and_a_higher_limit_finishes_it_without_asking_anything_twice(tmp_path):
     # questions of one length: every candidate call has the same worst case, so where a run stops depends only on
     # what it has spent (and a second invocation with the same limit sends nothing)
@@ -57,7 +68,7 @@ def test_a_run_stops_before_the_limit_partial_and_a_higher_limit_finishes_it_wit
         assert "status: partial" in first.stdout
         spent = _spent(results, pricing)
         assert 0 < spent <= 1.5  # what was sent never passes the limit, worst cases counted before each call
-        assert f"${spent:.4f}" in lines[0]
+        assert f"the run has spent ${spent:.4f}, and" in lines[0] and _adds_up(lines[0], 1.5)
         asked = server.stats()
         made = query(results, "SELECT (SELECT count(*) FROM answers WHERE error IS NULL) + "
                               "(SELECT count(*) FROM judgements WHERE score IS NOT NULL)")[0][0]
@@ -84,29 +95,58 @@ def test_a_request_that_timed_out_counts_at_its_worst_case_so_its_retries_cannot
                        "100", "--timeout", "1", "--max-retries", "2", "--pricing", str(_pricing(tmp_path)),
                        "--max-cost", "0.45", "--data-dir", str(data), "--results-dir", str(tmp_path / "r"))
         calls = server.stats()["calls"]
-    assert done.returncode == 1 and "over the limit" in done.stderr, done.stderr
+    assert done.returncode == 1 and _adds_up(done.stderr, 0.45), done.stderr
+    assert "with each call that timed out counted at its worst case" in done.stderr
     assert calls == 1  # not the three sends one call may make (--max-retries 2), nor the other questions'
 
 
-def test_an_unpriced_model_refuses_max_cost_with_exit_2_and_writes_nothing(tmp_path):
+def test_an_unpriced_remote_model_refuses_max_cost_with_exit_2_and_writes_nothing(tmp_path):
+    """A model served elsewhere must be priced (its calls could not be counted); one served on this machine is
+    counted at $0, said once; ``--pricing FILE`` adds to the shipped prices, never replaces them."""
     data = write_rakuda(tmp_path / "d", ["質問"])
     results = tmp_path / "r"
+    remote = "unpriced@http://192.0.2.1:9/v1"  # TEST-NET-1: refused before any connection is tried
     with LoopbackServer() as server:
-        common = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "unpriced",
+        common = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", remote,
                   "--data-dir", str(data), "--results-dir", str(results), "--max-cost", "5"]
-        done = shaberi(*common, "--pricing", str(_pricing(tmp_path)))
-        default = shaberi(*common[:7], *common[9:])  # no judge; the shipped table does not price "m" either
-        bad = shaberi(*common[:-1], "0")
-        dry = shaberi(*common, "--pricing", str(_pricing(tmp_path)), "--dry-run")  # refused as the run is
-        priced = shaberi(*common[:7], *common[9:], "--pricing", str(_pricing(tmp_path)), "--dry-run")
+        key = {"OPENAI_API_KEY": "sk-test"}  # a remote judge needs a key; it is never reached
+        done = shaberi(*common, "--pricing", str(_pricing(tmp_path)), env=key)
+        bad = shaberi(*common[:-1], "0", env=key)
+        dry = shaberi(*common, "--pricing", str(_pricing(tmp_path)), "--dry-run", env=key)  # refused as the run is
         calls = server.stats()["calls"]
     assert dry.returncode == 2 and "'unpriced' has none in" in dry.stderr, dry.stderr
-    assert priced.returncode == 0 and "--max-cost $5 (default): $0.0000 spent so far, at most $" in priced.stdout
-    assert done.returncode == 2 and "'unpriced' has none in" in done.stderr and "--pricing" in done.stderr
+    assert done.returncode == 2 and "'unpriced' has none in data/pricing.toml nor" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert default.returncode == 2 and "'m' has none in data/pricing.toml" in default.stderr, default.stderr
     assert bad.returncode == 2 and "--max-cost 0 is out of range" in bad.stderr, bad.stderr
     assert calls == 0 and not (results / "tables").exists()
+
+
+def test_a_local_unpriced_model_is_counted_at_zero_and_said_once(tmp_path):
+    data = write_rakuda(tmp_path / "d", ["質問1", "質問2"])
+    results = tmp_path / "r"
+    with LoopbackServer() as server:
+        args = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j",
+                "--max-tokens", "50", "--data-dir", str(data), "--results-dir", str(results), "--max-cost", "5"]
+        dry = shaberi(*args, "--dry-run")
+        done = shaberi(*args, "--runs", "2")
+        calls = server.stats()["calls"]
+    assert dry.returncode == 0 and "--max-cost $5 (default): $0.0000 spent so far, at most $0.0000" in dry.stdout
+    assert dry.stdout.count("'m' has no price") == 0 and dry.stdout.count("m has no price") == 1, dry.stdout
+    assert done.returncode == 0, done.stderr
+    for model in ("m", "j"):  # once each for the family, not once per run
+        assert done.stderr.count(f"note: {model} has no price and is served on this machine") == 1, done.stderr
+    assert calls == 8 and query(results, "SELECT count(*) FROM judgements WHERE score IS NOT NULL") == [(4,)]
+
+
+def test_a_pricing_file_adds_to_the_shipped_prices(tmp_path):
+    from shaberi.tables.sql import load_pricing
+
+    shipped = {row[0]: row for row in load_pricing()}
+    assert "gpt-4.1" in shipped  # the table the override is measured against
+    merged = {row[0]: row for row in load_pricing(_pricing(tmp_path, PRICES + '["gpt-4.1"]\ninput = 7\noutput = 9\n'))}
+    assert set(merged) == set(shipped) | {"m", "j"}
+    assert merged["gpt-4.1"][1:3] == (7.0, 9.0) and merged["m"][1:3] == (1000.0, 1000.0)
+    assert all(merged[k] == v for k, v in shipped.items() if k != "gpt-4.1")
 
 
 def test_generate_cache_stops_partial_and_resumes_without_paying_twice(tmp_path):
@@ -168,7 +208,12 @@ def test_a_call_that_fits_once_the_calls_in_flight_end_waits_for_them_instead_of
 
 def test_the_budget_starts_from_what_the_run_has_cost_and_prices_batches_at_the_batch_rate(tmp_path):
     pricing = _pricing(tmp_path)
-    budget = open_budget(2.0, tmp_path / "empty", pricing, ["m--default"], [("m", False), ("j", True)])
+    remote, local = "https://api.example.com/v1", "http://127.0.0.1:8000/v1"
+    budget = open_budget(2.0, tmp_path / "empty", pricing, ["m--default"], [("m", False, remote), ("j", True, remote)])
     assert budget.spent == 0 and budget.rates == {("m", False): Rate(1000, 1000), ("j", True): Rate(500, 500)}
     with pytest.raises(UsageError, match="'x' has none in"):
-        open_budget(2.0, tmp_path / "empty", pricing, [], [("x", False)])
+        open_budget(2.0, tmp_path / "empty", pricing, [], [("x", False, remote)])
+    with pytest.raises(UsageError, match="'x' has none in"):  # served here and elsewhere: priced, or refused
+        open_budget(2.0, tmp_path / "empty", pricing, [], [("x", False, local), ("x", False, remote)])
+    free = open_budget(2.0, tmp_path / "empty", pricing, [], [("x", False, local), ("m", False, local)])
+    assert free.rates == {("x", False): Rate(0, 0), ("m", False): Rate(1000, 1000)} and free.free == {"x": local}

@@ -540,46 +540,60 @@ def test_rejudge_under_a_prompt_set_asks_again_and_keeps_the_history(data_dir, t
                     (f"{GPT41} [{label}]", "superseded", 40)]
 
 
-def test_a_legacy_tree_and_a_new_run_under_the_same_prompt_set_share_the_leaderboards_columns(data_dir, tmp_path):
+def _ranked(rows: list[dict]) -> bool:
+    """Complete rows first, then by Average (All), highest first: the board's one order."""
+    keys = [(r["Complete"] != "4/4", -(r["Average (All)"] or 0)) for r in rows]
+    return keys == sorted(keys)
+
+
+def test_a_plain_legacy_import_and_a_new_run_under_the_originals_prompts_share_one_leaderboard(data_dir, tmp_path):
+    """``import-legacy`` without ``--judge-prompts``, then a run judged with the clone: one board ranks the new model
+    among the imported ones in the same judge columns, each row labelled with its prompt set; re-imported naming
+    the prompts, no column that has data is empty."""
     old = data_dir / "original" / OLD
     label = promptsets.load(str(old)).label
     results = tmp_path / "r"
-    done = shaberi("import-legacy", str(data_dir / "legacy" / "subset20"), "--results-dir", str(results),
-                   "--judge-prompts", f"{GPT41}={old}")
+    tree = data_dir / "legacy" / "subset20"
+    done = shaberi("import-legacy", str(tree), "--results-dir", str(results))
     assert done.returncode == 0, done.stderr
     with LoopbackServer(judges=(GPT41,)) as server:
         base = ["run", "--model", "fake-model", "--base-url", server.base_url, "--data-dir", str(data_dir),
                 "--results-dir", str(results), "--judge", GPT41, "--limit", "5"]
         assert shaberi(*base, "--tag", "new", "--judge-prompts", str(old)).returncode == 0
         assert shaberi(*base, "--tag", "own").returncode == 0
-    board = shaberi("leaderboard", "--tag", "legacy", "--tag", "new", "--tag", "own", "--results-dir", str(results),
-                    "--format", "json")
-    assert board.returncode == 0, board.stderr
-    rows = orjson.loads(board.stdout)
-    original_columns = f"Average (GPT4.1 [{label}])"
-    under_original = sorted((r["Tag"], r["model_name"]) for r in rows if r.get(original_columns) is not None)
+    shown = shaberi("leaderboard", "--tag", "legacy,new,own", "--results-dir", str(results), "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    rows = orjson.loads(shown.stdout)
+    assert not [c for c in rows[0] if "[" in c]  # one set of judge columns: no prompt set's own
     legacy_gpt41 = sorted({p.stem.replace("__", "/") for p in (
-        data_dir / "legacy" / "subset20" / "data" / "judgements" / f"judge_{GPT41}").rglob("*.json")})
-    assert under_original == sorted([("legacy", m) for m in legacy_gpt41] + [("new", "fake-model")])
-    own = next(r for r in rows if r["Tag"] == "own")
-    # its own column group: beside legacy judges whose prompts the import does not name, labelled [shaberi]
-    assert own["Average (GPT4.1 [shaberi])"] is not None and own[original_columns] is None
-    assert all(r["Average (GPT4.1 [shaberi])"] is None for r in rows if r["Tag"] != "own")
+        tree / "data" / "judgements" / f"judge_{GPT41}").rglob("*.json")})
+    in_gpt41 = sorted((r["Tag"], r["model_name"], r["Prompts"]) for r in rows if r["Average (GPT4.1)"] is not None)
+    assert in_gpt41 == sorted([("legacy", m, "unknown") for m in legacy_gpt41]
+                              + [("new", "fake-model", label), ("own", "fake-model", "shaberi")])
+    assert len(rows) == len({(r["Tag"], r["model_name"]) for r in rows})  # one prompt set per run: a row each
+    assert _ranked(rows)
     new = next(r for r in rows if r["Tag"] == "new")
     ((elyza,),) = query(results, "SELECT avg(j.score) * 2 FROM judgements j JOIN runs r USING (run_id) "
                                  f"WHERE r.tag = 'new' AND j.benchmark = 'elyza' AND j.judge = '{GPT41} [{label}]'")
-    assert new[f"ELYZA 100 (GPT4.1 [{label}])"] == pytest.approx(elyza, abs=1e-9)
-    assert new[f"Average (All [{label}])"] == new[original_columns]  # its one judge is its pool
-    # imported without naming its prompts, a legacy judge's column is not a Shaberi-prompts run's
-    bare = shaberi("import-legacy", str(data_dir / "legacy" / "subset20"), "--results-dir", str(results))
-    assert bare.returncode == 0, bare.stderr
-    board = orjson.loads(shaberi("leaderboard", "--tag", "legacy", "--tag", "own", "--results-dir", str(results),
-                                 "--format", "json").stdout)
-    own = next(r for r in board if r["Tag"] == "own")
-    assert own["Average (GPT4.1 [shaberi])"] is not None and own["Average (GPT4.1)"] is None
-    assert own["Average (All)"] is None and own["Average (All [shaberi])"] is not None
-    assert all(r["Average (GPT4.1 [shaberi])"] is None for r in board if r["Tag"] == "legacy")
-    assert [r["Tag"] for r in board][-1] == "own"  # ranked after the legacy rows' All, not among them
+    assert new["ELYZA 100 (GPT4.1)"] == pytest.approx(elyza, abs=1e-9)
+    assert new["Average (All)"] == new["Average (GPT4.1)"]  # its one judge is its pool
+    table = shaberi("leaderboard", "--tag", "legacy,new", "--results-dir", str(results), "--format", "markdown")
+    assert table.returncode == 0 and "share the judge columns, each row's Prompts saying which" in table.stdout
+    # re-imported naming the GPT-4.1 folder's prompts: its judgements join the new run's prompt set, the other
+    # judges' stay unknown; every row's (All) pools its own set, so no column that has data is empty
+    again = shaberi("import-legacy", str(tree), "--results-dir", str(results), "--judge-prompts", f"{GPT41}={old}")
+    assert again.returncode == 0, again.stderr
+    rows = orjson.loads(shaberi("leaderboard", "--tag", "legacy,new", "--results-dir", str(results),
+                                "--format", "json").stdout)
+    assert _ranked(rows) and {r["Prompts"] for r in rows} == {label, "unknown"}
+    for r in rows:
+        judged = [c for c, v in r.items() if c.startswith("Average (") and c != "Average (All)" and v is not None]
+        assert judged and r["Average (All)"] is not None, r
+        if r["Prompts"] == label:  # the GPT-4.1 judgements alone
+            assert judged == ["Average (GPT4.1)"] and r["Average (All)"] == pytest.approx(r["Average (GPT4.1)"])
+    columns = [c for c in rows[0] if c.endswith(")") and "(" in c]
+    assert all(any(r[c] is not None for r in rows) for c in columns if "(All)" in c)
+    assert sorted(r["model_name"] for r in rows if r["Prompts"] == label) == sorted([*legacy_gpt41, "fake-model"])
 
 
 # The flags that make Shaberi's generation request the original's (README: prompt sets), beside its defaults

@@ -77,7 +77,8 @@ def pairwise(
     ] = False,
     pricing: Annotated[Path | None, typer.Option(
         "--pricing", rich_help_panel=RUNS,
-        help="Prices per million tokens (TOML) for --dry-run, instead of data/pricing.toml.")] = None,
+        help="Prices per million tokens (TOML) for --dry-run, added over "
+             "data/pricing.toml (an entry it names replaces the shipped one).")] = None,
     concurrency: Annotated[int, typer.Option(
         "--concurrency", rich_help_panel=LIMITS, help="Most requests in flight: the upper bound of the adaptive limit.")
     ] = 60,

@@ -27,7 +27,7 @@ def sql(
                                          "benchmark_scores, multi_run_stats, cost, …: README, sql/).")],
     format: FormatOption = Format.table,
     pricing: Annotated[Path | None, typer.Option("--pricing", help="Prices per million tokens (TOML) for the "
-                                                 "cost view, instead of data/pricing.toml.")] = None,
+                                                 "cost view, added over data/pricing.toml.")] = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """Run SQL over the results views (runs, questions, answers, judgements, scores, benchmark_scores, …)."""
@@ -66,8 +66,8 @@ def view(
     judge: Annotated[str | None, typer.Option("--judge", help="Only this judge ('*': all judges pooled; the "
                                               "default when there are several).")] = None,
     format: FormatOption = Format.table,
-    pricing: Annotated[Path | None, typer.Option("--pricing", help="Prices per million tokens (TOML), instead of "
-                                                 "data/pricing.toml.")] = None,
+    pricing: Annotated[Path | None, typer.Option("--pricing", help="Prices per million tokens (TOML), added "
+                                                 "over data/pricing.toml.")] = None,
     clustered_se: Annotated[bool, typer.Option("--clustered-se", help="Add the standard error of each number shown, "
                                                "clustered by question (across runs and judges), and the 95% "
                                                "interval over questions from it (statsmodels).")] = False,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import UsageError
+from ..errors import BudgetSpent, UsageError
 from .common import (
     DEFAULT_DATA,
     DEFAULT_RESULTS,
@@ -186,7 +186,8 @@ def run(
              "(--pricing).")] = None,
     pricing: Annotated[Path | None, typer.Option(
         "--pricing", rich_help_panel=RUNS,
-        help="Prices per million tokens (TOML) for --dry-run and --max-cost, instead of data/pricing.toml.")] = None,
+        help="Prices per million tokens (TOML) for --dry-run and --max-cost, added over "
+             "data/pricing.toml (an entry it names replaces the shipped one).")] = None,
     concurrency: Annotated[int, typer.Option(
         "--concurrency", rich_help_panel=LIMITS,
         help="Most requests in flight: the upper bound of the adaptive limit.")] = 60,
@@ -471,20 +472,36 @@ def _label(run: RunRequest, runs: list[RunRequest]) -> str:
 def _within_limit(runs: list[RunRequest], found: list[tuple[str, Estimate]]) -> list[str]:
     """``--dry-run --max-cost``: the models checked as the run checks them (unpriced: bad input), and a line per
     run saying whether the most its calls could cost fits beside what it has spent."""
-    from ..budget import open_budget
+    from ..budget import free_note, open_budget
     from ..run_info import run_id_for
 
     lines = []
     for each in runs:
         rows = [r for label, r in found if label == _label(each, runs)]
         assert each.max_cost is not None
+        urls = {j.name: j.base_url for j in each.judges}
         budget = open_budget(each.max_cost, each.results_dir, each.pricing, [run_id_for(each.model, each.tag)],
-                             [(r.model, each.batch if r.stage == "generation" else each.judge_batch) for r in rows])
+                             [(r.model, each.batch, each.base_url) if r.stage == "generation"
+                              else (r.model, each.judge_batch, urls[r.model]) for r in rows])
+        lines += [n for m, url in budget.free.items() if (n := f"note: {free_note(m, url)}") not in lines]
         most = budget.spent + sum(r.cost_bound_usd for r in rows)
         lines.append(f"--max-cost ${each.max_cost:g} ({_label(each, runs)}): ${budget.spent:.4f} spent so far, at most "
                      f"${most:.4f} with these calls: " + ("within the limit" if most <= each.max_cost else
                      "it may stop partway (then raise the limit and run it again: nothing paid for is asked again)"))
     return lines
+
+
+def _stop_line(stop: BudgetSpent, run_id: str, cost: float, counted: float) -> str:
+    """Why the spending limit stopped a run, in figures that add up: what the limit counts as spent once the calls
+    in flight landed (the run's cost, unless a call timed out and is counted as billed, or a cache served prompt
+    tokens at less), plus the refused call's worst case, against the limit."""
+    if stop.worst is None:  # refused for want of a bound (no price, no completion limit), not of room
+        return f"stopped before the spending limit ({stop}): run {run_id} has cost ${cost:.4f}"
+    basis = (f"${counted:.4f} (its cost ${cost:.4f}, with each call that timed out counted at its worst case and "
+             "cached prompt tokens at the full rate)" if round(counted, 4) != round(cost, 4) else f"${cost:.4f}")
+    return (f"--max-cost ${stop.limit:g} stopped run {run_id} before a call to {stop.model} that could cost up to "
+            f"${stop.worst:.4f}: the run has spent {basis}, and ${counted:.4f} + ${stop.worst:.4f} = "
+            f"${counted + stop.worst:.4f} is over the spending limit")
 
 
 def run_request(request: RunRequest, told: set[str] | None = None) -> Outcome:
@@ -539,10 +556,10 @@ def run_request(request: RunRequest, told: set[str] | None = None) -> Outcome:
         typer.echo(f"error: the export could not be written ({outcome.export_error}); the run stays "
                    f"{outcome.status}, its tables hold everything: shaberi export --tag {outcome.info.tag} writes it "
                    "again", err=True)
-    if outcome.stopped is not None:
-        typer.echo(f"error: stopped before the spending limit ({outcome.stopped}): run {outcome.info.run_id} has "
-                   f"cost ${outcome.spent or 0:.4f}; raise --max-cost and run the same command again to continue "
-                   "(nothing already paid for is asked again)", err=True)
+    if (stop := outcome.stopped) is not None:
+        typer.echo(f"error: {_stop_line(stop, outcome.info.run_id, outcome.spent or 0, outcome.counted or 0)}; raise "
+                   "--max-cost and run the same command again to continue (nothing already paid for is asked "
+                   "again)", err=True)
     if broken := outcome.failed_stages:
         typer.echo("error: " + "; ".join(describe(name, r) for name, r in broken.items()), err=True)
     elif outcome.status == "failed":

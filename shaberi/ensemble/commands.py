@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import orjson
 
-from ..budget import open_budget
+from ..budget import free_note, open_budget
 from ..errors import DataError, UsageError
 from ..generate import BenchmarkProgress, Progress
 from ..llm.client import ChatClient, ClientConfig
@@ -60,11 +61,13 @@ async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str,
             cache.materialize(results_dir, cache_dir, data_dir, [model])
     client = ChatClient(base_url, resolve_api_key(base_url, api_key_env), client_config)
     try:
-        await client.check()
         client.models.add(model)
         if max_cost is not None:  # an unpriced model is bad input, before anything is written
             run_ids = [cache.cache_info(model, d, n, temperature, client.base_url, max_tokens).run_id for d in loaded]
-            client.budget = open_budget(max_cost, results_dir, pricing, run_ids, [(model, False)])
+            client.budget = open_budget(max_cost, results_dir, pricing, run_ids, [(model, False, client.base_url)])
+            for m, url in client.budget.free.items():
+                print(f"note: {free_note(m, url)}", file=sys.stderr)
+        await client.check()
         made = await asyncio.gather(*(cache.generate_cache(results_dir, model, d, client, n, temperature,
                                                            max_tokens, progress) for d in loaded))
     finally:

@@ -44,6 +44,11 @@ column ``X`` is followed by ``X CI low`` and ``X CI high`` (empty with one run).
 takes a tag (``selection.select_runs``): its run tagged so, or else its family. ``Average (ex-GPT4)`` and
 ``GPT4 delta`` are then computed from the means.
 
+A row is a model's judgements under one prompt set (``_by_prompt_set``): the judge columns are the judges' names,
+whatever prompts they were given, and a ``Prompts`` column (when the board holds another set than Shaberi's own, or
+an import's unnamed one) says whose a row is, so that a run judged with the original's prompts ranks among imported
+results; a row's ``All`` pools its own set's judges (``pooled_judge``), never two sets.
+
 Which columns are shown (``Board.select``): ``pooled`` (model, Runs, Judges, Average (All), the four (All)
 columns, % JA, JA-MT questions, Complete), ``all`` (the wide table above, what the original's output.csv
 held), or chosen judges' blocks after the pooled ones. The command shows ``pooled`` in the terminal
@@ -230,13 +235,15 @@ def _published_means(con: duckdb.DuckDBPyConnection, tags: list[str] | None = No
                      ) -> dict[tuple[str, str, str, str], float]:
     """(tag, model, judge or '*', benchmark) -> ``published_mean`` of the rows --as-published counts, each the value
     pandas averaged (the score × ``to_ten`` in doubles: ELYZA's × 2 of a 1e308 is inf); '*' pools every judge's
-    rows. Computed here alone: the board, in every format, and the import report read these numbers."""
+    rows of its prompt set (``pooled_judge``). Computed here alone: the board, in every format, and the import
+    report read these numbers."""
     values: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     for tag, model, judge, benchmark, published, to_ten in con.execute(
             query("leaderboard.published"), {"tags": tags, "mark": AS_PUBLISHED_MARK}).fetchall():
         scaled = [v * to_ten for v in published]  # in Python's doubles: an overflow is inf, never an error
         values[(tag, model, judge, benchmark)] += scaled
-        values[(tag, model, "*", benchmark)] += scaled
+        name, sep, label = judge.rpartition(" [")  # the pool of its prompt set, as pooled_judge makes it
+        values[(tag, model, f"* [{label}" if sep and name else "*", benchmark)] += scaled
     return {key: mean for key, found in values.items() if (mean := published_mean(found)) is not None}
 
 
@@ -317,16 +324,17 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
         judged |= {(t, m, j) for t, m, j, b in single if not j.startswith("*")}
     if as_published:
         notes.append(_published_note(con, sorted({t for t, _ in singles})))
-    scores, judged = _apart(con, ranked, scores, judged, notes)
+    imported = set(con.execute(query("leaderboard.imported")).fetchall())
+    rows_of, cells_of, judges_of = _by_prompt_set(ranked, imported, scores, judged)
+    prompt_sets = list(dict.fromkeys(p for _, _, p in rows_of))
+    labelled = len(prompt_sets) > 1 or prompt_sets[0] not in (SHABERI_PROMPTS, UNNAMED_PROMPTS)
+    if len(prompt_sets) > 1:
+        notes.append(f"rows judged under {len(prompt_sets)} prompt sets ({', '.join(prompt_sets)}) share the judge "
+                     "columns, each row's Prompts saying which; a row's (All) pools its own prompt set's judges only")
     # An Average of the published means: published_mean, as every published number (a 1e308 the original counted
     # is beyond score_mean's decimals); otherwise score_mean, the one rule of every view.
     mean_of = published_mean if as_published else score_mean
-    judges = sorted({j for _, _, j in judged}, key=judge_title)
-    # the pooled rows: every judge's ('*'), and those of each other prompt set ('* [LABEL]'): never one pool
-    pools = ["*", *sorted({j for (_, _, j, _) in scores if j.startswith("* ")})]
-    present = {(t, m, j) for t, m, j, _ in scores}
-    first_pool = {(t, m): next((i for i, p in enumerate(pools) if (t, m, p) in present), len(pools))
-                  for t, m in ranked}  # the pooled group a row is ranked in
+    judges = sorted({j for _, j in judges_of}, key=judge_title)
     gpt4 = any(judge_title(j) == GPT4 for j in judges)
     board_columns = columns()  # read once: the same columns for every row
 
@@ -336,11 +344,11 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
             if family else scored
 
     head = [Column("model_name", "text", ""), *([Column("Tag", "text", "")] if len(tags) > 1 else []),
-            *([Column("Runs", "count", "")] if family else []),
+            *([Column("Prompts", "text", "")] if labelled else []), *([Column("Runs", "count", "")] if family else []),
             Column("Judges", "count", ""), *([Column("Average (ex-GPT4)", "score", GPT4)] if gpt4 else [])]
-    for j in [*pools, *judges]:
+    for j in ["*", *judges]:
         title = judge_title(j)
-        head += [Column(f"Runs ({title})", "count", j)] if family and not j.startswith("*") else []
+        head += [Column(f"Runs ({title})", "count", j)] if family and j != "*" else []
         head += score(f"Average ({title})", j)
         for _, t in board_columns:
             head += score(f"{t} ({title})", j)
@@ -349,21 +357,22 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
     # per tag, then per family (its members' answers, overriding a tag of the same name as before)
     ja = {(t, m): v for _, t, m, v in con.execute(query("leaderboard.japanese_share")).fetchall()}
 
-    rows: list[tuple[int, list]] = []  # (the pooled group it is ranked in, its cells)
-    for t, model in ranked:
+    rows: list[list] = []
+    for key in rows_of:
+        t, model, prompts = key
         in_family = (t, model) in families
         # The original read whatever file its MT-Bench folder held, for some models the older 80-question
         # set: JA-MT shows the 60-question score, or the 80-question one where that is all a model has.
-        has = {b for (tt, m, _, b) in scores if (tt, m) == (t, model)}
+        has = {b for (k, _, b) in cells_of if k == key}
         ja_mt = "mt_bench" if "mt_bench" in has or "mt_bench_80" not in has else "mt_bench_80"
         shown = [ja_mt if b == "mt_bench" else b for b, _ in board_columns]
 
-        def block(judge: str, t: str = t, model: str = model, shown: list[str] = shown, in_family: bool = in_family
+        def block(judge: str, key: tuple[str, str, str] = key, shown: list[str] = shown, in_family: bool = in_family
                   ) -> tuple[list, float | None, int]:
             """The block's cells, its Average and how many runs count."""
-            stats = [scores.get((t, model, judge, b)) for b in shown]
+            stats = [cells_of.get((key, judge, b)) for b in shown]
             if in_family:
-                average = scores.get((t, model, judge, "overall"))
+                average = cells_of.get((key, judge, "overall"))
                 runs = average.runs if average else max((s.runs for s in stats if s), default=0)
                 cells = [v for s in [average, *stats] for v in ((s.mean, s.low, s.high) if s else (None,) * 3)]
                 return cells, average.mean if average else None, runs
@@ -373,14 +382,14 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
 
         pooled, mean_all, runs_all = block("*")
         averages = {"All": mean_all}
-        row: list = [model, *([t] if len(tags) > 1 else []), *([runs_all] if family else []),
-                     len({j for tt, m, j in judged if (tt, m) == (t, model)})]
+        row: list = [model, *([t] if len(tags) > 1 else []), *([prompts] if labelled else []),
+                     *([runs_all] if family else []), len({j for k, j in judges_of if k == key})]
         row += [None] if gpt4 else []
         row += pooled
-        for j in [*pools[1:], *judges]:
+        for j in judges:
             cells, averages[judge_title(j)], runs_j = block(j)
-            row += [runs_j, *cells] if family and not j.startswith("*") else cells
-        complete = max(sum(scores.get((t, model, p, b)) is not None for b in shown) for p in pools)
+            row += [runs_j, *cells] if family else cells
+        complete = sum(cells_of.get((key, "*", b)) is not None for b in shown)
         if gpt4:
             # As the original computed them: the mean of every Average column whose name lacks "GPT4" (so
             # GPT4.1 is left out too), "All" included; and its difference from GPT4's, relative to it.
@@ -391,39 +400,48 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
             row += [(ex_gpt4 - base) / base if base and ex_gpt4 is not None else None]
         questions = {"mt_bench": "60", "mt_bench_80": "80"}.get(ja_mt) if ja_mt in has else ""
         row += [ja.get((t, model)), questions, f"{complete}/{len(board_columns)}"]
-        rows.append((first_pool[(t, model)], row))
+        rows.append(row)
     # Complete rows first: an average over fewer benchmarks does not rank against one over all four. Ranked by
-    # Average (All); rows judged under another prompt set only after them, by their own pooled Average: two
-    # prompt sets' numbers are not ranked against each other.
-    averages_at = [[c.name for c in head].index(f"Average ({judge_title(p)})") for p in pools]
+    # Average (All): each row's own pool (a row's Prompts says which prompt set it is).
+    average_at = [c.name for c in head].index("Average (All)")
 
-    def rank(ranked_row: tuple[int, list]) -> tuple[bool, int, bool, float]:  # a nan Average last, as pandas sorts
-        group, r = ranked_row
-        average = (r[averages_at[group]] if group < len(pools) else None) or 0
-        return r[-1] != f"{len(board_columns)}/{len(board_columns)}", group, math.isnan(average), \
+    def rank(r: list) -> tuple[bool, bool, float]:  # a nan Average last, as pandas sorts
+        average = r[average_at] or 0
+        return r[-1] != f"{len(board_columns)}/{len(board_columns)}", math.isnan(average), \
             0 if math.isnan(average) else -average
 
     rows.sort(key=rank)
-    return Board(", ".join(tags), head, [r for _, r in rows], family, judges, notes)
+    return Board(", ".join(tags), head, rows, family, judges, notes)
 
 
-def _apart(con: duckdb.DuckDBPyConnection, ranked: dict, scores: dict, judged: set, notes: list[str]
-           ) -> tuple[dict, set]:
-    """Imported results whose prompts are unknown (``import-legacy`` without ``--judge-prompts``) and runs judged
-    with Shaberi's own prompts never share a column: ranked together, the runs' judges (and their pooled rows) are
-    labelled ``[shaberi]``."""
-    imported = set(con.execute(query("leaderboard.imported")).fetchall())
-    unknown = any((t, m) in imported and " [" not in j for t, m, j in judged)  # a judge of unnamed prompts
-    if not unknown or all(k in imported for k in ranked):
-        return scores, judged
+# What a row's Prompts says when its judges carry no prompt set's label: a run's are Shaberi's own prompts, an
+# imported tree's are not known (``import-legacy`` without ``--judge-prompts``).
+SHABERI_PROMPTS, UNNAMED_PROMPTS = "shaberi", "unknown"
 
-    def own(t: str, m: str, j: str) -> str:
-        return j if (t, m) in imported or " [" in j else f"{j} [shaberi]"
 
-    notes.append("judges of runs under Shaberi's own prompts are labelled [shaberi]: the imported results' prompts "
-                 "are not known (import-legacy --judge-prompts names them)")
-    return ({(t, m, own(t, m, j), b): v for (t, m, j, b), v in scores.items()},
-            {(t, m, own(t, m, j)) for t, m, j in judged})
+def _by_prompt_set(ranked: dict[tuple[str, str], None], imported: set[tuple[str, str]],
+                   scores: dict[tuple[str, str, str, str], _Stat], judged: set[tuple[str, str, str]]
+                   ) -> tuple[list[tuple[str, str, str]], dict[tuple[tuple[str, str, str], str, str], _Stat],
+                              set[tuple[tuple[str, str, str], str]]]:
+    """Rows by (tag, model, prompt set) and columns by judge name: a judge's judgements under another prompt set
+    (``gpt-4.1 [original:8578939]``, ``* [original:8578939]`` for its pool: ``shaberi.promptsets``) go in the
+    judge's own columns, on a row of their own labelled with the set, so that a new run judged with the
+    original's prompts ranks among imported results, and no pool mixes two sets (``pooled_judge``)."""
+
+    def split(t: str, m: str, judge: str) -> tuple[tuple[str, str, str], str]:
+        name, sep, label = judge.rpartition(" [")
+        if sep and label.endswith("]"):
+            return (t, m, label[:-1]), name
+        return (t, m, UNNAMED_PROMPTS if (t, m) in imported else SHABERI_PROMPTS), judge
+
+    by_set = {(*split(t, m, j), b): v for (t, m, j, b), v in scores.items()}
+    judged_by_set = {split(t, m, j) for t, m, j in judged}
+    found = {k for k, _, _ in by_set} | {k for k, _ in judged_by_set}
+    order = {tm: i for i, tm in enumerate(ranked)}
+    rows = sorted(found, key=lambda k: (order[k[:2]], k[2]))
+    rows += [(t, m, UNNAMED_PROMPTS if (t, m) in imported else SHABERI_PROMPTS)  # a ranked model with no score
+             for t, m in ranked if not any(k[:2] == (t, m) for k in found)]
+    return rows, by_set, judged_by_set
 
 
 def _published_note(con: duckdb.DuckDBPyConnection, tags: list[str]) -> str:

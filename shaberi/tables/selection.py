@@ -136,8 +136,10 @@ def select_runs(root: str | Path, tag: str, model: str | None = None, runs: int 
                   and (runs is None or r.run_index <= runs)]
         if family and (runs is not None or prefer_family or not exact):
             if runs is not None and len({r.run_index for r in family}) < runs:
-                raise UsageError(f"--runs {runs} asked for, but only {len({r.run_index for r in family})} runs of "
-                                 f"{tag!r}{f' ({m})' if len(found) > len(family) else ''} exist")
+                have = len({r.run_index for r in family})
+                whose = f"{tag!r}{f' ({m})' if len(found) > len(family) else ''}"
+                raise UsageError(f"--runs {runs} asked for, but only {have} run{'s' if have > 1 else ''} of {whose} "
+                                 f"exist{'' if have > 1 else 's'}")
             chosen += family
             families.add(m)
         else:
@@ -223,6 +225,8 @@ def select(root: str | Path, selector: Selector, runs: int | None = None, prefer
         return select_runs(root, selector.tag, selector.model, runs, prefer_family, con)
     except UsageError as exc:  # MODEL@TAG whose tag is there, without that model: say which models it holds
         text = selector.tag
+        if find_runs(root, text, model=selector.model, con=con):  # there, and refused for another reason (--runs)
+            raise
         for i in (i for i, c in enumerate(text) if c == "@" and selector.model is None):
             if there := find_runs(root, text[i + 1:], con=con):
                 models = ", ".join(dict.fromkeys(r.model for r in there))

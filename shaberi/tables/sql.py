@@ -206,21 +206,25 @@ def materialize(con: duckdb.DuckDBPyConnection, *views: str) -> duckdb.DuckDBPyC
 
 
 def load_pricing(path: Path | None = None) -> list[tuple[str, float, float, float | None, float | None, float | None]]:
-    """(model, input, output, cached_input, batch_input, batch_output) in USD per million tokens, from a TOML file
-    of ``[model] input = …, output = …`` and optionally ``cached_input``, ``batch_input``, ``batch_output``."""
-    path = path or resource_dir("data") / "pricing.toml"
+    """(model, input, output, cached_input, batch_input, batch_output) in USD per million tokens: the shipped
+    ``data/pricing.toml``, with the entries of ``path`` (``--pricing FILE``) added over it, a model it names
+    priced as it says. Each entry is ``[model] input = …, output = …`` and optionally ``cached_input``,
+    ``batch_input``, ``batch_output``."""
 
     def rate(entry: dict, name: str) -> float | None:
         return float(entry[name]) if name in entry else None
 
-    try:
-        with open(path, "rb") as fh:
-            entries = tomllib.load(fh)
-        return [(model, float(p["input"]), float(p["output"]), rate(p, "cached_input"), rate(p, "batch_input"),
-                 rate(p, "batch_output")) for model, p in entries.items()]
-    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"cannot read pricing file {path}: {exc}; each [model] needs input and output "
-                         "(USD per million tokens)") from None
+    prices: dict[str, tuple[str, float, float, float | None, float | None, float | None]] = {}
+    for each in [resource_dir("data") / "pricing.toml", *([path] if path else [])]:
+        try:
+            with open(each, "rb") as fh:
+                entries = tomllib.load(fh)
+            prices |= {model: (model, float(p["input"]), float(p["output"]), rate(p, "cached_input"),
+                               rate(p, "batch_input"), rate(p, "batch_output")) for model, p in entries.items()}
+        except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise UsageError(f"cannot read pricing file {each}: {exc}; each [model] needs input and output "
+                             "(USD per million tokens)") from None
+    return list(prices.values())
 
 
 def _benchmark_info() -> list[tuple]:
