@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -106,6 +107,30 @@ def shaberi(*args: str, env: dict | None = None, timeout: float = 120,
     imported it: tests/forkserver.py)."""
     base = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "SHABERI_RESULTS_DIR")}
     return FORKS.run(list(args), {**base, **(env or {})}, cwd, timeout)
+
+
+def in_terminal(*args: str, columns: int = 120, timeout: float = 120) -> tuple[int, str]:
+    """Run the command line with its output on a real terminal (a pseudo-terminal ``columns`` wide, as a user's
+    window): its exit code and what it showed, escape codes taken out."""
+    import fcntl
+    import pty
+    import re
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "OPENAI_API_KEY")} | {"TERM": "xterm"}
+    proc = subprocess.Popen([sys.executable, "-m", "shaberi", *args], stdin=subprocess.DEVNULL, stdout=slave,
+                            stderr=slave, env=env)
+    os.close(slave)
+    out = bytearray()
+    with contextlib.suppress(OSError):  # EIO once the command has exited and its side of the terminal closed
+        while chunk := os.read(master, 65536):
+            out += chunk
+    os.close(master)
+    code = proc.wait(timeout)
+    return code, re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", out.decode()).replace("\r\n", "\n")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -13,7 +13,7 @@ import openpyxl
 import pytest
 from scipy import stats
 
-from .conftest import query, shaberi, write_rakuda
+from .conftest import in_terminal, query, shaberi, write_rakuda
 from .test_status import run
 
 POOLED = ["model_name", "Judges", "Average (All)", "ELYZA 100 (All)", "JA-MT (All)", "Rakuda (All)", "Tengu (All)",
@@ -62,6 +62,35 @@ def test_the_terminal_shows_the_pooled_columns_and_judges_all_the_wide_table(leg
     for row in board(legacy)[1]:
         want = f"{float(row['% JA']):.1%}" if row["% JA"] else ""
         assert shown[row["model_name"]][POOLED.index("% JA")] == want
+
+
+def test_judges_all_in_a_120_column_terminal_is_a_table_per_judge_and_cuts_no_cell(legacy):
+    """The wide board (32 columns) read in 120 columns: one table per judge, each beside the model names (folded
+    onto more lines when long, never cut), every number of the csv shown whole."""
+    wide, rows = board(legacy)
+    code, shown = in_terminal("leaderboard", "--judges", "all", "--results-dir", str(legacy))
+    assert code == 0, shown
+    lines = shown.splitlines()
+    assert max(map(len, lines)) <= 120 and "…" not in shown
+    titles = [line.strip() for line in lines if line.startswith("Leaderboard: tag legacy: ")]
+    assert titles == ["Leaderboard: tag legacy: All (each row's judges pooled)", *(
+        f"Leaderboard: tag legacy: {t} ({j})" for t, j in (("GPT4", "gpt-4-turbo-preview"),
+                                                            ("GPT4.1", "gpt-4.1-2025-04-14"),
+                                                            ("GPT5.1", "gpt-5.1-2025-11-13"),
+                                                            ("Tulu405", "llmjudge-tulu405"))),
+        "Leaderboard: tag legacy: GPT4 comparison"]
+    cells = [c.strip() for line in lines for c in line.strip("│").split("│")]
+    names = "".join(c for line in lines if line.startswith("│") for c in [line.split("│")[1].strip()])
+    for row in rows:
+        assert row["model_name"] in names  # folded, whole
+        for column in wide:
+            value = row[column]
+            if value and column not in ("model_name", "JA-MT questions", "Complete", "Judges"):
+                want = f"{float(value):.1%}" if column in ("% JA", "GPT4 delta") else f"{float(value):.2f}"
+                assert want in cells, (column, value)
+    # the pooled board alone stays one table, names folded the same way
+    code, pooled = in_terminal("leaderboard", "--results-dir", str(legacy))
+    assert code == 0 and pooled.count("Leaderboard:") == 1 and max(map(len, pooled.splitlines())) <= 120
 
 
 def test_the_workbook_holds_the_csv_numbers_with_a_colour_scale_per_score_column(legacy, tmp_path):

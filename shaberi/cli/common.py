@@ -208,9 +208,11 @@ def _inert(value: object) -> object:
     return value
 
 
-def print_rows(title: str | None, header: list[str], rows: list[list[str]], fmt: Format | str) -> None:
+def print_rows(title: str | None, header: list[str], rows: list[list[str]], fmt: Format | str, fold: int = 0
+               ) -> None:
     """Rows as a terminal table (``json`` too: the commands with structured output write their own), CSV or
-    Markdown."""
+    Markdown. ``fold``: the first columns hold names that fold onto more lines when the table is too wide (kept
+    16 wide at least), before the other columns wrap; no cell is cut to "…"."""
     if fmt == "csv":
         writer = SafeCSV(sys.stdout)
         writer.writerow(header)
@@ -223,7 +225,10 @@ def print_rows(title: str | None, header: list[str], rows: list[list[str]], fmt:
     else:
         from rich.table import Table
 
-        table = Table(*header, title=title, title_justify="left")
+        table = Table(title=title, title_justify="left")
+        for i, name in enumerate(header):  # too wide: names fold first (never to nothing), then every column
+            table.add_column(name, overflow="fold", min_width=min(16, max(map(len, [name, *(r[i] for r in rows)])))
+                             if i < fold else None)
         for row in rows:
             table.add_row(*row)
         console().print(table)

@@ -355,8 +355,10 @@ def leaderboard_command(
         return
     title = (f"Leaderboard: tag{'s' if len(tags) > 1 else ''} {', '.join(tags)}"
              + (" (mean ± 95% interval over its complete runs)" if shown.family else ""))
-    if fmt == "table":  # rich measures the terminal: printed, not buffered
-        print_rows(title, *shown.text(), fmt)
+    if fmt == "table":  # rich measures the terminal: printed, not buffered; a table per judge fits its width
+        for part, table in shown.split():
+            print_rows(f"{title}: {part}" if part else title, *table.text(), fmt,
+                       fold=sum(c.kind == "text" and c.block == "" for c in table.columns[:3]))
         for note in shown.notes:
             typer.echo(f"note: {note}")
         return

@@ -174,6 +174,30 @@ class Board:
         return Board(self.tag, [self.columns[i] for i in keep], [[NonFinite.of(r[i]) for i in keep] for r in self.rows],
                      self.family, self.judges, self.notes)
 
+    def split(self) -> list[tuple[str, Board]]:
+        """The board as one table per block, for a terminal: every judge's block on its own (titled by the judge,
+        its columns named without it), each beside the columns that say whose a row is (model, Tag, Prompts),
+        so that ``--judges all`` fits a terminal's width; a board of the pooled block alone stays one table."""
+        who = [i for i, c in enumerate(self.columns) if c.block == "" and c.kind == "text"
+               and c.name in ("model_name", "Tag", "Prompts")]
+        blocks = list(dict.fromkeys(c.block for c in self.columns if c.block not in ("", "*", GPT4)))
+        if not blocks:
+            return [("", self)]
+        pooled = [i for i, c in enumerate(self.columns) if c.block in ("", "*")]
+        parts = [("All (each row's judges pooled)", "*", pooled)]
+        parts += [(f"{judge_title(j)} ({j})" if judge_title(j) != j else j, j,
+                   who + [i for i, c in enumerate(self.columns) if c.block == j]) for j in blocks]
+        if gpt4 := [i for i, c in enumerate(self.columns) if c.block == GPT4]:
+            parts.append(("GPT4 comparison", GPT4, who + gpt4))
+        tables = []
+        for title, block, keep in parts:
+            suffix = f" ({judge_title(block)})"  # the table's title names the judge: its columns need not
+            columns = [c._replace(name=c.name.replace(suffix, "")) if c.block == block else c
+                       for c in (self.columns[i] for i in keep)]
+            tables.append((title, Board(self.tag, columns, [[r[i] for i in keep] for r in self.rows], self.family,
+                                        self.judges, self.notes)))
+        return tables
+
     def text(self) -> tuple[list[str], list[list[str]]]:
         """Header and cells for a terminal or Markdown table: numbers to two decimals, shares (% JA, GPT4
         delta) in per cent, a family's interval in its score's cell (``6.12 ± 0.31``, or ``9.80 (9.10–10.00)``
