@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +100,43 @@ def test_the_example_workflow_runs_here_and_the_planted_regression_turns_its_job
     assert "1 job file(s) covering 2 of the 8 tests" in again.stdout and "**Not checked**" in again.stdout
 
 
+RECORDED = ["Meta-Llama-3_1-8B-Instruct", "Mistral-7B-Instruct-v0.2", "Qwen1.5-7B-Chat", "Yi-6b-Chat", "gemma-7b"]
+
+
+def test_the_shipped_example_passes_its_four_jobs_and_report_with_the_shipped_baseline(tmp_path, data_dir):
+    """examples/ci/ensemble-gate.yml as shipped, over a repository holding this project's own
+    baselines/quick-eval.json and a committed cache of the five recorded MMLU-Pro models (the file's recorded-5),
+    the loopback server as CONSENSUS_MODEL: every strategy job and the report pass."""
+    repo = tmp_path / "repo"
+    shutil.copytree(data_dir / "gt" / "mmlu_pro", repo / "datasets" / "gt" / "mmlu_pro")
+    (repo / "baselines").mkdir()
+    shutil.copy(REPO / "baselines" / "quick-eval.json", repo / "baselines" / "quick-eval.json")
+    files = [str(data_dir / "recorded" / "mmlu_pro" / f"{name}.jsonl") for name in RECORDED]
+    done = shaberi("ensemble", "import-responses", "--dataset", "mmlu_pro", "--model", MODEL, *files, "--cache-dir",
+                   str(repo / ".cache" / "ensemble"), "--data-dir", str(repo / "datasets"), "--results-dir",
+                   str(tmp_path / "scratch"))
+    assert done.returncode == 0, done.stderr
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "the committed cache"]):
+        subprocess.run([*git, *args], check=True)
+    entry = json.loads((REPO / "baselines" / "quick-eval.json").read_text())["models"][MODEL]
+    with LoopbackServer() as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SHABERI_RESULTS", "OPENAI_API_KEY"))}
+        env |= {"CONSENSUS_MODEL": f"synth@{server.base_url}", "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"}
+        ran = subprocess.run([sys.executable, str(REPO / "examples" / "ci" / "run_workflow.py"),
+                              str(REPO / "examples" / "ci" / "ensemble-gate.yml"), "--repo", str(repo), "--work",
+                              str(tmp_path / "work")], capture_output=True, text=True, env=env, timeout=900)
+        calls = server.stats()["calls"]
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    jobs = [line for line in ran.stdout.splitlines() if line.startswith("job ")]
+    assert sorted(j.split(":")[0] for j in jobs) == sorted(
+        ["job report", *(f"job gate {s}" for s in ("majority", "standard", "elo", "council"))])
+    assert all(": ok (" in j for j in jobs), jobs
+    assert entry["strategies"] == ["majority", "standard", "elo", "council"]
+    assert f"4 job file(s) covering all {2 * 4} tests" in ran.stdout and "Not checked" not in ran.stdout
+    assert calls == entry["sample"] * (1 + 11 + 20)  # the consensus model's calls only: no generation
+
+
 def test_each_job_and_the_report_give_the_same_verdicts_in_one_family(tmp_path):
     repo = gate_repo(tmp_path)
     base = ["--baseline-file", str(repo / "baselines" / "quick-eval.json"), "--cache-dir", str(repo / ".cache"),
@@ -161,6 +199,42 @@ def test_regenerate_baseline_rewrites_the_accepted_accuracies_and_shows_the_chan
     assert "accepted baseline 0.900, majority 0.700; now baseline 0.900, majority 0.700" in check.stdout
     missing = shaberi("ensemble", "regenerate-baseline", "--model", "nobody", *args)
     assert missing.returncode == 2 and json.loads(path.read_text()) == written  # bad input: nothing written
+    assert "give --datasets and --strategies" in missing.stderr
+
+
+def test_regenerate_baseline_adds_or_replaces_an_entry_and_evaluates_afresh(tmp_path):
+    """A model's entry added (and the file made) or replaced by --datasets/--strategies/--sample/--seed; the
+    consensus answers an earlier quick-eval stored are never read back: every consensus call is made again."""
+    repo = gate_repo(tmp_path)
+    path = tmp_path / "new" / "quick-eval.json"
+    args = ["--baseline-file", str(path), "--cache-dir", str(repo / ".cache"), "--data-dir", str(repo / "datasets"),
+            "--results-dir", str(repo / "results")]
+    with LoopbackServer() as server:
+        consensus = ["--consensus-model", f"synth@{server.base_url}"]
+        path.parent.mkdir()
+        added = shaberi("ensemble", "regenerate-baseline", "--model", MODEL, "--datasets", "gsm8k", "--strategies",
+                        "majority,standard", "--sample", "40", "--seed", "3", *consensus, *args)
+        assert added.returncode == 0, added.stderr
+        assert server.stats()["calls"] == 40  # standard's consensus call per question, nothing stored before
+        entry = json.loads(path.read_text())["models"][MODEL]
+        assert {k: entry[k] for k in ("datasets", "strategies", "sample", "seed")} == {
+            "datasets": ["gsm8k"], "strategies": ["majority", "standard"], "sample": 40, "seed": 3}
+        assert set(entry["accuracy"]["gsm8k"]) == {"baseline", "majority", "standard"}
+        # a quick check stores its consensus answers and reuses them; the regeneration does not
+        checked = ["ensemble", "check", "--model", MODEL, *consensus, *args]
+        assert shaberi(*checked).returncode in (0, 1) and server.stats()["calls"] == 80
+        assert shaberi(*checked).returncode in (0, 1) and server.stats()["calls"] == 80  # reused
+        again = shaberi("ensemble", "regenerate-baseline", "--model", MODEL, *consensus, *args)
+        assert again.returncode == 0 and server.stats()["calls"] == 120, again.stderr  # afresh
+        # replaced: only what is given changes
+        replaced = shaberi("ensemble", "regenerate-baseline", "--model", MODEL, "--strategies", "majority",
+                           "--sample", "60", *args)
+        assert replaced.returncode == 0 and server.stats()["calls"] == 120, replaced.stderr
+    entry = json.loads(path.read_text())["models"][MODEL]
+    assert (entry["strategies"], entry["sample"], entry["seed"]) == (["majority"], 60, 3)
+    assert set(entry["accuracy"]["gsm8k"]) == {"baseline", "majority"}
+    unknown = shaberi("ensemble", "regenerate-baseline", "--model", MODEL, "--strategies", "nope", *args)
+    assert unknown.returncode == 2 and json.loads(path.read_text())["models"][MODEL] == entry
 
 
 def test_a_committed_cache_is_byte_stable_and_never_paid_for_twice(tmp_path):

@@ -330,7 +330,16 @@ def ensemble_check(
 
 @ensemble_app.command("regenerate-baseline")
 def ensemble_regenerate_baseline(
-    model: Annotated[str, typer.Option("--model", help="The baselines file's entry to evaluate again.")],
+    model: Annotated[str, typer.Option("--model", help="The baselines file's entry to evaluate again (or to add, "
+                                       "with --datasets and --strategies).")],
+    datasets: Annotated[str | None, typer.Option("--datasets", help="The entry's datasets, comma-separated "
+                                                 "[default: the entry's].", show_default=False)] = None,
+    strategies: Annotated[str | None, typer.Option("--strategies", help="The entry's strategies, comma-separated "
+                                                   "[default: the entry's].", show_default=False)] = None,
+    sample: Annotated[int | None, typer.Option("--sample", help="Questions drawn per dataset [default: the "
+                                               "entry's; 500 for a new one].", show_default=False)] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="The sample's seed [default: the entry's; 0 for a "
+                                             "new one].", show_default=False)] = None,
     baseline_file: BaselineFile = Path("baselines/quick-eval.json"),
     consensus_model: ConsensusModel = None,
     judge: Judge = None,
@@ -344,16 +353,20 @@ def ensemble_regenerate_baseline(
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
-    """Evaluate the model's whole configuration again and make its accuracies the accepted ones in the baseline
-    file (commit the change), printing old and new. A regression is shown but does not stop the rewrite: this is
-    accepting the current state. Exit codes: 0 rewritten; 2 bad input (nothing written)."""
+    """Evaluate the model's whole configuration afresh and make its accuracies the accepted ones in the baseline
+    file (commit the change), printing old and new. --datasets, --strategies, --sample, --seed replace the entry's
+    configuration, or add an entry for a model the file lacks (the file is made if it does not exist). Afresh:
+    from the cache's member answers alone, every consensus answer and grade made again (nothing read back from an
+    earlier quick-eval). A regression is shown but does not stop the rewrite: this is accepting the current
+    state. Exit codes: 0 rewritten; 2 bad input (nothing written)."""
     prepare_arrow()
     import asyncio
 
     from ..ensemble.commands import regenerate_baseline
 
     result, old, new = asyncio.run(regenerate_baseline(
-        results_dir, baseline_file, model, significance=significance, consensus_model=consensus_model, judge=judge,
+        results_dir, baseline_file, model, significance=significance, datasets=_split(datasets),
+        strategies=_split(strategies), sample=sample, seed=seed, consensus_model=consensus_model, judge=judge,
         base_url=base_url, api_key_env=api_key_env, require_complete=require_complete, cache_dir=cache_dir,
         data_dir=data_dir))
     _quick_eval_print(result, None, results_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -153,12 +154,17 @@ class Baselines:
         except (OSError, orjson.JSONDecodeError) as exc:
             raise DataError(f"cannot read the baseline file {path}: {exc}") from None
 
-    def entry(self, model: str) -> dict:
-        """The model's entry, checked: a malformed file is bad input (one line, exit 2), not a crash."""
+    def models(self) -> dict:
+        """The file's entries by model; a file that holds none in that shape is bad input (one line, exit 2)."""
         models = self.config.get("models") if isinstance(self.config, dict) else None
         if not isinstance(models, dict):
             raise DataError(f'{self.path} should be a JSON object with "models": {{MODEL: {{"datasets": [...], '
                             '"strategies": [...], "sample": N, "seed": N}}}}')
+        return models
+
+    def entry(self, model: str) -> dict:
+        """The model's entry, checked: a malformed file is bad input (one line, exit 2), not a crash."""
+        models = self.models()
         entry = models.get(model)
         if entry is None:
             raise UsageError(f"{self.path} has no entry for model {model!r}; models there: "
@@ -181,6 +187,13 @@ class Baselines:
                 raise DataError(f"{self.path}: models.{model}.{key} should be {want}, not "
                                 f"{orjson.dumps(entry.get(key)).decode()}")
         return entry
+
+    @classmethod
+    def empty(cls, path: Path) -> Baselines:
+        """A configuration file not written yet (``regenerate-baseline`` adds its first entry)."""
+        made = cls.__new__(cls)
+        made.path, made.config = path, {"alpha": ALPHA, "models": {}}
+        return made
 
     def save(self) -> None:
         scratch = self.path.with_suffix(".tmp")
@@ -224,16 +237,49 @@ def family_name(model: str, entry: dict) -> str:
 
 
 async def regenerate_baseline(results_dir: Path, baseline_file: Path, model: str, *, significance: float | None = None,
-                              **options: object) -> tuple[Result, dict, dict]:
-    """Evaluate the whole configuration of ``model`` again and make its accuracies the accepted ones (and
-    ``significance``, when given, the file's α). Returns the result, the old accuracies and the new."""
-    baselines = Baselines(baseline_file)
-    result, entry = await check(results_dir, baseline_file, model, significance=significance, **options)  # type: ignore[arg-type]
+                              datasets: list[str] | None = None, strategies: list[str] | None = None,
+                              sample: int | None = None, seed: int | None = None, cache_dir: Path | None = None,
+                              data_dir: Path | None = None, **options: object) -> tuple[Result, dict, dict]:
+    """Evaluate the whole configuration of ``model`` afresh and make its accuracies the accepted ones (and
+    ``significance``, when given, the file's α). ``datasets``, ``strategies``, ``sample``, ``seed``: the entry's
+    configuration, replaced (a model the file lacks gets an entry; a file that does not exist yet is made).
+    Afresh: in a scratch results root, from the cache's member answers alone (``cache_dir``, or the entries of
+    ``results_dir`` exported to a scratch cache), so every consensus answer and grade is made again: a changed
+    strategy is measured, never read back from an earlier run. Nothing is written on bad input. Returns the
+    result, the old accuracies and the new."""
+    baselines = Baselines(baseline_file) if baseline_file.exists() else Baselines.empty(baseline_file)
+    models = baselines.models()
+    old_entry: dict = models[model] if isinstance(models.get(model), dict) else {}
+    given = {"datasets": datasets, "strategies": strategies, "sample": sample, "seed": seed}
+    if not old_entry and (missing := [f"--{k}" for k in ("datasets", "strategies") if not given[k]]):
+        raise UsageError(f"{baseline_file} has no entry for model {model!r}: give {' and '.join(missing)} (and "
+                         "--sample, --seed) to add one")
+    if datasets:
+        gt.resolve(",".join(datasets))
+    if strategies:
+        resolve_strategies(",".join(strategies))
+    defaults = {} if old_entry else {"sample": 500, "seed": 0}
+    mine = defaults | {k: v for k, v in old_entry.items() if k != "accuracy"} \
+        | {k: v for k, v in given.items() if v is not None}
+    models[model] = mine
+    entry = baselines.entry(model)  # the new configuration, checked before anything runs
+    with tempfile.TemporaryDirectory(prefix="shaberi-baseline-") as scratch:
+        draft = Path(scratch) / "quick-eval.json"
+        draft.write_bytes(orjson.dumps(baselines.config))
+        cached = cache_dir
+        if cached is None:  # the results root's member answers, as a cache file each
+            cached = Path(scratch) / "cache"
+            for name in entry["datasets"]:
+                for who, baseline in ((model, False), *(((entry["baseline_model"], True),)
+                                                       if entry.get("baseline_model") else ())):
+                    found = cache.find(results_dir, who, name, baseline=baseline)
+                    cache.export(results_dir, found, cached)
+        result, entry = await check(Path(scratch) / "results", draft, model, significance=significance,
+                                    cache_dir=cached, data_dir=data_dir, **options)  # type: ignore[arg-type]
     new = {name: {"baseline": accuracy(d.baseline)} | {s: accuracy(o.correct) for s, o in d.strategies.items()}
            for name, d in result.datasets.items()}
     new = {name: {k: None if v is None else round(v, 6) for k, v in values.items()} for name, values in new.items()}
-    old = entry.get("accuracy") or {}
-    mine = baselines.config["models"][model]
+    old = old_entry.get("accuracy") or {}
     mine["accuracy"] = new
     if significance is not None:  # where the model's α is read from: its own entry, else the file's
         (mine if "alpha" in mine else baselines.config)["alpha"] = significance

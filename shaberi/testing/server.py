@@ -67,6 +67,12 @@ a share P of the calls (by the prompt's hash) answer A whatever was shown: a jud
 ``<<answer@MODEL:TEXT>>`` in a question is that model's answer (before ``<<answer:…>>``): runs of different
 models get different answers.
 
+A consensus prompt of an ensemble strategy (``prompts/ensemble/``: its answers under ``# Answer 1``, ``# Answer
+A``, ``# Member 1`` … between ``<answer>`` tags; not a grader's) with no marker is answered with its first answer
+as it stands: a synthesizer, a council's chair and critic that trust the first member, an elo comparison read as
+a tie (no WINNER line), so each strategy picks the baseline's answer and a gate over the loopback finds no
+regression.
+
 ``POST /_fail`` with a JSON list of statuses (``[503, 503]``) answers the next chat requests with those,
 whatever they hold. ``GET /_stats`` returns call counts (total, per request key, per status), and the
 peak in-flight count; ``GET /_requests`` the message lists of the last 2,000 chat requests, ``GET /_bodies``
@@ -99,6 +105,10 @@ __all__ = ["FakeLLM", "main", "request_key"]
 _FAULT = re.compile(r"\[\[fail:(\w+)(?:\*(\d+))?\]\]")
 _SHAPE = re.compile(r"\[\[shape:(\w+)\]\]")
 _ANSWER = re.compile(r"<<answer:(.*?)>>", re.S)
+# The first ``<answer>`` block of a consensus prompt (prompts/ensemble/): the loopback as a consensus model that
+# trusts the first answer, so that a strategy over the loopback scores as the single-model baseline.
+_FIRST_ANSWER = re.compile(r"^# (?:Answer (?:1|A|under review)|Your answer|Member 1\n## Answer)\n<answer>\n(.*?)\n"
+                           r"</answer>", re.S | re.M)
 _PAIRWISE = re.compile(r"<<pairwise:(.*?)>>", re.S)
 _QUALITY = re.compile(r"\[\[q=(\d+)\]\]")
 _SIDE = re.compile(r"## 回答([AB])\n【回答】\n(.*?)\n【回答終了】", re.S)
@@ -343,6 +353,8 @@ class FakeLLM:
         own = re.search(rf"<<answer@{re.escape(model)}:(.*?)>>", text, re.S) if model else None
         if m := next(seeded, None) or own or _ANSWER.search(text):
             return m.group(m.lastindex or 1).strip().replace("\\n", "\n")  # TEXT: the last group
+        if m := _FIRST_ANSWER.search(text):  # an ensemble strategy's prompt: the first answer, as it stands
+            return m.group(1)
         question = _DIRECTIVE.sub("", str(messages[-1].get("content") or "")).strip()  # not the test's markup
         content = f"「{question[:24]}」についてお答えします。これはテスト用サーバーの応答です。"
         if seed is not None:  # a different sample per seed, as a sampling model gives
