@@ -65,15 +65,26 @@ def gate_repo(root: Path, refuse: range = range(0)) -> Path:
     return root
 
 
+def workflow_env(server: LoopbackServer) -> dict[str, str]:
+    """This environment as a runner's, the loopback server as the consensus model."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHABERI_RESULTS", "OPENAI_API_KEY"))}
+    return env | {"CONSENSUS_MODEL": f"synth@{server.base_url}",
+                  "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"}
+
+
+def run_workflow(repo: Path, work: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The shipped example workflow, run here by its local runner over ``repo``."""
+    return subprocess.run([sys.executable, str(REPO / "examples" / "ci" / "run_workflow.py"),
+                           str(REPO / "examples" / "ci" / "ensemble-gate.yml"), "--repo", str(repo), "--work",
+                           str(work)], capture_output=True, text=True, env=env, timeout=900)
+
+
 def test_the_example_workflow_runs_here_and_the_planted_regression_turns_its_job_red(tmp_path):
     repo = gate_repo(tmp_path / "repo")
     (repo / ".cache" / "uncommitted.parquet").write_bytes(b"not committed: a job never sees it")
     with LoopbackServer() as server:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SHABERI_RESULTS", "OPENAI_API_KEY"))}
-        env |= {"CONSENSUS_MODEL": f"synth@{server.base_url}", "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"}
-        done = subprocess.run([sys.executable, str(REPO / "examples" / "ci" / "run_workflow.py"),
-                               str(REPO / "examples" / "ci" / "ensemble-gate.yml"), "--repo", str(repo), "--work",
-                               str(tmp_path / "work")], capture_output=True, text=True, env=env, timeout=600)
+        env = workflow_env(server)
+        done = run_workflow(repo, tmp_path / "work", env)
         calls = server.stats()["calls"]
     jobs = {line.split(":")[0]: line for line in done.stdout.splitlines() if line.startswith("job ")}
     assert done.returncode == 1, done.stdout + done.stderr
@@ -92,9 +103,7 @@ def test_the_example_workflow_runs_here_and_the_planted_regression_turns_its_job
     # No consensus model: three jobs fail on bad input (exit 2), leave no result file, and the report does not
     # read their absence as a pass.
     env.pop("CONSENSUS_MODEL")
-    again = subprocess.run([sys.executable, str(REPO / "examples" / "ci" / "run_workflow.py"),
-                            str(REPO / "examples" / "ci" / "ensemble-gate.yml"), "--repo", str(repo), "--work",
-                            str(tmp_path / "work")], capture_output=True, text=True, env=env, timeout=600)
+    again = run_workflow(repo, tmp_path / "work", env)
     assert again.returncode == 1 and again.stdout.count("exit 2") == 3, again.stdout
     assert "warning: no files were found" in again.stdout  # the failed jobs' uploads, as on GitHub
     assert "1 job file(s) covering 2 of the 8 tests" in again.stdout and "**Not checked**" in again.stdout
@@ -121,11 +130,7 @@ def test_the_shipped_example_passes_its_four_jobs_and_report_with_the_shipped_ba
         subprocess.run([*git, *args], check=True)
     entry = json.loads((REPO / "baselines" / "quick-eval.json").read_text())["models"][MODEL]
     with LoopbackServer() as server:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SHABERI_RESULTS", "OPENAI_API_KEY"))}
-        env |= {"CONSENSUS_MODEL": f"synth@{server.base_url}", "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"}
-        ran = subprocess.run([sys.executable, str(REPO / "examples" / "ci" / "run_workflow.py"),
-                              str(REPO / "examples" / "ci" / "ensemble-gate.yml"), "--repo", str(repo), "--work",
-                              str(tmp_path / "work")], capture_output=True, text=True, env=env, timeout=900)
+        ran = run_workflow(repo, tmp_path / "work", workflow_env(server))
         calls = server.stats()["calls"]
     assert ran.returncode == 0, ran.stdout + ran.stderr
     jobs = [line for line in ran.stdout.splitlines() if line.startswith("job ")]
