@@ -92,6 +92,7 @@ class RunRequest:
     passes: list[Pass] = field(default_factory=list)  # run after the other stages (or alone: stages ["passes"])
     model_base_url: str | None = None  # a pass option's model given without @URL [default: base_url]
     export: bool = True  # manifest and JSONL artifacts at the end (the benchmarks time the stages without)
+    compact: bool = False  # the export's normalized judgements: reasoning trimmed, a pointer to the transcript
     transport: Transport | None = None  # every client of the run sends through it [default: aiohttp, one each]
     judge_lease: Callable[[str, int], Lease] | None = None  # slots of a judge endpoint [default: EndpointLease]
     owner: str | None = None  # the work this run is part of (a sweep's task): its retry takes the lock over
@@ -265,7 +266,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
                 if generating:
                     write_questions(store, run_id, scope.datasets)
                 await tracker.run(do, outcome)
-                outcome.status, outcome.stages = tracker.finish(scope.benchmarks, req.export,
+                outcome.status, outcome.stages = tracker.finish(scope.benchmarks, req.export, req.compact,
                                                                 info.base_tag != req.tag, req.model, info.base_tag)
                 outcome.export_error = tracker.export_error
             if outcome.stopped is not None:
@@ -474,7 +475,7 @@ class _Stages:
                     self.state[later] = {"status": "not run", "stopped": self.stopped}
                 return
 
-    def finish(self, scoped: list[str] | None, export: bool, family: bool, model: str, base_tag: str
+    def finish(self, scoped: list[str] | None, export: bool, compact: bool, family: bool, model: str, base_tag: str
                ) -> tuple[str, dict[str, dict]]:
         """The run's status from the tables and this invocation's calls, recorded; then the manifest and the export.
         An export that fails (``export_error``) leaves the run's status as its stages made it: the tables hold
@@ -510,7 +511,7 @@ class _Stages:
             try:
                 reattach(con, self.results_dir, "runs", [self.run_id])
                 write_manifest(self.results_dir, self.run_id, con=con)
-                export_run(self.results_dir, self.run_id, con=con)
+                export_run(self.results_dir, self.run_id, con=con, compact=compact)
                 if family:
                     export_summary(self.results_dir, base_tag, model)
             except EXPORT_ERRORS as exc:

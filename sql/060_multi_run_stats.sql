@@ -1,7 +1,7 @@
 -- multi_run_stats: across the runs of a family ({tag}-run1 … {tag}-runN), per model, judge and benchmark
 -- (and 'overall'): mean, sample sd, the 95 % margin from the t distribution (scipy's quantile via
--- t_quantile), the interval, min, max, the number of runs and the values in run order; baseline_mean is
--- the mean without pass deltas. Only complete runs count (run_completeness; a run with no
+-- t_quantile), the interval, min, max, the number of runs and the values in run order; baseline_mean,
+-- baseline_sd and baseline_values are the same without pass deltas. Only complete runs count (run_completeness; a run with no
 -- question to do is complete: a member that ran fewer
 -- benchmarks or questions, or was not judged by this judge, would mix a different average in);
 -- excluded_runs lists the others by tag. Means are score_mean, as in score_means; sd and margin are rounded
@@ -26,7 +26,8 @@ WITH counted AS (
            count(*) AS runs, score_mean(score) AS mean, score_round(stddev_samp(score)) AS sd,
            t_quantile(0.975, count(*) - 1) * stddev_samp(score) / sqrt(count(*)) AS margin,
            min(score) AS min, max(score) AS max, list(score ORDER BY run_index) AS "values",
-           score_mean(baseline_score) AS baseline_mean, min(low) AS low, max(high) AS high
+           score_mean(baseline_score) AS baseline_mean, score_round(stddev_samp(baseline_score)) AS baseline_sd,
+           list(baseline_score ORDER BY run_index) AS baseline_values, min(low) AS low, max(high) AS high
     FROM per_run GROUP BY ALL
 ), excluded AS (
     SELECT r.model, r.base_tag, c.judge, list(r.tag ORDER BY r.run_index) AS excluded_runs

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
+
+import pytest
 
 from shaberi.testing import LoopbackServer
 
@@ -77,11 +80,60 @@ def test_layout_manifest_and_normalized_records(server, tmp_path):
         ("exp-run1", True, "partial"), ("exp-run2", True, "partial")]
     assert any(s["benchmark"] == "overall" and s["runs"] == 2 for s in summary["statistics"])
     assert not (tmp_path / "r" / "org%2Fmodel" / "exp" / "manifest.json").exists()
+    # tokens and cost per member and for the family, as the cost view has them; statistics without the passes
+    used = dict(((r, (req, p, c)) for r, req, p, c in query(
+        tmp_path / "r", "SELECT run_id, sum(requests), sum(prompt_tokens), sum(completion_tokens) FROM cost "
+                        "GROUP BY 1")))
+    for m in summary["members"]:
+        t = m["tokens"]
+        assert (t["requests"], t["prompt_tokens"], t["completion_tokens"]) == used[m["run_id"]] and t["prompt_tokens"]
+        assert t["cost_usd"] == 0 and t["priced"] is False  # loopback models, unpriced
+    family = summary["tokens"]
+    assert family["prompt_tokens"] == sum(m["tokens"]["prompt_tokens"] for m in summary["members"])
+    assert family["requests"] == sum(m["tokens"]["requests"] for m in summary["members"])
+    baseline = {(j, b): v for j, b, v in query(tmp_path / "r", "SELECT judge, benchmark, list(baseline_score ORDER BY "
+                                                               "run_index) FROM benchmark_scores WHERE tag LIKE "
+                                                               "'exp-run%' GROUP BY ALL")}
+    for stat in (s for s in summary["statistics"] if s["benchmark"] != "overall"):
+        values = baseline[(stat["judge"], stat["benchmark"])]
+        assert stat["without_passes"]["values"] == values
+        assert stat["without_passes"]["mean"] == pytest.approx(statistics.mean(values), abs=1e-9)
 
     (art / "metrics.json").unlink()
     again = shaberi("export", "--tag", "exp", "--results-dir", str(tmp_path / "r"))
     assert again.returncode == 0 and (art / "metrics.json").is_file()
     assert "exp (org/model), the family's summary" in again.stdout
+
+
+def test_a_compact_export_trims_the_judges_reasoning_and_points_at_its_full_transcript(server, tmp_path):
+    from shaberi.reports.export import COMPACT_REASONING
+
+    long = "理由" * 700  # 1,400 characters of reasoning before the score line
+    data = write_rakuda(tmp_path / "d", [f"<<judge: {long}\\nFINAL SCORE: 4>> 質問1",
+                                         "<<judge: 短い理由\\nFINAL SCORE: 3>> 質問2"])
+    results = tmp_path / "r"
+    done = shaberi("run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j",
+                   "--compact", "--results-dir", str(results), "--data-dir", str(data))
+    assert done.returncode == 0, done.stderr
+    run = results / "m" / "default"
+    compact = read_jsonl(run / "artifacts" / "shaberi" / "normalized" / "judgements.jsonl")
+    assert len(compact) == 2 and not any("judge_output" in r or "fallback_output" in r for r in compact)
+    for record in compact:
+        path, line = record["transcript"]["path"], record["transcript"]["line"]
+        assert path == "artifacts/shaberi/judgements/judge_j/rakuda.jsonl"
+        full = read_jsonl(run / path)[line - 1]  # the line it names holds the whole judgement
+        assert full["answer_id"] == record["answer_id"] and full["judge_output"].startswith(full["reasoning"])
+        if len(full["reasoning"]) > COMPACT_REASONING:
+            assert record["reasoning_trimmed"] and record["reasoning"] == full["reasoning"][:COMPACT_REASONING] + "…"
+        else:
+            assert not record["reasoning_trimmed"] and record["reasoning"] == full["reasoning"]
+    assert sorted(r["reasoning_trimmed"] for r in compact) == [False, True]
+    # exported again without --compact: the normalized records whole again; with it, the same compact lines
+    assert shaberi("export", "--results-dir", str(results)).returncode == 0
+    whole = read_jsonl(run / "artifacts" / "shaberi" / "normalized" / "judgements.jsonl")
+    assert all("judge_output" in r and "transcript" not in r for r in whole)
+    assert shaberi("export", "--compact", "--results-dir", str(results)).returncode == 0
+    assert read_jsonl(run / "artifacts" / "shaberi" / "normalized" / "judgements.jsonl") == compact
 
 
 def test_a_run_killed_while_judging_has_a_valid_manifest(tmp_path, data_dir):

@@ -36,6 +36,7 @@ __all__ = [
     "PASSES",
     "RUNS",
     "CacheDir",
+    "Compact",
     "ConcurrencyMin",
     "ConcurrencyStart",
     "DataDir",
@@ -179,6 +180,9 @@ class Format(StrEnum):
     markdown = "markdown"
 
 
+Compact = Annotated[bool, typer.Option("--compact", help="Normalized judgements (artifacts/shaberi/normalized/"
+                                      "judgements.jsonl) keep the judge's reasoning trimmed and the path and line of "
+                                      "its full transcript (the judge's own file) instead of its replies.")]
 FormatOption = Annotated[Format, typer.Option("--format", help="How to print: table, csv, json or markdown.")]
 
 

@@ -11,7 +11,7 @@ import orjson
 import typer
 
 from ..errors import UsageError
-from .common import DEFAULT_RESULTS, Format, FormatOption, ResultsDir, SafeCSV, app, prepare_arrow, print_rows
+from .common import DEFAULT_RESULTS, Compact, Format, FormatOption, ResultsDir, SafeCSV, app, prepare_arrow, print_rows
 
 if TYPE_CHECKING:
     from ..reports.view import Report
@@ -242,6 +242,7 @@ def export(
     tag: Annotated[str | None, typer.Option("--tag", help="Only these runs: a tag (a run, or the base tag of runs "
                                             "{tag}-run1 … N), MODEL@TAG, or a comma list of them.")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
+    compact: Compact = False,
     results_dir: ResultsDir = DEFAULT_RESULTS,
 ) -> None:
     """Write (again) the JSONL artifacts, metrics and manifests of stored runs."""
@@ -256,7 +257,7 @@ def export(
         with store.lock(r.run_id, f"run {r.model!r} tag {r.tag!r}"):  # not while a run writes it
             try:
                 write_manifest(results_dir, r.run_id, holding_lock=True)
-                folder = export_run(results_dir, r.run_id)
+                folder = export_run(results_dir, r.run_id, compact=compact)
             except EXPORT_ERRORS as exc:
                 failed += 1
                 typer.echo(f"error: {r.tag} ({r.model}): the export could not be written: {export_failure(exc)}",

@@ -17,6 +17,7 @@ from .common import (
     MODEL,
     PASSES,
     RUNS,
+    Compact,
     ConcurrencyMin,
     ConcurrencyStart,
     DataDir,
@@ -199,6 +200,7 @@ def run(
     retry_after_max: RetryAfterMax = 300.0,
     concurrency_start: ConcurrencyStart = None,
     concurrency_min: ConcurrencyMin = 1,
+    compact: Compact = False,
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
 ) -> None:
@@ -279,6 +281,7 @@ def run(
         max_cost=max_cost, pricing=pricing,
         rejudge=rejudge, judge_prompts=prompt_set,
         passes=build(passes, pass_option or []) if passes is not None else [], model_base_url=judge_base_url,
+        compact=compact,
     )
     family = members(request, runs)
     if "generate" not in stages_run:  # every run of the family must have answers before any is judged

@@ -40,8 +40,8 @@ from ..tables.sql import connect, query, shown_status
 from ..tables.store import Store
 from ..tables.stream import copy_json, locate, with_texts
 
-__all__ = ["EXPORT_ERRORS", "export_connection", "export_failure", "export_run", "export_summary", "family_path",
-           "run_folder", "write_manifest", "write_progress_manifest"]
+__all__ = ["COMPACT_REASONING", "EXPORT_ERRORS", "export_connection", "export_failure", "export_run", "export_summary",
+           "family_path", "run_folder", "write_manifest", "write_progress_manifest"]
 
 # What writing an export can raise that is no bug of ours: the disk, the object store, memory.
 EXPORT_ERRORS: tuple[type[BaseException], ...] = (duckdb.Error, OSError, pa.ArrowException, MemoryError)
@@ -195,10 +195,14 @@ def _write_manifest(results_dir: Path, run: dict, benchmarks: dict, judged: dict
     return path
 
 
-def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | None = None) -> Path:
+def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | None = None,
+               compact: bool = False) -> Path:
     """Write the run's artifacts (JSONL per benchmark and judge, normalized records, metrics). Answers and
     judgements, whose texts can be megabytes each (a reasoning model's), are streamed (``tables.stream``);
-    the short records are written by DuckDB itself (``COPY … FORMAT JSON``)."""
+    the short records are written by DuckDB itself (``COPY … FORMAT JSON``). ``compact``: the normalized
+    judgements keep the judge's reasoning trimmed to ``COMPACT_REASONING`` characters and, instead of the judge's
+    replies, where the full transcript is (``transcript``: the judge's file under ``artifacts/shaberi/`` and the
+    line of it)."""
     con = con or export_connection(results_dir, run_id)
     (run,) = _records(con, query("export.run_names"))
     root = run_folder(results_dir, run["model"], run["tag"]) / "artifacts" / "shaberi"
@@ -211,7 +215,8 @@ def export_run(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnection | 
                          query("export.judgements_order"), ["judge_output", "fallback_output"], _JUDGEMENT_FIELDS,
                          _judge_reasoning)
     _write_grouped(judgements, root / "normalized" / "judgements.jsonl",
-                   lambda r: root / "judgements" / f"judge_{folder_name(r['judge_model'])}" / f"{r['benchmark']}.jsonl")
+                   lambda r: root / "judgements" / f"judge_{folder_name(r['judge_model'])}" / f"{r['benchmark']}.jsonl",
+                   _compact_judgement(root) if compact else None)
     con.execute(query("export.scores_view"))
     con.execute(query("export.passes_view"))
     for name, bench in con.execute(query("export.pass_files")).fetchall():
@@ -256,14 +261,40 @@ def _stream(con: duckdb.DuckDBPyConnection, parts: list[Root], table: str, rows:
     return ((row, orjson.dumps({f: row[f] for f in fields})[:-1] + b"," + blob[1:] + b"\n") for row, blob in found)
 
 
-def _write_grouped(lines: Iterator[tuple[dict, bytes]], every: Root, path: Callable[[dict], Root]) -> None:
-    """Each line into ``every`` and into its group's file ``path(row)`` (rows come grouped)."""
+# The judge's reasoning a compact export keeps in normalized/judgements.jsonl (its transcript has all of it).
+COMPACT_REASONING = 500
+
+
+def _compact_judgement(root: Root) -> Callable[[dict, bytes, Root, int], bytes]:
+    """A normalized judgement's line as ``--compact`` writes it: the short fields, the reasoning trimmed, and the
+    path (from the run's folder: ``artifacts/shaberi/judgements/…``) and 1-based line of the full record in its
+    judge's file."""
+    folder = str(root.parent.parent)
+
+    def line(row: dict, full: bytes, target: Root, number: int) -> bytes:
+        record = orjson.loads(full)
+        reasoning = record.pop("reasoning", None) or ""
+        for text in ("judge_output", "fallback_output"):
+            record.pop(text, None)
+        cut = len(reasoning) > COMPACT_REASONING
+        record |= {"reasoning": (reasoning[:COMPACT_REASONING] + "…" if cut else reasoning) or None,
+                   "reasoning_trimmed": cut,
+                   "transcript": {"path": str(target).removeprefix(folder).lstrip("/"), "line": number}}
+        return orjson.dumps(record) + b"\n"
+
+    return line
+
+
+def _write_grouped(lines: Iterator[tuple[dict, bytes]], every: Root, path: Callable[[dict], Root],
+                   short: Callable[[dict, bytes, Root, int], bytes] | None = None) -> None:
+    """Each line into ``every`` and into its group's file ``path(row)`` (rows come grouped); ``short``: what
+    ``every`` gets instead, from the row, its line, its group's file and its line number there."""
     with published(every) as all_tmp, open(all_tmp, "wb") as all_fh:
         for target, group in itertools.groupby(lines, key=lambda pair: path(pair[0])):
             with published(target) as tmp, open(tmp, "wb") as fh:
-                for _, line in group:
+                for number, (row, line) in enumerate(group, start=1):
                     fh.write(line)
-                    all_fh.write(line)
+                    all_fh.write(short(row, line, target, number) if short else line)
 
 
 def _copy(con: duckdb.DuckDBPyConnection, rows: str, path: Root, params: dict | None = None) -> None:
@@ -273,24 +304,28 @@ def _copy(con: duckdb.DuckDBPyConnection, rows: str, path: Root, params: dict | 
 
 def export_summary(results_dir: Path, base_tag: str, model: str) -> Path | None:
     """``<model>/<base_tag>/family.json`` for a family of runs {base_tag}-runN: every member with its status
-    and completeness (for every judge; ``complete_for``: the judges it is complete for), and the statistics
-    over the complete ones (``multi_run_stats``, per judge)."""
+    and completeness (for every judge; ``complete_for``: the judges it is complete for) and its tokens and cost,
+    the statistics over the complete ones (``multi_run_stats``, per judge; ``without_passes``: the same before
+    pass deltas), and the family's tokens and cost."""
     family = find_runs(results_dir, base_tag, match="family", model=model)
     if not family:
         return None
     con = connect(results_dir, None, [r.run_id for r in family])
     complete = {(r, j): (c, b) for r, j, c, b in con.execute(query("export.completeness")).fetchall()}
+    used = {r.pop("run_id"): r for r in _records(con, query("export.family_tokens"))}
     members = []
     for r in family:
         done, missing = complete.get((r.run_id, "*"), (True, []))
         members.append({"tag": r.tag, "run_id": r.run_id, "run_index": r.run_index, "status": r.status,
                         "complete": done, "incomplete_benchmarks": missing or [],
                         "complete_for": sorted(j for (run, j), (c, _) in complete.items()  # judge by judge
-                                               if run == r.run_id and j != "*" and c)})
+                                               if run == r.run_id and j != "*" and c),
+                        "tokens": used.get(r.run_id)})
     summary = {
         "kind": "multi_run", "base_tag": base_tag, "model": model,
         "tags": [m["tag"] for m in members], "run_ids": [m["run_id"] for m in members], "members": members,
         "statistics": _records(con, query("export.family_statistics")),
+        "tokens": used.get(None),  # every member's calls together, and what they cost
     }
     path = family_path(results_dir, model, base_tag)
     _write_json(path, summary)

@@ -97,5 +97,13 @@ SELECT stage, model, requests, prompt_tokens, completion_tokens, priced, cost_us
 SELECT run_id, judge, complete, incomplete_benchmarks FROM run_completeness;
 
 -- name: family_statistics
-SELECT judge, benchmark, runs, mean, sd, margin, ci_low, ci_high, min, max, "values", excluded_runs
+SELECT judge, benchmark, runs, mean, sd, margin, ci_low, ci_high, min, max, "values", excluded_runs,
+       {'mean': baseline_mean, 'sd': baseline_sd, 'values': baseline_values} AS without_passes
 FROM multi_run_stats ORDER BY judge, position;
+
+-- name: family_tokens
+-- Per member (and NULL: the family), what its calls used and cost (the cost view: priced as view prices them).
+SELECT run_id, sum(requests)::BIGINT AS requests, sum(prompt_tokens)::BIGINT AS prompt_tokens,
+       sum(completion_tokens)::BIGINT AS completion_tokens, sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
+       sum(cost_usd) AS cost_usd, bool_and(priced) AS priced
+FROM cost GROUP BY ROLLUP (run_id) ORDER BY run_id NULLS LAST;
