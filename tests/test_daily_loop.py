@@ -1,8 +1,8 @@
 """The README's daily loop, end to end from the command line on the loopback server: two models under one tag as
 ``--runs 3`` families, the seed's own commands on stored answers (rejudge, passes, reprocess by the family's base tag,
 no ``--runs``, no ``--base-url``), then every reader by one selector grammar (TAG, MODEL@TAG, comma lists), with the
-calls counted on the server: the candidate is never called after generation. And a family whose member has nothing
-usable finishes."""
+calls counted on the server: the candidate is never called after generation; then a legacy import and a run judged
+with the original's prompts on one leaderboard. And a family whose member has nothing usable finishes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,15 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
+from shaberi import promptsets
+from shaberi.testing import LoopbackServer
+
 from .conftest import query, shaberi
 from .test_pairwise import write_data
+
+GPT41 = "gpt-4.1-2025-04-14"
 
 N = 6  # Rakuda questions
 
@@ -20,7 +27,7 @@ def _models_called(server) -> Counter[str]:
     return Counter(r["model"] for r in server.replies())
 
 
-def test_two_models_under_one_tag_through_every_reader(server, tmp_path: Path) -> None:
+def test_two_models_under_one_tag_through_every_reader(server, tmp_path: Path, data_dir: Path) -> None:
     data, results, url = write_data(tmp_path / "data", N), str(tmp_path / "r"), server.base_url
     common = ["--benchmark", "rakuda", "--results-dir", results]
     for m in ("m1", "m2"):
@@ -88,6 +95,27 @@ def test_two_models_under_one_tag_through_every_reader(server, tmp_path: Path) -
         missing = shaberi(*args, "--results-dir", results)
         assert missing.returncode == 2 and "v1 (3 runs)" in missing.stderr and missing.stderr.count("\n") == 1, \
             missing.stderr
+
+    # The published leaderboard imported as it is (its prompts unnamed), and one run judged again with the
+    # original's prompts: one board ranks it among the imported models in the same judge columns.
+    imported = shaberi("import-legacy", str(data_dir / "legacy" / "samples"), "--results-dir", results)
+    assert imported.returncode == 0, imported.stderr
+    clone = data_dir / "original" / "2025-04-30-451c0aa"
+    with LoopbackServer(judges=(GPT41,)) as judge:
+        original = shaberi("run", "--model", "m1", "--tag", "v1-run1", "--stages", "judge", "--judge",
+                           f"{GPT41}@{judge.base_url}", "--judge-prompts", str(clone), *common)
+        assert original.returncode == 0, original.stderr
+        assert judge.stats()["calls"] == N  # the stored answers judged; no candidate call
+    label = promptsets.load(str(clone)).label
+    rows = json.loads(shaberi("leaderboard", "--tag", "legacy,m1@v1-run1", "--format", "json", "--results-dir",
+                              results).stdout)
+    mine = {r["Prompts"]: r for r in rows if r["Tag"] == "v1-run1"}
+    assert set(mine) == {"shaberi", label} and {r["Prompts"] for r in rows if r["Tag"] == "legacy"} == {"unknown"}
+    assert mine[label]["Average (GPT4.1)"] is not None and mine[label]["Average (All)"] is not None
+    assert mine["shaberi"]["Average (GPT4.1)"] is None and mine["shaberi"]["Average (j1)"] is not None
+    assert any(r["Average (GPT4.1)"] is not None for r in rows if r["Tag"] == "legacy")  # the same column
+    ((rakuda,),) = query(Path(results), f"SELECT avg(score) FROM judgements WHERE judge = '{GPT41} [{label}]'")
+    assert mine[label]["Rakuda (GPT4.1)"] == pytest.approx(rakuda, abs=1e-9)
 
 
 def test_a_family_whose_member_holds_nothing_usable_finishes(server, tmp_path: Path) -> None:
