@@ -80,8 +80,8 @@ def ensemble_generate_cache(
         "(its prompt and --max-tokens at the model's price) could take their cost past it; they stop partial (exit "
         "1), and the same command with a higher limit carries on without paying twice.")] = None,
     pricing: Annotated[Path | None, typer.Option(
-        "--pricing", help="Prices per million tokens (TOML) for --max-cost, added over "
-             "data/pricing.toml (an entry it names replaces the shipped one).")] = None,
+        "--pricing", help="Prices per million tokens (TOML) for --max-cost, added over data/pricing.toml (an entry "
+        "it names replaces the shipped one).")] = None,
     cache_dir: CacheDir = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,

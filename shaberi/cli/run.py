@@ -485,7 +485,7 @@ def _within_limit(runs: list[RunRequest], found: list[tuple[str, Estimate]]) -> 
         urls = {j.name: j.base_url for j in each.judges}
         budget = open_budget(each.max_cost, each.results_dir, each.pricing, [run_id_for(each.model, each.tag)],
                              [(r.model, each.batch, each.base_url) if r.stage == "generation"
-                              else (r.model, each.judge_batch, urls[r.model]) for r in rows])
+                              else (r.model, each.judge_batch, urls.get(r.model, "")) for r in rows])
         lines += [n for m, url in budget.free.items() if (n := f"note: {free_note(m, url)}") not in lines]
         most = budget.spent + sum(r.cost_bound_usd for r in rows)
         lines.append(f"--max-cost ${each.max_cost:g} ({_label(each, runs)}): ${budget.spent:.4f} spent so far, at most "
