@@ -147,6 +147,9 @@ def test_a_pricing_file_adds_to_the_shipped_prices(tmp_path):
     assert set(merged) == set(shipped) | {"m", "j"}
     assert merged["gpt-4.1"][1:3] == (7.0, 9.0) and merged["m"][1:3] == (1000.0, 1000.0)
     assert all(merged[k] == v for k, v in shipped.items() if k != "gpt-4.1")
+    for bad in ("nan", "-1000", "inf"):  # a price a limit could not be counted against: bad input, never a hang
+        with pytest.raises(UsageError, match="is no price"):
+            load_pricing(_pricing(tmp_path, f'["m"]\ninput = {bad}\noutput = 1\n'))
 
 
 def test_generate_cache_stops_partial_and_resumes_without_paying_twice(tmp_path):

@@ -247,10 +247,13 @@ async def regenerate_baseline(results_dir: Path, baseline_file: Path, model: str
     ``results_dir`` exported to a scratch cache), so every consensus answer and grade is made again: a changed
     strategy is measured, never read back from an earlier run. Nothing is written on bad input. Returns the
     result, the old accuracies and the new."""
+    if not baseline_file.parent.is_dir():
+        raise UsageError(f"--baseline-file {baseline_file}: its folder {baseline_file.parent} does not exist")
     baselines = Baselines(baseline_file) if baseline_file.exists() else Baselines.empty(baseline_file)
     models = baselines.models()
     old_entry: dict = models[model] if isinstance(models.get(model), dict) else {}
-    given = {"datasets": datasets, "strategies": strategies, "sample": sample, "seed": seed}
+    given = {"datasets": datasets and list(dict.fromkeys(datasets)),  # each once: a repeat would double the family
+             "strategies": strategies and list(dict.fromkeys(strategies)), "sample": sample, "seed": seed}
     if not old_entry and (missing := [f"--{k}" for k in ("datasets", "strategies") if not given[k]]):
         raise UsageError(f"{baseline_file} has no entry for model {model!r}: give {' and '.join(missing)} (and "
                          "--sample, --seed) to add one")

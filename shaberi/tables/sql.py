@@ -212,14 +212,24 @@ def load_pricing(path: Path | None = None) -> list[tuple[str, float, float, floa
     ``batch_input``, ``batch_output``."""
 
     def rate(entry: dict, name: str) -> float | None:
-        return float(entry[name]) if name in entry else None
+        if name not in entry:
+            return None
+        value = float(entry[name])
+        if not 0 <= value < float("inf"):  # NaN fails this too: a limit could never be counted against it
+            raise ValueError(f"{name} = {entry[name]!r} is no price (USD per million tokens, 0 or more)")
+        return value
+
+    def required(entry: dict, name: str) -> float:
+        if (value := rate(entry, name)) is None:
+            raise KeyError(name)
+        return value
 
     prices: dict[str, tuple[str, float, float, float | None, float | None, float | None]] = {}
     for each in [resource_dir("data") / "pricing.toml", *([path] if path else [])]:
         try:
             with open(each, "rb") as fh:
                 entries = tomllib.load(fh)
-            prices |= {model: (model, float(p["input"]), float(p["output"]), rate(p, "cached_input"),
+            prices |= {model: (model, required(p, "input"), required(p, "output"), rate(p, "cached_input"),
                                rate(p, "batch_input"), rate(p, "batch_output")) for model, p in entries.items()}
         except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"cannot read pricing file {each}: {exc}; each [model] needs input and output "
