@@ -48,10 +48,13 @@ def test_an_in_flight_cap_is_found_near_the_wall_and_held():
     # Before any answer the first window goes out spread, and on a busy machine the first 429s come back late, so
     # how many of it pass the cap depends on the machine: the window (widened towards the maximum while nothing has
     # answered) and each of its requests retried once before the cut is read, at most; half a second after the
-    # client read its first 429 (a stalled machine's start can take longer than that), rarely.
+    # client read its first 429 (a stalled machine's start can take longer than that), rarely: a request sent the
+    # instant another is answered can reach the server before it has let that one go. Measured beside two CPU-bound
+    # processes, 0-1.7 % of the later arrivals (2.6 % once on CI); the wrong rule (no hold below the ceiling, the
+    # limit probing the wall again and again) refuses 9-10 % of them on an idle machine.
     later = [status for t, _, status in arrivals if t > first_cut(client) + 0.5]
     assert 0 < rejected < 2 * ControlConfig().max + 0.02 * stats["calls"]
-    assert later.count(429) < 0.02 * len(later), (later.count(429), len(later))
+    assert later.count(429) < 0.05 * len(later), (later.count(429), len(later))
     cuts = [limit for _, limit, why in client.control.history if why == "429"]
     # How fast it gets there depends on how busy the machine is (bench/rate_control.py measures it); that it holds
     # at the wall, below it and not collapsed, refusing rarely, does not.
@@ -69,7 +72,7 @@ def test_a_retry_after_on_a_load_429_is_that_requests_wait_not_everyones():
     refused = [(t, key) for t, key, status in arrivals if status == 429]
     # as above: the first window's 429s (at most the window, 40, more of them on a busy machine), then rarely
     assert refused and len(refused) < 40 + 0.02 * stats["calls"]
-    assert len([t for t, _ in refused if t > first_cut(client) + 0.5]) < 0.02 * stats["calls"]
+    assert len([t for t, _ in refused if t > first_cut(client) + 0.5]) < 0.05 * stats["calls"]  # races at the wall
     for t, key in refused:
         again = min(a for a, k, _ in arrivals if k == key and a > t)
         assert again >= t + 1.0, (t, again)
