@@ -531,7 +531,7 @@ def repeated(req: RunRequest, runs: int) -> list[RunRequest]:
             for i in range(1, runs + 1)]
 
 
-def members(req: RunRequest, runs: int) -> list[RunRequest]:
+def members(req: RunRequest, runs: int | None) -> list[RunRequest]:
     """The runs one command works on. Generating: ``repeated``. On stored answers (no generate stage): the runs the
     selector ``--tag`` names (``tables.selection``: the run tagged so, else its family ``{tag}-run1 … N``, the first N
     with ``--runs N``; ``MODEL@TAG``; comma lists), of ``--model`` when given, else of every model they hold: the
@@ -539,13 +539,14 @@ def members(req: RunRequest, runs: int) -> list[RunRequest]:
     if "generate" in (req.stages or []):
         if not req.model:
             raise UsageError("--model is required to generate (the model name sent to --base-url)")
-        return repeated(req, runs)
+        return repeated(req, 1 if runs is None else runs)
     return [replace(req, model=r.model, tag=r.tag) for r in stored_runs(req.results_dir, req.tag, req.model, runs)]
 
 
-def stored_runs(results_dir: Path, tag: str, model: str | None, runs: int = 1) -> list[RunRef]:
-    """The stored runs ``--tag`` (a selector) names, of ``model`` when given (``members``)."""
-    if runs < 1:
+def stored_runs(results_dir: Path, tag: str, model: str | None, runs: int | None = None) -> list[RunRef]:
+    """The stored runs ``--tag`` (a selector) names, of ``model`` when given (``members``); ``runs``: a family's
+    first N members (``--runs 1`` is its first run alone, unset is every member)."""
+    if runs is not None and runs < 1:
         raise UsageError("--runs must be at least 1")
     if not (results_dir / "tables").exists():  # the likeliest slip: another directory's (empty) results
         named = f"model {model!r} tag {tag!r}" if model else f"tag {tag!r}"
@@ -553,7 +554,7 @@ def stored_runs(results_dir: Path, tag: str, model: str | None, runs: int = 1) -
                          "them first, or give --results-dir DIR (or set SHABERI_RESULTS_DIR) where shaberi run wrote "
                          "them")
     return list({r.run_id: r for s in parse_selectors(results_dir, tag, model or None)
-                 for r in select(results_dir, s, runs if runs > 1 else None).runs}.values())
+                 for r in select(results_dir, s, runs).runs}.values())
 
 
 async def reprocess_run(results_dir: Path, model: str, tag: str, prompts: PromptSet = SHABERI) -> int:

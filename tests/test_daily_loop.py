@@ -47,8 +47,10 @@ def test_two_models_under_one_tag_through_every_reader(server, tmp_path: Path, d
     assert everyone.returncode == 0 and everyone.stdout.count("judged ") == 6, everyone.stderr
     reprocessed = shaberi("run", "--model", "m2", "--tag", "v1", "--reprocess", "--results-dir", results)
     assert reprocessed.returncode == 0 and reprocessed.stdout.count("reprocessed run v1-run") == 3
+    first = shaberi("run", "--model", "m2", "--tag", "v1", "--runs", "1", "--rejudge", "--judge", f"j3@{url}", *common)
+    assert first.returncode == 0 and first.stdout.count("judged ") == 1, first.stdout  # the family's first run alone
     # rejudge asks again: m1's runs twice (by m1, then by the tag), m2's once; the candidate never
-    assert _models_called(server) == {"j2": 3 * N * 3}
+    assert _models_called(server) == {"j2": 3 * N * 3, "j3": N}
     assert query(Path(results), "SELECT count(*) FROM judgements WHERE judge = 'j2'")[0][0] == 2 * 3 * N
     assert query(Path(results), "SELECT count(DISTINCT run_id) FROM pass_deltas")[0][0] == 3
 

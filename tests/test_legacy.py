@@ -172,6 +172,10 @@ def test_leaderboard_cli_and_export_of_imported_runs(tmp_path, data_dir):
     assert proc.returncode == 0, proc.stderr
     manifest = json.loads((results / "shisa-ai%2Fshisa-v2-llama3.1-8b" / "legacy" / "manifest.json").read_text())
     assert manifest["tag"] == "legacy" and "gpt-5.1-2025-11-13" in [j["name"] for j in manifest["judges"]]
+    exported = [json.loads(line) for f in (results / "shisa-ai%2Fshisa-v2-llama3.1-8b" / "legacy").rglob(
+        "judgements/*/*.jsonl") for line in f.read_text(encoding="utf-8").splitlines()]
+    # imported without --judge-prompts: whose prompts judged it is not known (the leaderboard's label), not Shaberi's
+    assert exported and {e["prompt_set"] for e in exported} == {"unknown"}
     table = shaberi("leaderboard", "--format", "markdown", "--results-dir", str(results))
     assert table.returncode == 0 and "| model_name | Judges | Average (All) | ELYZA 100 (All) |" in table.stdout
     bad = shaberi("import-legacy", str(tmp_path / "nowhere"), "--results-dir", str(results))

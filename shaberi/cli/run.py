@@ -155,10 +155,10 @@ def run(
     limit: Annotated[int | None, typer.Option(
         "--limit", rich_help_panel=RUNS,
         help="First N questions of each benchmark.")] = None,
-    runs: Annotated[int, typer.Option(
-        "--runs", rich_help_panel=RUNS,
-        help="Repeat as N independent runs tagged {tag}-run1 … {tag}-runN, each with its own seed; on stored "
-             "answers, the first N of them [default there: every run of the family].")] = 1,
+    runs: Annotated[int | None, typer.Option(
+        "--runs", rich_help_panel=RUNS, show_default=False,
+        help="Repeat as N independent runs tagged {tag}-run1 … {tag}-runN, each with its own seed [default: 1]; on "
+             "stored answers, the first N of them [default there: every run of the family].")] = None,
     stages: Annotated[str | None, typer.Option(
         "--stages", rich_help_panel=RUNS,
         help="Comma list of generate,judge,passes [default: generate, judge when --judge is given, passes when "
@@ -306,7 +306,7 @@ def run(
         raise typer.Exit(1)
 
 
-def _reprocess(results_dir: Path, tag: str, model: str | None, runs: int, prompts: PromptSet) -> None:
+def _reprocess(results_dir: Path, tag: str, model: str | None, runs: int | None, prompts: PromptSet) -> None:
     """``--reprocess``: every run the selector ``tag`` names re-read, with no call."""
     import asyncio
 

@@ -50,7 +50,9 @@ benchmark, length(question_id), question_id, sample_index, strategy
 SELECT answer_id(j.run_id, j.benchmark, j.question_id, j.sample_index, j.strategy) AS answer_id, j.benchmark,
        j.question_id, j.judge AS judge_model, j.score,
        j.shaberi_score, j.score_scale, j.parse_method, j.error, j.finish_reason AS judge_finish_reason,
-       coalesce(j.prompt_set, 'shaberi') AS prompt_set, j.prompt_hash,
+       -- unnamed: Shaberi's own prompts, or unknown for an import's (leaderboard.imported, the leaderboard's label)
+       coalesce(j.prompt_set, CASE WHEN j.run_id IN (SELECT run_id FROM runs WHERE generation_config = '{}')
+                                   THEN 'unknown' ELSE 'shaberi' END) AS prompt_set, j.prompt_hash,
        j.answer_hash, a.prompt_tokens AS answer_prompt_tokens, a.completion_tokens AS answer_completion_tokens,
        j.prompt_tokens AS judge_prompt_tokens, j.completion_tokens AS judge_completion_tokens,
        j.created_at::VARCHAR AS created_at, j.sample_index, j.strategy, l._file, l._row
