@@ -22,6 +22,10 @@ CREATE OR REPLACE MACRO pooled_judge(judge) AS
     CASE WHEN regexp_matches(judge, ' \[[^\]]+\]$') THEN '* ' || regexp_extract(judge, '\[[^\]]+\]$') ELSE '*' END;
 CREATE OR REPLACE MACRO is_pooled(judge) AS starts_with(judge, '*');
 
+-- imported(generation_config): a run imported from legacy files (shaberi/legacy.py stores no generation config):
+-- the one place this rule lives (the leaderboard labels such runs' prompt set unknown, and so does the export).
+CREATE OR REPLACE MACRO imported(generation_config) AS generation_config = '{}';
+
 -- The status rules (shaberi/status.py reads them here: the one place they live). A status is one of, better to
 -- worse: ok, not run, partial, running, interrupted, failed (status_rank; complete and error are older rows'
 -- ok and failed: status_word).

@@ -51,7 +51,7 @@ SELECT answer_id(j.run_id, j.benchmark, j.question_id, j.sample_index, j.strateg
        j.question_id, j.judge AS judge_model, j.score,
        j.shaberi_score, j.score_scale, j.parse_method, j.error, j.finish_reason AS judge_finish_reason,
        -- unnamed: Shaberi's own prompts, or unknown for an import's (leaderboard.imported, the leaderboard's label)
-       coalesce(j.prompt_set, CASE WHEN j.run_id IN (SELECT run_id FROM runs WHERE generation_config = '{}')
+       coalesce(j.prompt_set, CASE WHEN j.run_id IN (SELECT run_id FROM runs WHERE imported(generation_config))
                                    THEN 'unknown' ELSE 'shaberi' END) AS prompt_set, j.prompt_hash,
        j.answer_hash, a.prompt_tokens AS answer_prompt_tokens, a.completion_tokens AS answer_completion_tokens,
        j.prompt_tokens AS judge_prompt_tokens, j.completion_tokens AS judge_completion_tokens,

@@ -47,4 +47,4 @@ ORDER BY k;
 
 -- name: imported
 -- runs imported from legacy files (no generation config)
-SELECT tag, model FROM runs WHERE generation_config = '{}';
+SELECT tag, model FROM runs WHERE imported(generation_config);
