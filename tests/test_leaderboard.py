@@ -91,6 +91,10 @@ def test_judges_all_in_a_120_column_terminal_is_a_table_per_judge_and_cuts_no_ce
     # the pooled board alone stays one table, names folded the same way
     code, pooled = in_terminal("leaderboard", "--results-dir", str(legacy))
     assert code == 0 and pooled.count("Leaderboard:") == 1 and max(map(len, pooled.splitlines())) <= 120
+    # every column whole, the last one too: rich's own shrinking cropped Complete at the window's edge
+    assert "…" not in pooled, pooled
+    last = [line.strip("│").split("│")[-1].strip() for line in pooled.splitlines() if line.startswith("│")]
+    assert "Complete ┃" in pooled and sorted(filter(None, last)) == sorted(r["Complete"] for r in rows), pooled
 
 
 def test_the_workbook_holds_the_csv_numbers_with_a_colour_scale_per_score_column(legacy, tmp_path):
@@ -185,6 +189,11 @@ def test_a_family_ranks_by_its_mean_with_the_t_interval_of_multi_run_stats(serve
     top = rows[0]
     mean, high = float(top["Average (All)"]), float(top["Average (All) CI high"])
     assert f"| {top['model_name']} | 3 | 1 | {mean:.2f} ± {high - mean:.2f} |" in proc.stdout
+    # and in a 120-column window, each judge's table beside the names: nothing cut, the last column there too
+    for judges in ("pooled", "all"):
+        code, shown = in_terminal("leaderboard", "--tag", "fam", "--judges", judges, "--results-dir", str(results))
+        assert code == 0 and "…" not in shown and max(map(len, shown.splitlines())) <= 120, shown
+        assert "Complete ┃" in shown and shown.count(" 4/4 ") == 2 and f"{mean:.2f}" in shown, shown
     assert markdown_header(results, "--tag", "fam") == [*POOLED[:1], "Runs", *POOLED[1:]]
     as_json = json.loads(shaberi("leaderboard", "--tag", "fam", "--format", "json", "--results-dir",
                                  str(results)).stdout)

@@ -229,14 +229,49 @@ def print_rows(title: str | None, header: list[str], rows: list[list[str]], fmt:
     else:
         from rich.table import Table
 
+        out = console()
         table = Table(title=title, title_justify="left")
-        for i, name in enumerate(header):  # too wide: names fold first (never to nothing), then every column
-            table.add_column(name, overflow="fold", min_width=min(16, max(map(len, [name, *(r[i] for r in rows)])))
-                             if i < fold else None)
+        for name, width in zip(header, _widths(header, rows, fold, out.width), strict=True):
+            table.add_column(name, overflow="fold", width=width)
         for row in rows:
             table.add_row(*row)
-        console().print(table)
+        out.print(table)
 
+
+def _widths(header: list[str], rows: list[list[str]], fold: int, room: int) -> list[int | None]:
+    """Column widths for a table ``room`` characters wide: None (as wide as their text) when it fits. Else the
+    headers wrap at their spaces, then the cells do; the first ``fold`` columns (names) take what is left, folding
+    onto more lines (16 wide at least). Rich's own shrinking takes from every column alike, and crops the last ones
+    when the names cannot give enough: a 10-column leaderboard lost its Complete column in 120."""
+    from rich.cells import cell_len
+
+    def longest(texts: list[str], words: bool) -> int:
+        return max((cell_len(w) for t in texts for w in (t.split() if words else t.splitlines())), default=0)
+
+    columns = [[name, *(r[i] for r in rows)] for i, name in enumerate(header)]
+    natural = [longest(c, False) for c in columns]
+    room -= 3 * len(header) + 1  # borders and padding
+    if sum(natural) <= room:
+        return [None] * len(header)
+    names = [min(16, n) for n in natural[:fold]]
+    for words in ([False, True], [True, True]):  # headers wrap, then the cells too
+        rest = [max(longest(c[:1], words[0]), longest(c[1:], words[1])) for c in columns[fold:]]
+        left = room - sum(rest)
+        if left >= sum(names):  # the names share what is left, each up to its natural width
+            share = [*names]
+            for k, i in enumerate(sorted(range(fold), key=lambda i: natural[i])):  # the shortest first
+                share[i] = min(natural[i], max(names[i], left // (fold - k)))
+                left -= share[i]
+            for i in sorted(range(len(rest)), key=lambda i: natural[fold + i] - rest[i]):  # room to spare:
+                if (grow := natural[fold + i] - rest[i]) <= left:  # whole headers again, the shortest first
+                    rest[i], left = rest[i] + grow, left - grow
+            return [*share, *rest]
+    left = room - sum(names)  # too narrow even so: the names at their least, the widest of the others fold
+    if left < 4 * len(rest):
+        return [None] * len(header)  # no room to speak of: rich's own shrinking
+    while sum(rest) > left:  # to the last character: wider than the room, rich would crop
+        rest[rest.index(max(rest))] -= 1
+    return [*names, *rest]
 
 
 def _cell(text: str) -> str:
