@@ -125,10 +125,12 @@ def open_budget(limit: float, results_dir: str | Path, pricing: Path | None, run
     if not limit > 0 or limit == float("inf"):  # NaN fails this too
         raise UsageError(f"--max-cost {limit:g} is out of range: give a spending limit in USD above 0, e.g. 5")
     con = connect(results_dir, pricing, run_ids, upto="cost")
+    run = run_ids[0] if len(run_ids) == 1 else None  # a run priced before with its own --pricing: priced so again
     asked = list(dict.fromkeys(calls))
     rates: dict[tuple[str, bool], Rate] = {}
     for model, batch, _ in asked:
-        if (row := con.execute(query("reports.price"), {"model": model, "batch": batch}).fetchone()) is not None:
+        if (row := con.execute(query("reports.price"), {"run": run, "model": model, "batch": batch}).fetchone()
+                ) is not None:
             rates[(model, batch)] = Rate(*row)
     unpriced = {(m, b) for m, b, _ in asked if (m, b) not in rates}
     local = {m: url for m, _, url in asked if is_loopback(url)}

@@ -97,7 +97,7 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
     prompt = sum(estimate_tokens(encode(model, item.messages, config, **config.more(item.sample_index)).decode())
                  for item in planned)
     con = connect(results_dir, pricing)
-    rows = [_priced(con, "generation", model, len(planned), reused, prompt, config.max_tokens,
+    rows = [_priced(con, run_id, "generation", model, len(planned), reused, prompt, config.max_tokens,
                     _observed(con, "answer", model), batch)] if generating else []
     if not judges:
         return rows
@@ -111,7 +111,7 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
     per_call = sum(estimate_tokens(m["content"]) for msgs in sample for m in msgs) / max(1, len(sample))
     for name in judges:
         calls = stored[name]["call"] + len(planned)  # a new or retried answer is a new text to judge
-        rows.append(_priced(con, "judging", name, calls, stored[name]["reused"], round(per_call * calls),
+        rows.append(_priced(con, run_id, "judging", name, calls, stored[name]["reused"], round(per_call * calls),
                             judge_max_tokens, _observed(con, "judge", name), judge_batch))
     return rows
 
@@ -122,7 +122,8 @@ def estimate_pairwise(results_dir: Path, prompts: list[list[dict]], reused: int,
     each before any fallback, their tokens and cost; ``reused``: the ones stored."""
     prompt = sum(estimate_tokens(m["content"]) for messages in prompts for m in messages)
     con = connect(results_dir, pricing)
-    return _priced(con, "pairwise", judge, len(prompts), reused, prompt, max_tokens, _observed(con, "judge", judge))
+    return _priced(con, None, "pairwise", judge, len(prompts), reused, prompt, max_tokens,
+                   _observed(con, "judge", judge))
 
 
 def _turn(question: bm.Question, items: list[bm.Question]) -> int:
@@ -140,10 +141,10 @@ def _observed(con: duckdb.DuckDBPyConnection, kind: str, name: str) -> float | N
     return row[0] if row else None
 
 
-def _priced(con: duckdb.DuckDBPyConnection, stage: str, model: str, calls: int, reused: int, prompt: int,
-            max_tokens: int, observed: float | None, batch: bool = False) -> Estimate:
+def _priced(con: duckdb.DuckDBPyConnection, run_id: str | None, stage: str, model: str, calls: int, reused: int,
+            prompt: int, max_tokens: int, observed: float | None, batch: bool = False) -> Estimate:
     typical = round(min(observed or TYPICAL_COMPLETION[stage], max_tokens) * calls)  # never above the bound
-    price = con.execute(query("reports.price"), {"model": model, "batch": batch}).fetchone()
+    price = con.execute(query("reports.price"), {"run": run_id, "model": model, "batch": batch}).fetchone()
     input_price, output_price = price or (0.0, 0.0)
     cost = prompt / 1e6 * input_price
     return Estimate(stage, model, calls, reused, prompt, typical, calls * max_tokens, price is not None,

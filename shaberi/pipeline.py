@@ -50,7 +50,7 @@ from .status import (
 )
 from .tables.rows import RunRecord, runs
 from .tables.selection import RunRef, parse_selectors, select
-from .tables.sql import connect, reattach
+from .tables.sql import connect, read_prices, reattach
 from .tables.store import Store, now_us
 
 __all__ = ["STAGES", "Outcome", "RunRequest", "check_stored", "execute", "parse_stages", "repeated", "reprocess_run",
@@ -224,6 +224,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
             passes=tuple(f"{p.name}@{p.version}" for p in pass_list),
             pass_config={p.name: p.config for p in pass_list},
             judge_prompts=_provenance(req.judge_prompts) if judges else {},
+            pricing=read_prices(req.pricing) if req.pricing else {},
         )
         outcome = Outcome(info, clients=clients)
         with store.lock(run_id, f"run {req.model!r} tag {req.tag!r}", owner=req.owner):
@@ -236,6 +237,7 @@ async def run(req: RunRequest, on_start: Callable[[Outcome], object] | None = No
                 judging = {"judging": now.generation_config["judging"]} if judges else {}  # what judges were sent
                 now = before.replace(judges=now.judges, passes=now.passes, pass_config=now.pass_config,
                                      judge_prompts=now.judge_prompts, prompt_hashes=now.prompt_hashes,
+                                     pricing=now.pricing,
                                      generation_config=before.generation_config | judging)
             record = _merged(before, now)
             if on_start:
@@ -601,8 +603,8 @@ def _provenance(prompts: PromptSet) -> dict[str, dict]:
 def _merged(before: RunRecord | None, now: RunRecord) -> RunRecord:
     """The row an invocation writes: ``now`` (this invocation's), keeping what the run had (its creation time,
     its benchmarks, datasets, judges and prompt sets; passes that ran before, a pass run again replacing its own
-    entry). A second folder of templates under a prompt set's label would take the first one's judgements over:
-    bad input, one line."""
+    entry; the --pricing entries it was given before). A second folder of templates under a prompt set's label
+    would take the first one's judgements over: bad input, one line."""
     if before is None:
         return now
     for label, entry in now.judge_prompts.items():
@@ -622,4 +624,5 @@ def _merged(before: RunRecord | None, now: RunRecord) -> RunRecord:
             for label, entry in now.judge_prompts.items()},
         judges=list(dict.fromkeys([*before.judges, *now.judges])),
         passes=[p for p in before.passes if p.partition("@")[0] not in again] + now.passes,
-        pass_config=before.pass_config | now.pass_config)
+        pass_config=before.pass_config | now.pass_config,
+        pricing=before.pricing | now.pricing)  # an entry given again replaces its own

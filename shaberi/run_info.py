@@ -117,6 +117,7 @@ class RunInfo:
     passes: tuple[str, ...] = ()
     pass_config: dict = field(default_factory=dict)
     judge_prompts: dict = field(default_factory=dict)  # prompt set label ("shaberi": its own prompts) -> provenance
+    pricing: dict = field(default_factory=dict)  # model -> its --pricing entry (the run is priced with it)
 
     def __post_init__(self) -> None:
         self.run_id = run_id_for(self.model, self.tag)
@@ -140,9 +141,9 @@ class RunInfo:
             model=self.model, base_url=self.base_url, api_key_sha256=key_fingerprint(self.api_key),
             generation_config=self.generation_config, benchmarks=self.benchmarks, judges=list(self.judges),
             passes=list(self.passes), pass_config=self.pass_config, datasets=self.datasets,
-            prompt_hashes=self.prompt_hashes, judge_prompts=self.judge_prompts, git_commit=commit, git_dirty=dirty,
-            package_versions=package_versions(), concurrency_history=limits or {}, status=status, error=error,
-            created_at=self.created_at)
+            prompt_hashes=self.prompt_hashes, judge_prompts=self.judge_prompts, pricing=self.pricing,
+            git_commit=commit, git_dirty=dirty, package_versions=package_versions(), concurrency_history=limits or {},
+            status=status, error=error, created_at=self.created_at)
 
     def row(self, status: str, error: str | None = None, limits: dict[str, list[dict]] | None = None) -> dict:
         """The ``runs`` row of ``record``."""

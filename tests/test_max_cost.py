@@ -5,6 +5,7 @@ loopback server); an unpriced model is refused with exit 2 before anything is wr
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 
@@ -36,10 +37,11 @@ def _pricing(tmp_path: Path, text: str = PRICES) -> Path:
     return path
 
 
-def _spent(results: Path, pricing: Path) -> float:
+def _spent(results: Path, pricing: Path | None, model: str | None = None) -> float:
     from shaberi.tables.sql import connect
 
-    return connect(results, pricing).execute("SELECT coalesce(sum(cost_usd), 0) FROM cost").fetchone()[0]
+    return connect(results, pricing).execute("SELECT coalesce(sum(cost_usd), 0) FROM cost WHERE $m IS NULL OR "
+                                             "model = $m", {"m": model}).fetchone()[0]
 
 
 def _adds_up(text: str, limit: float) -> bool:
@@ -84,6 +86,18 @@ def test_a_run_stops_before_the_limit_partial_and_a_higher_limit_finishes_it_wit
     assert query(results, "SELECT count(*), count(score) FROM judgements") == [(20, 20)]
     # every request (keyed by what the model was sent) was asked once over the three invocations
     assert stats["calls"] == 40 and set(stats["by_key"].values()) == {1}, stats["by_key"]
+    # The run is priced with the prices its limit counted, by every reader, --pricing or not: the cost view, the
+    # manifest, view. A reader's own --pricing is looked up first.
+    spent = _spent(results, pricing)
+    assert spent > 1.5 and _spent(results, None) == pytest.approx(spent, abs=1e-12)
+    manifest = json.loads(next(results.rglob("manifest.json")).read_text())
+    assert manifest["token_totals"]["run"]["cost_usd"] == pytest.approx(spent, abs=1e-9)
+    shown = shaberi("view", "--tag", "default", "--results-dir", str(results))
+    assert shown.returncode == 0 and f"${spent:.4f}" in shown.stdout, shown.stdout
+    (tmp_path / "free").mkdir()
+    free = _pricing(tmp_path / "free", '["m"]\ninput = 0\noutput = 0\n')
+    candidate = _spent(results, pricing, "m")
+    assert 0 < candidate < spent and _spent(results, free) == pytest.approx(spent - candidate, abs=1e-12)
 
 
 def test_a_request_that_timed_out_counts_at_its_worst_case_so_its_retries_cannot_pass_the_limit(tmp_path):
@@ -139,14 +153,19 @@ def test_a_local_unpriced_model_is_counted_at_zero_and_said_once(tmp_path):
 
 
 def test_a_pricing_file_adds_to_the_shipped_prices(tmp_path):
-    from shaberi.tables.sql import load_pricing
+    from shaberi.tables.sql import connect, load_pricing
 
-    shipped = {row[0]: row for row in load_pricing()}
+    def price(pricing: Path | None, model: str) -> tuple | None:
+        row = connect(tmp_path / "r", pricing).execute("SELECT p.model, p.input, p.output FROM (SELECT "
+                                                       "price_of(NULL, $m) AS p) WHERE p IS NOT NULL", {"m": model})
+        return row.fetchone()
+
+    shipped = {row[0] for row in load_pricing()}
     assert "gpt-4.1" in shipped  # the table the override is measured against
-    merged = {row[0]: row for row in load_pricing(_pricing(tmp_path, PRICES + '["gpt-4.1"]\ninput = 7\noutput = 9\n'))}
-    assert set(merged) == set(shipped) | {"m", "j"}
-    assert merged["gpt-4.1"][1:3] == (7.0, 9.0) and merged["m"][1:3] == (1000.0, 1000.0)
-    assert all(merged[k] == v for k, v in shipped.items() if k != "gpt-4.1")
+    given = _pricing(tmp_path, PRICES + '["gpt-4.1"]\ninput = 7\noutput = 9\n')
+    assert price(given, "gpt-4.1-2025-04-14") == ("gpt-4.1", 7.0, 9.0) and price(given, "m") == ("m", 1000, 1000)
+    assert price(None, "gpt-4.1-2025-04-14")[1:] != (7.0, 9.0) and price(None, "m") is None  # type: ignore[index]
+    assert all(price(given, k) == price(None, k) for k in shipped - {"gpt-4.1"})  # the others as shipped
     for bad in ("nan", "-1000", "inf"):  # a price a limit could not be counted against: bad input, never a hang
         with pytest.raises(UsageError, match="is no price"):
             load_pricing(_pricing(tmp_path, f'["m"]\ninput = {bad}\noutput = 1\n'))

@@ -67,6 +67,7 @@ class RunRecord:
     datasets: dict[str, Any] = field(default_factory=dict)
     prompt_hashes: dict[str, str] = field(default_factory=dict)
     judge_prompts: dict[str, Any] = field(default_factory=dict)
+    pricing: dict[str, dict[str, float]] = field(default_factory=dict)
     git_commit: str | None = None
     git_dirty: bool | None = None
     package_versions: dict[str, str] = field(default_factory=dict)
@@ -97,8 +98,8 @@ class RunRecord:
 
 # The columns that hold JSON text, per table: decoded by ``decoded`` (and ``RunRecord.of``), encoded by the builders.
 JSON_COLUMNS: dict[str, tuple[str, ...]] = {
-    "runs": ("generation_config", "pass_config", "datasets", "prompt_hashes", "judge_prompts", "package_versions",
-             "concurrency_history", "stages"),
+    "runs": ("generation_config", "pass_config", "datasets", "prompt_hashes", "judge_prompts", "pricing",
+             "package_versions", "concurrency_history", "stages"),
     "questions": ("extra",),
     "pass_deltas": ("detail",),
 }

@@ -107,6 +107,9 @@ TABLES: dict[str, Table] = {
                 ("datasets", STR),  # JSON: benchmark -> {file, sha256, rows, questions}
                 ("prompt_hashes", STR),  # JSON: template path -> sha256 prefix
                 ("judge_prompts", STR),  # JSON: prompt set label ("shaberi": its own prompts) -> its provenance
+                # JSON: model -> {input, output[, cached_input, batch_input, batch_output]}: the entries of the
+                # --pricing files the run's commands were given, which its cost is priced with (sql/045_cost.sql)
+                ("pricing", STR),
                 ("git_commit", STR),  # of shaberi's checkout, when run from one
                 ("git_dirty", BOOL),  # the checkout had uncommitted changes
                 ("package_versions", STR),  # JSON

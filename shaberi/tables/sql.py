@@ -4,7 +4,7 @@
 Reference tables made here so the SQL holds no benchmark facts of its own: ``benchmark_info`` (from the
 benchmark registry: scale, the factor to the 0–10 scale, whether it counts in the overall score),
 ``excluded_questions`` (kept in the tables, left out of scores: Tengu 61–65 in legacy imports) and
-``pricing`` (``data/pricing.toml`` or the user's ``--pricing`` file). ``t_quantile(p, df)`` is
+``pricing`` (``data/pricing.toml`` and the entries of the user's ``--pricing`` file). ``t_quantile(p, df)`` is
 scipy's Student t quantile, so confidence intervals come from scipy, not from a hand-written table.
 """
 
@@ -33,7 +33,7 @@ from .schema import TABLES, Table
 from .writers import probe_writers
 
 __all__ = ["LATEST_RUN_ROW", "SCORE_DIGITS", "connect", "define_status", "latest_row", "load_pricing", "materialize",
-           "query", "reattach", "relisting", "score_mean", "shown_status", "status_rule"]
+           "query", "read_prices", "reattach", "relisting", "score_mean", "shown_status", "status_rule"]
 
 T = TypeVar("T")
 # The one rule for a mean of scores, wherever it is printed (the views, the leaderboard, compare, the report):
@@ -205,36 +205,40 @@ def materialize(con: duckdb.DuckDBPyConnection, *views: str) -> duckdb.DuckDBPyC
     return con
 
 
-def load_pricing(path: Path | None = None) -> list[tuple[str, float, float, float | None, float | None, float | None]]:
-    """(model, input, output, cached_input, batch_input, batch_output) in USD per million tokens: the shipped
-    ``data/pricing.toml``, with the entries of ``path`` (``--pricing FILE``) added over it, a model it names
-    priced as it says. Each entry is ``[model] input = …, output = …`` and optionally ``cached_input``,
-    ``batch_input``, ``batch_output``."""
+RATES = ("input", "output", "cached_input", "batch_input", "batch_output")
 
-    def rate(entry: dict, name: str) -> float | None:
-        if name not in entry:
-            return None
-        value = float(entry[name])
-        if not 0 <= value < float("inf"):  # NaN fails this too: a limit could never be counted against it
-            raise ValueError(f"{name} = {entry[name]!r} is no price (USD per million tokens, 0 or more)")
-        return value
 
-    def required(entry: dict, name: str) -> float:
-        if (value := rate(entry, name)) is None:
-            raise KeyError(name)
-        return value
+def read_prices(path: Path) -> dict[str, dict[str, float]]:
+    """The entries of one price file (TOML, USD per million tokens): ``[model] input = …, output = …`` and
+    optionally ``cached_input``, ``batch_input``, ``batch_output``; model -> {rate: price}. A file that cannot be
+    read, or an entry without input and output or with a price that is not 0 or more, is bad input."""
 
-    prices: dict[str, tuple[str, float, float, float | None, float | None, float | None]] = {}
-    for each in [resource_dir("data") / "pricing.toml", *([path] if path else [])]:
-        try:
-            with open(each, "rb") as fh:
-                entries = tomllib.load(fh)
-            prices |= {model: (model, required(p, "input"), required(p, "output"), rate(p, "cached_input"),
-                               rate(p, "batch_input"), rate(p, "batch_output")) for model, p in entries.items()}
-        except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise UsageError(f"cannot read pricing file {each}: {exc}; each [model] needs input and output "
-                             "(USD per million tokens)") from None
-    return list(prices.values())
+    def rate(value: object) -> float:
+        price = float(value)  # type: ignore[arg-type]
+        if not 0 <= price < float("inf"):  # NaN fails this too: a limit could never be counted against it
+            raise ValueError(f"{value!r} is no price (USD per million tokens, 0 or more)")
+        return price
+
+    try:
+        with open(path, "rb") as fh:
+            entries = tomllib.load(fh)
+        prices = {model: {name: rate(entry[name]) for name in RATES if name in entry}
+                  for model, entry in entries.items()}
+        if missing := next((f"[{m}] has no {r}" for m, e in prices.items() for r in RATES[:2] if r not in e), None):
+            raise ValueError(missing)
+    except (OSError, tomllib.TOMLDecodeError, TypeError, ValueError) as exc:
+        raise UsageError(f"cannot read pricing file {path}: {exc}; each [model] needs input and output "
+                         "(USD per million tokens)") from None
+    return prices
+
+
+def load_pricing(path: Path | None = None) -> list[tuple]:
+    """The ``pricing`` table's rows, (model, input, output, cached_input, batch_input, batch_output, given): the
+    shipped ``data/pricing.toml``, and the entries of ``path`` (``--pricing FILE``, given) which are looked up
+    before the shipped ones and the run's own (``runs.pricing``: sql/045_cost.sql)."""
+    files = [(resource_dir("data") / "pricing.toml", False), *([(path, True)] if path else [])]
+    return [(model, *(entry.get(r) for r in RATES), given)
+            for each, given in files for model, entry in read_prices(each).items()]
 
 
 def _benchmark_info() -> list[tuple]:
@@ -304,8 +308,8 @@ def _define(con: duckdb.DuckDBPyConnection, root: Root, pricing: Path | None, ru
     if excluded:
         con.executemany("INSERT INTO excluded_questions VALUES (?, ?)", excluded)
     con.execute("CREATE OR REPLACE TABLE pricing (model VARCHAR, input DOUBLE, output DOUBLE, cached_input DOUBLE, "
-                "batch_input DOUBLE, batch_output DOUBLE)")
-    con.executemany("INSERT INTO pricing VALUES (?, ?, ?, ?, ?, ?)", load_pricing(pricing))
+                "batch_input DOUBLE, batch_output DOUBLE, given BOOLEAN)")
+    con.executemany("INSERT INTO pricing VALUES (?, ?, ?, ?, ?, ?, ?)", load_pricing(pricing))
     con.execute(f"CREATE OR REPLACE MACRO score_round(x) AS round(x, {SCORE_DIGITS})")
     con.execute(f"CREATE OR REPLACE MACRO score_mean(x) AS {_SCORE_MEAN}")
     probe_writers(con, root, f"SELECT run_id, status FROM raw_runs QUALIFY {LATEST_RUN_ROW}")

@@ -52,9 +52,10 @@ SELECT avg(completion_tokens) FROM answers WHERE model = $name AND completion_to
 SELECT avg(completion_tokens) FROM judgements WHERE judge = $name AND completion_tokens > 0;
 
 -- name: price
-SELECT CASE WHEN $batch THEN coalesce(batch_input, input) ELSE input END,
-       CASE WHEN $batch THEN coalesce(batch_output, output) ELSE output END
-FROM pricing WHERE model = price_model($model);
+-- A model's input and output rates for a run ($run NULL: the entries for every run), through a batch or not.
+SELECT CASE WHEN $batch THEN coalesce(p.batch_input, p.input) ELSE p.input END,
+       CASE WHEN $batch THEN coalesce(p.batch_output, p.output) ELSE p.output END
+FROM (SELECT price_of($run, $model) AS p) WHERE p IS NOT NULL;
 
 -- name: total_cost
 -- What the runs in the connection cost, all stages and models together (the spending limit's spend: budget.py).
