@@ -47,6 +47,7 @@ from .status import (
     run_status,
     stage_status,
     top_error,
+    worst,
 )
 from .tables.rows import RunRecord, runs
 from .tables.selection import RunRef, parse_selectors, select
@@ -418,6 +419,7 @@ class _Stages:
         self.scope = {"benchmarks": benchmarks, "judges": judges or []}
         self.export_error: str | None = None
         self.stopped: str | None = None  # what the spending limit refused (BudgetSpent): the stages after are not run
+        self.stopped_in: str | None = None  # the stage it stopped
         self.state: dict[str, dict] = dict(previous) | {s: {"status": "pending"} for s in stages}
         self.counts: Callable[[], dict[str, dict]] = dict
         self.make_row: Callable[[], RunRecord] | None = None
@@ -467,7 +469,7 @@ class _Stages:
             try:
                 await do(name)
             except BudgetSpent as exc:  # nothing more is sent; what was paid for is recorded
-                outcome.stopped, self.stopped = exc, str(exc)
+                outcome.stopped, self.stopped, self.stopped_in = exc, str(exc), name
             outcome.calls[name] = _calls(name, outcome)
             self.state[name] = begun | outcome.calls[name].record() | {"finished_at": now_us()} | (
                 {"stopped": self.stopped} if self.stopped else {})
@@ -499,10 +501,14 @@ class _Stages:
             # What the tables hold, not how this invocation's calls went (they are in the record beside it): a
             # resume whose retries all fail again leaves the stage, and the exit code, as they were.
             record["status"] = combined([stage_status(b, name) for b in in_scope])
+            if name == self.stopped_in:  # a limit refuses only work still to do: a rejudge stopped before any call
+                record["status"] = worst([record["status"], "partial"])  # leaves old judgements, not an ok stage
             if record["status"] == "failed" and not record.get("error"):  # nothing usable, though no call failed now
                 record["error"], record["error_count"] = top_error(in_scope, name)
         failed = [name for name in self.stages if self.state[name]["status"] == "failed"]
         status = run_status([b["status"] for b in benchmarks.values()])
+        if self.stopped:
+            status = worst([status, "partial"])
         error = "; ".join([*(describe(name, self.state[name]) for name in failed),
                            *([f"stopped: {self.stopped}"] if self.stopped else [])]) or None
         if error is None and status == "partial":  # a partial run says why: what is short, and where

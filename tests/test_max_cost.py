@@ -100,6 +100,30 @@ def test_a_run_stops_before_the_limit_partial_and_a_higher_limit_finishes_it_wit
     assert 0 < candidate < spent and _spent(results, free) == pytest.approx(spent - candidate, abs=1e-12)
 
 
+def test_a_rejudge_the_limit_stops_before_any_call_is_partial_until_it_is_done(tmp_path):
+    # The old judgements stand, every one of them scored: what the tables hold is not what the command was asked
+    # to do, so the stage and the run read partial (exit 1), the same again, until a higher limit rejudges them.
+    data = write_rakuda(tmp_path / "d", [f"質問{i:02d}：日本の首都はどこですか？" for i in range(4)])
+    results, pricing = tmp_path / "r", _pricing(tmp_path)
+    with LoopbackServer() as server:
+        args = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j",
+                "--max-tokens", "100", "--judge-max-tokens", "100", "--pricing", str(pricing),
+                "--data-dir", str(data), "--results-dir", str(results)]
+        assert shaberi(*args).returncode == 0
+        for _ in range(2):
+            stopped = shaberi(*args, "--rejudge", "--max-cost", "0.01")
+            assert stopped.returncode == 1 and "status: partial" in stopped.stdout, stopped.stdout + stopped.stderr
+            assert server.stats()["calls"] == 8
+            (status, stages), = query(results, "SELECT status, stages::JSON->'judge'->>'status' FROM runs")
+            assert (status, stages) == ("partial", "partial")
+            shown = shaberi("view", "--tag", "default", "--results-dir", str(results))
+            assert "status: partial" in shown.stdout and "spending limit stopped it" in shown.stdout, shown.stdout
+        done = shaberi(*args, "--rejudge", "--max-cost", "100")
+        assert done.returncode == 0 and "status: ok" in done.stdout, done.stderr
+        assert server.stats()["calls"] == 12
+    assert query(results, "SELECT status, stages::JSON->'judge'->>'status' FROM runs") == [("ok", "ok")]
+
+
 def test_a_request_that_timed_out_counts_at_its_worst_case_so_its_retries_cannot_pass_the_limit(tmp_path):
     # each call's worst case is about $0.36 here: the limit leaves room for one at a time, and for one only once a
     # timed-out send (perhaps answered and billed) is counted as spent
