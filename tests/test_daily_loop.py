@@ -90,13 +90,17 @@ def test_two_models_under_one_tag_through_every_reader(server, tmp_path: Path, d
                        ("v1-run1,m1@v1-run2", "--tags 'v1-run1' names runs of 2 models: name one as MODEL@TAG "
                                               "(m1@v1-run1, m2@v1-run1)"),
                        ("m3@v1-run1,m1@v1-run1", "no run tagged 'm3@v1-run1', nor model 'm3' in tag 'v1-run1' (it "
-                                                 "holds m1, m2)")]:
+                                                 "holds m1, m2)"),
+                       ("m1@v1-run1,,m2@v1-run1", "--tags 'm1@v1-run1,,m2@v1-run1' has an empty item: give TAG, "
+                                                  "MODEL@TAG, or a comma list of them")]:
         refused = shaberi("pairwise", "--tags", tags, "--judge", f"pj@{url}", "--results-dir", results)
         assert refused.returncode == 2 and refused.stderr == f"error: {said}\n", refused.stderr
-    for args in (["view", "--tag", "v2"], ["export", "--tag", "m1@v2"], ["leaderboard", "--tag", "v1,v2"]):
+    for args in (["view", "--tag", "v2"], ["export", "--tag", "m1@v2"], ["leaderboard", "--tag", "v1,v2"],
+                 ["view", "--tag", "m3@v2"], ["report", "--tag", "m3@v2", "--out", str(tmp_path / "no.html")]):
         missing = shaberi(*args, "--results-dir", results)
         assert missing.returncode == 2 and "v1 (3 runs)" in missing.stderr and missing.stderr.count("\n") == 1, \
             missing.stderr
+        assert "m3" not in args[2] or "nor model 'm3' tagged 'v2'" in missing.stderr, missing.stderr
 
     # The published leaderboard imported as it is (its prompts unnamed), and one run judged again with the
     # original's prompts: one board ranks it among the imported models in the same judge columns.

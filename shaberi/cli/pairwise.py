@@ -104,6 +104,7 @@ def pairwise(
     from ..judge import JudgeConfig
     from ..llm.endpoints import parse_judge
     from ..pairwise.job import PairwiseRequest
+    from ..tables.selection import parse_selectors
     from .run import sampling
 
     if judge_prompts is not None and not (judge_prompts / "_pairwise.jinja").is_file() and not any(
@@ -112,7 +113,7 @@ def pairwise(
                          "_pairwise*.jinja); an original Shaberi clone has none: leave --judge-prompts out")
     params = sampling("--judge-", judge_temperature, judge_max_tokens, None, 1024, None, None, None, None)
     request = PairwiseRequest(
-        results_dir=results_dir, tags=[t.strip() for t in tags.split(",") if t.strip()],
+        results_dir=results_dir, tags=[s.label for s in parse_selectors(results_dir, tags, option="--tags")],
         judge=parse_judge(judge, (judge_base_url or "").rstrip("/")), judge_api_key_env=judge_api_key_env,
         benchmarks=None if benchmark is None else resolve(benchmark), reference=reference, opponents=opponents,
         seed=seed, bootstrap=bootstrap, judging=JudgeConfig(**params),

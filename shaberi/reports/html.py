@@ -35,7 +35,7 @@ import jinja2
 
 from ..errors import UsageError
 from ..resources import resource_dir
-from ..tables.selection import left_out, parse_selectors, select, select_runs
+from ..tables.selection import Selector, left_out, parse_selectors, select
 from ..tables.sql import connect, query
 from .agreement import Agreement, agreement, ratings
 from .compare import compare as run_compare
@@ -124,7 +124,7 @@ def _table(section: Section, family: bool, titles: dict[str, str]) -> Table:
 
 def _block(results_dir: Path, inspector: Inspector, tag: str, model: str) -> Block:
     """One model's runs of a tag (a tag holding several models gives a block per model)."""
-    chosen = select_runs(results_dir, tag, model)
+    chosen = select(results_dir, Selector(tag, model))
     report = build(results_dir, tag, model=model, clustered=True, every_judge=True)
     con = inspector.con(*chosen.run_ids)
     titles = dict(con.execute(query("report.titles")).fetchall())

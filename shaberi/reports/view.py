@@ -20,7 +20,7 @@ import duckdb
 
 from ..errors import UsageError
 from ..status import run_statuses, worst
-from ..tables.selection import RunRef, left_out, select_runs
+from ..tables.selection import RunRef, Selector, left_out, select
 from ..tables.sql import connect, query
 
 __all__ = ["Report", "build", "rank"]
@@ -70,7 +70,7 @@ class Report:
 def build(results_dir: Path, tag: str, runs: int | None = None, model: str | None = None, judge: str | None = None,
           pricing: Path | None = None, clustered: bool = False, every_judge: bool = False) -> Report:
     """``every_judge``: the pooled section, then one per judge when there are several (the HTML report)."""
-    chosen = select_runs(results_dir, tag, model, runs)
+    chosen = select(results_dir, Selector(tag, model), runs)
     con = connect(results_dir, pricing, chosen.run_ids, upto="multi_run_stats",  # the chosen runs, the views needed
                   cache=(*(["scores"] if clustered else []), "benchmark_scores",  # read again per section
                          *(["run_completeness"] if chosen.family else [])))

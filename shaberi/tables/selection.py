@@ -10,6 +10,7 @@ lists of them. Parsed here only, so that ``view``, ``compare``, ``report``, ``pa
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -229,14 +230,23 @@ def select(root: str | Path, selector: Selector, runs: int | None = None, prefer
             raise
         for i in (i for i, c in enumerate(text) if c == "@" and selector.model is None):
             if there := find_runs(root, text[i + 1:], con=con):
-                models = ", ".join(dict.fromkeys(r.model for r in there))
+                models = _few(r.model for r in there)
                 raise UsageError(f"no run tagged {text!r}, nor model {text[:i]!r} in tag {text[i + 1:]!r} (it holds "
                                  f"{models})") from None
         if selector.model is not None and (there := find_runs(root, text, con=con)):
-            models = ", ".join(dict.fromkeys(r.model for r in there))
+            models = _few(r.model for r in there)
             raise UsageError(f"no run of model {selector.model!r} tagged {text!r} (nor {text}-run1 … N); tag {text!r} "
                              f"holds {models}") from None
+        if selector.model is None and 0 < (i := text.rfind("@")) < len(text) - 1:  # neither reading is there
+            raise UsageError(f"no run tagged {text!r}, nor model {text[:i]!r} tagged {text[i + 1:]!r}, under {root}; "
+                             f"{tags_there(as_root(root), con)}") from None
         raise exc
+
+
+def _few(names: Iterable[str], most: int = 10) -> str:
+    """Names for a one-line message: the first ``most``, and how many there are in all."""
+    unique = list(dict.fromkeys(names))
+    return ", ".join(unique[:most]) + (f" … ({len(unique)} in all)" if len(unique) > most else "")
 
 
 def select_one_model(root: str | Path, selector: Selector, option: str = "--tag", model_option: str = "--model",
