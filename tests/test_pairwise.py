@@ -215,8 +215,14 @@ def test_a_judge_with_position_bias_gives_ties_and_its_bias_is_reported(tmp_path
     n = 8
     with LoopbackServer(models=(*MODELS, "judge"), first_wins=1.0) as server:
         generate(server, tmp_path / "r", write_data(tmp_path / "d", n))
+        for m in MODELS:  # scored too: equal ratings have no rank correlation with the scores
+            judged = shaberi("run", "--tag", f"t{m}", "--stages", "judge", "--judge", f"judge@{server.base_url}",
+                             "--data-dir", str(tmp_path / "d"), "--results-dir", str(tmp_path / "r"))
+            assert judged.returncode == 0, judged.stderr
         out = pairwise(server, tmp_path / "r")
     assert out.returncode == 0, out.stderr
+    assert "Spearman rho n/a (every tag has the same rating, or the same score) over 3 tags" in out.stdout, out.stdout
+    assert "Warning" not in out.stderr, out.stderr  # scipy's ConstantInputWarning stays in
     assert query(tmp_path / "r", "SELECT DISTINCT outcome, orders_disagree FROM pairwise_outcomes") == [(0.5, True)]
     assert {r for (r,) in query(tmp_path / "r", "SELECT round(rating, 6) FROM pairwise_ratings")} == {1000.0}
     verdicts = n * 6

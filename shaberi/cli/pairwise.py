@@ -202,7 +202,8 @@ def _print(result: Result, request: PairwiseRequest) -> None:
                    f"{pos.first + pos.second:,} verdicts that chose (95 % CI {pos.low:.1%}–{pos.high:.1%}; "
                    f"binomial p = {pos.p_value:.3g}; {pos.ties:,} ties); without bias 50 %")
     if (a := result.agreement) is not None and a.runs:
-        rho = "n/a (fewer than 3 tags with scores)" if a.rho is None else f"{a.rho:+.2f} (p = {a.p_value:.3g})"
+        rho = (f"{a.rho:+.2f} (p = {a.p_value:.3g})" if a.rho is not None else "n/a (fewer than 3 tags with scores)"
+               if a.runs < 3 else "n/a (every tag has the same rating, or the same score)")
         typer.echo(f"agreement with absolute scores: Spearman rho {rho} over {a.runs} tags")
         for higher, scored in a.disagree:
             typer.echo(f"  disagree: {higher} rated above {scored}, but scored below it")

@@ -164,8 +164,9 @@ def summarize(store: Store, scope: Scope, chosen: list[Side], design: Design, pr
         rated = {t: overall.rating[overall.tags.index(t)] for t in scores}
         both = sorted(t for t in scores if not math.isnan(rated[t]))
         rho = p = None
-        if len(both) >= 3:
-            test = stats.spearmanr([rated[t] for t in both], [scores[t] for t in both])
+        x, y = [rated[t] for t in both], [scores[t] for t in both]
+        if len(both) >= 3 and len(set(x)) > 1 and len(set(y)) > 1:  # else no rank correlation (scipy: nan, a warning)
+            test = stats.spearmanr(x, y)
             rho, p = float(test.statistic), float(test.pvalue)
         disagree = [(x, y) if rated[x] > rated[y] else (y, x) for x, y in itertools.combinations(both, 2)
                     if (rated[x] - rated[y]) * (scores[x] - scores[y]) < 0]
