@@ -240,6 +240,11 @@ def test_regenerate_baseline_adds_or_replaces_an_entry_and_evaluates_afresh(tmp_
     assert set(entry["accuracy"]["gsm8k"]) == {"baseline", "majority"}
     unknown = shaberi("ensemble", "regenerate-baseline", "--model", MODEL, "--strategies", "nope", *args)
     assert unknown.returncode == 2 and json.loads(path.read_text())["models"][MODEL] == entry
+    for option, value, said in (("--sample", "0", "error: --sample 0: give the questions to draw per dataset"),
+                                ("--significance", "1.5", "error: --significance 1.5: give a level between 0 and 1")):
+        bad = shaberi("ensemble", "regenerate-baseline", "--model", MODEL, option, value, *args)
+        assert bad.returncode == 2 and bad.stderr.startswith(said) and bad.stderr.count("\n") == 1, bad.stderr
+        assert json.loads(path.read_text())["models"][MODEL] == entry  # the option's fault, the file as it was
 
 
 def test_a_committed_cache_is_byte_stable_and_never_paid_for_twice(tmp_path):

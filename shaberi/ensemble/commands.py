@@ -249,6 +249,10 @@ async def regenerate_baseline(results_dir: Path, baseline_file: Path, model: str
     result, the old accuracies and the new."""
     if not baseline_file.parent.is_dir():
         raise UsageError(f"--baseline-file {baseline_file}: its folder {baseline_file.parent} does not exist")
+    if sample is not None and sample < 1:  # the option's fault, not the file's (which entry() would blame)
+        raise UsageError(f"--sample {sample}: give the questions to draw per dataset, a whole number of 1 or more")
+    if significance is not None and not 0 < significance < 1:
+        raise UsageError(f"--significance {significance:g}: give a level between 0 and 1, e.g. 0.05")
     baselines = Baselines(baseline_file) if baseline_file.exists() else Baselines.empty(baseline_file)
     models = baselines.models()
     old_entry: dict = models[model] if isinstance(models.get(model), dict) else {}
