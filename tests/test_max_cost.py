@@ -168,7 +168,7 @@ def test_a_local_unpriced_model_is_counted_at_zero_and_said_once(tmp_path):
         dry = shaberi(*args, "--dry-run")
         done = shaberi(*args, "--runs", "2")
         calls = server.stats()["calls"]
-    assert dry.returncode == 0 and "--max-cost $5 (default): $0.0000 spent so far, at most $0.0000" in dry.stdout
+    assert dry.returncode == 0 and "--max-cost $5, run default: $0.0000 spent so far, at most $0.0000" in dry.stdout
     assert dry.stdout.count("'m' has no price") == 0 and dry.stdout.count("m has no price") == 1, dry.stdout
     assert done.returncode == 0, done.stderr
     for model in ("m", "j"):  # once each for the family, not once per run

@@ -488,8 +488,8 @@ def _within_limit(runs: list[RunRequest], found: list[tuple[str, Estimate]]) -> 
                               else (r.model, each.judge_batch, urls.get(r.model, "")) for r in rows])
         lines += [n for m, url in budget.free.items() if (n := f"note: {free_note(m, url)}") not in lines]
         most = budget.spent + sum(r.cost_bound_usd for r in rows)
-        lines.append(f"--max-cost ${each.max_cost:g} ({_label(each, runs)}): ${budget.spent:.4f} spent so far, at most "
-                     f"${most:.4f} with these calls: " + ("within the limit" if most <= each.max_cost else
+        lines.append(f"--max-cost ${each.max_cost:g}, run {_label(each, runs)}: ${budget.spent:.4f} spent so far, "
+                     f"at most ${most:.4f} with these calls: " + ("within the limit" if most <= each.max_cost else
                      "it may stop partway (then raise the limit and run it again: nothing paid for is asked again)"))
     return lines
 
