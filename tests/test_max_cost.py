@@ -46,8 +46,9 @@ def _spent(results: Path, pricing: Path | None, model: str | None = None) -> flo
 
 def _adds_up(text: str, limit: float) -> bool:
     """The stop line's figures: spent + the refused call's worst case = a total over the limit."""
-    found = re.search(r"--max-cost \$([\d.]+) stopped run \S+ before a call to \S+ that could cost up to \$([\d.]+): "
-                      r"the run has spent .*?\$([\d.]+) \+ \$([\d.]+) = \$([\d.]+) is over the spending limit", text)
+    found = re.search(r"--max-cost \$([\d.]+) stopped (?:run|cache entry) \S+ before a call to \S+ that could cost up "
+                      r"to \$([\d.]+): the (?:run|entry) has spent .*?\$([\d.]+) \+ \$([\d.]+) = \$([\d.]+) is over "
+                      r"the spending limit", text)
     assert found, text
     cap, worst, spent, worst_again, total = map(float, found.groups())
     return (cap == limit and worst == worst_again and abs(spent + worst - total) < 2e-4 and total > limit
@@ -205,6 +206,7 @@ def test_generate_cache_stops_partial_and_resumes_without_paying_twice(tmp_path)
         first = shaberi(*args, "--max-cost", "0.6")
         assert first.returncode == 1 and "raise --max-cost" in first.stderr, first.stderr
         assert 0 < _spent(results, pricing) <= 0.6
+        assert _adds_up(first.stderr, 0.6) and f"spent ${_spent(results, pricing):.4f}, and" in first.stderr
         assert query(results, "SELECT status FROM runs") == [("partial",)]
         done = shaberi(*args, "--max-cost", "50")
         assert done.returncode == 0, done.stderr

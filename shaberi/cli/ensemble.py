@@ -104,9 +104,10 @@ def ensemble_generate_cache(
     if max_cost is not None and not 0 < max_cost < float("inf"):
         raise UsageError(f"--max-cost {max_cost:g} is out of range: it must be a number of USD above 0")
     failed, stopped = [], []
-    for made in asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature, max_tokens,
-                                     api_key_env, config, limit, cache_dir=cache_dir, max_cost=max_cost,
-                                     pricing=pricing)):
+    made_all = asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature, max_tokens,
+                                    api_key_env, config, limit, cache_dir=cache_dir, max_cost=max_cost,
+                                    pricing=pricing))
+    for made in made_all:
         done = made.done
         called = done.done - done.cached
         errors = f", {done.errors:,} errors: run again to retry them" if done.errors else ""
@@ -120,11 +121,18 @@ def ensemble_generate_cache(
             stopped.append(made)
     if stopped:
         from ..budget import spent_usd
+        from .run import stop_line
 
-        spent = spent_usd(results_dir, pricing, [m.run_id for m in stopped])
-        typer.echo(f"error: stopped before the spending limit ({stopped[0].stopped}): "
-                   f"{', '.join(m.run_id for m in stopped)} left partial, having cost ${spent:.4f}; raise --max-cost "
-                   "and run the same command again to continue (nothing already paid for is asked again)", err=True)
+        everything = [m.run_id for m in made_all]  # one limit over every entry made: its figures are theirs
+        spent = spent_usd(results_dir, pricing, everything)
+        stop = stopped[0].stopped
+        assert stop is not None
+        one = len(everything) == 1
+        line = stop_line(stop, f"cache entr{'y' if one else 'ies'} {', '.join(everything)}", spent,
+                         stopped[0].counted or spent, "the entry has" if one else "they have")
+        typer.echo(f"error: {line} "
+                   f"({', '.join(m.run_id for m in stopped)} left partial); raise --max-cost and run the same command "
+                   "again to continue (nothing already paid for is asked again)", err=True)
     if failed or stopped:
         if failed:
             typer.echo(f"FAILED: every answer is an error in {', '.join(failed)} (see: shaberi view, or the answers "

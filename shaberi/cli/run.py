@@ -494,17 +494,18 @@ def _within_limit(runs: list[RunRequest], found: list[tuple[str, Estimate]]) -> 
     return lines
 
 
-def _stop_line(stop: BudgetSpent, run_id: str, cost: float, counted: float) -> str:
-    """Why the spending limit stopped a run, in figures that add up: what the limit counts as spent once the calls
-    in flight landed (the run's cost, unless a call timed out and is counted as billed, or a cache served prompt
-    tokens at less), plus the refused call's worst case, against the limit."""
+def stop_line(stop: BudgetSpent, whose: str, cost: float, counted: float, spender: str = "the run has") -> str:
+    """Why the spending limit stopped ``whose`` work (``run ID``; the cache entries one limit covers), in figures
+    that add up: what the limit counts as spent once the calls in flight landed (the cost, unless a call timed out
+    and is counted as billed, or a cache served prompt tokens at less), plus the refused call's worst case, against
+    the limit."""
     if stop.worst is None:  # refused for want of a bound (no price, no completion limit), not of room
-        return f"stopped before the spending limit ({stop}): run {run_id} has cost ${cost:.4f}"
+        return f"stopped before the spending limit ({stop}): {whose} has cost ${cost:.4f}"
     basis = (f"${counted:.4f} (its cost ${cost:.4f}, with each call that timed out counted at its worst case and "
              "cached prompt tokens at the full rate)" if round(counted, 4) != round(cost, 4) else f"${cost:.4f}")
-    return (f"--max-cost ${stop.limit:g} stopped run {run_id} before a call to {stop.model} that could cost up to "
-            f"${stop.worst:.4f}: the run has spent {basis}, and ${counted:.4f} + ${stop.worst:.4f} = "
-            f"${counted + stop.worst:.4f} is over the spending limit")
+    return (f"--max-cost ${stop.limit:g} stopped {whose} before a call to {stop.model} that could cost up to "
+            f"${stop.worst:.4f}: {spender} spent {basis}, and "
+            f"${counted:.4f} + ${stop.worst:.4f} = ${counted + stop.worst:.4f} is over the spending limit")
 
 
 def run_request(request: RunRequest, told: set[str] | None = None) -> Outcome:
@@ -560,9 +561,9 @@ def run_request(request: RunRequest, told: set[str] | None = None) -> Outcome:
                    f"{outcome.status}, its tables hold everything: shaberi export --tag {outcome.info.tag} writes it "
                    "again", err=True)
     if (stop := outcome.stopped) is not None:
-        typer.echo(f"error: {_stop_line(stop, outcome.info.run_id, outcome.spent or 0, outcome.counted or 0)}; raise "
-                   "--max-cost and run the same command again to continue (nothing already paid for is asked "
-                   "again)", err=True)
+        line = stop_line(stop, f"run {outcome.info.run_id}", outcome.spent or 0, outcome.counted or 0)
+        typer.echo(f"error: {line}; raise --max-cost and run the same command again to continue (nothing already "
+                   "paid for is asked again)", err=True)
     if broken := outcome.failed_stages:
         typer.echo("error: " + "; ".join(describe(name, r) for name, r in broken.items()), err=True)
     elif outcome.status == "failed":

@@ -112,7 +112,7 @@ def _info(model: str, dataset: Dataset, n: int, temperature: float | None, base_
 
 async def generate_cache(results_dir: Path, model: str, dataset: Dataset, client: ChatClient, n: int,
                          temperature: float, max_tokens: int = 2048, progress: Progress | None = None
-                         ) -> tuple[str, BenchmarkProgress, str | None]:
+                         ) -> tuple[str, BenchmarkProgress, BudgetSpent | None]:
     """N answers to every question of ``dataset``, member i asked with ``seed`` i, so that an endpoint that
     honours a seed samples each member afresh instead of repeating one answer N times (the seed is in the
     request body, hence in its ``request_hash``). Resumable: a stored answer to a (question, sample) is kept
@@ -128,16 +128,17 @@ async def generate_cache(results_dir: Path, model: str, dataset: Dataset, client
     info = cache_info(model, dataset, n, temperature, client.base_url, max_tokens)
     store = Store(results_dir)
     progress = progress or Progress()
-    stopped = None
+    stopped: BudgetSpent | None = None
     with store.lock(info.run_id, f"ensemble cache {model!r} {dataset.benchmark!r}"):
         store.replace("runs", info.run_id, [info.row("running")])
         write_questions(store, info.run_id, [dataset])
         try:
             await generate(store, info.run_id, model, [dataset], client, config, progress=progress, by_key=True)
         except BudgetSpent as exc:  # what was paid for is recorded; the same command with a higher limit goes on
-            stopped = str(exc)
+            stopped = exc
         store.replace("runs", info.run_id, [info.row("partial" if stopped else "ok",
-                                                     stopped and f"stopped: {stopped}", endpoint_limits([client]))])
+                                                     f"stopped: {stopped}" if stopped else None,
+                                                     endpoint_limits([client]))])
     return info.run_id, progress.benchmarks[dataset.benchmark], stopped
 
 

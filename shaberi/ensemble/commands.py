@@ -12,7 +12,7 @@ from typing import NamedTuple
 import orjson
 
 from ..budget import free_note, open_budget
-from ..errors import DataError, UsageError
+from ..errors import BudgetSpent, DataError, UsageError
 from ..generate import BenchmarkProgress, Progress
 from ..llm.client import ChatClient, ClientConfig
 from ..llm.endpoints import check_base_url, resolve_api_key, shared_llm
@@ -37,7 +37,8 @@ class Made(NamedTuple):
     path: Path | None
     identical: int
     complete: int
-    stopped: str | None = None  # the spending limit stopped it (``budget``): the entry is partial
+    stopped: BudgetSpent | None = None  # the spending limit stopped it (``budget``): the entry is partial
+    counted: float | None = None  # with max_cost: what the limit (over every entry made) counts as spent
 
 
 async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str, datasets: str, n: int,
@@ -73,9 +74,10 @@ async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str,
                                                            max_tokens, progress) for d in loaded))
     finally:
         await client.aclose()
+    counted = None if client.budget is None else client.budget.spent
     return [Made(run_id, d.benchmark, done, None if cache_dir is None else cache.export(
         results_dir, cache.CacheEntry(run_id, model, d.benchmark, n, temperature), cache_dir),
-        *cache.identical_members(results_dir, run_id, n), stopped)
+        *cache.identical_members(results_dir, run_id, n), stopped, counted)
         for d, (run_id, done, stopped) in zip(loaded, made, strict=True)]
 
 
