@@ -71,10 +71,14 @@ def test_without_a_terminal_a_plain_line_comes_at_a_steady_interval(tmp_path, da
     assert all(sessions[0]["history"][0][2] == "start" for sessions in limits.values())
 
 
-def test_plain_lines_fit_a_log_line_and_a_long_url_loses_only_its_middle():
+def test_plain_lines_fit_a_log_line_and_a_long_url_goes_on_over_indented_lines_whole():
     parts = ["rakuda 3/8 (1,234 tok, 2.0 req/s, 0 err)", "judging 1/8 (0 tok, 0.0 req/s, 0 err)",
-             "judge https://" + "x" * 200 + ".example/v1: limit 60, in flight 2, 9 requests, 0 429s, 0 retries"]
+             "judge https://" + "x" * 200 + ".example/v1: limit 60, in flight 2, 9 requests, 0 429s, 0 retries",
+             "tengu 1/2 (0 tok, 0.0 req/s, 0 err)"]
     lines = plain_lines("[00:00:07] ", parts)
-    assert len(lines) == 2 and all(len(line) <= PLAIN_WIDTH for line in lines)
+    assert all(len(line) <= PLAIN_WIDTH for line in lines) and "…" not in "".join(lines)
     assert lines[0] == "[00:00:07] " + " | ".join(parts[:2])
-    assert lines[1].startswith("[00:00:07] judge https://xx") and lines[1].endswith("0 429s, 0 retries")
+    assert lines[1].startswith("[00:00:07] judge https://xx") and lines[-1] == "[00:00:07] " + parts[3]
+    continued = lines[2:-1]
+    assert len(continued) == 2 and all(line.startswith(" " * 13) for line in continued)
+    assert lines[1][11:] + "".join(line.strip() for line in continued) == parts[2]  # every character of it

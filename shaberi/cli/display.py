@@ -175,17 +175,22 @@ PLAIN_WIDTH = 119  # a log line a reader (and a log viewer) takes in without wra
 
 def plain_lines(stamp: str, parts: list[str]) -> list[str]:
     """Parts joined by `` | `` into lines of at most PLAIN_WIDTH characters, each after the stamp; a part too long
-    alone (an endpoint's long URL) loses its middle."""
+    alone (an endpoint's long URL) goes on over indented lines, whole: a log keeps every figure and name."""
+    import textwrap
+
     room = PLAIN_WIDTH - len(stamp)
     lines: list[str] = []
+    joinable = False  # whether the last line may take the next part
     for part in parts:
-        if len(part) > room:
-            part = part[:room // 2 - 1] + "…" + part[len(part) - (room - room // 2):]
-        if lines and len(lines[-1]) + 3 + len(part) <= room:
+        if len(part) > room:  # at its spaces; a word longer than a line (a URL) cut where it must be
+            lines += textwrap.wrap(part, room, subsequent_indent="  ", break_on_hyphens=False)
+            joinable = False
+        elif joinable and len(lines[-1]) + 3 + len(part) <= room:
             lines[-1] += " | " + part
         else:
             lines.append(part)
-    return [stamp + line for line in lines]
+            joinable = True
+    return [(" " * len(stamp) if line.startswith("  ") else stamp) + line for line in lines]
 
 
 class _Plain:
