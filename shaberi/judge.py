@@ -154,9 +154,11 @@ async def judge(
 
 
 def rejudge_since(run: RunRecord) -> int | None:
-    """When a ``--rejudge`` that died started (µs): what it judged is kept, not paid for again."""
-    killed = run.stages.get("judge", {})
-    return killed.get("started_at") if killed.get("status") == "running" and killed.get("rejudge") else None
+    """When a ``--rejudge`` that did not finish started (µs): killed, stopped by Ctrl-C or by its spending limit.
+    What it judged is kept, not paid for again; the next ``--rejudge`` goes on with the rest."""
+    last = run.stages.get("judge", {})
+    unfinished = last.get("status") in ("running", "interrupted") or "stopped" in last
+    return last.get("started_at") if unfinished and last.get("rejudge") else None
 
 
 def _stored(store: Store, run_id: str, benchmarks: list[str] | None, questions: set[tuple[str, str]] | None,

@@ -125,6 +125,29 @@ def test_a_rejudge_the_limit_stops_before_any_call_is_partial_until_it_is_done(t
     assert query(results, "SELECT status, stages::JSON->'judge'->>'status' FROM runs") == [("ok", "ok")]
 
 
+def test_a_rejudge_the_limit_stops_midway_goes_on_where_it_stopped_without_paying_twice(tmp_path):
+    # The limit leaves room for one judge call's worst case at a time above what the run has spent ($1.672; each
+    # call's worst case $2.223, what it reports about $0.37): some of the four are rejudged, then the limit stops it.
+    data = write_rakuda(tmp_path / "d", [f"質問{i:02d}：日本の首都はどこですか？" for i in range(4)])
+    results, pricing = tmp_path / "r", _pricing(tmp_path)
+    with LoopbackServer() as server:
+        args = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j",
+                "--max-tokens", "100", "--judge-max-tokens", "100", "--pricing", str(pricing),
+                "--data-dir", str(data), "--results-dir", str(results)]
+        assert shaberi(*args).returncode == 0 and server.stats()["calls"] == 8
+        stopped = shaberi(*args, "--rejudge", "--max-cost", "4.4")
+        assert stopped.returncode == 1 and _adds_up(stopped.stderr, 4.4), stopped.stderr
+        rejudged = server.stats()["calls"] - 8
+        assert 0 < rejudged < 4, stopped.stderr
+        done = shaberi(*args, "--rejudge", "--max-cost", "100")  # goes on: the rest only, what it paid for kept
+        assert done.returncode == 0 and "status: ok" in done.stdout, done.stderr
+        assert server.stats()["calls"] == 12, (rejudged, done.stdout)
+        again = shaberi(*args, "--rejudge", "--max-cost", "100")  # finished: a new rejudge asks every one again
+        assert again.returncode == 0 and server.stats()["calls"] == 16
+    # every judgement stored once: the first judging, the rejudge (stopped, then finished), the second rejudge
+    assert query(results, "SELECT count(*) FROM judgement_history") == [(12,)]
+
+
 def test_a_request_that_timed_out_counts_at_its_worst_case_so_its_retries_cannot_pass_the_limit(tmp_path):
     # each call's worst case is about $0.36 here: the limit leaves room for one at a time, and for one only once a
     # timed-out send (perhaps answered and billed) is counted as spent
