@@ -148,6 +148,16 @@ def test_a_rejudge_the_limit_stops_midway_goes_on_where_it_stopped_without_payin
     assert query(results, "SELECT count(*) FROM judgement_history") == [(12,)]
 
 
+def test_the_stop_line_shows_as_many_decimals_as_its_figures_need_to_add_up():
+    from shaberi.cli.run import stop_line
+
+    for limit, spent, worst in ((0.0003, 2.2e-05, 0.00031525), (1.5, 1.334, 0.303), (0.01, 0.00995, 0.0000501)):
+        line = stop_line(BudgetSpent("x", limit, "j", worst), "run r", spent, spent)
+        assert _adds_up(line, limit), line
+        shown = [float(x) for x in re.findall(r"\$([\d.]+)", line)[2:]]  # spent, spent, worst, total
+        assert shown[-1] > limit and shown[1] + shown[2] == pytest.approx(shown[3], abs=1e-12), line
+
+
 def test_a_request_that_timed_out_counts_at_its_worst_case_so_its_retries_cannot_pass_the_limit(tmp_path):
     # each call's worst case is about $0.36 here: the limit leaves room for one at a time, and for one only once a
     # timed-out send (perhaps answered and billed) is counted as spent

@@ -501,11 +501,16 @@ def stop_line(stop: BudgetSpent, whose: str, cost: float, counted: float, spende
     the limit."""
     if stop.worst is None:  # refused for want of a bound (no price, no completion limit), not of room
         return f"stopped before the spending limit ({stop}): {whose} has cost ${cost:.4f}"
-    basis = (f"${counted:.4f} (its cost ${cost:.4f}, with each call that timed out counted at its worst case and "
-             "cached prompt tokens at the full rate)" if round(counted, 4) != round(cost, 4) else f"${cost:.4f}")
+    worst, total = stop.worst, counted + stop.worst
+    # as many decimals as it takes for the figures to show it: a limit of cents on calls of hundredths of a cent
+    digits = next((d for d in range(4, 10) if round(total, d) > stop.limit and round(worst, d) > 0
+                   and abs(round(counted, d) + round(worst, d) - round(total, d)) < 10 ** -(d + 2)), 10)
+    basis = (f"${counted:.{digits}f} (its cost ${cost:.{digits}f}, with each call that timed out counted at its worst "
+             "case and cached prompt tokens at the full rate)" if round(counted, digits) != round(cost, digits)
+             else f"${cost:.{digits}f}")
     return (f"--max-cost ${stop.limit:g} stopped {whose} before a call to {stop.model} that could cost up to "
-            f"${stop.worst:.4f}: {spender} spent {basis}, and "
-            f"${counted:.4f} + ${stop.worst:.4f} = ${counted + stop.worst:.4f} is over the spending limit")
+            f"${worst:.{digits}f}: {spender} spent {basis}, and "
+            f"${counted:.{digits}f} + ${worst:.{digits}f} = ${total:.{digits}f} is over the spending limit")
 
 
 def run_request(request: RunRequest, told: set[str] | None = None) -> Outcome:
