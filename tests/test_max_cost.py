@@ -224,9 +224,14 @@ def test_a_pricing_file_adds_to_the_shipped_prices(tmp_path):
     assert price(given, "gpt-4.1-2025-04-14") == ("gpt-4.1", 7.0, 9.0) and price(given, "m") == ("m", 1000, 1000)
     assert price(None, "gpt-4.1-2025-04-14")[1:] != (7.0, 9.0) and price(None, "m") is None  # type: ignore[index]
     assert all(price(given, k) == price(None, k) for k in shipped - {"gpt-4.1"})  # the others as shipped
-    for bad in ("nan", "-1000", "inf"):  # a price a limit could not be counted against: bad input, never a hang
+    for bad in ("nan", "-1000", "inf", "true", '"3"'):  # no price a limit could count: bad input, never a hang
         with pytest.raises(UsageError, match="is no price"):
             load_pricing(_pricing(tmp_path, f'["m"]\ninput = {bad}\noutput = 1\n'))
+    for text, said in (('["m"]\ninput = 1\noutput = 1\ncache_input = 0.1\n', r"\[m\] has no rate cache_input"),
+                       ("input = 1\n", "input = 1 is not a \\[model\\] table"),
+                       ('["m"]\ninput = 1\n', r"\[m\] has no output")):
+        with pytest.raises(UsageError, match=said):
+            load_pricing(_pricing(tmp_path, text))
 
 
 def test_generate_cache_stops_partial_and_resumes_without_paying_twice(tmp_path):

@@ -213,19 +213,25 @@ def read_prices(path: Path) -> dict[str, dict[str, float]]:
     optionally ``cached_input``, ``batch_input``, ``batch_output``; model -> {rate: price}. A file that cannot be
     read, or an entry without input and output or with a price that is not 0 or more, is bad input."""
 
-    def rate(value: object) -> float:
-        price = float(value)  # type: ignore[arg-type]
-        if not 0 <= price < float("inf"):  # NaN fails this too: a limit could never be counted against it
-            raise ValueError(f"{value!r} is no price (USD per million tokens, 0 or more)")
-        return price
+    def rate(model: str, name: str, value: object) -> float:
+        # a number, 0 or more: not true (1.0 to float()), not "3", not NaN or inf (no limit could count it)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+            raise ValueError(f"[{model}] {name} = {value!r} is no price (USD per million tokens, 0 or more)")
+        return float(value)
+
+    def entry(model: str, table: object) -> dict[str, float]:
+        if not isinstance(table, dict):
+            raise ValueError(f"{model} = {table!r} is not a [model] table")
+        if unknown := sorted(set(table) - set(RATES)):  # a misspelt rate would be priced as the input rate
+            raise ValueError(f"[{model}] has no rate {', '.join(unknown)} (rates: {', '.join(RATES)})")
+        if missing := [r for r in RATES[:2] if r not in table]:
+            raise ValueError(f"[{model}] has no {' and '.join(missing)}")
+        return {name: rate(model, name, table[name]) for name in RATES if name in table}
 
     try:
         with open(path, "rb") as fh:
             entries = tomllib.load(fh)
-        prices = {model: {name: rate(entry[name]) for name in RATES if name in entry}
-                  for model, entry in entries.items()}
-        if missing := next((f"[{m}] has no {r}" for m, e in prices.items() for r in RATES[:2] if r not in e), None):
-            raise ValueError(missing)
+        prices = {model: entry(model, table) for model, table in entries.items()}
     except (OSError, tomllib.TOMLDecodeError, TypeError, ValueError) as exc:
         raise UsageError(f"cannot read pricing file {path}: {exc}; each [model] needs input and output "
                          "(USD per million tokens)") from None
