@@ -105,6 +105,23 @@ def test_layout_manifest_and_normalized_records(server, tmp_path):
     assert "exp (org/model), the family's summary" in again.stdout
 
 
+def test_a_long_japanese_model_name_has_one_folder_within_the_file_systems_limit(server, tmp_path):
+    """35 Japanese characters percent-encode to 315 bytes, past the 255 a folder name may have: the run crashed
+    writing its manifest. The folder keeps the encoded start and a hash of the whole name; the manifest names it."""
+    from urllib.parse import quote
+
+    model = "日本語大規模言語モデル-指示調整版-スワロー-七十億パラメータ-第三版"
+    data = write_rakuda(tmp_path / "d", ["質問1"])
+    for tag in ("a", "b"):
+        proc = shaberi("run", "--model", model, "--tag", tag, "--base-url", server.base_url, "--benchmark", "rakuda",
+                       "--judge", "j", "--results-dir", str(tmp_path / "r"), "--data-dir", str(data))
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    (folder,) = [p for p in (tmp_path / "r").iterdir() if p.name not in ("tables", "journal", "locks")]
+    assert len(folder.name.encode()) <= 200 and folder.name.startswith(quote(model)[:150])  # one, for both runs
+    assert {json.loads((folder / t / "manifest.json").read_text())["model"]["name"] for t in "ab"} == {model}
+    assert query(tmp_path / "r", "SELECT DISTINCT model FROM runs") == [(model,)]
+
+
 def test_a_compact_export_trims_the_judges_reasoning_and_points_at_its_full_transcript(server, tmp_path):
     from shaberi.reports.export import COMPACT_REASONING
 

@@ -19,6 +19,7 @@ record carries ``answer_id`` = ``<run_id>/<benchmark>/<question_id>/<sample_inde
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import re
@@ -58,12 +59,20 @@ def export_failure(exc: BaseException) -> str:
     return str(found) if found else f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
 
 
+FOLDER_BYTES = 200  # a folder name's longest (file systems allow 255 bytes; a temporary's suffix needs some)
+
+
 def folder_name(name: str) -> str:
     """A name as one folder: percent-encoded (reversible with ``urllib.parse.unquote``), never ``.``, ``..`` or
-    one of the results root's own folders."""
+    one of the results root's own folders. A name too long so (35 Japanese characters encode to 315 bytes) keeps
+    its encoded start and ends in ``~`` and 16 hex digits of its sha256: one name, one folder, and its manifest
+    says the name whole."""
     safe = quote(name, safe=" -_+=,@~")
     if safe.startswith(".") or safe in _STORE_FOLDERS:
         safe = f"%{ord(safe[0]):02X}{safe[1:]}"
+    if len(safe) > FOLDER_BYTES:
+        start = re.sub(r"%[0-9A-F]?$", "", safe[:FOLDER_BYTES - 17])  # never half an escape
+        safe = f"{start}~{hashlib.sha256(name.encode()).hexdigest()[:16]}"
     return safe
 
 
