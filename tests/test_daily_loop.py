@@ -96,7 +96,8 @@ def test_two_models_under_one_tag_through_every_reader(server, tmp_path: Path, d
         refused = shaberi("pairwise", "--tags", tags, "--judge", f"pj@{url}", "--results-dir", results)
         assert refused.returncode == 2 and refused.stderr == f"error: {said}\n", refused.stderr
     for args in (["view", "--tag", "v2"], ["export", "--tag", "m1@v2"], ["leaderboard", "--tag", "v1,v2"],
-                 ["view", "--tag", "m3@v2"], ["report", "--tag", "m3@v2", "--out", str(tmp_path / "no.html")]):
+                 ["view", "--tag", "m3@v2"], ["report", "--tag", "m3@v2", "--out", str(tmp_path / "no.html")],
+                 ["leaderboard", "--tag", "m3@v2"], ["export", "--tag", "m3@v2"], ["inspect", "--tag", "m3@v2"]):
         missing = shaberi(*args, "--results-dir", results)
         assert missing.returncode == 2 and "v1 (3 runs)" in missing.stderr and missing.stderr.count("\n") == 1, \
             missing.stderr

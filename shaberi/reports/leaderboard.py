@@ -309,7 +309,7 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
                 chosen = select(results_dir, Selector(t, model), con=con)
             except UsageError:
                 require_root(results_dir)
-                if model is not None:
+                if model is not None or "@" in t.strip("@"):  # select named both readings of a MODEL@TAG
                     raise
                 hint = "; rank your runs with --tag TAG, or import a tree with: shaberi import-legacy PATH" \
                     if t == "legacy" else ""

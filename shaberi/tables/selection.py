@@ -237,10 +237,17 @@ def select(root: str | Path, selector: Selector, runs: int | None = None, prefer
             models = _few(r.model for r in there)
             raise UsageError(f"no run of model {selector.model!r} tagged {text!r} (nor {text}-run1 … N); tag {text!r} "
                              f"holds {models}") from None
-        if selector.model is None and 0 < (i := text.rfind("@")) < len(text) - 1:  # neither reading is there
-            raise UsageError(f"no run tagged {text!r}, nor model {text[:i]!r} tagged {text[i + 1:]!r}, under {root}; "
-                             f"{tags_there(as_root(root), con)}") from None
+        if selector.model is None and (neither := _neither(root, text, con)):
+            raise neither from None
         raise exc
+
+
+def _neither(root: str | Path | Root, text: str, con: duckdb.DuckDBPyConnection | None = None) -> UsageError | None:
+    """A MODEL@TAG read neither as a tag nor as a model's tag, said so with the tags there; None: no '@' to split."""
+    if not 0 < (i := text.rfind("@")) < len(text) - 1:
+        return None
+    return UsageError(f"no run tagged {text!r}, nor model {text[:i]!r} tagged {text[i + 1:]!r}, under {root}; "
+                      f"{tags_there(as_root(root), con)}")
 
 
 def _few(names: Iterable[str], most: int = 10) -> str:
@@ -270,6 +277,8 @@ def runs_named(root: str | Path, text: str | None, model: str | None = None, opt
                       for r in find_runs(root, s.tag, model=s.model)}.values())
     if not found:
         require_root(root)
+        if text is not None and model is None and "," not in text and (neither := _neither(root, text)):
+            raise neither
         named = f" named {option} {text!r}" if text is not None else ""
         raise UsageError(f"no runs{named}{f' of model {model!r}' if model else ''} under {root}; "
                          f"{tags_there(as_root(root))}")
