@@ -95,6 +95,12 @@ def test_judges_all_in_a_120_column_terminal_is_a_table_per_judge_and_cuts_no_ce
     assert "…" not in pooled, pooled
     last = [line.strip("│").split("│")[-1].strip() for line in pooled.splitlines() if line.startswith("│")]
     assert "Complete ┃" in pooled and sorted(filter(None, last)) == sorted(r["Complete"] for r in rows), pooled
+    # in 70 the names and the headers give way, never a number (split over two lines it reads as two)
+    code, narrow = in_terminal("leaderboard", "--results-dir", str(legacy), columns=70)
+    cells = {c.strip() for line in narrow.splitlines() if line.startswith("│") for c in line.split("│")}
+    assert code == 0 and max(map(len, narrow.splitlines())) <= 70 and "…" not in narrow, narrow
+    assert all(f"{float(r['Average (All)']):.2f}" in cells for r in rows if r["Average (All)"]), narrow
+    assert all(f"{float(r['% JA']):.1%}" in cells for r in rows if r["% JA"]), narrow
 
 
 def test_the_workbook_holds_the_csv_numbers_with_a_colour_scale_per_score_column(legacy, tmp_path):

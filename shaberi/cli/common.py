@@ -241,8 +241,9 @@ def print_rows(title: str | None, header: list[str], rows: list[list[str]], fmt:
 def _widths(header: list[str], rows: list[list[str]], fold: int, room: int) -> list[int | None]:
     """Column widths for a table ``room`` characters wide: None (as wide as their text) when it fits. Else the
     headers wrap at their spaces, then the cells do; the first ``fold`` columns (names) take what is left, folding
-    onto more lines (16 wide at least). Rich's own shrinking takes from every column alike, and crops the last ones
-    when the names cannot give enough: a 10-column leaderboard lost its Complete column in 120."""
+    onto more lines (16 wide at least, else 8, else 4); only then do words fold, a header's before a cell's (a
+    number split over two lines reads as two). Rich's own shrinking takes from every column alike, and crops the
+    last ones when the names cannot give enough: a 10-column leaderboard lost its Complete column in 120."""
     from rich.cells import cell_len
 
     def longest(texts: list[str], words: bool) -> int:
@@ -253,24 +254,35 @@ def _widths(header: list[str], rows: list[list[str]], fold: int, room: int) -> l
     room -= 3 * len(header) + 1  # borders and padding
     if sum(natural) <= room:
         return [None] * len(header)
-    names = [min(16, n) for n in natural[:fold]]
-    for words in ([False, True], [True, True]):  # headers wrap, then the cells too
-        rest = [max(longest(c[:1], words[0]), longest(c[1:], words[1])) for c in columns[fold:]]
-        left = room - sum(rest)
-        if left >= sum(names):  # the names share what is left, each up to its natural width
-            share = [*names]
-            for k, i in enumerate(sorted(range(fold), key=lambda i: natural[i])):  # the shortest first
-                share[i] = min(natural[i], max(names[i], left // (fold - k)))
-                left -= share[i]
-            for i in sorted(range(len(rest)), key=lambda i: natural[fold + i] - rest[i]):  # room to spare:
-                if (grow := natural[fold + i] - rest[i]) <= left:  # whole headers again, the shortest first
-                    rest[i], left = rest[i] + grow, left - grow
-            return [*share, *rest]
-    left = room - sum(names)  # too narrow even so: the names at their least, the widest of the others fold
-    if left < 4 * len(rest):
-        return [None] * len(header)  # no room to speak of: rich's own shrinking
-    while sum(rest) > left:  # to the last character: wider than the room, rich would crop
-        rest[rest.index(max(rest))] -= 1
+    for least in (16, 8):  # names 16 wide at least; when the cells' words cannot fit so, 8
+        names = [min(least, n) for n in natural[:fold]]
+        for words in ([False, True], [True, True]):  # headers wrap, then the cells too
+            rest = [max(longest(c[:1], words[0]), longest(c[1:], words[1])) for c in columns[fold:]]
+            left = room - sum(rest)
+            if left >= sum(names):  # the names share what is left, each up to its natural width
+                share = [*names]
+                for k, i in enumerate(sorted(range(fold), key=lambda i: natural[i])):  # the shortest first
+                    share[i] = min(natural[i], max(names[i], left // (fold - k)))
+                    left -= share[i]
+                for i in sorted(range(len(rest)), key=lambda i: natural[fold + i] - rest[i]):  # room to spare:
+                    if (grow := natural[fold + i] - rest[i]) <= left:  # whole headers again, the shortest first
+                        rest[i], left = rest[i] + grow, left - grow
+                return [*share, *rest]
+    # too narrow even so: the widest of the others fold, a header's words before a cell's (a number), and the names
+    # give up to 4 wide for the cells' words
+    cells = [longest(c[1:], True) for c in columns[fold:]]
+    if room - sum(names) < sum(cells):
+        names = [min(4, n) for n in natural[:fold]]
+    left = room - sum(names)
+    if left < len(rest):
+        return [None] * len(header)  # not a character a column: rich's own shrinking
+    for floor in ([max(w, min(5, r)) for w, r in zip(cells, rest, strict=True)], cells, [1] * len(rest)):  # 5 wide
+        while sum(rest) > left and (above := [i for i, w in enumerate(rest) if w > floor[i]]):  # at least first
+            rest[max(above, key=lambda i: rest[i])] -= 1  # the widest first
+    for i in range(fold):  # what the others left goes back to the names
+        grow = min(left - sum(rest), natural[i] - names[i])
+        names[i] += max(grow, 0)
+        left -= max(grow, 0)
     return [*names, *rest]
 
 
