@@ -151,7 +151,8 @@ def test_a_rejudge_the_limit_stops_midway_goes_on_where_it_stopped_without_payin
 def test_the_stop_line_shows_as_many_decimals_as_its_figures_need_to_add_up():
     from shaberi.cli.run import stop_line
 
-    for limit, spent, worst in ((0.0003, 2.2e-05, 0.00031525), (1.5, 1.334, 0.303), (0.01, 0.00995, 0.0000501)):
+    for limit, spent, worst in ((0.0003, 2.2e-05, 0.00031525), (1.5, 1.334, 0.303), (0.01, 0.00995, 0.0000501),
+                                (0.00005, 0.00001, 0.0000401)):
         line = stop_line(BudgetSpent("x", limit, "j", worst), "run r", spent, spent)
         assert _adds_up(line, limit), line
         shown = [float(x) for x in re.findall(r"\$([\d.]+)", line)[2:]]  # spent, spent, worst, total

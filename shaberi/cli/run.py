@@ -508,7 +508,8 @@ def stop_line(stop: BudgetSpent, whose: str, cost: float, counted: float, spende
     basis = (f"${counted:.{digits}f} (its cost ${cost:.{digits}f}, with each call that timed out counted at its worst "
              "case and cached prompt tokens at the full rate)" if round(counted, digits) != round(cost, digits)
              else f"${cost:.{digits}f}")
-    return (f"--max-cost ${stop.limit:g} stopped {whose} before a call to {stop.model} that could cost up to "
+    limit = f"{stop.limit:.{digits}f}".rstrip("0").rstrip(".")  # 0.00005, not 5e-05
+    return (f"--max-cost ${limit} stopped {whose} before a call to {stop.model} that could cost up to "
             f"${worst:.{digits}f}: {spender} spent {basis}, and "
             f"${counted:.{digits}f} + ${worst:.{digits}f} = ${total:.{digits}f} is over the spending limit")
 
