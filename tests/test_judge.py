@@ -296,3 +296,7 @@ def test_a_run_killed_before_its_fallback_call_answers_keeps_the_paid_reply_and_
     assert query(tmp_path / "r", "SELECT sum(requests) FROM token_usage WHERE stage = 'judging'") == [(3,)]
     assert query(tmp_path / "r", "SELECT error, lineage FROM judgement_history ORDER BY created_at") == [
         (judge_module.AWAITING, "superseded"), (None, "current")]  # the paid reply, journaled before the kill
+    # the tokens counted once each: token_usage's are the judgement's own (its two calls), none of them again
+    assert query(tmp_path / "r", "SELECT sum(prompt_tokens), sum(completion_tokens) FROM token_usage "
+                                 "WHERE stage = 'judging'") == query(
+        tmp_path / "r", "SELECT sum(prompt_tokens), sum(completion_tokens) FROM judgements")

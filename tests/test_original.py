@@ -861,6 +861,10 @@ def test_a_run_killed_before_the_originals_fallback_call_answers_asks_only_that_
     assert query(tmp_path / "r", "SELECT sum(requests) FROM token_usage WHERE stage = 'judging'") == [(3,)]
     assert query(tmp_path / "r", "SELECT error, lineage FROM judgement_history ORDER BY created_at") == [
         (AWAITING, "superseded"), (None, "current")]  # the paid reply, journaled before the kill, kept as history
+    # the tokens counted once each: token_usage's are the judgement's own (its two calls), none of them again
+    assert query(tmp_path / "r", "SELECT sum(prompt_tokens), sum(completion_tokens) FROM token_usage "
+                                 "WHERE stage = 'judging'") == query(
+        tmp_path / "r", "SELECT sum(prompt_tokens), sum(completion_tokens) FROM judgements")
 
 
 def test_a_sweep_plan_judges_with_its_prompt_set(data_dir, tmp_path):
