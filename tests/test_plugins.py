@@ -310,6 +310,25 @@ def test_the_plugin_benchmark_is_generated_and_judged_with_its_templates_and_its
     assert scores.stdout.splitlines() == ["title,n", "Kotowaza (example plugin),2"], scores.stderr
 
 
+def test_the_plugin_benchmark_is_compared_head_to_head_with_its_pairwise_template(plugin, server, tmp_path):
+    (tmp_path / "d" / "ja").mkdir(parents=True)
+    (tmp_path / "d" / "ja" / "kotowaza.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in [
+        {"id": 1, "proverb": "猿も木から落ちる"}, {"id": 2, "proverb": "急がば回れ"}]))
+    results = tmp_path / "r"
+    for model in ("m1", "m2"):
+        made = shaberi("run", "--model", model, "--tag", "v1", "--base-url", server.base_url, "--benchmark",
+                       "kotowaza", "--data-dir", str(tmp_path / "d"), "--results-dir", str(results), env=plugin)
+        assert made.returncode == 0, made.stderr
+    server.reset()
+    rated = shaberi("pairwise", "--tags", "m1@v1,m2@v1", "--judge", f"pj@{server.base_url}", "--bootstrap", "20",
+                    "--results-dir", str(results), env=plugin)
+    assert rated.returncode == 0, rated.stderr
+    asked = [messages for messages in server.requests() if "FINAL VERDICT" in messages[0]["content"]]
+    assert len(asked) == 4  # two questions, both orders; the candidates are not called
+    assert all("ことわざの意味を説明する二つ" in m[0]["content"] for m in asked)  # the plugin's pairwise template
+    assert query(results, "SELECT count(*) FROM pairwise WHERE benchmark = 'kotowaza'") == [(4,)]
+
+
 def test_a_plugin_template_past_a_render_bound_is_one_line_naming_it_before_any_call(plugin, server, tmp_path):
     """A plugin's templates are code Shaberi did not write: a generation or judging template that spins or grows
     without end is refused (exit 2) before any call, nothing written, in every command that renders it."""
