@@ -1,7 +1,7 @@
 """What identifies a run and what its ``runs`` row records.
 
-A run is (model, tag). Its ``run_id`` is a readable, path-safe slug of both plus a short hash of the
-exact pair, so two names that slug alike never share a partition.
+A run is (model, tag); its ``run_id`` (``tables.ids``: the tables' key) is a readable, path-safe slug of both plus
+a short hash of the exact pair, so two names that slug alike never share a partition.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import orjson
-
 from .errors import UsageError
+from .tables.ids import run_id_for, run_id_prefix
 
 if TYPE_CHECKING:
     from .tables.rows import RunRecord
@@ -51,21 +50,6 @@ def _now_us() -> int:
     from .tables.store import now_us
 
     return now_us()
-
-
-def _slug(name: str) -> str:
-    return _UNSAFE.sub("-", name.replace("/", "__")).strip("-.")[:80]
-
-
-def run_id_for(model: str, tag: str) -> str:
-    digest = hashlib.sha256(orjson.dumps([model, tag])).hexdigest()[:8]
-    return f"{_slug(tag)}__{_slug(model)}__{digest}"
-
-
-def run_id_prefix(tag: str) -> str:
-    """What the run id of the run tagged ``tag``, and of every run ``{tag}-runN``, starts with: a reader can
-    skip every other run's folder (necessary, not sufficient: the tags themselves are compared after)."""
-    return _slug(tag)
 
 
 def key_fingerprint(api_key: str | None) -> str | None:

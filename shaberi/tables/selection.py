@@ -18,7 +18,7 @@ from typing import Literal, NamedTuple
 import duckdb
 
 from ..errors import UsageError
-from ..run_info import run_id_prefix
+from .ids import run_id_prefix
 from .layout import live_parts_under
 from .location import Root, as_root, attach, glob_literal
 from .sql import LATEST_RUN_ROW, define_status, latest_row, relisting
