@@ -44,6 +44,13 @@ def _spent(results: Path, pricing: Path | None, model: str | None = None) -> flo
                                              "model = $m", {"m": model}).fetchone()[0]
 
 
+def _run_args(server: LoopbackServer, data: Path, results: Path, pricing: Path) -> list[str]:
+    """A run of candidate m judged by j on Rakuda, 100 tokens each, priced from ``pricing``."""
+    return ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j",
+            "--max-tokens", "100", "--judge-max-tokens", "100", "--pricing", str(pricing),
+            "--data-dir", str(data), "--results-dir", str(results)]
+
+
 def _adds_up(text: str, limit: float) -> bool:
     """The stop line's figures: spent + the refused call's worst case = a total over the limit."""
     found = re.search(r"--max-cost \$([\d.]+) stopped (?:run|cache entry) \S+ before a call to \S+ that could cost up "
@@ -61,9 +68,7 @@ def test_a_run_stops_before_the_limit_partial_and_a_higher_limit_finishes_it_wit
     data = write_rakuda(tmp_path / "d", [f"質問{i:02d}：日本の首都はどこですか？" for i in range(20)])
     results, pricing = tmp_path / "r", _pricing(tmp_path)
     with LoopbackServer() as server:
-        args = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j",
-                "--max-tokens", "100", "--judge-max-tokens", "100", "--pricing", str(pricing),
-                "--data-dir", str(data), "--results-dir", str(results)]
+        args = _run_args(server, data, results, pricing)
         first = shaberi(*args, "--max-cost", "1.5")
         assert first.returncode == 1, first.stderr
         lines = [line for line in first.stderr.splitlines() if "spending limit" in line]
@@ -107,9 +112,7 @@ def test_a_rejudge_the_limit_stops_before_any_call_is_partial_until_it_is_done(t
     data = write_rakuda(tmp_path / "d", [f"質問{i:02d}：日本の首都はどこですか？" for i in range(4)])
     results, pricing = tmp_path / "r", _pricing(tmp_path)
     with LoopbackServer() as server:
-        args = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j",
-                "--max-tokens", "100", "--judge-max-tokens", "100", "--pricing", str(pricing),
-                "--data-dir", str(data), "--results-dir", str(results)]
+        args = _run_args(server, data, results, pricing)
         assert shaberi(*args).returncode == 0
         for _ in range(2):
             stopped = shaberi(*args, "--rejudge", "--max-cost", "0.01")
@@ -131,9 +134,7 @@ def test_a_rejudge_the_limit_stops_midway_goes_on_where_it_stopped_without_payin
     data = write_rakuda(tmp_path / "d", [f"質問{i:02d}：日本の首都はどこですか？" for i in range(4)])
     results, pricing = tmp_path / "r", _pricing(tmp_path)
     with LoopbackServer() as server:
-        args = ["run", "--model", "m", "--base-url", server.base_url, "--benchmark", "rakuda", "--judge", "j",
-                "--max-tokens", "100", "--judge-max-tokens", "100", "--pricing", str(pricing),
-                "--data-dir", str(data), "--results-dir", str(results)]
+        args = _run_args(server, data, results, pricing)
         assert shaberi(*args).returncode == 0 and server.stats()["calls"] == 8
         stopped = shaberi(*args, "--rejudge", "--max-cost", "4.4")
         assert stopped.returncode == 1 and _adds_up(stopped.stderr, 4.4), stopped.stderr
