@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from shaberi import benchmarks as bm
-from shaberi import original
+from shaberi.judging import original
 
 
 def main() -> None:

@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 
 from shaberi import benchmarks as bm
-from shaberi import promptsets
 from shaberi.errors import UsageError
+from shaberi.judging import promptsets
 
 FILES = ("evaluation_datasets_config.py", "llm_functions.py", "judge_answers.py")
 JUDGES = ("gpt-4.1-2025-04-14", "gpt-5.1-2025-11-13")

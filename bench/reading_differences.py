@@ -3,7 +3,7 @@
     python bench/reading_differences.py [--data-dir ../shared/datasets] [--examples 3]
 
 Every legacy judgement that kept its reply (``legacy/**/judge_output``: GPT-5.1's, under the 2025-11 prompts) is
-read three ways: by each original version's own code (``shaberi.original``, replaying the reply into its
+read three ways: by each original version's own code (``shaberi.judging.original``, replaying the reply into its
 evaluator; a reply it would ask its fallback call for counts as no score here, as the reply alone holds none), and
 by ``shaberi.extract`` with the benchmark's rules. Printed per version: how many replies both read alike, how many
 they read differently (both a score, not the same), and how many only one of them reads, with examples. Not a
@@ -19,10 +19,10 @@ from collections import Counter
 from pathlib import Path
 
 from shaberi import benchmarks as bm
-from shaberi import promptsets
 from shaberi.extract import extract
-from shaberi.judge import original_extraction
-from shaberi.original import Ask
+from shaberi.judging import promptsets
+from shaberi.judging.original import Ask
+from shaberi.judging.stage import original_extraction
 
 FOLDERS = {"lightblue__tengu_bench": "tengu", "elyza__ELYZA-tasks-100": "elyza",
            "shisa-ai__ja-mt-bench-1shot": "mt_bench", "yuzuai__rakuda-questions": "rakuda"}

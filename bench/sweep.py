@@ -101,7 +101,7 @@ def budget_rate(address: str) -> float:
     code = (
         "import asyncio, json, logging, time, ray\n"
         "from shaberi.llm.lease import Answer\n"
-        "from shaberi.sweep.budget import ClusterLease, JudgeBudget\n"
+        "from shaberi.sweep.slots import ClusterLease, JudgeBudget\n"
         f"ray.init(address={address!r}, log_to_driver=False, logging_level=logging.ERROR)\n"
         "actor = ray.remote(JudgeBudget).options(num_cpus=0, max_concurrency=1000).remote()\n"
         "lease = ClusterLease(actor, 'judge', 64)\n"

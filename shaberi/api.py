@@ -146,7 +146,7 @@ class Results:
         and each run's ``compared_with``. ``tags``: only the jobs that rated exactly these tags' runs."""
         runs = None
         if tags is not None:
-            from .pairwise.judging import sides
+            from .pairwise.stage import sides
             from .tables.store import Store
 
             runs = [s.run_id for s in sides(Store(self.root), tags)]

@@ -22,7 +22,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import orjson
 
@@ -59,7 +59,7 @@ class Child:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def ask(self, message: dict | None, seconds: float) -> dict:
+    def ask(self, message: dict[str, Any] | None, seconds: float) -> dict[str, Any]:
         """Send ``message`` (None: only wait for the next answer, as for the child's first) and return the answer
         within ``seconds`` in all. On any failure the child is stopped and ``ChildFailed`` says why."""
         deadline = time.monotonic() + seconds
@@ -119,7 +119,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
                 pipe.close()
 
 
-def serve() -> tuple[Iterator[dict], Callable[[dict], None]]:
+def serve() -> tuple[Iterator[dict[str, Any]], Callable[[dict[str, Any]], None]]:
     """The child's side: its requests (until stdin closes) and how to answer one. Its own prints, and anything
     else it writes to stdout, go nowhere; Ctrl-C is the parent's to handle (it closes our stdin); and once the
     parent is gone (killed: our stdin may never close while we are busy) we end too."""
@@ -129,7 +129,7 @@ def serve() -> tuple[Iterator[dict], Callable[[dict], None]]:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_orphaned, args=(os.getppid(),), daemon=True).start()
 
-    def send(answer: dict) -> None:
+    def send(answer: dict[str, Any]) -> None:
         answers.write(orjson.dumps(answer) + b"\n")
         answers.flush()
 

@@ -16,16 +16,17 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
 from . import benchmarks as bm
 from .generate import BenchmarkProgress, GenerationConfig, Progress, existing_answers, plan_calls
-from .judge import pending, rejudge_since
+from .judging import pending, rejudge_since
+from .judging.original import Ask
+from .judging.promptsets import SHABERI, PromptSet
 from .llm.client import encode
-from .original import Ask
 from .prompts import judge_messages
-from .promptsets import SHABERI, PromptSet
 from .run_info import run_id_for
 from .tables.rows import AnswerKey, RunRecord, decoded
 from .tables.sql import connect, query
@@ -66,7 +67,7 @@ def stored_questions(results_dir: Path, model: str, tag: str, benchmarks: list[s
             and (scope is None or (r["benchmark"], r["question_id"]) in scope)]
 
 
-def _judge_sample(prompts: PromptSet, q: bm.Question) -> list[dict]:
+def _judge_sample(prompts: PromptSet, q: bm.Question) -> list[dict[str, Any]]:
     """The first judge request for ``q`` with an answer of about 400 characters, under ``prompts``."""
     if prompts.clone is not None:
         step = prompts.clone.read(q.benchmark, prompts.clone.row(q.benchmark, asdict(q), "回答" * 200), "judge", [])
@@ -116,7 +117,7 @@ def estimate(results_dir: Path, model: str, tag: str, base_url: str, items: list
     return rows
 
 
-def estimate_pairwise(results_dir: Path, prompts: list[list[dict]], reused: int, judge: str, max_tokens: int,
+def estimate_pairwise(results_dir: Path, prompts: list[list[dict[str, Any]]], reused: int, judge: str, max_tokens: int,
                       pricing: Path | None) -> Estimate:
     """``shaberi pairwise --dry-run``: the comparisons still to make (``prompts``: each one's messages), one call
     each before any fallback, their tokens and cost; ``reused``: the ones stored."""

@@ -84,9 +84,14 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["COMMON_RULES", "LEGACY_RULES", "MASK", "RULES", "THINK_TAGS", "Choice", "Extraction", "choose", "extract",
-           "own_words", "without_thinking"]
+__all__ = ["AS_PUBLISHED_MARK", "COMMON_RULES", "LEGACY_RULES", "MASK", "RULES", "THINK_TAGS", "Choice", "Extraction",
+           "choose", "extract", "own_words", "without_thinking"]
 
+# A score set aside (null) that the original tooling counted: an off-scale legacy score (``legacy.py``), an
+# original evaluator's reading off the scale (``judging.stage``). Its error ends with this and the value counted, as
+# text that reads back as the same double ("legacy: score -7 outside the 1–10 scale; as published: -7");
+# ``leaderboard --as-published`` averages it.
+AS_PUBLISHED_MARK = "; as published: "
 COMMON_RULES = ("final_score", "score_tag", "brackets")
 LEGACY_RULES = ("bare_number", "slash_ten")
 RULES = (*COMMON_RULES, *LEGACY_RULES)

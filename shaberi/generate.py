@@ -18,14 +18,15 @@ import functools
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import batches, errors
+from . import batch_journal, errors
 from .benchmarks import Dataset, Question
 from .extract import THINK_TAGS
 from .lineage import conversation_hash
@@ -108,7 +109,7 @@ class Progress:
 class _Work:
     question: Question
     sample_index: int
-    messages: list[dict]
+    messages: list[dict[str, Any]]
     request_hash: str
     calls: int  # this row's call count once this call is made
     attempts_before: int
@@ -175,7 +176,7 @@ async def generate(
     later = [q for q in questions if "previous" in q.extra]
     journal = store.journal(run_id, batch_rows=batch_rows)
     try:
-        transports = batches.bind([client], store, journal, run_id, "generation")
+        transports = batch_journal.bind([client], store, journal, run_id, "generation")
         stop = asyncio.Event()
         ticker = asyncio.create_task(_flush_when_due(journal, stop))
         record = functools.partial(_record, journal, run_id, model, progress)
@@ -194,10 +195,10 @@ async def generate(
                 now, later = _next_turns(later, earlier, journal, run_id, model, progress, config.samples)
                 await Dispatcher(plan(now, earlier=earlier), ask, record, client.max_in_flight).run()
         except errors.BudgetSpent:
-            batches.collected(journal, run_id, transports, "generation", finished=False)
+            batch_journal.collected(journal, run_id, transports, "generation", finished=False)
             raise
         else:
-            batches.collected(journal, run_id, transports, "generation")
+            batch_journal.collected(journal, run_id, transports, "generation")
         finally:
             stop.set()
             await ticker
@@ -222,7 +223,7 @@ def _contents(store: Store, run_id: str) -> dict[rows.AnswerKey, str | None]:
     return {rows.AnswerKey.of(r): None if r["error"] else r["content"] for r in stored.to_pylist() if not r["strategy"]}
 
 
-def _earlier_answers(contents: dict, previous: dict[tuple[str, str], str]
+def _earlier_answers(contents: Mapping[rows.AnswerKey, str | None], previous: dict[tuple[str, str], str]
                      ) -> Callable[[Question, int], list[str] | None]:
     """For a later turn: the model's answers to the turns before it, oldest first; None if one failed."""
 
@@ -290,7 +291,7 @@ def _record(journal: Journal, run_id: str, model: str, progress: Progress, item:
                           finish_reason=done.finish_reason, attempts=item.attempts_before + done.attempts,
                           latency_ms=done.latency_ms, prompt_tokens=done.prompt_tokens,
                           completion_tokens=done.completion_tokens, reasoning_tokens=done.reasoning_tokens,
-                          cached_prompt_tokens=done.cached_tokens, **batches.via(done))
+                          cached_prompt_tokens=done.cached_tokens, **batch_journal.via(done))
         usage = rows.token_usage(run_id, "generation", q.benchmark, model, requests=done.attempts,
                                  prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens,
                                  reasoning_tokens=done.reasoning_tokens, cached_prompt_tokens=done.cached_tokens,

@@ -23,7 +23,7 @@ follows the largest models, not the tree.
 
 ``--judge-prompts [JUDGE=]PATH`` says which prompts a judge folder's judgements were made with (the published
 GPT-4.1 judgements: the original's 2025-04 prompts): they are stored under that prompt set's label (``gpt-4.1-2025-04-14
-[original:8578939]``, ``shaberi.promptsets``), so that a new run judged with the same clone and judge lands in the
+[original:8578939]``, ``judging.promptsets``), so that a new run judged with the same clone and judge lands in the
 same leaderboard columns; unnamed, a judge's prompts are unknown and it keeps its bare name.
 
 The tree is read twice: first checked whole, then imported, so that bad input (a file that is not a regular
@@ -55,8 +55,9 @@ import orjson
 
 from . import benchmarks as bm
 from .errors import DataError, UsageError
-from .promptsets import PromptSet
-from .reports.leaderboard import AS_PUBLISHED_MARK, published_differences
+from .extract import AS_PUBLISHED_MARK
+from .judging.promptsets import PromptSet
+from .reports.leaderboard import published_differences
 from .run_info import RunInfo
 from .tables.rows import AnswerKey, answer, judgement, question
 from .tables.store import Store, now_us
@@ -158,20 +159,20 @@ class _Row:
     """One legacy row, where it is, and for a judgement what it counts as."""
 
     line: int
-    data: dict
+    data: dict[str, Any]
     score: float | None = None  # None: no score (null, or set aside: ``problem`` says why)
     output: str | None = None  # the judge's reply
     problem: str | None = None  # why a score that was given is not imported as one
     published: float | None = None  # a set-aside score as the original tooling averaged it (``_published``)
 
 
-def _rows(path: Path, report: ImportReport) -> list[tuple[int, dict]]:
+def _rows(path: Path, report: ImportReport) -> list[tuple[int, dict[str, Any]]]:
     """(line number, row) of a JSON Lines file; a line that is not a JSON object is reported and skipped, one
     over ``MAX_LINE`` bytes refused (read line by line, never more than that at once), and so is a file that is a
     JSON array (its first non-blank line opens one): the original tooling's ``pd.read_json(path, lines=True)``
     never read its rows (it fails on an array over several lines; one on a single line it makes one row of
     numbered columns, no score), and read by line it would be malformed lines, nothing imported, exit 0."""
-    rows: list[tuple[int, dict]] = []
+    rows: list[tuple[int, dict[str, Any]]] = []
     try:
         with open(path, "rb") as fh:
             if b"\\u" in fh.read(4096):
@@ -209,7 +210,7 @@ def _rows(path: Path, report: ImportReport) -> list[tuple[int, dict]]:
     return rows
 
 
-def _benchmark(folder: str, rows: list[tuple[int, dict]], report: ImportReport) -> str:
+def _benchmark(folder: str, rows: list[tuple[int, dict[str, Any]]], report: ImportReport) -> str:
     name = folders()[folder]
     if name == "mt_bench" and rows and "id" not in rows[0][1] and "Category" in rows[0][1]:
         report.counts["mt_bench_80_files_in_60_folder"] += 1
@@ -291,7 +292,7 @@ def _file(judge: str | None, folder: str, path: Path, report: ImportReport) -> t
     return name, _keyed(name, path, rows, report)
 
 
-def _question(run_id: str, name: str, qid: str, row: dict, at: int) -> dict:
+def _question(run_id: str, name: str, qid: str, row: dict[str, Any], at: int) -> dict[str, Any]:
     text = row.get("Question") if "Question" in row else row.get("input", row.get("text"))
     return question(run_id, name, qid, [str(text or "")], created_at=at,
                     reference=_text(row.get("output") if name == "elyza" else row.get("Answer")),
@@ -303,7 +304,8 @@ def _text(value: object) -> str | None:
     return None if value is None or (isinstance(value, str) and not value.strip()) else str(value)
 
 
-def _answer(run_id: str, model: str, name: str, qid: str, row: dict, at: int, report: ImportReport) -> dict:
+def _answer(run_id: str, model: str, name: str, qid: str, row: dict[str, Any], at: int, report: ImportReport
+           ) -> dict[str, Any]:
     """The answer row; a ``ModelAnswer`` that is not text (a number, a dict) is an error row, never a text."""
     content = row.get("ModelAnswer")
     error = _text(row.get("ErrorType"))
@@ -318,13 +320,13 @@ def _answer(run_id: str, model: str, name: str, qid: str, row: dict, at: int, re
                   attempts=attempts if _integer(attempts) and 0 <= attempts < 2**31 else None)
 
 
-def _score(path: Path, line: int, row: dict, scale: tuple[int, int], report: ImportReport) -> _Row:
+def _score(path: Path, line: int, row: dict[str, Any], scale: tuple[int, int], report: ImportReport) -> _Row:
     """The row's score, if it is one: a real number (not a bool, a string, NaN or inf) on the benchmark's scale.
     Any other is set aside with the reason; a ``judge_output`` that is not text is refused."""
     score, output = row.get("score"), row.get("judge_output")
     if isinstance(score, dict):  # the known bug: the score and its reply nested in a dict
         report.counts["dict_scores"] += 1
-        nested: dict = score
+        nested: dict[str, Any] = score
         score, output = nested.get("score"), nested.get("judge_output", output)
     if output is not None and not isinstance(output, str):
         raise DataError(f"{path}:{line}: judge_output is {_shown(output)}, not the judge's reply as text: make it a "
@@ -439,14 +441,14 @@ def _shown_mean(value: float, sign: str = "") -> str:
 
 
 def _model_tables(model: str, files: list[tuple[str | None, str, Path]], report: ImportReport,
-                  prompts: dict[str | None, PromptSet]) -> tuple[str, dict[str, list[dict]]]:
+                  prompts: dict[str | None, PromptSet]) -> tuple[str, dict[str, list[dict[str, Any]]]]:
     """A model's files read into its run's rows: (run id, table -> rows)."""
     info = RunInfo(model=model, tag=TAG, base_url="", api_key=None, generation_config={}, benchmarks=[],
                    datasets={}, prompt_hashes={})
     at = now_us()
-    questions: dict[tuple[str, str], dict] = {}
-    answers: dict[tuple[str, str], dict] = {}
-    judgements: dict[tuple[str, str, str, int], dict] = {}  # (benchmark, question, judge, repeats after it)
+    questions: dict[tuple[str, str], dict[str, Any]] = {}
+    answers: dict[tuple[str, str], dict[str, Any]] = {}
+    judgements: dict[tuple[str, str, str, int], dict[str, Any]] = {}  # (benchmark, question, judge, repeats after it)
     judges: set[str] = set()
     for judge, folder, path in sorted(files, key=lambda f: (f[0] is not None, f[0] or "", f[1])):
         name, keyed = _file(judge, folder, path, report)

@@ -16,8 +16,13 @@ every view, report and export:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .tables.rows import AnswerKey
+
+if TYPE_CHECKING:
+    from .tables.typed import QuestionRow, Questions, Texts
 
 __all__ = ["answer_hash", "call_failed", "conversation_hash", "earlier_turns"]
 
@@ -39,7 +44,8 @@ def conversation_hash(earlier: list[str], content: str | None) -> str:
     return answer_hash("\0".join([*earlier, content or ""]))
 
 
-def earlier_turns(question: dict, answer: dict, questions: dict, texts: dict) -> list[dict[str, str]]:
+def earlier_turns(question: QuestionRow, answer: Mapping[str, Any], questions: Questions, texts: Texts
+                  ) -> list[dict[str, str]]:
     """The earlier turns of a conversation, as the model answered them ({user, assistant}), oldest first.
     ``questions`` maps (benchmark, question_id) to rows with ``extra`` parsed; ``texts`` maps ``AnswerKey``s
     to contents."""

@@ -12,22 +12,23 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from . import benchmarks as bm
-from .budget import free_note, open_budget, spent_usd
 from .errors import BudgetSpent, StorageError, UsageError
 from .generate import GenerationConfig, Progress, generate, write_questions
-from .judge import Judge, JudgeConfig, JudgeProgress, judge, rejudge_since, reprocess
-from .llm.batch import BATCH_SIZE, BatchTransport
+from .judging import Judge, JudgeConfig, JudgeProgress, judge, rejudge_since, reprocess
+from .judging.promptsets import SHABERI, PromptSet
+from .llm.batch_api import BATCH_SIZE, BatchTransport
 from .llm.client import ChatClient, ClientConfig, endpoint_limits
 from .llm.control import ControlConfig
 from .llm.endpoints import ModelAt, check_base_url, resolve_api_key, shared_llm
 from .llm.lease import EndpointLease, Lease
+from .llm.spending import free_note, open_budget, spent_usd
 from .llm.transport import AiohttpTransport, Transport
 from .passes import Pass
 from .passes.runner import PassProgress, run_passes
 from .prompts import check_generation, generation_template, template_hash
-from .promptsets import SHABERI, PromptSet
 from .reports.export import (
     EXPORT_ERRORS,
     export_connection,
@@ -81,7 +82,7 @@ class RunRequest:
     judges: list[ModelAt] = field(default_factory=list)
     judge_api_key_env: str | None = None  # default: the candidate's key variable
     judge_concurrency: int | None = None  # default: the candidate's maximum
-    batch: bool = False  # the candidate's calls through its endpoint's Batch API (``llm.batch``)
+    batch: bool = False  # the candidate's calls through its endpoint's Batch API (``llm.batch_api``)
     judge_batch: bool = False  # judge calls through the judges' Batch API
     batch_poll: float = 15.0  # seconds between looks at a batch in progress
     batch_size: int = BATCH_SIZE  # requests a batch holds at most
@@ -124,19 +125,19 @@ class Outcome:
     clients: list[ChatClient] = field(default_factory=list)
     calls: dict[str, StageCalls] = field(default_factory=dict)  # per stage run by this invocation
     status: str = "running"  # the run's status once it finished: ok | partial | failed
-    stages: dict[str, dict] = field(default_factory=dict)  # this invocation's stages, as they ended
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)  # this invocation's stages, as they ended
     export_error: str | None = None  # the export failed (the run's status is its stages'; ``shaberi export`` retries)
     stopped: BudgetSpent | None = None  # why --max-cost stopped it (no call that could pass the limit was sent)
     spent: float | None = None  # with max_cost: the run's cost (the ``cost`` view) when it ended
     counted: float | None = None  # with max_cost: what the limit counts as spent then (``Budget.spent``)
 
     @property
-    def failed_stages(self) -> dict[str, dict]:
+    def failed_stages(self) -> dict[str, dict[str, Any]]:
         """Stages of this invocation that the tables say failed (nothing usable of them): exit code 1."""
         return {name: r for name, r in self.stages.items() if r.get("status") == "failed"}
 
     @property
-    def vain_stages(self) -> dict[str, dict]:
+    def vain_stages(self) -> dict[str, dict[str, Any]]:
         """Stages of this invocation whose every call failed, though the tables hold usable work of them (a resume
         retrying errors in vain): said, and the state, the status and the exit code stay as they were."""
         return {name: r for name, r in self.stages.items()
@@ -352,11 +353,11 @@ class _Scope:
             return [d.benchmark for d in self.datasets]
         return [n for n in (self.benchmarks or sorted(self.have)) if judging and n in bm.BENCHMARKS]
 
-    def questions_by_benchmark(self, store: Store, run_id: str) -> dict[str, list[dict]]:
+    def questions_by_benchmark(self, store: Store, run_id: str) -> dict[str, list[dict[str, Any]]]:
         """The questions the judges' prompts are checked against: the datasets', else the run's stored ones."""
         if self.datasets:
             return {d.benchmark: [asdict(q) for q in d.questions] for d in self.datasets}
-        stored: dict[str, list[dict]] = {}
+        stored: dict[str, list[dict[str, Any]]] = {}
         for q in store.read("questions", run_id).to_pylist():
             stored.setdefault(q["benchmark"], []).append(q)
         return stored
@@ -410,7 +411,7 @@ class _Stages:
     status at the end (this invocation's calls and the tables: ``status``), ``failed`` with the error when an
     exception ends it. Earlier invocations' stage records are kept (``runs.stages``)."""
 
-    def __init__(self, results_dir: Path, store: Store, run_id: str, stages: list[str], previous: dict,
+    def __init__(self, results_dir: Path, store: Store, run_id: str, stages: list[str], previous: dict[str, Any],
                  rejudge: bool = False, benchmarks: list[str] | None = None, judges: list[str] | None = None) -> None:
         self.results_dir, self.store, self.run_id, self.stages = results_dir, store, run_id, stages
         self.rejudge = rejudge
@@ -420,16 +421,16 @@ class _Stages:
         self.export_error: str | None = None
         self.stopped: str | None = None  # what the spending limit refused (BudgetSpent): the stages after are not run
         self.stopped_in: str | None = None  # the stage it stopped
-        self.state: dict[str, dict] = dict(previous) | {s: {"status": "pending"} for s in stages}
-        self.counts: Callable[[], dict[str, dict]] = dict
+        self.state: dict[str, dict[str, Any]] = dict(previous) | {s: {"status": "pending"} for s in stages}
+        self.counts: Callable[[], dict[str, dict[str, Any]]] = dict
         self.make_row: Callable[[], RunRecord] | None = None
 
-    def _row(self, status: str, error: str | None = None) -> dict:
+    def _row(self, status: str, error: str | None = None) -> dict[str, Any]:
         assert self.make_row is not None
         return runs(self.make_row().replace(stages=self.state, status=status, error=error))
 
     @contextlib.contextmanager
-    def running(self, make_row: Callable[[], RunRecord], counts: Callable[[], dict[str, dict]]
+    def running(self, make_row: Callable[[], RunRecord], counts: Callable[[], dict[str, dict[str, Any]]]
                 ) -> Iterator[None]:
         self.make_row, self.counts = make_row, counts
         self.store.replace("runs", self.run_id, [self._row("running")])
@@ -480,7 +481,7 @@ class _Stages:
                 return
 
     def finish(self, scoped: list[str] | None, export: bool, compact: bool, family: bool, model: str, base_tag: str
-               ) -> tuple[str, dict[str, dict]]:
+               ) -> tuple[str, dict[str, dict[str, Any]]]:
         """The run's status from the tables and this invocation's calls, recorded; then the manifest and the export.
         An export that fails (``export_error``) leaves the run's status as its stages made it: the tables hold
         everything, and ``shaberi export`` writes the export again."""
@@ -588,7 +589,7 @@ def _question_keys(datasets: list[bm.Dataset]) -> set[tuple[str, str]]:
     return {(q.benchmark, q.question_id) for d in datasets for q in d.questions}
 
 
-def _counts(datasets: list[bm.Dataset], progress: Progress) -> dict[str, dict]:
+def _counts(datasets: list[bm.Dataset], progress: Progress) -> dict[str, dict[str, Any]]:
     return {d.benchmark: {"questions": len(d.questions),
                           "answers": progress.benchmarks[d.benchmark].done if d.benchmark in progress.benchmarks else 0,
                           "answer_errors": progress.benchmarks[d.benchmark].errors
@@ -601,7 +602,7 @@ def _judging_hashes(prompts: PromptSet, names: list[str]) -> dict[str, str]:
     return {f"judging/{n}{suffix}": prompts.prompt_hash(n) for n in names}
 
 
-def _provenance(prompts: PromptSet) -> dict[str, dict]:
+def _provenance(prompts: PromptSet) -> dict[str, dict[str, Any]]:
     """``runs.judge_prompts``' entry for the prompt set judged with (``shaberi`` for Shaberi's own)."""
     return {prompts.label or "shaberi": prompts.provenance()}
 

@@ -15,17 +15,16 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from jinja2.loaders import split_template_path
 
 from .errors import UsageError
-from .registry import Registry
-from .resources import resource_dir
+from .resources import PROMPTS, resource_dir
 from .sandbox import BoundedEnvironment, Made, Renderer, module, serve_renders
 
-if TYPE_CHECKING:  # benchmarks registers its template folders here
+if TYPE_CHECKING:
     from .benchmarks import Question
 
 __all__ = [
@@ -109,7 +108,6 @@ def untrusted(text: object) -> str:
 # (``sandbox.RenderLimit``), a file that is not UTF-8.
 unrenderable = (jinja2.TemplateError, UnicodeDecodeError)
 
-PROMPTS: Registry[Path] = Registry("prompt folder")  # the plugins' template folders
 
 
 def _roots() -> list[Path]:
@@ -160,7 +158,7 @@ def _ours(template: str, judging: str | None) -> bool:
     return filename is not None and Path(filename).resolve().is_relative_to(resource_dir("prompts").resolve())
 
 
-def made_here(template: str, context: dict, judging: str | None = None, roots: tuple[str, ...] | None = None
+def made_here(template: str, context: dict[str, Any], judging: str | None = None, roots: tuple[str, ...] | None = None
               ) -> Made:
     """``template``'s text and its ``system`` variable, rendered in this process."""
     made = module(_env(judging, roots).get_template(template), context)
@@ -170,7 +168,7 @@ def made_here(template: str, context: dict, judging: str | None = None, roots: t
 _RENDERER = Renderer("shaberi.prompts")  # runs this module's ``__main__``
 
 
-def _made(template: str, context: dict, judging: str | None = None) -> Made:
+def _made(template: str, context: dict[str, Any], judging: str | None = None) -> Made:
     if _ours(template, judging):
         return made_here(template, context, judging)
     return _RENDERER.made(tuple(map(str, _roots())), judging, template, context)
@@ -308,7 +306,7 @@ def render(template: str, **context: object) -> str:
     return _made(template, context)[0].strip()
 
 
-def _messages(template: str, context: dict, judging: str | None = None) -> list[dict[str, str]]:
+def _messages(template: str, context: dict[str, Any], judging: str | None = None) -> list[dict[str, str]]:
     text, system = _made(template, context, judging)
     messages = []
     if system.strip():

@@ -183,6 +183,11 @@ class Registry(Mapping[str, T], Generic[T]):
     def names(self) -> list[str]:
         return list(self)
 
+    def holds(self, item: object) -> bool:
+        """Whether ``item`` is registered under any name, without loading the plugins (a plugin being loaded asks:
+        two benchmarks sharing a template folder register it once)."""
+        return item in self._items.values()
+
     def plugin_items(self) -> list[tuple[Plugin, str]]:
         """The items plugins brought into this registry, each with its plugin."""
         self._load()

@@ -1,5 +1,6 @@
 """Where the project's non-Python files are: the repository's top-level folders in a checkout,
-``shaberi/_resources/`` in an installed wheel (pyproject's force-include puts them there)."""
+``shaberi/_resources/`` in an installed wheel (pyproject's force-include puts them there); and the plugins' template
+folders (``PROMPTS``), searched after shaberi's own ``prompts/``."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ import hashlib
 from functools import cache
 from pathlib import Path
 
-__all__ = ["resource_dir", "sha256_file"]
+from .registry import Registry
+
+__all__ = ["PROMPTS", "resource_dir", "sha256_file"]
 
 _PKG = Path(__file__).resolve().parent
+# A plugin benchmark's ``prompts=`` folder, registered by ``benchmarks.register`` (or by the plugin itself). Here, below
+# both the benchmarks and the templates that read it.
+PROMPTS: Registry[Path] = Registry("prompt folder")
 
 
 @cache

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
 from .tables.ids import run_id_for, run_id_prefix
@@ -93,15 +93,16 @@ class RunInfo:
     tag: str
     base_url: str
     api_key: str | None
-    generation_config: dict
+    generation_config: dict[str, Any]
     benchmarks: list[str]
-    datasets: dict
-    prompt_hashes: dict
+    datasets: dict[str, Any]
+    prompt_hashes: dict[str, Any]
     judges: tuple[str, ...] = ()
     passes: tuple[str, ...] = ()
-    pass_config: dict = field(default_factory=dict)
-    judge_prompts: dict = field(default_factory=dict)  # prompt set label ("shaberi": its own prompts) -> provenance
-    pricing: dict = field(default_factory=dict)  # model -> its --pricing entry (the run is priced with it)
+    pass_config: dict[str, Any] = field(default_factory=dict)
+    # prompt set label ("shaberi": its own prompts) -> provenance
+    judge_prompts: dict[str, Any] = field(default_factory=dict)
+    pricing: dict[str, Any] = field(default_factory=dict)  # model -> its --pricing entry (the run is priced with it)
 
     def __post_init__(self) -> None:
         self.run_id = run_id_for(self.model, self.tag)
@@ -113,7 +114,7 @@ class RunInfo:
         match = _RUN_TAG.match(self.tag)
         return match["base"] if match else self.tag
 
-    def record(self, status: str, error: str | None = None, limits: dict[str, list[dict]] | None = None
+    def record(self, status: str, error: str | None = None, limits: dict[str, list[dict[str, Any]]] | None = None
                ) -> RunRecord:
         """The run's ``runs`` row as values (the row store imports pyarrow: only a command that writes needs it)."""
         from .tables.rows import RunRecord
@@ -129,7 +130,8 @@ class RunInfo:
             git_commit=commit, git_dirty=dirty, package_versions=package_versions(), concurrency_history=limits or {},
             status=status, error=error, created_at=self.created_at)
 
-    def row(self, status: str, error: str | None = None, limits: dict[str, list[dict]] | None = None) -> dict:
+    def row(self, status: str, error: str | None = None, limits: dict[str, list[dict[str, Any]]] | None = None
+           ) -> dict[str, Any]:
         """The ``runs`` row of ``record``."""
         from .tables.rows import runs
 

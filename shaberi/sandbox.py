@@ -122,7 +122,7 @@ def _joined(sep: object, items: object) -> int:
                                     sum(len(x) if isinstance(x, str) else 20 for x in items))
 
 
-def _estimate(name: str, subject: object, args: tuple, kwargs: dict) -> int:
+def _estimate(name: str, subject: object, args: tuple, kwargs: dict[str, Any]) -> int:
     """What a filter or a method may make before it runs, where one step could make a huge value."""
     given = [*args, *kwargs.values()]
     big = max((abs(a) for a in given if isinstance(a, int) and not isinstance(a, bool)), default=0)
@@ -221,7 +221,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         _charge(_size(result))
         return result
 
-    def concat(self, chunks: Iterable[str]) -> str:  # type: ignore[override]  # every buffer, and render()'s output
+    def concat(self, chunks: Iterable[str]) -> str:  # every buffer, and render()'s output
         return "".join(_charged(chunks))
 
     @staticmethod

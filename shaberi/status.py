@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .tables.sql import query, status_rule
 
@@ -68,7 +68,7 @@ class StageCalls:
     def status(self) -> str:
         return "failed" if self.all_failed else ("partial" if self.failed else "ok")
 
-    def record(self) -> dict:
+    def record(self) -> dict[str, Any]:
         common = self.failures.most_common(1)
         return {"status": self.status, "calls": self.calls, "failed": self.failed,
                 "error": common[0][0] if common else None, "error_count": common[0][1] if common else 0}
@@ -80,7 +80,7 @@ def run_status(benchmarks: list[str]) -> str:
     return status_rule("finished_status", benchmarks)
 
 
-def benchmark_statuses(con: duckdb.DuckDBPyConnection, run_id: str | None = None) -> dict[str, dict]:
+def benchmark_statuses(con: duckdb.DuckDBPyConnection, run_id: str | None = None) -> dict[str, dict[str, Any]]:
     """Per benchmark of a run (``run_id``, or the one run a connection holds: ``sql.connect(run_ids=[…])``): its
     status and, per stage, the status and counts the ``stage_status`` view gives, with the most common error (one
     query: a run pays for it when it ends)."""
@@ -88,10 +88,11 @@ def benchmark_statuses(con: duckdb.DuckDBPyConnection, run_id: str | None = None
     return found.get(run_id, {}) if run_id is not None else next(iter(found.values()), {})
 
 
-def run_statuses(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = None) -> dict[str, dict[str, dict]]:
+def run_statuses(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = None
+                ) -> dict[str, dict[str, dict[str, Any]]]:
     """``benchmark_statuses`` of several runs (None: every run the connection holds) in one query, by run: the
     ``stage_status`` and ``run_status`` views, read, not derived again."""
-    out: dict[str, dict[str, dict]] = {}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
     for run_id, bench, stage, name, status, questions, answers, answer_errors, missing, judged, scored, judge_failed, \
             not_judged, checked, not_checked, stale, error, error_count, bench_status in con.execute(
                 query("status.stages"), {"runs": run_ids}).fetchall():
@@ -109,7 +110,7 @@ def run_statuses(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = Non
     return out
 
 
-def stage_status(benchmark: dict, stage: str) -> str:
+def stage_status(benchmark: dict[str, Any], stage: str) -> str:
     """One stage's status on a benchmark (an entry of ``benchmark_statuses``): over its judges or passes, side by
     side (``combined``: one judge that failed beside one that scored makes it partial)."""
     if stage == "generate":
@@ -118,7 +119,7 @@ def stage_status(benchmark: dict, stage: str) -> str:
     return combined([p["status"] for p in parts]) if parts else "not run"
 
 
-def top_error(benchmarks: list[dict], stage: str) -> tuple[str | None, int]:
+def top_error(benchmarks: list[dict[str, Any]], stage: str) -> tuple[str | None, int]:
     """The most common error of a stage over these benchmarks (entries of ``benchmark_statuses``)."""
     found: Counter[str] = Counter()
     for b in benchmarks:
@@ -130,7 +131,7 @@ def top_error(benchmarks: list[dict], stage: str) -> tuple[str | None, int]:
     return (common[0][0], common[0][1]) if common else (None, 0)
 
 
-def describe(stage: str, record: dict) -> str:
+def describe(stage: str, record: dict[str, Any]) -> str:
     """One line for a failed stage: ``judge stage: all 40 calls failed; most common: … (40)``, or ``passes stage:
     nothing usable; most common: safety_check: verdict unreadable (40)`` when no call failed."""
     calls, failed = record.get("calls") or 0, record.get("failed") or 0
@@ -144,7 +145,7 @@ def describe(stage: str, record: dict) -> str:
     return f"{stage} stage: {what}{why}"
 
 
-def partial_reasons(benchmarks: dict[str, dict], most: int = 3) -> str | None:
+def partial_reasons(benchmarks: dict[str, dict[str, Any]], most: int = 3) -> str | None:
     """Why a run is partial, from its ``benchmark_statuses``: each benchmark, stage and judge or pass that is not
     ok, with what is missing and its most common error (``elyza: judge j: 3 of 100 without a score; most common:
     judge_error: HTTP 500 (3)``), the first ``most`` of them and how many more. None: nothing is short."""

@@ -182,3 +182,37 @@ def s3():
         for name, value in server.env.items():
             env.setenv(name, value)
         yield server
+
+
+def said(exc: BaseException) -> tuple[str, int] | None:
+    """What the command line prints for ``exc`` and its exit code, or None (a bug: a traceback)."""
+    from shaberi.tables.failures import converted
+
+    found = converted(exc)
+    return (str(found), found.exit_code) if found is not None else None
+
+
+def run_cli(base_url: str, results: Path, data: Path, *args: str, tag: str = "t", model: str = "m"
+            ) -> subprocess.CompletedProcess[str]:
+    """``shaberi run`` of ``model`` against ``base_url``, without retries: a fault the server plants is an error at
+    once."""
+    return shaberi("run", "--model", model, "--tag", tag, "--base-url", base_url, "--max-retries", "0",
+                   "--results-dir", str(results), "--data-dir", str(data), *args)
+
+
+def evaluate(server: LoopbackServer, results: Path, data: Path, *, judges: tuple[str, ...] | list[str] = ("judge-a",),
+             benchmarks: tuple[str, ...] | list[str] = ("rakuda",), model: str = "m", client: object = None,
+             **request: object) -> object:
+    """One run through the Python API (``pipeline.run``) against ``server``, judged there by ``judges``, with a
+    client that retries fast (``client``: another)."""
+    import asyncio
+
+    from shaberi.llm.client import ClientConfig
+    from shaberi.llm.endpoints import ModelAt
+    from shaberi.pipeline import RunRequest, run
+
+    fast = ClientConfig(timeout=2.0, max_retries=1, backoff_base=0.01, backoff_max=0.02)
+    req = RunRequest(model=model, base_url=server.base_url, results_dir=results, data_dir=data,
+                     benchmarks=list(benchmarks), judges=[ModelAt(j, server.base_url) for j in judges],
+                     client=client or fast, **request)  # type: ignore[arg-type]
+    return asyncio.run(run(req))

@@ -59,10 +59,10 @@ def test_the_layers_only_import_downwards():
     """llm/ and tables/ are the bottom: they never import a stage, the orchestrator, the reports, the ensemble
     or the command line; the reports never import a stage that calls a model."""
     graph = _imports()
-    above = ("shaberi.generate", "shaberi.judge", "shaberi.passes", "shaberi.pipeline", "shaberi.reports",
+    above = ("shaberi.generate", "shaberi.judging", "shaberi.passes", "shaberi.pipeline", "shaberi.reports",
              "shaberi.ensemble", "shaberi.cli", "shaberi.api")
     for layer, banned in [("shaberi.llm", above), ("shaberi.tables", above),
-                          ("shaberi.reports", ("shaberi.generate", "shaberi.judge", "shaberi.pipeline", "shaberi.cli",
+                          ("shaberi.reports", ("shaberi.generate", "shaberi.judging", "shaberi.pipeline", "shaberi.cli",
                                                "shaberi.llm"))]:
         found = sorted((m, d) for m, deps in graph.items() if m.startswith(layer) for d in deps
                        if d.startswith(banned))
@@ -163,10 +163,10 @@ def test_errors_import_nothing_of_the_package_and_no_module_imports_itself_back(
     assert not circles, circles
 
 
-def _unit_imports() -> dict[str, set[str]]:
+def _unit_imports(call_time: bool = False) -> dict[str, set[str]]:
     """shaberi's top-level units (a module of the package root, or a package) -> the units they import when
-    they are imported or type-checked: statements at module level, TYPE_CHECKING blocks included (a function
-    importing at call time is left out: it defers what a cycle would break)."""
+    they are imported or type-checked: statements at module level, TYPE_CHECKING blocks included; ``call_time``:
+    the imports inside functions too."""
     graph: dict[str, set[str]] = {}
     for path in ROOT.rglob("*.py"):
         parts = path.relative_to(ROOT.parent).with_suffix("").parts
@@ -174,8 +174,9 @@ def _unit_imports() -> dict[str, set[str]]:
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         unit = ".".join(module.split(".")[:2])
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        statements = [*tree.body, *(n for b in tree.body if isinstance(b, ast.If)
-                                    and "TYPE_CHECKING" in ast.unparse(b.test) for n in b.body)]
+        statements = list(ast.walk(tree)) if call_time else [
+            *tree.body, *(n for b in tree.body if isinstance(b, ast.If) and "TYPE_CHECKING" in ast.unparse(b.test)
+                          for n in b.body)]
         for node in statements:
             if isinstance(node, ast.ImportFrom):
                 base = package.split(".")
@@ -193,9 +194,12 @@ def _unit_imports() -> dict[str, set[str]]:
 
 def test_no_cycle_between_the_top_level_modules_and_packages():
     """tables <-> run_info closed one (tables.selection read the run-id prefix from run_info, which types its
-    rows with tables.rows): run ids now live in tables.ids. This walk finds a planted cycle, and none is left."""
-    graph = _unit_imports()
+    rows with tables.rows): run ids now live in tables.ids. Imports at call time closed three more (budget <-> llm,
+    benchmarks <-> prompts, judge -> reports -> pairwise -> judge). This walk finds a planted cycle, and none is
+    left, at module level nor counting the imports inside functions."""
+    graph, every = _unit_imports(), _unit_imports(call_time=True)
     assert "shaberi.tables" in graph["shaberi.run_info"] and len(graph) > 25
+    assert "shaberi.pairwise" in every["shaberi.reports"] and "shaberi.judging" in every["shaberi.pairwise"]
 
     def cycles(g: dict[str, set[str]]) -> list[list[str]]:
         found: list[list[str]] = []
@@ -211,10 +215,11 @@ def test_no_cycle_between_the_top_level_modules_and_packages():
             walk([start])
         return found
 
-    leaves = ("shaberi.resources", "shaberi.unicode_scripts")  # two that import no unit: joined, one cycle
-    assert not graph.get(leaves[0]) and not graph.get(leaves[1])
+    leaves = ("shaberi.errors", "shaberi.unicode_scripts")  # two that import no unit: joined, one cycle
+    assert not every.get(leaves[0]) and not every.get(leaves[1])
     planted = {k: set(v) for k, v in graph.items()} | {leaves[0]: {leaves[1]}, leaves[1]: {leaves[0]}}
     assert cycles(planted) == [list(leaves)] and not cycles(graph), cycles(graph)
+    assert not cycles(every), cycles(every)
 
 
 def _source_calls(name: str) -> list[str]:
@@ -233,7 +238,7 @@ def test_only_the_registry_reads_entry_points_and_every_registry_is_made_there()
     assert _source_calls("entry_points") == ["shaberi/registry.py"]
     made = sorted(m for m, deps in _imports().items() if "shaberi.registry.Registry" in deps)
     assert made == ["shaberi.benchmarks", "shaberi.ensemble.datasets", "shaberi.ensemble.graders",
-                    "shaberi.ensemble.strategies", "shaberi.passes", "shaberi.prompts"]
+                    "shaberi.ensemble.strategies", "shaberi.passes", "shaberi.resources"]
 
 
 def test_one_registration_spelling_everywhere():

@@ -1,4 +1,4 @@
-"""Chat calls through the Batch API (``llm/batch.py``), over real HTTP to the loopback server's Batch API: the same
+"""Chat calls through the Batch API (``llm/batch_api.py``), over real HTTP to the loopback server's Batch API: the same
 replies as synchronous calls, one upload per batch, lines a batch failed or left unprocessed retried in a later
 batch, and a batch submitted by one process collected by the next instead of being paid for again."""
 
@@ -16,7 +16,7 @@ import time
 import pytest
 
 from shaberi.errors import ServerError
-from shaberi.llm.batch import BatchTransport
+from shaberi.llm.batch_api import BatchTransport
 from shaberi.llm.client import ChatClient, ClientConfig
 from shaberi.llm.control import ControlConfig
 from shaberi.llm.params import Sampling

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shaberi import promptsets
+from shaberi.judging import promptsets
 from shaberi.testing import LoopbackServer
 
 from .conftest import query, shaberi

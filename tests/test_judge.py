@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -10,24 +9,15 @@ import sys
 
 import pytest
 
-from shaberi import judge as judge_module
 from shaberi import prompts as prompts_module
-from shaberi.judge import JudgeConfig
+from shaberi.judging import stage as judge_module
+from shaberi.judging.stage import JudgeConfig
 from shaberi.llm.client import ClientConfig
-from shaberi.llm.endpoints import ModelAt
-from shaberi.pipeline import RunRequest, run
 from shaberi.testing import LoopbackServer
 
-from .conftest import query, shaberi, write_rakuda
+from .conftest import evaluate, query, shaberi, write_rakuda
 
 FAST = ClientConfig(timeout=2.0, max_retries=1, backoff_base=0.01, backoff_max=0.02)
-
-
-def evaluate(server, results, data, **kw):
-    kw["judges"] = [ModelAt(j, server.base_url) for j in kw.get("judges", ["judge-a"])]
-    req = RunRequest(model="m", base_url=server.base_url, results_dir=results, data_dir=data, benchmarks=["rakuda"],
-                     client=FAST, **kw)
-    return asyncio.run(run(req))
 
 
 def judgements(results, order="question_id, judge"):

@@ -12,7 +12,7 @@ import pytest
 
 from shaberi.tables.store import Store
 
-from .conftest import query, shaberi, write_rakuda
+from .conftest import query, run_cli, shaberi, write_rakuda
 
 
 def candidate_calls(server) -> int:
@@ -28,8 +28,7 @@ def judge_calls(server) -> list[str]:
 
 
 def run(server, results, data, *args: str, tag: str = "t"):
-    return shaberi("run", "--model", "m", "--tag", tag, "--base-url", server.base_url, "--benchmark", "rakuda",
-                   "--max-retries", "0", "--results-dir", str(results), "--data-dir", str(data), *args)
+    return run_cli(server.base_url, results, data, "--benchmark", "rakuda", *args, tag=tag)
 
 
 def test_rejudge_never_calls_the_candidate_whoever_addresses_the_run(server, tmp_path):

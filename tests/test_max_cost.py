@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from shaberi.budget import Budget, Rate, completion_bound, open_budget
 from shaberi.errors import BudgetSpent, UsageError
+from shaberi.llm.spending import Budget, Rate, completion_bound, open_budget
 from shaberi.testing import LoopbackServer
 
 from .conftest import query, shaberi, write_rakuda
@@ -150,7 +150,7 @@ def test_a_rejudge_the_limit_stops_midway_goes_on_where_it_stopped_without_payin
 
 
 def test_the_stop_line_shows_as_many_decimals_as_its_figures_need_to_add_up():
-    from shaberi.cli.run import stop_line
+    from shaberi.cli.common import stop_line
 
     for limit, spent, worst in ((0.0003, 2.2e-05, 0.00031525), (1.5, 1.334, 0.303), (0.01, 0.00995, 0.0000501),
                                 (0.00005, 0.00001, 0.0000401)):

@@ -3,15 +3,13 @@ whole conversation, math/reasoning/coding against the reference answer."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from shaberi import benchmarks as bm
 from shaberi.errors import UsageError
 from shaberi.llm.client import ClientConfig
-from shaberi.llm.endpoints import ModelAt
-from shaberi.pipeline import RunRequest, run
 
+from . import conftest
 from .conftest import query
 
 FAST = ClientConfig(timeout=2.0, max_retries=1, backoff_base=0.01, backoff_max=0.02)
@@ -30,9 +28,7 @@ def write_two_turn(data_dir, rows, refs):
 
 
 def evaluate(server, results, data):
-    req = RunRequest(model="m", base_url=server.base_url, results_dir=results, data_dir=data,
-                     benchmarks=["mt_bench_full"], judges=[ModelAt("j", server.base_url)], client=FAST)
-    return asyncio.run(run(req))
+    return conftest.evaluate(server, results, data, benchmarks=["mt_bench_full"], judges=["j"])
 
 
 def test_the_real_files_give_160_turns_and_all_stays_the_four(data_dir):

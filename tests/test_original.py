@@ -25,12 +25,13 @@ from unittest import mock
 import orjson
 import pytest
 
-from shaberi import promptsets
+from shaberi.judging import promptsets
 from shaberi.llm.client import ClientConfig
 from shaberi.llm.endpoints import ModelAt
 from shaberi.pipeline import RunRequest, run
 from shaberi.testing import LoopbackServer
 
+from . import conftest
 from .conftest import query, shaberi, write_rakuda
 from .test_verdict import scipy_p
 
@@ -172,10 +173,8 @@ def dataset_rows(data_dir: Path, benchmark: str) -> dict[str, dict]:
 
 def evaluate(server, results: Path, data: Path, clone: Path, judges: list[str], benchmarks: list[str],
              **kw) -> object:
-    req = RunRequest(model="fake-model", base_url=server.base_url, results_dir=results, data_dir=data,
-                     benchmarks=benchmarks, judges=[ModelAt(j, server.base_url) for j in judges], client=FAST,
-                     judge_prompts=promptsets.load(str(clone)), **kw)
-    return asyncio.run(run(req))
+    return conftest.evaluate(server, results, data, judges=judges, benchmarks=benchmarks, model="fake-model",
+                             client=FAST, judge_prompts=promptsets.load(str(clone)), **kw)
 
 
 def _key(messages: list[dict]) -> bytes:
@@ -308,8 +307,8 @@ def _legacy_outputs(data_dir: Path) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("version", [OLD, NEW])
 def test_shaberis_original_reading_equals_the_originals_on_every_legacy_judge_output(data_dir, version):
     from shaberi import benchmarks as bm
-    from shaberi.judge import original_extraction
-    from shaberi.original import Ask
+    from shaberi.judging.original import Ask
+    from shaberi.judging.stage import original_extraction
 
     outputs = _legacy_outputs(data_dir)
     assert len(outputs) >= 380
@@ -696,7 +695,7 @@ def test_what_a_clones_code_does_wrong_is_bad_input_or_an_unscored_judgement_nev
 def test_a_clones_request_is_taken_only_with_the_originals_fields_and_never_with_a_key(monkeypatch):
     """Only temperature, max tokens and the Responses API's reasoning; a value holding a key in the environment, or
     shaped like one, is dropped too (by name: the value is nowhere)."""
-    from shaberi.original import _fields
+    from shaberi.judging.original import _fields
 
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-1234567890")
     fields, dropped = _fields("responses", {
@@ -824,7 +823,7 @@ for _entry in EVAL_MODEL_CONFIGS.values():
 
 
 def test_an_evaluators_score_that_is_no_finite_number_is_no_score(data_dir):
-    from shaberi.original import _evaluate  # what the clone's process runs for each reading
+    from shaberi.judging.original import _evaluate  # what the clone's process runs for each reading
 
     row = {"Question": "q", "ModelAnswer": "a", "category": "c", "question_id": "1", "id": 1}
     for returned in (10**400, float("inf"), float("nan"), True, "5", {"score": None}):
@@ -842,7 +841,7 @@ def test_a_judge_answers_pattern_built_from_a_named_constant_is_read(data_dir, t
 
 
 def test_a_run_killed_before_the_originals_fallback_call_answers_asks_only_that_call_again(data_dir, tmp_path):
-    from shaberi.judge import AWAITING
+    from shaberi.judging.stage import AWAITING
 
     from .conftest import kill_when
 

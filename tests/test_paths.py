@@ -19,8 +19,8 @@ from shaberi.reports.inspector import Inspector
 from shaberi.tables.sql import connect
 from shaberi.testing import LoopbackServer
 
+from .conftest import said, write_rakuda
 from .conftest import shaberi as cli
-from .conftest import write_rakuda
 
 SCORES = [7, 4, 9]  # the judge's verdicts: Rakuda 6.666666667 in every run
 TEXTS = [f"質問{i} <<answer: 回答{i}です。>> <<judge: 理由{i}。\\nFINAL SCORE: {s}>>" for i, s in enumerate(SCORES)]
@@ -180,9 +180,3 @@ def test_an_object_storage_root_under_brackets_runs_resumes_and_reads(s3, tmp_pa
                                   tag="default").rows() == [(3, 20.0)]
 
 
-def said(exc: BaseException) -> tuple[str, int] | None:
-    """What the command line prints for ``exc`` and its exit code, or None (a bug: a traceback)."""
-    from shaberi.tables.failures import converted
-
-    found = converted(exc)
-    return (str(found), found.exit_code) if found is not None else None

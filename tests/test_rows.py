@@ -31,3 +31,17 @@ def test_the_views_partition_by_the_schema_keys(tmp_path):
     for view, table in [("answers", "answers"), ("judgement_rows", "judgements"), ("pass_deltas", "pass_deltas")]:
         (sql,) = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = ?", [view]).fetchone()
         assert f"PARTITION BY {', '.join(TABLES[table].key)} ORDER BY" in " ".join(sql.split()), sql
+
+
+def test_the_typed_rows_name_exactly_their_tables_columns():
+    """``tables.typed`` mirrors ``schema.py`` for the rows the stages read back: a column added, renamed or dropped
+    there and not here fails, and so does a key here that no table has."""
+    from typing import get_type_hints
+
+    from shaberi.tables import typed
+    from shaberi.tables.schema import TABLES
+
+    for table, kind in [("questions", typed.QuestionRow), ("answers", typed.AnswerRow),
+                        ("judgements", typed.JudgementRow), ("pairwise", typed.PairwiseRow),
+                        ("batches", typed.BatchRow)]:
+        assert list(get_type_hints(kind)) == TABLES[table].schema.names, table

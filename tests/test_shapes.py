@@ -12,7 +12,7 @@ import shaberi as shaberi_api
 from shaberi.run_info import run_id_for
 from shaberi.tables.store import Store, recover
 
-from .conftest import query, shaberi, write_rakuda
+from .conftest import query, said, shaberi, write_rakuda
 
 SHAPES = ["blocks", "dict", "number", "usage_string", "tokens_bad", "tokens_huge", "finish_number"]
 
@@ -175,9 +175,3 @@ def test_what_the_disk_does_is_one_line_with_what_to_do():
     assert said(ValueError("a bug")) is None  # anything else keeps its traceback
 
 
-def said(exc: BaseException) -> tuple[str, int] | None:
-    """What the command line prints for ``exc`` and its exit code, or None (a bug: a traceback)."""
-    from shaberi.tables.failures import converted
-
-    found = converted(exc)
-    return (str(found), found.exit_code) if found is not None else None

@@ -16,11 +16,7 @@ import shaberi as shaberi_api
 from shaberi.testing import LoopbackServer
 
 from .conftest import query, shaberi, write_rakuda
-
-
-def run(base_url, results, data, *args: str, tag: str = "t", model: str = "m"):
-    return shaberi("run", "--model", model, "--tag", tag, "--base-url", base_url, "--max-retries", "0",
-                   "--results-dir", str(results), "--data-dir", str(data), *args)
+from .conftest import run_cli as run
 
 
 def manifest(results, model: str, tag: str) -> dict:

@@ -12,7 +12,7 @@ import pytest
 from shaberi.errors import PartReplaced, RunLockedError
 from shaberi.tables.store import Store, now_us, recover
 
-from .conftest import query
+from .conftest import query, said
 
 
 def answer(qid: str, content: str, t: int) -> dict:
@@ -172,12 +172,6 @@ def test_readers_racing_a_writer_that_replaces_parts_see_every_run_or_are_told_t
     print(f"{replaced[0]} replacements, {reads} reads, {told} told to run again")
 
 
-def said(exc: BaseException) -> tuple[str, int] | None:
-    """What the command line prints for ``exc`` and its exit code, or None (a bug: a traceback)."""
-    from shaberi.tables.failures import converted
-
-    found = converted(exc)
-    return (str(found), found.exit_code) if found is not None else None
 
 
 def test_staging_left_by_a_killed_import_is_removed_by_the_next_one_and_a_live_ones_is_kept(tmp_path):

@@ -345,7 +345,7 @@ def test_workers_sharing_a_judge_budget_learn_a_cap_the_plan_does_not_state():
     from shaberi.llm.client import ChatClient, ClientConfig
     from shaberi.llm.control import ControlConfig
     from shaberi.llm.params import Verbatim
-    from shaberi.sweep.budget import JudgeBudget
+    from shaberi.sweep.slots import JudgeBudget
 
     cuts: list[int] = []
     with LoopbackServer(latency_ms=50, capacity=3) as judge:
@@ -380,7 +380,7 @@ def test_workers_sharing_a_judge_budget_learn_a_cap_the_plan_does_not_state():
 def test_a_judge_budget_takes_back_the_slots_of_a_holder_it_no_longer_hears_from():
     """A holder that stops heart-beating (its worker died) loses every slot once the lease has passed; one that
     keeps beating keeps its slot for as long as it beats, many leases."""
-    from shaberi.sweep.budget import JudgeBudget
+    from shaberi.sweep.slots import JudgeBudget
 
     async def main() -> tuple[float, dict]:
         budget = JudgeBudget(lease=1.0)
@@ -430,7 +430,7 @@ class _Actor:
 
 
 def test_a_cluster_lease_keeps_its_slot_through_a_request_longer_than_the_lease_and_frees_it_on_close():
-    from shaberi.sweep.budget import ClusterLease, JudgeBudget
+    from shaberi.sweep.slots import ClusterLease, JudgeBudget
 
     async def main() -> dict:
         budget = JudgeBudget(lease=0.5)

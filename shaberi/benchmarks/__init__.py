@@ -15,14 +15,14 @@ import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 
 from ..errors import DataError
 from ..extract import COMMON_RULES
 from ..registry import Registry
-from ..resources import resource_dir, sha256_file
+from ..resources import PROMPTS, resource_dir, sha256_file
 
 __all__ = ["BENCHMARKS", "BUILTIN_PROMPTS", "OVERALL", "Benchmark", "Convert", "Dataset", "Question", "load", "pull",
            "registry", "resolve"]
@@ -39,14 +39,14 @@ class Question:
     reference: str | None = None
     criteria: str | None = None
     category: str | None = None
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Convert(Protocol):
     """Upstream rows, with the upstream's own column names, to questions. A benchmark whose data entry names a
     ``references`` file also gets those rows, as ``references=``."""
 
-    def __call__(self, rows: list[dict], /) -> Iterable[Question]: ...
+    def __call__(self, rows: list[dict[str, Any]], /) -> Iterable[Question]: ...
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Dataset:
     questions: list[Question]
     known_version: bool
 
-    def provenance(self) -> dict:
+    def provenance(self) -> dict[str, Any]:
         return {
             "file": str(self.path),
             "sha256": self.sha256,
@@ -133,11 +133,8 @@ def _make(name: str, convert: Convert, *, scale: tuple[int, int], data: Mapping[
         raise ValueError(f"benchmark {name!r} names no template folder: register it with prompts=FOLDER, the "
                          f"folder holding generation/{name}.jinja and judging/{name}/ (docs/reference/plugins.md)")
     folder = Path(prompts)
-    if folder != BUILTIN_PROMPTS:  # (a built-in's is shaberi's own: no import of prompts, which imports us)
-        from ..prompts import PROMPTS
-
-        if folder not in PROMPTS._items.values():
-            PROMPTS.register(name, folder)
+    if folder != BUILTIN_PROMPTS and not PROMPTS.holds(folder):  # a plugin's: searched after shaberi's own
+        PROMPTS.register(name, folder)
     return Benchmark(name, scale, convert, data, rules, frozenset(str(q) for q in excluded), folder)
 
 
@@ -148,7 +145,7 @@ BENCHMARKS: Registry[Benchmark] = Registry("benchmark", takes_all=True, make=_ma
 OVERALL = ("elyza", "tengu", "mt_bench", "rakuda")
 
 
-def registry() -> dict[str, dict]:
+def registry() -> dict[str, dict[str, Any]]:
     """Every benchmark's data entry, in registration order (the built-ins', then each plugin's), with
     ``in_overall``: whether it is one of the four that make the overall score."""
     return {name: dict(spec.data) | {"in_overall": name in OVERALL} for name, spec in BENCHMARKS.items()}
@@ -183,12 +180,12 @@ def _origin(entry: Mapping) -> str:
                                                                 "source)")
 
 
-def read_rows(path: Path) -> list[dict]:
+def read_rows(path: Path) -> list[dict[str, Any]]:
     """Rows of a JSON Lines, JSON array, CSV or Parquet file, with the file's own column names."""
     return read_located(path)[0]
 
 
-def read_located(path: Path) -> tuple[list[dict], list[str]]:
+def read_located(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The rows, and where each one is: ``file:line`` (JSON Lines, CSV) or ``file row n`` (JSON array,
     Parquet), for error messages that point at the row. Regular files only: a device or a pipe (a link to
     /dev/zero) would be read without end."""
@@ -280,7 +277,8 @@ def _malformed(name: str, q: object) -> str | None:
     return None
 
 
-def _checked_rows(name: str, path: Path, columns: list, id_columns: list[str], entry: dict) -> list[dict]:
+def _checked_rows(name: str, path: Path, columns: list, id_columns: list[str], entry: dict[str, Any]) -> list[dict[str,
+                  Any]]:
     """The file's rows, refused (pointing at the row) when one lacks a required column or its value (a CSV
     row cut short, a null: it would be asked as the text "None"), or repeats a question id: a repeated id
     would file one answer under another question's id. ``nullable`` columns may be empty."""
@@ -311,9 +309,9 @@ def _present(value: object) -> bool:
     return value is not None and not (isinstance(value, str) and not value.strip())
 
 
-def _where_id(qid: str, rows: list[dict], id_columns: list[str], path: Path) -> str:
+def _where_id(qid: str, rows: list[dict[str, Any]], id_columns: list[str], path: Path) -> str:
     """Where the rows that read as question ``qid`` are, as far as the file says."""
-    def reads_as(row: dict, index: int) -> bool:
+    def reads_as(row: dict[str, Any], index: int) -> bool:
         value = next((row[c] for c in id_columns if _present(row.get(c))), index)
         try:
             return str(int(value)) == qid

@@ -8,6 +8,7 @@ Templates: prompts/generation/elyza.jinja, prompts/judging/elyza/{primary,fallba
 """
 
 from collections.abc import Iterator
+from typing import Any
 
 from ..extract import COMMON_RULES
 from . import BENCHMARKS, BUILTIN_PROMPTS, Question, _text
@@ -27,7 +28,7 @@ DATA = {
 
 
 @BENCHMARKS.register("elyza", rules=(*COMMON_RULES, "bare_number"), scale=(1, 5), data=DATA, prompts=BUILTIN_PROMPTS)
-def convert(rows: list[dict]) -> Iterator[Question]:
+def convert(rows: list[dict[str, Any]]) -> Iterator[Question]:
     for i, row in enumerate(rows, start=1):
         yield Question(
             benchmark="elyza",

@@ -8,6 +8,7 @@ Templates: prompts/generation/mt_bench.jinja, prompts/judging/mt_bench/{primary,
 """
 
 from collections.abc import Iterator
+from typing import Any
 
 from . import BENCHMARKS, BUILTIN_PROMPTS, Question, _text
 
@@ -30,7 +31,7 @@ DATA = {
 
 
 @BENCHMARKS.register("mt_bench", scale=(1, 10), data=DATA, prompts=BUILTIN_PROMPTS)
-def convert(rows: list[dict]) -> Iterator[Question]:
+def convert(rows: list[dict[str, Any]]) -> Iterator[Question]:
     for row in rows:
         qid = int(row["id"] if "id" in row else row["question_id"])
         if qid not in QUESTION_IDS:

@@ -7,6 +7,7 @@ Templates: prompts/generation/mt_bench_80.jinja, prompts/judging/mt_bench_80/{pr
 """
 
 from collections.abc import Iterator
+from typing import Any
 
 from . import BENCHMARKS, BUILTIN_PROMPTS, Question, _text
 
@@ -25,7 +26,7 @@ DATA = {
 
 
 @BENCHMARKS.register("mt_bench_80", scale=(1, 10), data=DATA, prompts=BUILTIN_PROMPTS)
-def convert(rows: list[dict]) -> Iterator[Question]:
+def convert(rows: list[dict[str, Any]]) -> Iterator[Question]:
     seen: dict[str, int] = {}
     for row in rows:
         text = str(row["Question"])

@@ -10,6 +10,7 @@ Templates: prompts/generation/mt_bench_full.jinja, prompts/judging/mt_bench_full
 """
 
 from collections.abc import Iterator
+from typing import Any
 
 from . import BENCHMARKS, BUILTIN_PROMPTS, Question, _text
 
@@ -35,7 +36,7 @@ DATA = {
 
 
 @BENCHMARKS.register("mt_bench_full", scale=(1, 10), data=DATA, prompts=BUILTIN_PROMPTS)
-def convert(rows: list[dict], references: list[dict] | None = None) -> Iterator[Question]:
+def convert(rows: list[dict[str, Any]], references: list[dict[str, Any]] | None = None) -> Iterator[Question]:
     refs = {int(r["question_id"]): r["choices"][0]["turns"] for r in references or []}
     for row in rows:
         if not isinstance(row["turns"], list):

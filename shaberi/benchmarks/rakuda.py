@@ -6,6 +6,7 @@ Templates: prompts/generation/rakuda.jinja, prompts/judging/rakuda/{primary,fall
 """
 
 from collections.abc import Iterator
+from typing import Any
 
 from ..extract import COMMON_RULES
 from . import BENCHMARKS, BUILTIN_PROMPTS, Question, _text
@@ -26,7 +27,7 @@ DATA = {
 
 
 @BENCHMARKS.register("rakuda", rules=(*COMMON_RULES, "slash_ten"), scale=(1, 10), data=DATA, prompts=BUILTIN_PROMPTS)
-def convert(rows: list[dict]) -> Iterator[Question]:
+def convert(rows: list[dict[str, Any]]) -> Iterator[Question]:
     for row in rows:
         yield Question(
             benchmark="rakuda",

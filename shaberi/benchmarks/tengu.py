@@ -8,6 +8,7 @@ Templates: prompts/generation/tengu.jinja, prompts/judging/tengu/{primary,fallba
 """
 
 from collections.abc import Iterator
+from typing import Any
 
 from . import BENCHMARKS, BUILTIN_PROMPTS, Question, _text
 
@@ -31,7 +32,7 @@ DATA = {
 
 
 @BENCHMARKS.register("tengu", scale=(0, 10), excluded=EXCLUDED_IDS, data=DATA, prompts=BUILTIN_PROMPTS)
-def convert(rows: list[dict]) -> Iterator[Question]:
+def convert(rows: list[dict[str, Any]]) -> Iterator[Question]:
     for i, row in enumerate(rows, start=1):
         qid = int(row["id"]) if row.get("id") not in (None, "") else i
         if qid in EXCLUDED_IDS:

@@ -7,7 +7,6 @@ Commands import the stages (and rich) where used, so that ``shaberi --help``, ``
 from __future__ import annotations
 
 import csv
-import math
 import sys
 from collections.abc import Iterable
 from enum import StrEnum
@@ -23,7 +22,7 @@ from .help import Typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..llm.client import ClientConfig
+    from ..errors import BudgetSpent
 
 __all__ = [
     "DEFAULT_DATA",
@@ -37,27 +36,19 @@ __all__ = [
     "RUNS",
     "CacheDir",
     "Compact",
-    "ConcurrencyMin",
-    "ConcurrencyStart",
     "DataDir",
     "Format",
     "FormatOption",
-    "MaxRetries",
-    "RateLimitTimeout",
     "ResultsDir",
-    "RetryAfterMax",
-    "Rpm",
     "SafeCSV",
-    "Timeout",
-    "Tpm",
     "app",
     "check_concurrency",
-    "client_config",
     "console",
     "data_app",
     "ensemble_app",
     "prepare_arrow",
     "print_rows",
+    "stop_line",
 ]
 
 # The panels of long --help pages (run's), in the order of the work; options shared with other commands keep theirs.
@@ -110,58 +101,7 @@ CacheDir = Annotated[Path | None, typer.Option(
     "Parquet file per model, dataset, N and temperature, read before and written after; readers scan every file "
     "below it (so .cache holds ensemble/ and baselines/).")]
 
-# The client options of every command that calls a model (run, ensemble generate-cache).
-Rpm = Annotated[float | None, typer.Option(help="Requests a minute, per endpoint: sends are spaced to keep under it "
-                                           "(an endpoint's x-ratelimit headers are followed too).",
-                                           rich_help_panel=LIMITS)]
-Tpm = Annotated[float | None, typer.Option(help="Tokens a minute, per endpoint (prompt + completion), paced like "
-                                           "--rpm.", rich_help_panel=LIMITS)]
-Timeout = Annotated[float, typer.Option(help="Seconds per request.", rich_help_panel=LIMITS)]
-MaxRetries = Annotated[int, typer.Option(help="Retries per request for 5xx, timeouts, connection errors and bad "
-                                         "bodies (a 429 is retried until --rate-limit-timeout).",
-                                         rich_help_panel=LIMITS)]
-RateLimitTimeout = Annotated[float, typer.Option(help="Seconds one request may keep being refused (HTTP 429) before "
-                                                 "it fails as rate_limit.", rich_help_panel=LIMITS)]
-RetryAfterMax = Annotated[float, typer.Option(help="Longest Retry-After honoured, in seconds; a longer one is cut "
-                                              "to this and reported.", rich_help_panel=LIMITS)]
-ConcurrencyStart = Annotated[int | None, typer.Option(help="Requests in flight at the start, before the limit has "
-                                                      "seen the endpoint [default: 2/3 of --concurrency].",
-                                                      rich_help_panel=LIMITS)]
-ConcurrencyMin = Annotated[int, typer.Option(help="The adaptive limit never goes below this.",
-                                             rich_help_panel=LIMITS)]
 MAX_CONCURRENCY = 10_000  # one worker task per slot: a million slots cost a gigabyte before the first call
-
-
-def client_config(concurrency: int, timeout: float, max_retries: int, rpm: float | None, tpm: float | None,
-                  rate_limit_timeout: float, retry_after_max: float, concurrency_start: int | None,
-                  concurrency_min: int) -> ClientConfig:
-    """The client options checked (a value the endpoint would refuse, or that would turn a safeguard off, is
-    bad input) and built."""
-    from ..llm.client import ClientConfig
-    from ..llm.control import ControlConfig
-
-    check_concurrency("--concurrency", concurrency)
-    for option, value, ok, want in [
-        ("--timeout", timeout, 0 < timeout < math.inf, "more than 0 seconds, and finite"),
-        ("--rpm", rpm, rpm is None or rpm > 0, "more than 0"),
-        ("--tpm", tpm, tpm is None or tpm > 0, "more than 0"),
-        ("--max-retries", max_retries, max_retries >= 0, "0 or more"),
-        ("--rate-limit-timeout", rate_limit_timeout, rate_limit_timeout > 0, "more than 0 seconds"),
-        ("--retry-after-max", retry_after_max, 0 <= retry_after_max < math.inf, "0 or more seconds, and finite"),
-        ("--concurrency-start", concurrency_start, concurrency_start is None or concurrency_start >= 1, "at least 1"),
-        ("--concurrency-min", concurrency_min, concurrency_min >= 1, "at least 1"),
-    ]:
-        if not ok:
-            raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
-    for option, limit in (("--concurrency-start", concurrency_start), ("--concurrency-min", concurrency_min)):
-        if limit is not None and limit > concurrency:
-            raise UsageError(f"{option} {limit} is above --concurrency {concurrency}: raise --concurrency too")
-    if concurrency_start is not None and concurrency_start < concurrency_min:
-        raise UsageError(f"--concurrency-start {concurrency_start} is below --concurrency-min {concurrency_min}")
-    start = max(concurrency_start or max(1, concurrency * 2 // 3), concurrency_min)
-    return ClientConfig(timeout=timeout, max_retries=max_retries, rpm=rpm, tpm=tpm,
-                        control=ControlConfig(start, concurrency_min, concurrency), retry_after_max=retry_after_max,
-                        rate_limit_timeout=rate_limit_timeout)
 
 
 def check_concurrency(option: str, value: int | None) -> None:
@@ -313,11 +253,11 @@ def prepare_arrow() -> None:
             if name == "pandas":
                 raise ModuleNotFoundError("No module named 'pandas'", name=name)
 
-    sys.meta_path.insert(0, NoPandas)  # type: ignore[arg-type]
+    sys.meta_path.insert(0, NoPandas)
     try:
         pa.array([0])
     finally:
-        sys.meta_path.remove(NoPandas)  # type: ignore[arg-type]
+        sys.meta_path.remove(NoPandas)
 
 
 def console() -> Console:
@@ -327,3 +267,22 @@ def console() -> Console:
 
     return Console(markup=False) if sys.stdout.isatty() else Console(width=240, markup=False)
 
+
+def stop_line(stop: BudgetSpent, whose: str, cost: float, counted: float, spender: str = "the run has") -> str:
+    """Why the spending limit stopped ``whose`` work (``run ID``; the cache entries one limit covers), in figures
+    that add up: what the limit counts as spent once the calls in flight landed (the cost, unless a call timed out
+    and is counted as billed, or a cache served prompt tokens at less), plus the refused call's worst case, against
+    the limit."""
+    if stop.worst is None:  # refused for want of a bound (no price, no completion limit), not of room
+        return f"stopped before the spending limit ({stop}): {whose} has cost ${cost:.4f}"
+    worst, total = stop.worst, counted + stop.worst
+    # as many decimals as it takes for the figures to show it: a limit of cents on calls of hundredths of a cent
+    digits = next((d for d in range(4, 10) if round(total, d) > stop.limit and round(worst, d) > 0
+                   and abs(round(counted, d) + round(worst, d) - round(total, d)) < 10 ** -(d + 2)), 10)
+    basis = (f"${counted:.{digits}f} (its cost ${cost:.{digits}f}, with each call that timed out counted at its worst "
+             "case and cached prompt tokens at the full rate)" if round(counted, digits) != round(cost, digits)
+             else f"${cost:.{digits}f}")
+    limit = f"{stop.limit:.{digits}f}".rstrip("0").rstrip(".")  # 0.00005, not 5e-05
+    return (f"--max-cost ${limit} stopped {whose} before a call to {stop.model} that could cost up to "
+            f"${worst:.{digits}f}: {spender} spent {basis}, and "
+            f"${counted:.{digits}f} + ${worst:.{digits}f} = ${total:.{digits}f} is over the spending limit")

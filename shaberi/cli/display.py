@@ -18,7 +18,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from ..llm.batch import BatchTransport
+from ..llm.batch_api import BatchTransport
 from ..llm.client import ChatClient
 from ..passes.runner import PassProgress
 from ..pipeline import Outcome

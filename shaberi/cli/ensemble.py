@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,25 +14,18 @@ from .common import (
     DEFAULT_DATA,
     DEFAULT_RESULTS,
     CacheDir,
-    ConcurrencyMin,
-    ConcurrencyStart,
     DataDir,
-    MaxRetries,
-    RateLimitTimeout,
     ResultsDir,
-    RetryAfterMax,
-    Rpm,
-    Timeout,
-    Tpm,
-    client_config,
     ensemble_app,
     prepare_arrow,
     print_rows,
 )
+from .options import client_options
 
 if TYPE_CHECKING:
     from ..ensemble.gate import Comparison
     from ..ensemble.result import Result
+    from ..llm.config import ClientConfig
 
 __all__ = ["ensemble_check", "ensemble_generate_cache", "ensemble_import_responses", "ensemble_quick_eval",
            "ensemble_regenerate_baseline", "ensemble_report"]
@@ -54,7 +47,9 @@ BaselineFile = Annotated[Path, typer.Option("--baseline-file", help="Committed g
 
 
 @ensemble_app.command("generate-cache")
+@client_options
 def ensemble_generate_cache(
+    *,
     model: Annotated[str, typer.Option("--model", help="Model whose N answers per question to cache.")],
     base_url: Annotated[str, typer.Option("--base-url", help="OpenAI-compatible endpoint serving --model.")],
     datasets: Annotated[str, typer.Option("--datasets", help="Comma list: gsm8k, math500, truthfulqa, mmlu_pro, "
@@ -64,17 +59,7 @@ def ensemble_generate_cache(
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature of the members.")] = 0.7,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Most tokens per answer.")] = 2048,
     limit: Annotated[int | None, typer.Option("--limit", help="First N questions of each dataset.")] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Most requests in flight, shared by every "
-                                             "dataset: the upper bound of the adaptive limit.")] = 60,
     api_key_env: ApiKeyEnv = None,
-    rpm: Rpm = None,
-    tpm: Tpm = None,
-    timeout: Timeout = 600.0,
-    max_retries: MaxRetries = 6,
-    rate_limit_timeout: RateLimitTimeout = 900.0,
-    retry_after_max: RetryAfterMax = 300.0,
-    concurrency_start: ConcurrencyStart = None,
-    concurrency_min: ConcurrencyMin = 1,
     max_cost: Annotated[float | None, typer.Option(
         "--max-cost", metavar="USD", help="Spending limit over the entries made: no call is sent whose worst case "
         "(its prompt and --max-tokens at the model's price) could take their cost past it; they stop partial (exit "
@@ -85,6 +70,7 @@ def ensemble_generate_cache(
     cache_dir: CacheDir = None,
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
+    client: ClientConfig,
 ) -> None:
     """N answers to every question, stored once per (model, dataset, N, temperature); resumable. The datasets
     run at once under one adaptive limit. With --cache-dir, what its files hold is not asked again, and the
@@ -97,15 +83,13 @@ def ensemble_generate_cache(
     from ..ensemble.commands import generate
     from ..llm.params import Sampling, family_note
 
-    config = client_config(concurrency, timeout, max_retries, rpm, tpm, rate_limit_timeout, retry_after_max,
-                           concurrency_start, concurrency_min)
     if note := family_note(model, Sampling(temperature, max_tokens)):  # as run says it: the cache's name keeps -tT
         typer.echo(f"note: {note}", err=True)
     if max_cost is not None and not 0 < max_cost < float("inf"):
         raise UsageError(f"--max-cost {max_cost:g} is out of range: it must be a number of USD above 0")
     failed, stopped = [], []
     made_all = asyncio.run(generate(results_dir, data_dir, model, base_url, datasets, n, temperature, max_tokens,
-                                    api_key_env, config, limit, cache_dir=cache_dir, max_cost=max_cost,
+                                    api_key_env, client, limit, cache_dir=cache_dir, max_cost=max_cost,
                                     pricing=pricing))
     for made in made_all:
         done = made.done
@@ -120,8 +104,8 @@ def ensemble_generate_cache(
         if made.stopped:
             stopped.append(made)
     if stopped:
-        from ..budget import spent_usd
-        from .run import stop_line
+        from ..llm.spending import spent_usd
+        from .common import stop_line
 
         everything = [m.run_id for m in made_all]  # one limit over every entry made: its figures are theirs
         spent = spent_usd(results_dir, pricing, everything)
@@ -398,7 +382,7 @@ def _split(text: str | None) -> list[str] | None:
     return [x.strip() for x in text.split(",") if x.strip()] if text else None
 
 
-def _accepted(accepted: dict, result: Result) -> None:
+def _accepted(accepted: dict[str, Any], result: Result) -> None:
     """The accuracies last accepted (regenerate-baseline) beside today's: for the record, not the verdict."""
     from ..ensemble.result import accuracy
 

@@ -72,7 +72,7 @@ def demo(
     from contextlib import AbstractContextManager
 
     from ..generate import GenerationConfig
-    from ..judge import JudgeConfig
+    from ..judging import JudgeConfig
     from ..llm.client import ClientConfig
     from ..llm.control import ControlConfig
     from ..llm.endpoints import ModelAt

@@ -12,31 +12,26 @@ from ..errors import UsageError
 from .common import (
     DEFAULT_RESULTS,
     JUDGES,
-    LIMITS,
     RUNS,
-    ConcurrencyMin,
-    ConcurrencyStart,
-    MaxRetries,
-    RateLimitTimeout,
     ResultsDir,
-    RetryAfterMax,
-    Rpm,
-    Timeout,
-    Tpm,
     app,
-    client_config,
     prepare_arrow,
     print_rows,
 )
+from .options import Sampled, client_options, sampling_options
 
 if TYPE_CHECKING:
+    from ..llm.config import ClientConfig
     from ..pairwise.job import PairwiseRequest, Result
 
 __all__ = ["pairwise"]
 
 
 @app.command()
+@client_options
+@sampling_options("judge", JUDGES, "0", 1024)
 def pairwise(
+    *,
     tags: Annotated[str, typer.Option(
         "--tags", rich_help_panel=RUNS,
         help="Comma list of the runs to compare, two or more: each a tag, or MODEL@TAG for one model of a tag that "
@@ -53,10 +48,6 @@ def pairwise(
         metavar="FOLDER", rich_help_panel=JUDGES,
         help="A folder of judging templates laid out like prompts/judging/: its <benchmark>/pairwise.jinja and "
              "_pairwise*.jinja replace Shaberi's [default: Shaberi's own].")] = None,
-    judge_temperature: Annotated[str, typer.Option(
-        metavar="FLOAT|omit", rich_help_panel=JUDGES, help="Judge sampling temperature, or omit (send none).")] = "0",
-    judge_max_tokens: Annotated[int | None, typer.Option(
-        rich_help_panel=JUDGES, help="Judge completion token limit [default: 1024].")] = None,
     benchmark: Annotated[str | None, typer.Option(
         "--benchmark", rich_help_panel=RUNS,
         help="all, or a comma list of benchmarks [default: every benchmark the runs answered].")] = None,
@@ -79,18 +70,9 @@ def pairwise(
         "--pricing", rich_help_panel=RUNS,
         help="Prices per million tokens (TOML) for --dry-run, added over "
              "data/pricing.toml (an entry it names replaces the shipped one).")] = None,
-    concurrency: Annotated[int, typer.Option(
-        "--concurrency", rich_help_panel=LIMITS, help="Most requests in flight: the upper bound of the adaptive limit.")
-    ] = 60,
-    rpm: Rpm = None,
-    tpm: Tpm = None,
-    timeout: Timeout = 600.0,
-    max_retries: MaxRetries = 6,
-    rate_limit_timeout: RateLimitTimeout = 900.0,
-    retry_after_max: RetryAfterMax = 300.0,
-    concurrency_start: ConcurrencyStart = None,
-    concurrency_min: ConcurrencyMin = 1,
     results_dir: ResultsDir = DEFAULT_RESULTS,
+    judging: Sampled,
+    client: ClientConfig,
 ) -> None:
     """Judge stored runs head to head: each question's two answers shown side by side in both orders (a pair whose
     orders disagree is a tie), then Bradley–Terry ratings with 95 % bootstrap intervals, per benchmark and overall.
@@ -101,24 +83,21 @@ def pairwise(
     """
     prepare_arrow()
     from ..benchmarks import resolve
-    from ..judge import JudgeConfig
+    from ..judging import JudgeConfig
     from ..llm.endpoints import parse_judge
     from ..pairwise.job import PairwiseRequest
     from ..tables.selection import parse_selectors
-    from .run import sampling
 
     if judge_prompts is not None and not (judge_prompts / "_pairwise.jinja").is_file() and not any(
             judge_prompts.glob("*/pairwise.jinja")):
         raise UsageError(f"--judge-prompts {judge_prompts}: no pairwise templates there (<benchmark>/pairwise.jinja, "
                          "_pairwise*.jinja); an original Shaberi clone has none: leave --judge-prompts out")
-    params = sampling("--judge-", judge_temperature, judge_max_tokens, None, 1024, None, None, None, None)
     request = PairwiseRequest(
         results_dir=results_dir, tags=[s.label for s in parse_selectors(results_dir, tags, option="--tags")],
         judge=parse_judge(judge, (judge_base_url or "").rstrip("/")), judge_api_key_env=judge_api_key_env,
         benchmarks=None if benchmark is None else resolve(benchmark), reference=reference, opponents=opponents,
-        seed=seed, bootstrap=bootstrap, judging=JudgeConfig(**params),
-        client=client_config(concurrency, timeout, max_retries, rpm, tpm, rate_limit_timeout, retry_after_max,
-                             concurrency_start, concurrency_min),
+        seed=seed, bootstrap=bootstrap, judging=JudgeConfig(**judging.params),
+        client=client,
         judge_prompts=str(judge_prompts) if judge_prompts else None)
     if dry_run:
         _dry_run(request, pricing)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -113,7 +113,7 @@ def _render_reports(reports: list[Report], fmt: str, tokens_only: bool = False, 
         _render_report(report, fmt, clustered)
 
 
-def _json_body(report: Report) -> dict:
+def _json_body(report: Report) -> dict[str, Any]:
     return {"tag": report.tag, "multi_run": report.multi,
             "scores": [{"model": s.model, "judge": s.judge, "runs": s.runs, "status": s.status, "notes": s.notes,
                         "prompt_hashes": s.prompt_hashes,
@@ -135,7 +135,7 @@ def _render_report(report: Report, fmt: str, clustered: bool = False) -> None:
         by = ["SE (by question)", "95% CI (questions)"] if clustered else []  # columns of dashes otherwise
         cells = [dict(zip(s.columns, r, strict=True)) for r in s.rows]
 
-        def questions(c: dict) -> list[str]:
+        def questions(c: dict[str, Any]) -> list[str]:
             return [_num(c["se_clustered"]), _range(c["ci_questions_low"], c["ci_questions_high"])] if clustered else []
 
         if multi:
@@ -286,8 +286,8 @@ def import_legacy(
 ) -> None:
     """Import original Shaberi results as runs tagged 'legacy' (one per model); re-importing adds nothing."""
     prepare_arrow()
+    from ..judging.promptsets import load
     from ..legacy import TAG, import_tree, report_lines
-    from ..promptsets import load
 
     prompts = {}
     for spec in judge_prompts or []:

@@ -4,47 +4,44 @@ what each stage did."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import BudgetSpent, UsageError
+from ..errors import UsageError
 from .common import (
     DEFAULT_DATA,
     DEFAULT_RESULTS,
     JUDGES,
-    LIMITS,
     MODEL,
     PASSES,
     RUNS,
     Compact,
-    ConcurrencyMin,
-    ConcurrencyStart,
     DataDir,
-    MaxRetries,
-    RateLimitTimeout,
     ResultsDir,
-    RetryAfterMax,
-    Rpm,
-    Timeout,
-    Tpm,
     app,
     check_concurrency,
-    client_config,
     prepare_arrow,
     print_rows,
+    stop_line,
 )
+from .options import Sampled, client_options, sampling_options
 
 if TYPE_CHECKING:
     from ..estimate import Estimate
+    from ..judging.promptsets import PromptSet
+    from ..llm.config import ClientConfig
     from ..pipeline import Outcome, RunRequest
-    from ..promptsets import PromptSet
 
-__all__ = ["run", "run_request", "sampling"]
+__all__ = ["run", "run_request"]
 
 
 @app.command()
+@client_options
+@sampling_options("judge", JUDGES, "0", 1024)
+@sampling_options("", MODEL, "0.2", 6000)
 def run(
+    *,
     model: Annotated[str | None, typer.Option(
         "--model", rich_help_panel=MODEL,
         help="Model name sent to the endpoint; on stored answers (--rejudge, --reprocess, --stages judge,passes), "
@@ -55,25 +52,6 @@ def run(
     api_key_env: Annotated[str | None, typer.Option(
         "--api-key-env", rich_help_panel=MODEL,
         help="Variable holding the API key [default: OPENAI_API_KEY, optional on loopback].")] = None,
-    temperature: Annotated[str, typer.Option(
-        metavar="FLOAT|omit", rich_help_panel=MODEL,
-        help="Sampling temperature, or omit (send none: the endpoint's default).")] = "0.2",
-    max_tokens: Annotated[int | None, typer.Option(
-        rich_help_panel=MODEL,
-        help="Completion token limit [default: 6000].")] = None,
-    max_completion_tokens: Annotated[int | None, typer.Option(
-        rich_help_panel=MODEL,
-        help="Completion limit sent as max_completion_tokens (OpenAI's newer name), instead of --max-tokens.")] = None,
-    top_p: Annotated[float | None, typer.Option(
-        rich_help_panel=MODEL,
-        help="Nucleus sampling; sent only when given.")] = None,
-    reasoning_effort: Annotated[str | None, typer.Option(
-        rich_help_panel=MODEL,
-        help="reasoning_effort: none, minimal, low, medium, high or xhigh; sent only when given.")] = None,
-    extra_body: Annotated[str | None, typer.Option(
-        rich_help_panel=MODEL,
-        help="""JSON object merged into every candidate request, e.g. '{"chat_template_kwargs": {"enable_thinking": """
-             "false}}'.")] = None,
     frequency_penalty: Annotated[float | None, typer.Option(
         rich_help_panel=MODEL,
         help="Sent only when given.")] = None,
@@ -118,25 +96,6 @@ def run(
     batch_size: Annotated[int, typer.Option(
         metavar="N", rich_help_panel=JUDGES,
         help="Most requests in one batch (--batch, --judge-batch); a batch also holds at most 190 MB.")] = 50_000,
-    judge_temperature: Annotated[str, typer.Option(
-        metavar="FLOAT|omit", rich_help_panel=JUDGES,
-        help="Judge sampling temperature, or omit (send none).")] = "0",
-    judge_max_tokens: Annotated[int | None, typer.Option(
-        rich_help_panel=JUDGES,
-        help="Judge completion token limit [default: 1024].")] = None,
-    judge_max_completion_tokens: Annotated[int | None, typer.Option(
-        rich_help_panel=JUDGES,
-        help="Judge completion limit sent as max_completion_tokens, instead of --judge-max-tokens.")] = None,
-    judge_top_p: Annotated[float | None, typer.Option(
-        rich_help_panel=JUDGES,
-        help="Judge nucleus sampling; sent only when given.")] = None,
-    judge_reasoning_effort: Annotated[str | None, typer.Option(
-        rich_help_panel=JUDGES,
-        help="Judge reasoning_effort: none, minimal, low, medium, high or xhigh; sent only when given.")] = None,
-    judge_extra_body: Annotated[str | None, typer.Option(
-        rich_help_panel=JUDGES,
-        help="""JSON object merged into every judge request, e.g. '{"chat_template_kwargs": {"enable_thinking": """
-             "false}}'.")] = None,
     passes: Annotated[str | None, typer.Option(
         "--passes", rich_help_panel=PASSES,
         help="Comma list of score-modifying passes: lang_mixing,repetition,format_validation,safety_check (shaberi"
@@ -189,20 +148,12 @@ def run(
         "--pricing", rich_help_panel=RUNS,
         help="Prices per million tokens (TOML) for --dry-run and --max-cost, added over "
              "data/pricing.toml (an entry it names replaces the shipped one).")] = None,
-    concurrency: Annotated[int, typer.Option(
-        "--concurrency", rich_help_panel=LIMITS,
-        help="Most requests in flight: the upper bound of the adaptive limit.")] = 60,
-    rpm: Rpm = None,
-    tpm: Tpm = None,
-    timeout: Timeout = 600.0,
-    max_retries: MaxRetries = 6,
-    rate_limit_timeout: RateLimitTimeout = 900.0,
-    retry_after_max: RetryAfterMax = 300.0,
-    concurrency_start: ConcurrencyStart = None,
-    concurrency_min: ConcurrencyMin = 1,
     compact: Compact = False,
     results_dir: ResultsDir = DEFAULT_RESULTS,
     data_dir: DataDir = DEFAULT_DATA,
+    candidate: Sampled,
+    judging: Sampled,
+    client: ClientConfig,
 ) -> None:
     """Generate answers for the Japanese benchmarks, judge them and run the passes (resumable: re-run the same
     command to continue).
@@ -214,47 +165,83 @@ def run(
     prepare_arrow()
     from ..benchmarks import resolve
     from ..generate import GenerationConfig
-    from ..judge import JudgeConfig
+    from ..judging import JudgeConfig
     from ..llm.endpoints import parse_judge
     from ..llm.params import load_families
     from ..passes import build
-    from ..pipeline import RunRequest, check_stored, members, parse_stages
-    from ..promptsets import load as load_prompts
-    if judge_prompts is not None and not judge and not reprocess:
-        raise UsageError("--judge-prompts chooses the prompts the judges are asked with: give --judge MODEL too")
-    prompt_set = load_prompts(judge_prompts)
-    if prompt_set.clone is not None and (given := [name for name, value in (
-            ("--judge-temperature", judge_temperature != "0"), ("--judge-max-tokens", judge_max_tokens),
-            ("--judge-max-completion-tokens", judge_max_completion_tokens), ("--judge-top-p", judge_top_p),
-            ("--judge-reasoning-effort", judge_reasoning_effort), ("--judge-extra-body", judge_extra_body))
-            if value not in (None, False)]):
-        raise UsageError(f"{given[0]} does not apply with --judge-prompts {judge_prompts}: the judges are sent what "
-                         "the original sends them (its llm_functions.py); drop it, or judge with Shaberi's prompts")
+    from ..pipeline import RunRequest, check_stored, members
+
+    prompt_set = _prompt_set(judge_prompts, bool(judge), reprocess, judging)
     if reprocess:
         _reprocess(results_dir, tag, model, runs, prompt_set)
         return
-    stages_run = parse_stages(stages, bool(judge), bool(passes), rejudge)
-    if base_url is None and "generate" in stages_run:
-        from ..pipeline import stored_runs
+    stages_run = _stages(stages, base_url, bool(judge), bool(passes), rejudge, results_dir, tag, model, runs)
+    families = str(model_families) if model_families else None
+    load_families(families)  # a broken table is bad input, before anything runs
+    _check_ranges(judge_concurrency, frequency_penalty, retry_errors, batch_poll, batch_size, max_cost)
+    if pass_option and not passes:
+        raise UsageError(f"--pass-option {pass_option[0]!r} needs --passes naming its pass, e.g. --passes lang_mixing")
+    judges_url = (judge_base_url or base_url or "").rstrip("/")
+    request = RunRequest(
+        model=model or "", base_url=base_url or "", results_dir=results_dir, data_dir=data_dir,
+        benchmarks=None if benchmark is None else resolve(benchmark), tag=tag, api_key_env=api_key_env, limit=limit,
+        stages=stages_run, client=client,
+        generation=GenerationConfig(**candidate.params, families=families, frequency_penalty=frequency_penalty,
+                                    seed=seed),
+        rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
+        judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency, batch=batch,
+        judge_batch=judge_batch, batch_poll=batch_poll, batch_size=batch_size,
+        judging=JudgeConfig(**judging.params, families=families), max_cost=max_cost, pricing=pricing,
+        rejudge=rejudge, judge_prompts=prompt_set, model_base_url=judge_base_url, compact=compact,
+        passes=build(passes, pass_option or []) if passes is not None else [])
+    family = members(request, runs)
+    if "generate" not in stages_run:  # every run of the family must have answers before any is judged
+        for each in family:
+            check_stored(each, stages_run)
+    if dry_run:
+        _dry_run(request, family, pricing)
+    else:
+        _run_family(request, family)
 
+
+def _prompt_set(judge_prompts: str | None, judged: bool, reprocess: bool, judging: Sampled) -> PromptSet:
+    """``--judge-prompts`` loaded; with a clone, no judge sampling option applies (it sends what the original does)."""
+    from ..judging.promptsets import load
+
+    if judge_prompts is not None and not judged and not reprocess:
+        raise UsageError("--judge-prompts chooses the prompts the judges are asked with: give --judge MODEL too")
+    prompt_set = load(judge_prompts)
+    if prompt_set.clone is not None and (given := judging.given):
+        raise UsageError(f"{given[0]} does not apply with --judge-prompts {judge_prompts}: the judges are sent what "
+                         "the original sends them (its llm_functions.py); drop it, or judge with Shaberi's prompts")
+    return prompt_set
+
+
+def _stages(stages: str | None, base_url: str | None, judged: bool, passes: bool, rejudge: bool, results_dir: Path,
+            tag: str, model: str | None, runs: int | None) -> list[str]:
+    """The stages to run. Without ``--base-url`` and ``--stages``, the stored answers' stages (the seed's
+    ``--tag default --passes lang_mixing``), said in a note; a run that must generate needs the endpoint."""
+    from ..pipeline import parse_stages, stored_runs
+
+    found = parse_stages(stages, judged, passes, rejudge)
+    if base_url is None and "generate" in found:
         needed = UsageError("--base-url is required (the OpenAI-compatible endpoint serving --model)")
-        if stages is not None or stages_run == ["generate"]:
+        if stages is not None or found == ["generate"]:
             raise needed
         try:
             stored_runs(results_dir, tag, model, runs)
         except UsageError:
             raise needed from None
-        stages_run.remove("generate")  # the seed's `--tag default --passes lang_mixing`: the stored answers
-        typer.echo(f"note: no --base-url: {' and '.join(stages_run)} on the stored answers of --tag {tag} (the "
+        found.remove("generate")
+        typer.echo(f"note: no --base-url: {' and '.join(found)} on the stored answers of --tag {tag} (the "
                    "candidate is not called)", err=True)
-    families = str(model_families) if model_families else None
-    load_families(families)  # a broken table is bad input, before anything runs
-    candidate_params = sampling("--", temperature, max_tokens, max_completion_tokens, 6000, top_p, reasoning_effort,
-                                 extra_body, families)
-    judge_params = sampling("--judge-", judge_temperature, judge_max_tokens, judge_max_completion_tokens, 1024,
-                             judge_top_p, judge_reasoning_effort, judge_extra_body, families)
-    client = client_config(concurrency, timeout, max_retries, rpm, tpm, rate_limit_timeout, retry_after_max,
-                           concurrency_start, concurrency_min)
+    return found
+
+
+def _check_ranges(judge_concurrency: int | None, frequency_penalty: float | None, retry_errors: int,
+                  batch_poll: float, batch_size: int, max_cost: float | None) -> None:
+    """The run's own numeric options within their ranges (the client's and the sampling's are checked by their
+    groups: ``options``)."""
     check_concurrency("--judge-concurrency", judge_concurrency)
     for option, value, ok, want in [
         ("--frequency-penalty", frequency_penalty, frequency_penalty is None or -2 <= frequency_penalty <= 2,
@@ -266,37 +253,18 @@ def run(
     ]:
         if not ok:
             raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
-    if pass_option and not passes:
-        raise UsageError(f"--pass-option {pass_option[0]!r} needs --passes naming its pass, e.g. --passes lang_mixing")
-    judges_url = (judge_base_url or base_url or "").rstrip("/")
-    request = RunRequest(
-        model=model or "", base_url=base_url or "", results_dir=results_dir, data_dir=data_dir,
-        benchmarks=None if benchmark is None else resolve(benchmark), tag=tag, api_key_env=api_key_env, limit=limit,
-        stages=stages_run,
-        generation=GenerationConfig(**candidate_params, frequency_penalty=frequency_penalty, seed=seed),
-        client=client,
-        rerun=rerun, retry_errors=retry_errors, judges=[parse_judge(spec, judges_url) for spec in judge or []],
-        judge_api_key_env=judge_api_key_env, judge_concurrency=judge_concurrency, batch=batch,
-        judge_batch=judge_batch, batch_poll=batch_poll, batch_size=batch_size, judging=JudgeConfig(**judge_params),
-        max_cost=max_cost, pricing=pricing,
-        rejudge=rejudge, judge_prompts=prompt_set,
-        passes=build(passes, pass_option or []) if passes is not None else [], model_base_url=judge_base_url,
-        compact=compact,
-    )
-    family = members(request, runs)
-    if "generate" not in stages_run:  # every run of the family must have answers before any is judged
-        for each in family:
-            check_stored(each, stages_run)
-    if dry_run:
-        _dry_run(request, family, pricing)
-        return
+
+
+def _run_family(request: RunRequest, family: list[RunRequest]) -> None:
+    """Each run of the family in turn (the others run when one fails: a family finishes), then where to look;
+    exit 1 when one failed."""
     _family_notes(request)
     failed, told = [], set[str]()  # an endpoint's note is printed once for the family
     for each in family:
         outcome = run_request(each, told)
         if outcome.failed:
             failed.append(each)
-            if outcome.status == "failed" and len(family) > 1:  # the others run: a family finishes
+            if outcome.status == "failed" and len(family) > 1:
                 typer.echo(f"error: {each.tag} ({each.model}) holds nothing usable: the family's statistics leave it "
                            "out; the same command asks it again", err=True)
     where = "" if str(request.results_dir) == str(DEFAULT_RESULTS) else f" --results-dir {request.results_dir}"
@@ -352,44 +320,7 @@ def _family_notes(request: RunRequest) -> None:
                        f"({family.why}): the endpoint may refuse every judge call", err=True)
 
 
-def sampling(prefix: str, temperature: str, max_tokens: int | None, max_completion_tokens: int | None,
-              default_max: int, top_p: float | None, effort: str | None, extra_body: str | None,
-              families: str | None) -> dict:
-    """One role's request parameters (candidate ``--``, judges ``--judge-``), checked at the edge: the fields of
-    ``Sampling``, for ``GenerationConfig`` or ``JudgeConfig``."""
-    from ..llm.params import EFFORTS, parse_extra_body
-
-    if max_tokens is not None and max_completion_tokens is not None:
-        raise UsageError(f"{prefix}max-tokens and {prefix}max-completion-tokens are the same limit under two names: "
-                         "give one")
-    for name, value in (("max-tokens", max_tokens), ("max-completion-tokens", max_completion_tokens)):
-        if value is not None and value < 1:
-            raise UsageError(f"{prefix}{name} {value} is out of range: it must be at least 1")
-    if top_p is not None and not 0 < top_p <= 1:  # NaN fails this too
-        raise UsageError(f"{prefix}top-p {top_p:g} is out of range: it must be more than 0 and at most 1")
-    if effort is not None and effort not in EFFORTS:
-        raise UsageError(f"{prefix}reasoning-effort {effort!r} is not one of {', '.join(EFFORTS)}")
-    return {"temperature": _temperature(f"{prefix}temperature", temperature),
-            "max_tokens": max_completion_tokens or max_tokens or default_max,
-            "tokens_field": "max_completion_tokens" if max_completion_tokens else "max_tokens", "top_p": top_p,
-            "reasoning_effort": effort, "extra_body": parse_extra_body(f"{prefix}extra-body", extra_body),
-            "families": families}
-
-
-def _temperature(option: str, text: str) -> float | None:
-    """A temperature between 0 and 2, or None for ``omit``."""
-    if text.strip().lower() == "omit":
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"{option} {text!r} is not a number: give one between 0 and 2, or omit") from None
-    if not 0 <= value <= 2:  # NaN fails this too
-        raise UsageError(f"{option} {text} is out of range: it must be between 0 and 2")
-    return value
-
-
-def _judged_questions(request: RunRequest, stages: list[str]) -> dict[str, list[dict]]:
+def _judged_questions(request: RunRequest, stages: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The questions the judges would see, by benchmark: the data files' when generating, else the stored run's."""
     from dataclasses import asdict
 
@@ -398,7 +329,7 @@ def _judged_questions(request: RunRequest, stages: list[str]) -> dict[str, list[
     from ..run_info import run_id_for
     from ..tables.store import Store
 
-    found: dict[str, list[dict]] = {}
+    found: dict[str, list[dict[str, Any]]] = {}
     if "generate" in stages:
         for name in request.benchmarks or resolve("all"):
             found[name] = [asdict(q) for q in load(name, request.data_dir, request.limit).questions]
@@ -475,7 +406,7 @@ def _label(run: RunRequest, runs: list[RunRequest]) -> str:
 def _within_limit(runs: list[RunRequest], found: list[tuple[str, Estimate]]) -> list[str]:
     """``--dry-run --max-cost``: the models checked as the run checks them (unpriced: bad input), and a line per
     run saying whether the most its calls could cost fits beside what it has spent."""
-    from ..budget import free_note, open_budget
+    from ..llm.spending import free_note, open_budget
     from ..run_info import run_id_for
 
     lines = []
@@ -492,26 +423,6 @@ def _within_limit(runs: list[RunRequest], found: list[tuple[str, Estimate]]) -> 
                      f"at most ${most:.4f} with these calls: " + ("within the limit" if most <= each.max_cost else
                      "it may stop partway (then raise the limit and run it again: nothing paid for is asked again)"))
     return lines
-
-
-def stop_line(stop: BudgetSpent, whose: str, cost: float, counted: float, spender: str = "the run has") -> str:
-    """Why the spending limit stopped ``whose`` work (``run ID``; the cache entries one limit covers), in figures
-    that add up: what the limit counts as spent once the calls in flight landed (the cost, unless a call timed out
-    and is counted as billed, or a cache served prompt tokens at less), plus the refused call's worst case, against
-    the limit."""
-    if stop.worst is None:  # refused for want of a bound (no price, no completion limit), not of room
-        return f"stopped before the spending limit ({stop}): {whose} has cost ${cost:.4f}"
-    worst, total = stop.worst, counted + stop.worst
-    # as many decimals as it takes for the figures to show it: a limit of cents on calls of hundredths of a cent
-    digits = next((d for d in range(4, 10) if round(total, d) > stop.limit and round(worst, d) > 0
-                   and abs(round(counted, d) + round(worst, d) - round(total, d)) < 10 ** -(d + 2)), 10)
-    basis = (f"${counted:.{digits}f} (its cost ${cost:.{digits}f}, with each call that timed out counted at its worst "
-             "case and cached prompt tokens at the full rate)" if round(counted, digits) != round(cost, digits)
-             else f"${cost:.{digits}f}")
-    limit = f"{stop.limit:.{digits}f}".rstrip("0").rstrip(".")  # 0.00005, not 5e-05
-    return (f"--max-cost ${limit} stopped {whose} before a call to {stop.model} that could cost up to "
-            f"${worst:.{digits}f}: {spender} spent {basis}, and "
-            f"${counted:.{digits}f} + ${worst:.{digits}f} = ${total:.{digits}f} is over the spending limit")
 
 
 def run_request(request: RunRequest, told: set[str] | None = None) -> Outcome:

@@ -28,6 +28,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -101,7 +102,7 @@ def find(results_dir: Path, model: str, dataset: str, n: int | None = None,
 
 
 def _info(model: str, dataset: Dataset, n: int, temperature: float | None, base_url: str, api_key: str | None,
-          config: dict) -> RunInfo:
+          config: dict[str, Any]) -> RunInfo:
     return RunInfo(model=model, tag=tag_for(dataset.benchmark, n, temperature), base_url=base_url, api_key=api_key,
                    generation_config=config | {"ensemble": {"dataset": dataset.benchmark, "n": n,
                                                             "temperature": temperature}},
@@ -205,13 +206,13 @@ def import_responses(results_dir: Path, model: str, dataset: Dataset, files: lis
     return info.run_id, [len(m) for m in members]
 
 
-def _responses(path: Path, benchmark: str, ids: set[str]) -> dict[str, dict]:
+def _responses(path: Path, benchmark: str, ids: set[str]) -> dict[str, dict[str, Any]]:
     """One member file's rows by question id, every row checked (``import_responses``)."""
     records, where = read_located(path)
     if not records:
         raise DataError(f"{path} holds no responses (an empty member file): give one JSON Lines row "
                         '{"question_id": ..., "response": "..."} per question the member answered')
-    by_id: dict[str, dict] = {}
+    by_id: dict[str, dict[str, Any]] = {}
     first: dict[str, str] = {}
     for r, at in zip(records, where, strict=True):
         if not isinstance(r, dict) or not {"question_id", "response"} <= set(r):
@@ -272,7 +273,7 @@ def export(results_dir: Path, entry: CacheEntry, cache_dir: Path) -> Path:
     rows = [r for r in store.read("answers", entry.run_id, [*_COLUMNS, "strategy"]).to_pylist() if not r["strategy"]]
     rows.sort(key=lambda r: (_natural(r["question_id"]), r["sample_index"]))
     run = store.read("runs", entry.run_id).to_pylist()[0]
-    provenance: dict = next(iter(RunRecord.of(run).datasets.values()), {})
+    provenance: dict[str, Any] = next(iter(RunRecord.of(run).datasets.values()), {})
     schema = pa.schema([("question_id", pa.string()), ("sample_index", pa.int32()), ("model", pa.string()),
                         ("content", pa.string()), ("error", pa.string()), ("error_type", pa.string()),
                         ("finish_reason", pa.string())],
@@ -314,7 +315,7 @@ def _note_digest(store: Store, run_id: str, digest: str) -> None:
                                                          | {"cache_sha256": digest}))])
 
 
-def cache_files(cache_dir: Path, model: str | None = None) -> list[tuple[Path, dict]]:
+def cache_files(cache_dir: Path, model: str | None = None) -> list[tuple[Path, dict[str, Any]]]:
     """Every cache file below ``cache_dir`` (of ``model``), with what its metadata says it holds (checked)."""
     found = []
     for path in sorted(cache_dir.rglob("*.parquet")):
@@ -395,7 +396,8 @@ def materialize(results_dir: Path, cache_dir: Path, data_dir: Path, models: list
     if not cache_dir.is_dir():
         raise UsageError(f"--cache-dir {cache_dir} is not a directory; write one with generate-cache --cache-dir")
     store, done = Store(results_dir), []
-    todo: list[tuple[str, Path, dict, str, bool, str]] = []  # (model, file, metadata, run id, run there, digest)
+    # (model, file, metadata, run id, run there, digest)
+    todo: list[tuple[str, Path, dict[str, Any], str, bool, str]] = []
     loaded: dict[str, Dataset] = {}
     for model in models:  # every file checked before anything is written: a broken one leaves the root as it was
         for path, meta in cache_files(cache_dir, model):

@@ -7,15 +7,15 @@ import math
 import sys
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
-from ..budget import free_note, open_budget
 from ..errors import BudgetSpent, DataError, UsageError
 from ..generate import BenchmarkProgress, Progress
 from ..llm.client import ChatClient, ClientConfig
 from ..llm.endpoints import check_base_url, resolve_api_key, shared_llm
+from ..llm.spending import free_note, open_budget
 from . import cache
 from . import datasets as gt
 from .evaluate import quick_eval, refuse_bad_request
@@ -125,7 +125,7 @@ async def evaluate(results_dir: Path, model: str, strategy: str, sample: int, se
     if not names:
         raise UsageError(f"no ensemble cache for model {model!r} under {results_dir}; make one with: shaberi "
                          "ensemble generate-cache, or import-responses")
-    clients: dict = {}
+    clients: dict[tuple[str, str | None], ChatClient] = {}
     config = client_config or ClientConfig()
     try:
         consensus = shared_llm(consensus_model, base_url, api_key_env, config, clients, "--consensus-model",
@@ -156,7 +156,7 @@ class Baselines:
         except (OSError, orjson.JSONDecodeError) as exc:
             raise DataError(f"cannot read the baseline file {path}: {exc}") from None
 
-    def models(self) -> dict:
+    def models(self) -> dict[str, Any]:
         """The file's entries by model; a file that holds none in that shape is bad input (one line, exit 2)."""
         models = self.config.get("models") if isinstance(self.config, dict) else None
         if not isinstance(models, dict):
@@ -164,7 +164,7 @@ class Baselines:
                             '"strategies": [...], "sample": N, "seed": N}}}}')
         return models
 
-    def entry(self, model: str) -> dict:
+    def entry(self, model: str) -> dict[str, Any]:
         """The model's entry, checked: a malformed file is bad input (one line, exit 2), not a crash."""
         models = self.models()
         entry = models.get(model)
@@ -203,7 +203,7 @@ class Baselines:
         scratch.replace(self.path)
 
 
-def load_baselines(path: Path, model: str) -> dict:
+def load_baselines(path: Path, model: str) -> dict[str, Any]:
     return Baselines(path).entry(model)
 
 
@@ -211,7 +211,7 @@ async def check(results_dir: Path, baseline_file: Path, model: str, *, consensus
                 judge: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
                 strategies: list[str] | None = None, datasets: list[str] | None = None,
                 significance: float | None = None, require_complete: bool = False, cache_dir: Path | None = None,
-                data_dir: Path | None = None) -> tuple[Result, dict]:
+                data_dir: Path | None = None) -> tuple[Result, dict[str, Any]]:
     """The configured evaluation of ``model``; ``strategies``/``datasets``: one CI job's slice of it (each must
     be configured: a job cannot check what the committed file does not). The family is the whole
     configuration (``gate``), whichever slice this job checks."""
@@ -231,7 +231,7 @@ async def check(results_dir: Path, baseline_file: Path, model: str, *, consensus
     return result, entry
 
 
-def family_name(model: str, entry: dict) -> str:
+def family_name(model: str, entry: dict[str, Any]) -> str:
     """The family in words, and its identity in the report: the model's configuration, not the file's path
     (each CI job has its own)."""
     return (f"{model}: {', '.join(entry['strategies'])} × {', '.join(entry['datasets'])}, sample {entry['sample']}, "
@@ -241,7 +241,8 @@ def family_name(model: str, entry: dict) -> str:
 async def regenerate_baseline(results_dir: Path, baseline_file: Path, model: str, *, significance: float | None = None,
                               datasets: list[str] | None = None, strategies: list[str] | None = None,
                               sample: int | None = None, seed: int | None = None, cache_dir: Path | None = None,
-                              data_dir: Path | None = None, **options: object) -> tuple[Result, dict, dict]:
+                              data_dir: Path | None = None, **options: object
+                              ) -> tuple[Result, dict[str, Any], dict[str, Any]]:
     """Evaluate the whole configuration of ``model`` afresh and make its accuracies the accepted ones (and
     ``significance``, when given, the file's α). ``datasets``, ``strategies``, ``sample``, ``seed``: the entry's
     configuration, replaced (a model the file lacks gets an entry; a file that does not exist yet is made).

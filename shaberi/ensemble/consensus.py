@@ -6,6 +6,7 @@ of paying again; a failed call is left without an answer (and without a grade), 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import orjson
 
@@ -55,14 +56,14 @@ async def consensus(journal: Journal, cached: CachedEntry, strat: Strategy, ids:
         return done
     question_of = cached.questions
 
-    async def call(work: tuple[str, list[str], str]) -> tuple[str, dict, Context]:
+    async def call(work: tuple[str, list[str], str]) -> tuple[str, dict[str, Any], Context]:
         qid, responses, _ = work
         question = question_of[qid]
         ctx = Context(grading.rules(question), llm.model if llm else None, llm.client if llm else None)
         found = await strat.combine(question, responses, ctx)
         return found.content, found.detail, ctx
 
-    def record(work: tuple[str, list[str], str], outcome: tuple[str, dict, Context] | None,
+    def record(work: tuple[str, list[str], str], outcome: tuple[str, dict[str, Any], Context] | None,
                error: LLMError | None) -> None:
         qid, _, identity = work
         key = AnswerKey(question_of[qid].benchmark, qid, 0, strat.name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..benchmarks import Question
 from ..tables.rows import RunRecord, decoded
@@ -63,7 +63,7 @@ class CachedEntry:
                        in zip(*(c.to_pylist() for c in graded.columns), strict=True)}
 
         datasets = store.read("runs", run_id).to_pylist()
-        provenance: dict = next(iter(RunRecord.of(datasets[0]).datasets.values()), {}) if datasets else {}
+        provenance: dict[str, Any] = next(iter(RunRecord.of(datasets[0]).datasets.values()), {}) if datasets else {}
         self.size = max(int(provenance.get("rows") or 0), len(self.questions))  # the dataset's, --limit or not
 
     def release_texts(self) -> None:

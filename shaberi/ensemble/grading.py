@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..benchmarks import Question
 from ..errors import LLMError, UsageError
@@ -65,7 +65,7 @@ class Grading:
             (qid, judge_name, how, a_hash): (_score(score, method), method, output, error)
             for (qid, _, _, judge_name, a_hash, how), (score, method, error, output) in cached.grades.items()}
         self._rules: dict[str, Grader | None] = {}
-        self._free: list[dict] = []  # grades made again for nothing (``_write``)
+        self._free: list[dict[str, Any]] = []  # grades made again for nothing (``_write``)
 
     def rules(self, question: Question) -> Grader | None:
         """The question's rule grader for a strategy to extract answers with (None: graded by a judge model, or
@@ -175,7 +175,7 @@ class Grading:
 
     def _store(self, question: Question, index: int, strategy: str, graded: _Graded, a_hash: str,
                score: int | None, method: str, output: str | None, error: str | None = None,
-               tokens: tuple[int, int] | None = None) -> dict:
+               tokens: tuple[int, int] | None = None) -> dict[str, Any]:
         """Record a grade; its row is written with the others (``_write``) unless it came from a paid call
         (``tokens``), whose caller journals it at once."""
         error = error or _ERRORS.get(method)

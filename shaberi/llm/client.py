@@ -19,22 +19,23 @@ import email.utils
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import orjson
 
 from .. import errors
 from ..redact import redact, url_secrets
-from .batch import BatchTransport
-from .control import ControlConfig, Controller, Pacing
+from .batch_api import BatchTransport
+from .config import ClientConfig
+from .control import Controller, Pacing
 from .lease import Answer, Lease
 from .params import Sampling, Verbatim, chat_body
 from .transport import AiohttpTransport, Response, Transport
 
 if TYPE_CHECKING:
-    from ..budget import Budget
+    from .spending import Budget
 
 __all__ = [
     "LLM",
@@ -50,19 +51,6 @@ LONG_WAIT = 30.0  # a Retry-After this long is said on the display: a held run m
 
 
 # -- the client --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ClientConfig:
-    timeout: float = 600.0
-    max_retries: int = 6
-    backoff_base: float = 1.0
-    backoff_max: float = 60.0
-    rpm: float | None = None
-    tpm: float | None = None
-    retry_after_max: float = 300.0  # a longer Retry-After is cut to this, and said so (``notes``)
-    rate_limit_timeout: float = 900.0  # a request refused (429) for this long fails as rate_limit
-    control: ControlConfig = field(default_factory=ControlConfig)
-
-
 @dataclass
 class Completion:
     content: str | None
@@ -74,7 +62,7 @@ class Completion:
     latency_ms: float  # the answering request's round trip: not time queued in the client, not earlier attempts
     reasoning_tokens: int = 0  # of completion_tokens (usage.completion_tokens_details.reasoning_tokens)
     cached_tokens: int = 0  # of prompt_tokens (usage.prompt_tokens_details.cached_tokens)
-    batch_id: str | None = None  # the provider batch that answered it (``llm.batch``); None: answered directly
+    batch_id: str | None = None  # the provider batch that answered it (``llm.batch_api``); None: answered directly
 
 
 class ChatClient:
@@ -136,7 +124,7 @@ class ChatClient:
             self.notes.append(f"{shown} does not list model {model!r} in /models (it lists {listed}); "
                               "a misspelt name fails every call")
 
-    async def chat(self, model: str, messages: list[dict], sampling: Sampling | Verbatim,
+    async def chat(self, model: str, messages: list[dict[str, Any]], sampling: Sampling | Verbatim,
                    **more: object) -> Completion:
         """Ask ``model`` the ``messages`` with ``sampling`` (``more``: frequency_penalty, seed), the body built
         here (``encode``); retry what is worth retrying. A ``Verbatim`` with ``api="responses"`` goes to OpenAI's
@@ -292,7 +280,7 @@ class ChatClient:
     def max_in_flight(self) -> int:
         return self.config.control.max
 
-    def limits(self) -> dict:
+    def limits(self) -> dict[str, Any]:
         """What this endpoint's limits did in a run, stored per endpoint in ``runs.concurrency_history``."""
         return {"history": self.control.snapshot(), "requests": self.requests, "rate_limited": self.rate_limited,
                 "retries": self.retries, "notes": self.notes}
@@ -303,7 +291,7 @@ class ChatClient:
             self.lease.close()
 
 
-def encode(model: str, messages: list[dict], sampling: Sampling | Verbatim, **more: object) -> bytes:
+def encode(model: str, messages: list[dict[str, Any]], sampling: Sampling | Verbatim, **more: object) -> bytes:
     """The bytes ``ChatClient.chat`` sends for these arguments: the one place a request is encoded, so a stored
     request hash (the candidate's resume rule) is the hash of what the model was sent."""
     return orjson.dumps(chat_body(model, messages, sampling, **more))
@@ -317,7 +305,7 @@ class LLM:
     client: ChatClient
 
 
-def _parse(resp: Response) -> tuple[str | None, str | None, str | None, dict]:
+def _parse(resp: Response) -> tuple[str | None, str | None, str | None, dict[str, Any]]:
     """Turn a response into (content, reasoning_content, finish_reason, usage) or raise the right error."""
     _raise_for_status(resp)
     try:
@@ -335,7 +323,7 @@ def _parse(resp: Response) -> tuple[str | None, str | None, str | None, dict]:
         ) from None
 
 
-def _parse_responses(resp: Response) -> tuple[str | None, str | None, str | None, dict]:
+def _parse_responses(resp: Response) -> tuple[str | None, str | None, str | None, dict[str, Any]]:
     """The same from a Responses API answer: the text parts of its ``message`` items joined, as the original
     Shaberi joins them; ``incomplete`` for ``max_output_tokens`` is a cut-off reply (``length``); the usage
     renamed to chat completions' names."""
@@ -374,7 +362,7 @@ def _raise_for_status(resp: Response) -> None:
         raise errors.PermanentError(message, status=resp.status)
 
 
-_Parser = Callable[[Response], tuple[str | None, str | None, str | None, dict]]
+_Parser = Callable[[Response], tuple[str | None, str | None, str | None, dict[str, Any]]]
 _APIS: dict[str, tuple[str, _Parser]] = {"chat": ("/chat/completions", _parse),
                                          "responses": ("/responses", _parse_responses)}
 _TEXT_BLOCKS = ("text", "output_text")
@@ -428,8 +416,8 @@ def _tokens(value: object) -> int:
     return value if isinstance(value, int) and 0 <= value < _MAX_TOKENS else 0
 
 
-def endpoint_limits(clients: list[ChatClient], before: dict[str, list[dict]] | None = None
-                    ) -> dict[str, list[dict]]:
+def endpoint_limits(clients: list[ChatClient], before: dict[str, list[dict[str, Any]]] | None = None
+                    ) -> dict[str, list[dict[str, Any]]]:
     """Each endpoint's ``limits()`` by its ``label``: one entry per invocation of the run, this one's after
     those stored before (``before``: ``RunRecord.concurrency_history``; a resumed run keeps its history)."""
     merged = {label: value if isinstance(value, list) else [value] for label, value in (before or {}).items()}
@@ -452,7 +440,7 @@ def _quota_spent(body: bytes) -> bool:
     return b"insufficient_quota" in body[:2000]
 
 
-def _detail(usage: dict, part: str, name: str) -> int:
+def _detail(usage: dict[str, Any], part: str, name: str) -> int:
     """A count inside a usage breakdown, validated like the totals (0 when absent or not a count)."""
     details = usage.get(part)
     return _tokens(details.get(name)) if isinstance(details, dict) else 0

@@ -66,7 +66,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .. import errors
+from .config import ControlConfig
 
 __all__ = ["ControlConfig", "Controller", "Pacing", "Ticket"]
 
@@ -83,18 +83,6 @@ GROUP, GROUPS = 4, 240  # the baseline: the lowest median of 4 consecutive answe
 TOKEN_WEIGHT = 16  # latency is compared per (output tokens + this): a long answer is no queue
 QUEUE_SECONDS = 0.1  # answers faster than this are no queue worth shrinking for (a CPU-bound client's own
 # event loop slows them too)
-
-
-@dataclass(frozen=True)
-class ControlConfig:
-    start: int = 40
-    min: int = 1
-    max: int = 60
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.min <= self.start <= self.max:
-            raise errors.UsageError(f"concurrency bounds must satisfy 1 <= min <= start <= max, got "
-                                    f"min={self.min} start={self.start} max={self.max}")
 
 
 class Ticket(NamedTuple):
@@ -393,7 +381,7 @@ def _count(value: str | None) -> float | None:
     if value is None:  # the common case, without an exception: this runs for every response
         return None
     with contextlib.suppress(TypeError, ValueError):
-        number = float(value)  # type: ignore[arg-type]
+        number = float(value)
         return number if math.isfinite(number) and number >= 0 else None
     return None
 

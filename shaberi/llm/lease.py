@@ -9,7 +9,7 @@ Every process uses slots ``0..max-1`` of its own configured maximum, so together
 largest maximum any of them configured.
 
 ``Lease`` is the seam: a sweep on Ray gives its judges a lease held by a cluster-wide actor instead
-(``sweep/budget.py``), which also hears what the endpoint answered to each slot's request (``Answer``) so
+(``sweep/slots.py``), which also hears what the endpoint answered to each slot's request (``Answer``) so
 that all workers share one view of what the endpoint allows.
 """
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ..errors import UsageError
 from ..resources import resource_dir
@@ -112,12 +113,12 @@ def parse_extra_body(option: str, text: str | None) -> str | None:
     return orjson.dumps(value).decode()
 
 
-def chat_body(model: str, messages: list[dict], s: Sampling | Verbatim, **more: object) -> dict:
+def chat_body(model: str, messages: list[dict[str, Any]], s: Sampling | Verbatim, **more: object) -> dict[str, Any]:
     """The request body: the user's parameters, ``more`` (frequency_penalty, seed: sent when not None), then
     the family's rules, then the extra body. Only the client calls this (it encodes what it sends)."""
     if isinstance(s, Verbatim):
         return {"model": model, "input" if s.api == "responses" else "messages": messages, **s.fields}
-    body: dict = {"model": model, "messages": messages}
+    body: dict[str, Any] = {"model": model, "messages": messages}
     if s.temperature is not None:
         body["temperature"] = s.temperature
     body[s.tokens_field] = s.max_tokens

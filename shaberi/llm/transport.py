@@ -23,7 +23,7 @@ class Response:
     status: int
     headers: Mapping[str, str]
     body: bytes
-    batch_id: str | None = None  # the provider batch it came from (``llm.batch``): never set by the network
+    batch_id: str | None = None  # the provider batch it came from (``llm.batch_api``): never set by the network
 
 
 class Transport(Protocol):

@@ -12,7 +12,7 @@ from ..tables.sql import query
 if TYPE_CHECKING:
     import duckdb
 
-    from .judging import Scope
+    from .stage import Scope
 
 __all__ = ["Position", "position"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import benchmarks as bm
 from ..errors import RunLockedError, UsageError
-from ..judge import JudgeConfig
+from ..judging import JudgeConfig
 from ..llm.client import ChatClient, ClientConfig
 from ..llm.endpoints import ModelAt, check_base_url, resolve_api_key
 from ..llm.transport import Transport
@@ -26,8 +26,8 @@ from ..tables.sql import connect, query
 from ..tables.store import Store, now_us
 from .bias import Position, position
 from .design import Design, against, all_pairs, sampled
-from .judging import PairwiseProgress, Scope, Side, Work, compared_benchmarks, judge_pairs, plan, sides
 from .ratings import Ratings, Verdict, fit
+from .stage import PairwiseProgress, Scope, Side, Work, compared_benchmarks, judge_pairs, plan, sides
 
 __all__ = ["Agreement", "PairwiseRequest", "Result", "planned", "prepare", "run", "summarize"]
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import benchmarks as bm
 from ..tables.sql import query
 from .bias import Position, position
-from .judging import Scope
 from .ratings import interval, open_note
+from .stage import Scope
 
 if TYPE_CHECKING:
     import duckdb
@@ -29,13 +29,13 @@ class Section:
     design: str
     benchmarks: list[str]  # compared on
     anchor: str
-    ratings: list[dict]  # tag, rating, low, high, comparisons, shown (a run of the report), geometry
-    matrix: list[dict]  # tag, cells: [share or None]
+    ratings: list[dict[str, Any]]  # tag, rating, low, high, comparisons, shown (a run of the report), geometry
+    matrix: list[dict[str, Any]]  # tag, cells: [share or None]
     position: Position
     closest: tuple[str, str] | None  # the adjacent tags with the smallest rating gap
     gap: float | None
-    decided: list[dict]
-    plot: dict
+    decided: list[dict[str, Any]]
+    plot: dict[str, Any]
     open_note: str | None = None  # what an open (∞) bound means, with its share of resamples
 
 
@@ -88,7 +88,7 @@ def _section(con: duckdb.DuckDBPyConnection, job: str, judge: str, shown: set[st
                    anchor, ratings, matrix, position(con, scope), closest, gap, decided, _plot(ratings), note)
 
 
-def _share(share: dict, x: str, y: str) -> float | None:
+def _share(share: dict[tuple[str, str], tuple[float, int]], x: str, y: str) -> float | None:
     if x == y:
         return None
     if (x, y) in share:
@@ -98,7 +98,7 @@ def _share(share: dict, x: str, y: str) -> float | None:
     return None
 
 
-def _plot(ratings: list[dict]) -> dict:
+def _plot(ratings: list[dict[str, Any]]) -> dict[str, Any]:
     """Geometry of the rating plot: a row per tag, its rating a dot and its interval a line, on a shared x axis."""
     values = [v for r in ratings for v in (r["rating"], r["low"], r["high"])
               if v is not None and math.isfinite(v)]  # unrated, or an open side: left out

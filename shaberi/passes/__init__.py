@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from ..errors import UsageError
 from ..registry import Registry, named
@@ -55,7 +55,7 @@ class Item:
 class Finding:
     delta: float = 0.0
     reason: str = ""
-    detail: dict = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
 
@@ -87,7 +87,7 @@ class Pass(Protocol):
         self.llm = None
 
     @property
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         """What goes into ``runs.pass_config`` and the manifest."""
         return {"version": self.version, "options": self.settings}
 
@@ -118,16 +118,16 @@ class Consulting(Pass, Protocol):
         """Whether the rules left this answer undecided."""
         ...
 
-    async def consult(self, item: Item, finding: Finding, llm: LLM) -> tuple[dict, Completion]:
+    async def consult(self, item: Item, finding: Finding, llm: LLM) -> tuple[dict[str, Any], Completion]:
         """Ask the model; returns (verdict, the reply). The verdict is stored in the row's detail and
         reused, without a call, while the answer, model and prompt stay the same."""
         ...
 
-    def decide(self, item: Item, finding: Finding, verdict: dict) -> Finding:
+    def decide(self, item: Item, finding: Finding, verdict: dict[str, Any]) -> Finding:
         """The finding once the model's verdict is known."""
         return finding
 
-    def reusable(self, verdict: dict) -> bool:
+    def reusable(self, verdict: dict[str, Any]) -> bool:
         """Whether a stored verdict (of the same answer text) still stands for this pass's model."""
         return self.llm is not None and verdict.get("model") == self.llm.model
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from . import PASSES, Finding, Item, Pass
 
@@ -100,7 +100,7 @@ def _sentences(text: str) -> int:
     return sum(1 for s in _SENTENCE_END.split("\n".join(lines)) if s.strip(" 「」『』\"'"))
 
 
-def violations(prompt: str, content: str) -> tuple[list[dict], list[dict]]:
+def violations(prompt: str, content: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(requests with what was observed, the ignored ones)."""
     checked, ignored = [], []
     chars = len(re.sub(r"\s", "", content))

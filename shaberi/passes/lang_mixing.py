@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..llm.client import LLM, Completion
 from ..llm.params import Sampling
@@ -95,15 +95,15 @@ def _han() -> tuple[re.Pattern[str], re.Pattern[str]]:
     return re.compile(f"[{''.join(only)}]+"), re.compile(f"[{''.join(ambiguous)}]+")
 
 
-def foreign_spans(text: str, question: str = "") -> tuple[list[dict], list[dict], dict]:
+def foreign_spans(text: str, question: str = "") -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """(flagged spans, ambiguous spans, exemptions) of ``text``; a span is {text, script, start, letters}."""
     masked, exempt = mask(text)
     allowed = sorted(name for name, pattern in REQUESTS.items() if pattern.search(question))
     simplified, ambiguous_han = _han()
-    flagged: list[dict] = []
-    unsure: list[dict] = []
+    flagged: list[dict[str, Any]] = []
+    unsure: list[dict[str, Any]] = []
 
-    def add(target: list[dict], match: re.Match[str], script: str) -> None:
+    def add(target: list[dict[str, Any]], match: re.Match[str], script: str) -> None:
         span = match.group().strip()
         if _REQUEST_OF.get(script) in allowed:
             exempt["requested"] = exempt.get("requested", 0) + 1
@@ -147,8 +147,8 @@ class LangMixing(Consulting):
         flagged, unsure, exempt = foreign_spans(item.content, item.question)
         return self._finding(item, flagged, unsure, exempt)
 
-    def _finding(self, item: Item, flagged: list[dict], unsure: list[dict], exempt: dict,
-                 extra: dict | None = None) -> Finding:
+    def _finding(self, item: Item, flagged: list[dict[str, Any]], unsure: list[dict[str, Any]], exempt: dict[str, Any],
+                 extra: dict[str, Any] | None = None) -> Finding:
         letters = exempt.pop("letters")
         foreign = sum(s["letters"] for s in flagged)
         ratio = foreign / letters if letters else 0.0
@@ -162,7 +162,7 @@ class LangMixing(Consulting):
     def needs_llm(self, finding: Finding) -> bool:
         return bool(finding.detail.get("ambiguous"))
 
-    async def consult(self, item: Item, finding: Finding, llm: LLM) -> tuple[dict, Completion]:
+    async def consult(self, item: Item, finding: Finding, llm: LLM) -> tuple[dict[str, Any], Completion]:
         spans = [s["text"] for s in finding.detail["ambiguous"]]
         messages = [{"role": "user", "content": render(DETECTION, question=item.question, answer=item.content or "",
                                                        spans=spans)}]
@@ -171,7 +171,7 @@ class LangMixing(Consulting):
                    "verdict": _verdict(reply.content or ""), "reply": reply.content}
         return verdict, reply
 
-    def decide(self, item: Item, finding: Finding, verdict: dict) -> Finding:
+    def decide(self, item: Item, finding: Finding, verdict: dict[str, Any]) -> Finding:
         assert item.content is not None
         flagged, unsure, exempt = foreign_spans(item.content, item.question)
         if verdict.get("verdict") == "MIXED":
@@ -180,7 +180,7 @@ class LangMixing(Consulting):
             unsure = []
         return self._finding(item, flagged, unsure, exempt, {"detector": verdict})
 
-    def reusable(self, verdict: dict) -> bool:
+    def reusable(self, verdict: dict[str, Any]) -> bool:
         return super().reusable(verdict) and verdict.get("prompt_hash") == template_hash(DETECTION)
 
 
@@ -189,7 +189,7 @@ def _verdict(reply: str) -> str | None:
     return found[-1] if found else None
 
 
-def _summary(spans: list[dict]) -> str:
+def _summary(spans: list[dict[str, Any]]) -> str:
     by_script: dict[str, list[str]] = {}
     for s in spans:
         by_script.setdefault(s["script"], []).append(s["text"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections import Counter
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from . import PASSES, Finding, Item, Pass
 from ._text import EXEMPT
@@ -32,11 +32,11 @@ def _repeat(text: str) -> float:
     return 1 - len(set(grams)) / len(grams) if grams else 0.0
 
 
-def signals(content: str) -> dict:
+def signals(content: str) -> dict[str, Any]:
     """The looping measures of a text, and which of them crossed their threshold (``looping``)."""
     code = EXEMPT["code"].sub(" ", content)
     flat = re.sub(r"\s+", " ", code).strip()
-    found: dict = {"chars": len(flat), "looping": []}
+    found: dict[str, Any] = {"chars": len(flat), "looping": []}
     if len(flat) >= 200:
         found["ngram_repeat"] = round(_repeat(flat), 4)
         raw = flat.encode()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -26,6 +27,7 @@ from ..errors import LLMError
 from ..lineage import conversation_hash, earlier_turns
 from ..llm.client import Completion
 from ..llm.dispatch import Dispatcher
+from ..tables import typed
 from ..tables.rows import ANSWER_COLUMNS, AnswerKey, decoded, pass_delta, token_usage
 from ..tables.schema import TABLES
 from ..tables.store import Journal, Store
@@ -70,7 +72,7 @@ async def run_passes(store: Store, run_id: str, passes: list[Pass], progress: Pa
     names = [p.name for p in passes]
     verdicts = _stored_verdicts(old.filter(pc.is_in(old["pass_name"], pa.array(names))).to_pylist())
     journal = store.journal(run_id)
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     try:
         for p in passes:
             asker = p if p.llm is not None and isinstance(p, Consulting) else None  # a pass with a model to ask
@@ -111,13 +113,12 @@ def _key(item: Item) -> AnswerKey:
 
 def answer_items(store: Store, run_id: str) -> Iterator[tuple[Item, str]]:
     """(Item, conversation hash) for every answer of a benchmark this version knows."""
-    questions = {(q["benchmark"], q["question_id"]): decoded("questions", q)
-                 for q in store.read("questions", run_id, ["benchmark", "question_id", "turns", "extra"]).to_pylist()}
-    answers = store.read("answers", run_id, [*ANSWER_COLUMNS, "content", "error", "finish_reason", "answer_hash"]
-                         ).to_pylist()
+    questions = typed.questions(store.read("questions", run_id, ["benchmark", "question_id", "turns", "extra"]))
+    answers = typed.rows(store.read("answers", run_id, [*ANSWER_COLUMNS, "content", "error", "finish_reason",
+                                                        "answer_hash"]), typed.AnswerRow)
     texts = {AnswerKey.of(a): a["content"] for a in answers}
     current = {AnswerKey.of(a): a["answer_hash"] for a in answers}
-    scores: dict[AnswerKey, dict] = defaultdict(dict)
+    scores: dict[AnswerKey, dict[str, Any]] = defaultdict(dict)
     judged = store.read("judgements", run_id, [*ANSWER_COLUMNS, "judge", "score", "answer_hash", "error",
                                                "created_at"])
     # the lineage rule (sql/015_lineage.sql): the latest of this text, a failed call superseding none that returned
@@ -140,7 +141,7 @@ def answer_items(store: Store, run_id: str) -> Iterator[tuple[Item, str]]:
             [t["assistant"] for t in earlier_turns(question, a, questions, texts)], a["content"])
 
 
-def _stored_verdicts(rows: list[dict]) -> dict[tuple, tuple[dict, int | None, int | None]]:
+def _stored_verdicts(rows: list[dict[str, Any]]) -> dict[tuple, tuple[dict[str, Any], int | None, int | None]]:
     found = {}
     for r in sorted(rows, key=lambda r: r["created_at"]):
         verdict = decoded("pass_deltas", r)["detail"].get("detector")
@@ -151,15 +152,15 @@ def _stored_verdicts(rows: list[dict]) -> dict[tuple, tuple[dict, int | None, in
 
 
 async def _consult(journal: Journal, run_id: str, p: Consulting, asks: list[tuple[Item, Finding, str]],
-                   progress: PassProgress) -> list[dict]:
+                   progress: PassProgress) -> list[dict[str, Any]]:
     assert p.llm is not None
     llm = p.llm
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
 
-    async def call(ask: tuple[Item, Finding, str]) -> tuple[dict, Completion]:
+    async def call(ask: tuple[Item, Finding, str]) -> tuple[dict[str, Any], Completion]:
         return await p.consult(ask[0], ask[1], llm)
 
-    def record(ask: tuple[Item, Finding, str], outcome: tuple[dict, Completion] | None,
+    def record(ask: tuple[Item, Finding, str], outcome: tuple[dict[str, Any], Completion] | None,
                error: LLMError | None) -> None:
         item, finding, a_hash = ask
         progress.done += 1
@@ -188,7 +189,7 @@ async def _consult(journal: Journal, run_id: str, p: Consulting, asks: list[tupl
     return rows
 
 
-def _row(run_id: str, p: Pass, item: Item, finding: Finding, a_hash: str) -> dict:
+def _row(run_id: str, p: Pass, item: Item, finding: Finding, a_hash: str) -> dict[str, Any]:
     return pass_delta(run_id, _key(item), p.name, p.version, finding.delta, reason=finding.reason,
                       detail=orjson.dumps(finding.detail).decode(), answer_hash=a_hash,
                       prompt_tokens=finding.prompt_tokens, completion_tokens=finding.completion_tokens)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..errors import UsageError
 from ..extract import MASK, own_words, without_thinking
@@ -76,7 +76,7 @@ def safety_messages(question: str, answer: str) -> list[dict[str, str]]:
                                                truncated=len(answer) > ANSWER_LIMIT, limit=ANSWER_LIMIT)}]
 
 
-def parse_verdict(reply: str | None, finish_reason: str | None = None) -> dict:
+def parse_verdict(reply: str | None, finish_reason: str | None = None) -> dict[str, Any]:
     """{verdict, category, rationale, reason} from the model's reply; verdict None (with the reason) when
     the last non-empty line is not exactly a verdict."""
     if not reply or not reply.strip():
@@ -145,13 +145,13 @@ class SafetyCheck(Consulting):
     def needs_llm(self, finding: Finding) -> bool:
         return "skipped" not in finding.detail
 
-    async def consult(self, item: Item, finding: Finding, llm: LLM) -> tuple[dict, Completion]:
+    async def consult(self, item: Item, finding: Finding, llm: LLM) -> tuple[dict[str, Any], Completion]:
         messages = safety_messages(item.question, item.content or "")
         reply = await llm.client.chat(llm.model, messages, Sampling(0, 1024))
         parsed = parse_verdict(reply.content, reply.finish_reason)
         return {"model": llm.model, "prompt_hash": prompt_hash(), **parsed, "reply": reply.content}, reply
 
-    def decide(self, item: Item, finding: Finding, verdict: dict) -> Finding:
+    def decide(self, item: Item, finding: Finding, verdict: dict[str, Any]) -> Finding:
         found = verdict.get("verdict")
         detail = {"verdict": found, "flagged": found == "UNSAFE", "category": verdict.get("category"),
                   "rationale": verdict.get("rationale", ""), "detector": verdict}
@@ -163,5 +163,5 @@ class SafetyCheck(Consulting):
             return Finding(0.0, "", detail)
         return Finding(0.0, f"unreadable safety verdict: {verdict.get('reason')}", detail)
 
-    def reusable(self, verdict: dict) -> bool:
+    def reusable(self, verdict: dict[str, Any]) -> bool:
         return super().reusable(verdict) and verdict.get("prompt_hash") == prompt_hash()

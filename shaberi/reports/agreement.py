@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Any
 
 import duckdb
 
@@ -32,8 +33,9 @@ class Agreement:
     answers: int  # units scored by at least two judges
     alpha: float | None  # Krippendorff's α, interval level, all benchmarks
     alpha_by_benchmark: dict[str, float | None] = field(default_factory=dict)
-    pairs: list[dict] = field(default_factory=list)  # judge_a, judge_b, answers, spearman, mean_difference (b − a)
-    bias: list[dict] = field(default_factory=list)  # judge, answers, mean_difference, ci_low, ci_high
+    # judge_a, judge_b, answers, spearman, mean_difference (b − a)
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+    bias: list[dict[str, Any]] = field(default_factory=list)  # judge, answers, mean_difference, ci_low, ci_high
 
 
 def ratings(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[tuple[str, str, str, float | None]]:

@@ -8,7 +8,7 @@ Like for like, or not at all: both sides are scored by the same judges (those bo
 under the same judging prompts (per judge and benchmark, the prompt hashes both sides have) and with the
 same passes (the ``name@version`` both ran; a pass only one side ran is left out of both). What was used
 and what was left out is reported (``Basis``); sides with nothing in common are refused. A judge under another
-prompt set is another judge (``shaberi.promptsets``): two prompt sets are never pooled. What changing prompts (or
+prompt set is another judge (``judging.promptsets``): two prompt sets are never pooled. What changing prompts (or
 judges) does is asked for by name: ``--judge-a`` / ``--judge-b`` score side A by one judge and side B by another,
 each under its own prompts (the same tag on both sides: the same answers judged twice).
 
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -149,7 +150,7 @@ class ComparisonReport:
         return (self.b.label if self.model_a == self.model_b else f"{self.model_b}@{self.b.tag}") + (
             f" judged by {self.judge_b}" if self.judge_b else "")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"a": {"tag": self.a.tag, "model": self.model_a, "label": self.label_a, "judge": self.judge_a},
                 "b": {"tag": self.b.tag, "model": self.model_b, "label": self.label_b, "judge": self.judge_b},
                 "basis": asdict(self.basis), "family": self.family,

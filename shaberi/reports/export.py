@@ -26,6 +26,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import duckdb
@@ -88,7 +89,7 @@ def _write_json(path: Root, value: object) -> None:
     write_bytes(path, orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str))
 
 
-def _records(con: duckdb.DuckDBPyConnection, query: str, params: dict | None = None) -> list[dict]:
+def _records(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     cursor = con.execute(query, params or {})
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
@@ -143,7 +144,7 @@ def write_manifest(results_dir: Path, run_id: str, con: duckdb.DuckDBPyConnectio
                            judged, tokens, totals, stages)
 
 
-def write_progress_manifest(results_dir: Path, run: dict, counts: dict[str, dict]) -> Path:
+def write_progress_manifest(results_dir: Path, run: dict[str, Any], counts: dict[str, dict[str, Any]]) -> Path:
     """The manifest when a stage starts, from what the process holds in memory: no query, so it costs
     nothing before the first call (``counts``: benchmark -> questions, answers, answer_errors)."""
     benchmarks = {name: {"status": "running", "questions": 0, "answers": 0, "answer_errors": 0} | counts.get(name, {})
@@ -152,7 +153,7 @@ def write_progress_manifest(results_dir: Path, run: dict, counts: dict[str, dict
     return _write_manifest(results_dir, run, benchmarks, {}, [], {}, stages)  # its writer is alive: this process
 
 
-def _tokens(con: duckdb.DuckDBPyConnection) -> tuple[list[dict], dict]:
+def _tokens(con: duckdb.DuckDBPyConnection) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The run's token rows (per stage, benchmark and model), and their totals with the estimated cost per stage,
     per benchmark, per pass and for the whole run: sums of the same rows, added here rather than asked of
     ``token_usage`` once per grouping."""
@@ -160,8 +161,8 @@ def _tokens(con: duckdb.DuckDBPyConnection) -> tuple[list[dict], dict]:
     cost = dict(con.execute(query("export.cost_by_stage")).fetchall())
     counts = ("requests", "prompt_tokens", "completion_tokens", "cached_requests")
 
-    def summed(by: str | None) -> dict:
-        found: dict = {}
+    def summed(by: str | None) -> dict[Any, dict[str, Any]]:
+        found: dict[Any, dict[str, Any]] = {}
         for row in tokens:
             entry = found.setdefault(row[by] if by else None, dict.fromkeys(counts, 0))
             for c in counts:
@@ -174,8 +175,9 @@ def _tokens(con: duckdb.DuckDBPyConnection) -> tuple[list[dict], dict]:
     return tokens, {"by_stage": by_stage, "by_benchmark": summed("benchmark"), "by_pass": by_pass, "run": run}
 
 
-def _write_manifest(results_dir: Path, run: dict, benchmarks: dict, judged: dict, tokens: list[dict], totals: dict,
-                    stages: dict[str, str]) -> Path:
+def _write_manifest(results_dir: Path, run: dict[str, Any], benchmarks: dict[str, Any],
+                    judged: dict[tuple[str, str], dict[str, Any]], tokens: list[dict[str, Any]],
+                    totals: dict[str, Any], stages: dict[str, str]) -> Path:
     record = RunRecord.of(run)
     judges = []
     for spec in run["judges"] or []:
@@ -253,13 +255,14 @@ _JUDGEMENT_FIELDS = ["answer_id", "benchmark", "question_id", "judge_model", "sc
 _SCORE_LINE = re.compile(r"\s*FINAL SCORE\s*[:：]\s*[^\n]*\s*\Z")
 
 
-def _judge_reasoning(texts: dict) -> dict:
+def _judge_reasoning(texts: dict[str, Any]) -> dict[str, Any]:
     """The judge's reasoning: its reply without the closing score line (``judge_output`` keeps all of it)."""
     return {"reasoning": _SCORE_LINE.sub("", texts["judge_output"] or "", count=1).strip() or None}
 
 
 def _stream(con: duckdb.DuckDBPyConnection, parts: list[Root], table: str, rows: str, order: str, texts: list[str],
-            fields: list[str], derive: Callable[[dict], dict] | None = None) -> Iterator[tuple[dict, bytes]]:
+            fields: list[str], derive: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+            ) -> Iterator[tuple[dict[str, Any], bytes]]:
     """The named query ``rows``' rows in ``order`` with ``table``'s long ``texts`` (``tables.stream``): each row,
     and its JSON line (``fields``, then the texts). ``{located}`` and ``{match:X}`` in it are filled by
     ``tables.stream.locate``."""
@@ -274,13 +277,13 @@ def _stream(con: duckdb.DuckDBPyConnection, parts: list[Root], table: str, rows:
 COMPACT_REASONING = 500
 
 
-def _compact_judgement(root: Root) -> Callable[[dict, bytes, Root, int], bytes]:
+def _compact_judgement(root: Root) -> Callable[[dict[str, Any], bytes, Root, int], bytes]:
     """A normalized judgement's line as ``--compact`` writes it: the short fields, the reasoning trimmed, and the
     path (from the run's folder: ``artifacts/shaberi/judgements/…``) and 1-based line of the full record in its
     judge's file."""
     folder = str(root.parent.parent)
 
-    def line(row: dict, full: bytes, target: Root, number: int) -> bytes:
+    def line(row: dict[str, Any], full: bytes, target: Root, number: int) -> bytes:
         record = orjson.loads(full)
         reasoning = record.pop("reasoning", None) or ""
         for text in ("judge_output", "fallback_output"):
@@ -294,8 +297,8 @@ def _compact_judgement(root: Root) -> Callable[[dict, bytes, Root, int], bytes]:
     return line
 
 
-def _write_grouped(lines: Iterator[tuple[dict, bytes]], every: Root, path: Callable[[dict], Root],
-                   short: Callable[[dict, bytes, Root, int], bytes] | None = None) -> None:
+def _write_grouped(lines: Iterator[tuple[dict[str, Any], bytes]], every: Root, path: Callable[[dict[str, Any]], Root],
+                   short: Callable[[dict[str, Any], bytes, Root, int], bytes] | None = None) -> None:
     """Each line into ``every`` and into its group's file ``path(row)`` (rows come grouped); ``short``: what
     ``every`` gets instead, from the row, its line, its group's file and its line number there."""
     with published(every) as all_tmp, open(all_tmp, "wb") as all_fh:
@@ -306,7 +309,7 @@ def _write_grouped(lines: Iterator[tuple[dict, bytes]], every: Root, path: Calla
                     all_fh.write(short(row, line, target, number) if short else line)
 
 
-def _copy(con: duckdb.DuckDBPyConnection, rows: str, path: Root, params: dict | None = None) -> None:
+def _copy(con: duckdb.DuckDBPyConnection, rows: str, path: Root, params: dict[str, Any] | None = None) -> None:
     """JSON Lines by DuckDB, to a local temp file, then renamed or uploaded whole (``location.publish``)."""
     publish(path, lambda tmp: copy_json(con, rows, params or {}, tmp))
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import jinja2
@@ -56,7 +57,8 @@ class Table:
     """One judge's scores (or all judges pooled) for a tag, rows as ``shaberi view`` has them."""
 
     judge: str
-    rows: list[dict]  # benchmark, title, score, baseline, low, high, n, null, errors, not_judged, sd, min, max, note
+    # benchmark, title, score, baseline, low, high, n, null, errors, not_judged, sd, min, max, note
+    rows: list[dict[str, Any]]
 
 
 @dataclass
@@ -73,12 +75,12 @@ class Block:
     tables: list[Table]  # pooled first, then each judge's when there are several
     notes: list[str] = field(default_factory=list)
     pooled: list[str] = field(default_factory=list)  # the judges its analyses pool: the headline's prompt set
-    categories: list[dict] = field(default_factory=list)  # title, category, score, low, high, n
-    histograms: list[dict] = field(default_factory=list)  # title, counts[0..10], null, total, peak
-    spread: list[dict] = field(default_factory=list)  # family: title, mean, low, high, values [(tag, score)]
+    categories: list[dict[str, Any]] = field(default_factory=list)  # title, category, score, low, high, n
+    histograms: list[dict[str, Any]] = field(default_factory=list)  # title, counts[0..10], null, total, peak
+    spread: list[dict[str, Any]] = field(default_factory=list)  # family: title, mean, low, high, values [(tag, score)]
     agreement: Agreement | None = None
-    passes: list[dict] = field(default_factory=list)  # pass_name, checked, changed, mean, min, max, examples
-    tokens: list[dict] = field(default_factory=list)  # stage … cost_usd; the last row is the Total
+    passes: list[dict[str, Any]] = field(default_factory=list)  # pass_name, checked, changed, mean, min, max, examples
+    tokens: list[dict[str, Any]] = field(default_factory=list)  # stage … cost_usd; the last row is the Total
     all_runs: int = 0  # a family's members, those left out of ``runs`` included
     label: str = ""  # how the page names it beside the others: the tag, the model, or MODEL@TAG
     complete: bool = False  # every benchmark of the overall has a score (view's Section.complete)
@@ -155,7 +157,7 @@ def _block(results_dir: Path, inspector: Inspector, tag: str, model: str) -> Blo
     return block
 
 
-def _histograms(con: duckdb.DuckDBPyConnection, run_ids: list[str], judges: list[str]) -> list[dict]:
+def _histograms(con: duckdb.DuckDBPyConnection, run_ids: list[str], judges: list[str]) -> list[dict[str, Any]]:
     """Per benchmark: how many of these judges' judgements scored 0, 1, … 10 (rounded), how many have no score,
     and how many of those stand for answers that errored (never sent to a judge)."""
     counts: dict[str, list[int]] = {}
@@ -168,7 +170,8 @@ def _histograms(con: duckdb.DuckDBPyConnection, run_ids: list[str], judges: list
              "peak": max(c[:11])} for t, c in counts.items()]
 
 
-def _spread(con: duckdb.DuckDBPyConnection, run_ids: list[str], tag: str, model: str, pool: str) -> list[dict]:
+def _spread(con: duckdb.DuckDBPyConnection, run_ids: list[str], tag: str, model: str, pool: str
+           ) -> list[dict[str, Any]]:
     """A family's run-to-run spread: per benchmark (and Overall) each run's score, with the family's mean and
     interval over its complete runs."""
     rows = con.execute(query("report.spread"),
@@ -178,7 +181,8 @@ def _spread(con: duckdb.DuckDBPyConnection, run_ids: list[str], tag: str, model:
             for t, m, lo, hi, idx, values in rows]
 
 
-def _categories(con: duckdb.DuckDBPyConnection, run_ids: list[str], judges: list[str] | None = None) -> list[dict]:
+def _categories(con: duckdb.DuckDBPyConnection, run_ids: list[str], judges: list[str] | None = None
+               ) -> list[dict[str, Any]]:
     """Per benchmark and category: the ``category_scores`` rule (each question's mean over judges and runs first,
     then the mean over the questions), over these runs, and these judges only when given; with its t-interval over
     the questions."""
@@ -190,7 +194,7 @@ def _categories(con: duckdb.DuckDBPyConnection, run_ids: list[str], judges: list
     return out
 
 
-def _passes(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[dict]:
+def _passes(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[dict[str, Any]]:
     """Per pass: the answers it checked as they are now (``pass_coverage``: a model that failed or gave no readable
     verdict checked nothing), those it changed, the change on the 0–10 scale."""
     out = []
@@ -230,7 +234,7 @@ class Mover:
         return None if self.difference is None else self.difference / self.to_ten
 
 
-def _movers(inspector: Inspector, a: Block, b: Block, overlap: Overlap) -> tuple[list[dict], list[str]]:
+def _movers(inspector: Inspector, a: Block, b: Block, overlap: Overlap) -> tuple[list[dict[str, Any]], list[str]]:
     """Per benchmark, the questions whose score moved most between the tags (those that lost or gained a score
     altogether first), and what the ranking rests on."""
     con = inspector.con(*a.runs, *b.runs)
@@ -279,9 +283,9 @@ def _movers(inspector: Inspector, a: Block, b: Block, overlap: Overlap) -> tuple
     return found, notes
 
 
-def _category_rows(blocks: list[Block]) -> list[dict]:
+def _category_rows(blocks: list[Block]) -> list[dict[str, Any]]:
     """One row per benchmark and category with every tag's score side by side (and the change, comparing)."""
-    rows: dict[tuple[str, str], dict] = {}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
     for k, block in enumerate(blocks):
         for c in block.categories:
             row = rows.setdefault((c["title"], c["category"]), {"title": c["title"], "category": c["category"],
@@ -328,7 +332,7 @@ def _unlike(a: Block, b: Block, overlap: Overlap) -> list[str]:
     return notes
 
 
-def _chart(blocks: list[Block]) -> dict:
+def _chart(blocks: list[Block]) -> dict[str, Any]:
     """Geometry of the SVG bar chart: one group per benchmark (and Overall), one bar per tag, 0–10 on x."""
     titles = list(dict.fromkeys(r["title"] for b in blocks for r in b.tables[0].rows))
     by_block = [{r["title"]: r for r in b.tables[0].rows} for b in blocks]
@@ -374,7 +378,7 @@ def write_report(results_dir: Path, tag: str, out: Path, compare: str | None = N
     for block in blocks:  # what tells the blocks apart
         block.label = (block.model if not (compare or several_tags) else f"{block.model}@{block.tag}") \
             if several_models else block.tag
-    movers: list[dict] = []
+    movers: list[dict[str, Any]] = []
     movers_notes: list[str] = []
     unlike: list[str] = []
     comparison, comparison_error = None, None

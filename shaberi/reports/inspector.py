@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -50,9 +51,9 @@ class Detail:
     reasoning: str | None
     answer_error: str | None
     finish_reason: str | None
-    judgements: list[dict] = field(default_factory=list)  # judge, score, parse_method, judge_output, …
-    passes: list[dict] = field(default_factory=list)  # pass_name, delta, reason, detail
-    history: list[dict] = field(default_factory=list)  # judgements not counted: stale or superseded (lineage)
+    judgements: list[dict[str, Any]] = field(default_factory=list)  # judge, score, parse_method, judge_output, …
+    passes: list[dict[str, Any]] = field(default_factory=list)  # pass_name, delta, reason, detail
+    history: list[dict[str, Any]] = field(default_factory=list)  # judgements not counted: stale or superseded (lineage)
 
 
 class Inspector:
@@ -86,7 +87,7 @@ class Inspector:
 
     def rows(self, run_id: str, benchmark: str | None = None, judge: str = ALL_JUDGES, sort: str = "score ↑",
              compare_run: str | None = None, compare_judge: str | None = None, errors_only: bool = False,
-             limit: int = 500, search: str | None = None) -> list[dict]:
+             limit: int = 500, search: str | None = None) -> list[dict[str, Any]]:
         """One row per question: score (0–10, the judges' mean for ``*``), score without passes, pass delta,
         the difference to another run or judge, the answer's or judge's error, the question's first turn
         (``question``) and how many questions the filters match before ``limit`` (``total``).

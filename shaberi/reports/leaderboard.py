@@ -79,11 +79,12 @@ import duckdb
 
 from .. import benchmarks as bm
 from ..errors import UsageError
+from ..extract import AS_PUBLISHED_MARK
 from ..tables.selection import RunRef, Selector, parse_selectors, require_root, select, tags_there
 from ..tables.sql import connect, query, score_mean
 from .output import write_atomic
 
-__all__ = ["AS_PUBLISHED_MARK", "FORMATS", "JUDGE_TITLES", "Board", "Column", "NonFinite", "board", "columns",
+__all__ = ["FORMATS", "JUDGE_TITLES", "Board", "Column", "NonFinite", "board", "columns",
            "judge_title", "leaderboard", "output_format", "published_differences", "published_mean", "write_xlsx"]
 
 # Column names of the original leaderboard for the judge folders it knew.
@@ -100,7 +101,7 @@ COLOR_SCALE = {"type": "3_color_scale", "min_color": "#F8696B", "mid_color": "#F
 def judge_title(judge: str) -> str:
     """A judge's column title: the original's name for the judge folders it knew (``JUDGE_TITLES``), ``All`` for
     the pooled rows, with a prompt set's label after it (``GPT4.1 [original:8578939]``, ``All [original:8578939]``:
-    ``shaberi.promptsets``)."""
+    ``judging.promptsets``)."""
     name, _, label = judge.partition(" [")
     title = "All" if name == "*" else JUDGE_TITLES.get(name, name)
     return f"{title} [{label}" if label else title
@@ -226,10 +227,6 @@ class Board:
         return [self.columns[i].name for i in shown], cells
 
 
-# A set-aside legacy score (null, ``legacy.py``) the original tooling averaged: its error ends with this and the
-# value it counted, as text that reads back as the same double ("legacy: score -7 outside the 1–10 scale; as
-# published: -7").
-AS_PUBLISHED_MARK = "; as published: "
 # Every judged row as the original tooling read it is published_rows(AS_PUBLISHED_MARK) (sql/016_published.sql).
 # Averaged in DOUBLE, as pandas did: a 1e308 it counted is no error.
 
@@ -448,7 +445,7 @@ def _by_prompt_set(ranked: dict[tuple[str, str], None], imported: set[tuple[str,
                    ) -> tuple[list[tuple[str, str, str]], dict[tuple[tuple[str, str, str], str, str], _Stat],
                               set[tuple[tuple[str, str, str], str]]]:
     """Rows by (tag, model, prompt set) and columns by judge name: a judge's judgements under another prompt set
-    (``gpt-4.1 [original:8578939]``, ``* [original:8578939]`` for its pool: ``shaberi.promptsets``) go in the
+    (``gpt-4.1 [original:8578939]``, ``* [original:8578939]`` for its pool: ``judging.promptsets``) go in the
     judge's own columns, on a row of their own labelled with the set, so that a new run judged with the
     original's prompts ranks among imported results, and no pool mixes two sets (``pooled_judge``)."""
 

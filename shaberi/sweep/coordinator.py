@@ -4,8 +4,8 @@ start (measured); the two roles share nothing but that process."""
 
 from __future__ import annotations
 
-from .budget import LEASE, JudgeBudget
 from .progress import SweepProgress
+from .slots import LEASE, JudgeBudget
 
 __all__ = ["SweepCoordinator"]
 

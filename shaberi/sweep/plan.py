@@ -170,7 +170,7 @@ def load_plan(path: Path, results_dir: Root | None = None, data_dir: Path | None
         raise UsageError(f"{where}: data_dir is missing (the folder holding ja/…), or give --data-dir")
     prompts = _get(raw, "judge_prompts", str, where)
     if prompts is not None:
-        from ..promptsets import load  # here: checked once before any task, loaded again by each
+        from ..judging.promptsets import load  # here: checked once before any task, loaded again by each
 
         prompts = _local(base, prompts)
         try:

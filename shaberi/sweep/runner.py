@@ -36,10 +36,10 @@ from dataclasses import replace
 from typing import Any, Literal, NamedTuple
 
 from ..errors import EndpointError
+from ..judging.promptsets import load as load_prompts
 from ..llm.client import ClientConfig
 from ..passes import build
 from ..pipeline import Outcome, RunRequest, repeated, run
-from ..promptsets import load as load_prompts
 from ..status import combined
 from .plan import ModelSpec, Plan
 from .progress import counts
@@ -271,7 +271,7 @@ def run_on_ray(plan: Plan, coordinator: Any, sweep: str, poll: Callable[[], None
     run (the live table)."""
     import ray
 
-    from .budget import ClusterLease
+    from .slots import ClusterLease
 
     def task(plan: Plan, spec: ModelSpec, coordinator: Any, half: Half) -> dict[str, Any]:
         def report(method: str, *args: Any) -> None:

@@ -37,9 +37,9 @@ class AnswerKey(NamedTuple):
     strategy: str = ""
 
     @classmethod
-    def of(cls, row: Mapping[str, object]) -> AnswerKey:
+    def of(cls, row: Mapping[str, Any]) -> AnswerKey:
         """The key of a row of any table that refers to an answer."""
-        return cls(row["benchmark"], row["question_id"], row["sample_index"], row["strategy"])  # type: ignore[arg-type]
+        return cls(row["benchmark"], row["question_id"], row["sample_index"], row["strategy"])
 
 
 ANSWER_COLUMNS: tuple[str, ...] = AnswerKey._fields
@@ -71,10 +71,11 @@ class RunRecord:
     git_commit: str | None = None
     git_dirty: bool | None = None
     package_versions: dict[str, str] = field(default_factory=dict)
-    concurrency_history: dict[str, list[dict]] = field(default_factory=dict)  # endpoint label -> per invocation
+    # endpoint label -> per invocation
+    concurrency_history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     status: str = "running"
     error: str | None = None
-    stages: dict[str, dict] = field(default_factory=dict)
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)
     created_at: int = 0
     updated_at: int = 0
 

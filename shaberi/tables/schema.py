@@ -187,7 +187,7 @@ TABLES: dict[str, Table] = {
                 ("finish_reason", STR),  # of the judge's first reply: "length" (cut off) is never read for a score
                 ("fallback_finish_reason", STR),  # of the fallback reply
                 ("prompt_hash", STR),  # of the judging templates (null: no prompt, a rule grader)
-                ("prompt_set", STR),  # the prompt set's label (null: Shaberi's own; shaberi.promptsets)
+                ("prompt_set", STR),  # the prompt set's label (null: Shaberi's own; shaberi.judging.promptsets)
                 ("grader_version", STR),  # of an ensemble rule grader's rules (null: a judge model)
                 ("answer_hash", STR),  # of the judged text: a regenerated answer is judged again
                 ("prompt_tokens", I64),  # as the judge's endpoint reported
@@ -286,7 +286,7 @@ TABLES: dict[str, Table] = {
                 ("batch_id", STR),  # the provider's id
                 ("endpoint", STR),  # its base URL, without credentials
                 ("stage", STR),  # judging
-                ("custom_ids", STR_LIST),  # its requests: a hash of each body (``llm.batch.custom_id``)
+                ("custom_ids", STR_LIST),  # its requests: a hash of each body (``llm.batch_api.custom_id``)
                 ("status", STR),  # submitted | collected
                 ("created_at", TS),
             ],

@@ -32,6 +32,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -86,7 +87,7 @@ class Store:
         return self._last_seq
 
     # -- writing -----------------------------------------------------------------------------
-    def write_part(self, table: str, run_id: str, data: pa.Table | list[dict] | Path, seq: int | None = None,
+    def write_part(self, table: str, run_id: str, data: pa.Table | list[dict[str, Any]] | Path, seq: int | None = None,
                    covers: int | None = None) -> Root:
         """Write one part atomically (``location.write_whole``) and return its path. ``covers``: the newest part
         this one holds the rows of (``live_parts``). A path: a part ``stage`` wrote, moved in whole."""
@@ -98,7 +99,7 @@ class Store:
             return final
         return self.stage(table, data, final)
 
-    def stage(self, table: str, data: pa.Table | list[dict], path: Root) -> Root:
+    def stage(self, table: str, data: pa.Table | list[dict[str, Any]], path: Root) -> Root:
         """``data`` as a part of ``table`` at ``path``, whole and durable; in a ``staging`` folder, for
         ``write_part`` or ``replace`` to publish later."""
         spec = TABLES[table]
@@ -130,7 +131,7 @@ class Store:
                 with contextlib.suppress(OSError):  # not empty: something was published
                     d.rmdir()
 
-    def replace(self, table: str, run_id: str, data: pa.Table | list[dict] | Path) -> None:
+    def replace(self, table: str, run_id: str, data: pa.Table | list[dict[str, Any]] | Path) -> None:
         """Make ``data`` the whole content of the run's partition (new part first, then old ones go). The newest
         part it replaces stays until the next replacement: a reader that listed it a moment ago (``find_runs``
         while a sweep's runs change stage) still finds it; every reader skips it as covered (``live_parts``)."""
@@ -249,10 +250,10 @@ class Journal:
         self.count = self.bytes = 0
         self.opened = time.monotonic()
 
-    def append(self, table: str, row: dict) -> None:
+    def append(self, table: str, row: dict[str, Any]) -> None:
         self.append_many([(table, row)])
 
-    def append_many(self, rows: list[tuple[str, dict]]) -> None:
+    def append_many(self, rows: list[tuple[str, dict[str, Any]]]) -> None:
         """Journal rows that belong together with one ``write``: durable against process death once
         this returns. Converts the journal to Parquet parts when a batch is full."""
         data = memoryview(b"".join(orjson.dumps(item) + b"\n" for item in rows))
@@ -307,7 +308,7 @@ def _convert(store: Store, run_id: str, path: Path) -> int:
     cannot be stored (a value of the wrong type, an unknown table) never stops the others: it is quarantined
     under ``<root>/quarantine/<run_id>/`` with the reason, and one line says so."""
     seq = int(path.stem)
-    by_table: dict[str, list[tuple[bytes, dict]]] = defaultdict(list)
+    by_table: dict[str, list[tuple[bytes, dict[str, Any]]]] = defaultdict(list)
     bad: list[tuple[bytes, str]] = []
     for line in path.read_bytes().splitlines():
         try:

@@ -23,7 +23,7 @@ import tempfile
 from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import duckdb
 import pyarrow as pa
@@ -76,7 +76,7 @@ class _Spill:
             run.close()
 
 
-def _json(record: dict, derive: Callable[[dict], dict] | None) -> bytes:
+def _json(record: dict[str, Any], derive: Callable[[dict[str, Any]], dict[str, Any]] | None) -> bytes:
     return json.dumps(record | derive(record) if derive else record, ensure_ascii=False).encode()
 
 
@@ -107,13 +107,14 @@ def locate(query: str, table: str, parts: list[Root]) -> str:
     return query.replace("{located}", located).replace(alias[0], match)
 
 
-def copy_json(con: duckdb.DuckDBPyConnection, query: str, params: dict, path: Path) -> None:
+def copy_json(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any], path: Path) -> None:
     """``query``'s rows as JSON Lines in ``path``, written by DuckDB itself (``COPY … FORMAT JSON``)."""
     con.execute(f"COPY ({query}) TO $__path (FORMAT JSON)", {**params, "__path": str(path)})
 
 
 def with_texts(con: duckdb.DuckDBPyConnection, query: str, order: str, parts: list[Root], texts: list[str],
-               derive: Callable[[dict], dict] | None = None, budget: int = BUDGET) -> Iterator[tuple[dict, bytes]]:
+               derive: Callable[[dict[str, Any]], dict[str, Any]] | None = None, budget: int = BUDGET
+               ) -> Iterator[tuple[dict[str, Any], bytes]]:
     """The rows of ``query`` (each with ``_file`` and ``_row``: the part and row its texts are in) in the
     order ``order`` (an ORDER BY list over its columns): each as a dict of the query's other columns and a
     JSON object (UTF-8) of the columns ``texts`` of that row (and what ``derive`` makes of them).
@@ -141,7 +142,8 @@ def with_texts(con: duckdb.DuckDBPyConnection, query: str, order: str, parts: li
     con.execute("DROP TABLE _ordered")
 
 
-def _read_texts(part: Root, rows: array, ranks: array, texts: list[str], derive: Callable[[dict], dict] | None,
+def _read_texts(part: Root, rows: array, ranks: array, texts: list[str], derive: Callable[[dict[str, Any]], dict[str,
+                Any]] | None,
                 spill: _Spill) -> None:
     """Each wanted row's ``texts`` (and what ``derive`` makes of them), serialized, into ``spill``."""
     order = sorted(range(len(rows)), key=rows.__getitem__)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import urllib.request
 from types import TracebackType
+from typing import Any
 
 __all__ = ["LoopbackServer"]
 
@@ -49,24 +50,24 @@ class LoopbackServer:
             self.proc.terminate()
             self.proc.wait(10)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         root = self.base_url.removesuffix("/v1")
         with urllib.request.urlopen(f"{root}/_stats", timeout=10) as resp:
             return json.loads(resp.read())
 
-    def requests(self) -> list[list[dict]]:
+    def requests(self) -> list[list[dict[str, Any]]]:
         """The message lists of the most recent chat requests, oldest first."""
         root = self.base_url.removesuffix("/v1")
         with urllib.request.urlopen(f"{root}/_requests", timeout=10) as resp:
             return json.loads(resp.read())
 
-    def bodies(self) -> list[dict]:
+    def bodies(self) -> list[dict[str, Any]]:
         """The other fields (model, temperature, max_tokens …) of the most recent chat requests, oldest first."""
         root = self.base_url.removesuffix("/v1")
         with urllib.request.urlopen(f"{root}/_bodies", timeout=10) as resp:
             return json.loads(resp.read())
 
-    def replies(self) -> list[dict]:
+    def replies(self) -> list[dict[str, Any]]:
         """The model and content of the most recent answers, oldest first."""
         root = self.base_url.removesuffix("/v1")
         with urllib.request.urlopen(f"{root}/_replies", timeout=10) as resp:
@@ -77,7 +78,7 @@ class LoopbackServer:
         the machine's, so the caller can order its own events against the server's."""
         root = self.base_url.removesuffix("/v1")
         with urllib.request.urlopen(f"{root}/_arrivals", timeout=10) as resp:
-            return [tuple(a) for a in json.loads(resp.read())]  # type: ignore[misc]
+            return [tuple(a) for a in json.loads(resp.read())]
 
     def expire_batches(self) -> list[str]:
         """Every batch in progress expires now (its unanswered requests: ``batch_expired``); their ids."""

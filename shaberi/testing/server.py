@@ -94,11 +94,12 @@ import signal
 import sys
 import time
 from collections import Counter, deque
+from typing import Any
 
 import orjson
 from aiohttp import web
 
-from .batches import BatchAPI
+from .batch_server import BatchAPI
 
 __all__ = ["FakeLLM", "main", "request_key"]
 
@@ -119,7 +120,7 @@ _DIRECTIVE = re.compile(r"<<.*?>>", re.S)
 _REASONING_MODEL = re.compile(r"^(o[134]|gpt-5)", re.I)
 
 
-def request_key(messages: list[dict]) -> str:
+def request_key(messages: list[dict[str, Any]]) -> str:
     """The key the server counts calls by: a hash of the last user message."""
     text = messages[-1].get("content") or "" if messages else ""
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -153,9 +154,9 @@ class FakeLLM:
         self.by_key: Counter[str] = Counter()
         self.by_status: Counter[int] = Counter()
         self.forced: list[int] = []
-        self.recent: deque[list[dict]] = deque(maxlen=2000)
-        self.bodies: deque[dict] = deque(maxlen=2000)
-        self.replies: deque[dict] = deque(maxlen=2000)  # {model, content} of each answered chat request
+        self.recent: deque[list[dict[str, Any]]] = deque(maxlen=2000)
+        self.bodies: deque[dict[str, Any]] = deque(maxlen=2000)
+        self.replies: deque[dict[str, Any]] = deque(maxlen=2000)  # {model, content} of each answered chat request
         self.system_prompts: set[str] = set()  # seen before: their tokens come from the "cache"
         self.strays = random.Random(0)  # which requests a stray 429 hits: the same ones each run
         # (monotonic seconds at arrival, request key, status) of each chat request: the clock is the machine's,
@@ -213,7 +214,7 @@ class FakeLLM:
         self.forced.extend(int(status) for status in orjson.loads(await request.read()))
         return web.Response(text="ok")
 
-    def _respond(self, status: int, body: bytes, headers: dict | None = None) -> web.Response:
+    def _respond(self, status: int, body: bytes, headers: dict[str, Any] | None = None) -> web.Response:
         self.by_status[status] += 1
         return web.Response(status=status, body=body, content_type="application/json", headers=headers)
 
@@ -330,7 +331,7 @@ class FakeLLM:
 
 
     @staticmethod
-    def _reply(messages: list[dict], text: str, key: str, seed: int | None = None, model: str = "",
+    def _reply(messages: list[dict[str, Any]], text: str, key: str, seed: int | None = None, model: str = "",
                judging: bool = False, judges: frozenset[str] = frozenset()) -> str:
         if judging:
             outside = _DIRECTIVE.sub("", text)  # the prompt without markers: the judged answer is in it
@@ -366,7 +367,7 @@ class FakeLLM:
         return content
 
 
-def _pairwise(messages: list[dict], text: str, key: str, first_wins: float) -> str:
+def _pairwise(messages: list[dict[str, Any]], text: str, key: str, first_wins: float) -> str:
     """A pairwise judge's reply: scripted (``<<pairwise: …>>``), else the better ``[[q=N]]`` of the two answers."""
     followed = any(m.get("role") == "assistant" for m in messages)
     if m := _PAIRWISE.search(text):
@@ -396,7 +397,7 @@ def _odd(content: str, key: str) -> str:
     return head + content + ODD_TAIL
 
 
-def _as_response(chat: dict) -> dict:
+def _as_response(chat: dict[str, Any]) -> dict[str, Any]:
     """A chat completion in the Responses API's shape."""
     choice, usage = chat["choices"][0], chat["usage"]
     cut = choice["finish_reason"] == "length"
@@ -420,7 +421,7 @@ def _thinking(seed: str, n: int) -> str:
     return "".join(out)[:n]
 
 
-def _reasoning_refusal(payload: dict) -> str | None:
+def _reasoning_refusal(payload: dict[str, Any]) -> str | None:
     """OpenAI's answer to a reasoning model asked with parameters it does not take."""
     if "max_tokens" in payload:
         return ("Unsupported parameter: 'max_tokens' is not supported with this model. Use "
@@ -480,7 +481,7 @@ async def _serve(args: argparse.Namespace) -> None:
     await asyncio.Event().wait()
 
 
-def _reshape(body: dict, shape: str) -> None:
+def _reshape(body: dict[str, Any], shape: str) -> None:
     """The odd response shapes real endpoints send (``[[shape:NAME]]``)."""
     choice, usage = body["choices"][0], body["usage"]
     text = choice["message"]["content"]

@@ -2,12 +2,13 @@
 are normalised to letters, in the options and in ``answerKey`` alike."""
 
 from collections.abc import Iterator
+from typing import Any
 
 from ...benchmarks import Question
 from . import DATASETS, lettered, mcq
 
 
-def _convert(name: str, rows: list[dict]) -> Iterator[Question]:
+def _convert(name: str, rows: list[dict[str, Any]]) -> Iterator[Question]:
     for row in rows:
         choices = row["question"]["choices"]
         raw = [str(c["label"]) for c in choices]
@@ -18,11 +19,11 @@ def _convert(name: str, rows: list[dict]) -> Iterator[Question]:
 
 @DATASETS.register("arc_challenge", path="arc/ARC-Challenge-Test", columns=("id", "question", "answerKey"),
                    grader="mcq", source="https://huggingface.co/datasets/allenai/ai2_arc (ARC-Challenge, test)")
-def challenge(rows: list[dict]) -> Iterator[Question]:
+def challenge(rows: list[dict[str, Any]]) -> Iterator[Question]:
     return _convert("arc_challenge", rows)
 
 
 @DATASETS.register("arc_easy", path="arc/ARC-Easy-Test", columns=("id", "question", "answerKey"), grader="mcq",
                    source="https://huggingface.co/datasets/allenai/ai2_arc (ARC-Easy, test)")
-def easy(rows: list[dict]) -> Iterator[Question]:
+def easy(rows: list[dict[str, Any]]) -> Iterator[Question]:
     return _convert("arc_easy", rows)

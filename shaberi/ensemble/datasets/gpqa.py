@@ -2,6 +2,7 @@
 three incorrect ones, shuffled with a fixed seed per question and lettered A–D."""
 
 from collections.abc import Iterator
+from typing import Any
 
 from ...benchmarks import Question
 from . import DATASETS, lettered, mcq, shuffled
@@ -12,7 +13,7 @@ COLUMNS = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer
 @DATASETS.register("gpqa", path="gpqa/gpqa_diamond", columns=COLUMNS, grader="mcq",
                    source="your own copy of https://huggingface.co/datasets/Idavidrein/gpqa (gated), as "
                           "gt/gpqa/gpqa_diamond.csv")
-def convert(rows: list[dict]) -> Iterator[Question]:
+def convert(rows: list[dict[str, Any]]) -> Iterator[Question]:
     for i, row in enumerate(rows, start=1):
         qid = row.get("Record ID") or i
         options = shuffled(f"gpqa:{qid}", [str(row[c]).strip() for c in COLUMNS[1:]])

@@ -3,6 +3,7 @@ Asked as a two-option question, A (supported) or B (hallucinated), from ``halluc
 hallucinated); the question id is the 1-based row order."""
 
 from collections.abc import Iterator
+from typing import Any
 
 from ...benchmarks import Question
 from . import DATASETS, lettered, mcq
@@ -11,7 +12,7 @@ from . import DATASETS, lettered, mcq
 @DATASETS.register("hallumix", path="hallumix/test", columns=("documents", "answer", "hallucination_label"),
                    grader="mcq", source="your own copy of https://huggingface.co/datasets/quotient-ai/hallumix, as "
                                         "gt/hallumix/test.jsonl")
-def convert(rows: list[dict]) -> Iterator[Question]:
+def convert(rows: list[dict[str, Any]]) -> Iterator[Question]:
     for i, row in enumerate(rows, start=1):
         documents = row["documents"] if isinstance(row["documents"], list) else [row["documents"]]
         context = "\n\n".join(f"Document {n}:\n{d}" for n, d in enumerate(documents, start=1))

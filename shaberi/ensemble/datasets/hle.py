@@ -3,6 +3,7 @@ are skipped). ``answer_type`` ``multipleChoice`` carries its options in the ques
 answer (graded by rule); ``exactMatch`` answers are graded by the LLM judge."""
 
 from collections.abc import Iterator
+from typing import Any
 
 from ...benchmarks import Question
 from . import DATASETS, letters
@@ -10,7 +11,7 @@ from . import DATASETS, letters
 
 @DATASETS.register("hle", path="hle/test", columns=("id", "question", "answer", "answer_type"), grader="llm",
                    source="your own copy of https://huggingface.co/datasets/cais/hle (gated), as gt/hle/test.parquet")
-def convert(rows: list[dict]) -> Iterator[Question]:
+def convert(rows: list[dict[str, Any]]) -> Iterator[Question]:
     for row in rows:
         if row.get("image"):
             continue

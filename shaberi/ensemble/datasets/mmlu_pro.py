@@ -3,6 +3,7 @@
 published leaderboards do)."""
 
 from collections.abc import Iterator
+from typing import Any
 
 from ...benchmarks import Question
 from . import DATASETS, lettered, mcq
@@ -10,7 +11,7 @@ from . import DATASETS, lettered, mcq
 
 @DATASETS.register("mmlu_pro", path="mmlu_pro/test", columns=("question_id", "question", "options", "answer"),
                    grader="mcq", source="https://huggingface.co/datasets/TIGER-Lab/MMLU-Pro (test)")
-def convert(rows: list[dict]) -> Iterator[Question]:
+def convert(rows: list[dict[str, Any]]) -> Iterator[Question]:
     for row in rows:
         prompt, labels = lettered(str(row["question"]), list(row["options"]))
         yield mcq("mmlu_pro", row["question_id"], prompt, labels, str(row["answer"]).strip(), row.get("category"))

@@ -43,7 +43,7 @@ def _parse(text: str) -> list:
     from math_verify import parse
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # it warns that we bound its time ourselves
-    return parse(text, parsing_timeout=None)  # type: ignore[arg-type]
+    return parse(text, parsing_timeout=None)
 
 
 def extract(text: str, question: Question) -> Extraction:

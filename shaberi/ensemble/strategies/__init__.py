@@ -10,7 +10,7 @@ templates, the member responses), so the same evaluation again reuses it instead
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ...benchmarks import Question
 from ...llm.client import ChatClient
@@ -46,7 +46,7 @@ class Context:
 @dataclass
 class Consensus:
     content: str
-    detail: dict = field(default_factory=dict)  # what the strategy saw and decided (votes, ratings, rounds)
+    detail: dict[str, Any] = field(default_factory=dict)  # what the strategy saw and decided (votes, ratings, rounds)
 
 
 class Strategy(Protocol):

@@ -18,25 +18,31 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import benchmarks as bm
 from ..errors import LLMError, UsageError
 from ..extract import Choice, choose
-from ..judge import AWAITING
+from ..judging import exchange
+from ..judging.exchange import AWAITING, Exchange
 from ..lineage import call_failed, conversation_hash, earlier_turns
 from ..llm.client import ChatClient, Completion
 from ..llm.dispatch import Dispatcher
+from ..llm.params import Sampling
 from ..prompts import pairwise_fallback, pairwise_hash, pairwise_messages, unrenderable
-from ..tables.rows import AnswerKey, Stage, decoded, pairwise, token_usage
+from ..tables import typed
+from ..tables.rows import AnswerKey, Stage, pairwise
 from ..tables.selection import parse_selector, select
 from ..tables.store import Journal, Store
+from ..tables.typed import AnswerRow, PairwiseRow, QuestionKey, QuestionRow, Texts
 from .design import Design
 
 __all__ = ["PairwiseProgress", "Scope", "Side", "Work", "compared_benchmarks", "judge_pairs", "plan", "sides"]
 
 STAGE: Stage = "pairwise"
+_Verdict = Exchange[Choice]
 
 
 @dataclass(frozen=True)
@@ -68,19 +74,11 @@ class _Item:
     question_id: str
     run_a: str
     run_b: str
-    messages: list[dict]
+    messages: list[dict[str, Any]]
     prompt_hash: str
     hashes: tuple[str, str]
     answers: tuple[str, str]  # every candidate text the judge sees: a choice one states is not the judge's
     primary: Completion | None = None  # the first reply, journaled by a run killed before its fallback call
-
-
-@dataclass(frozen=True)
-class _Verdict:
-    reply: Completion
-    choice: Choice
-    fallback: Completion | None = None
-    fallback_error: LLMError | None = None
 
 
 @dataclass
@@ -162,30 +160,28 @@ class Scope:
         return {"judge": self.judge, "pairs": [list(p) for p in self.pairs], "benchmarks": list(self.benchmarks)}
 
 
-def _existing(store: Store) -> dict[tuple, tuple[bool, Completion | None]]:
+def _existing(store: Store) -> dict[tuple[str, ...], tuple[bool, Completion | None]]:
     """Every stored pairwise identity (any job's) -> (ask it again: its call failed, the reply a fallback awaits)."""
-    found: dict[tuple, tuple[bool, Completion | None]] = {}
+    found: dict[tuple[str, ...], tuple[bool, Completion | None]] = {}
     base = store.root / "tables" / "pairwise"
     for folder in sorted(base.iterdir()) if base.is_dir() else []:
         run_id = folder.name.removeprefix("run_id=")
         rows = store.read("pairwise", run_id, ["benchmark", "question_id", "run_a", "run_b", "judge", "prompt_hash",
                                                "answer_hash_a", "answer_hash_b", "error", "judge_output",
                                                "finish_reason", "prompt_tokens", "completion_tokens", "created_at"])
-        for r in sorted(rows.to_pylist(), key=lambda r: r["created_at"]):  # oldest first: the newest wins
+        for r in sorted(typed.rows(rows, PairwiseRow), key=lambda r: r["created_at"]):  # oldest first: the newest wins
             key = (r["benchmark"], r["question_id"], r["run_a"], r["run_b"], r["judge"], r["prompt_hash"],
                    r["answer_hash_a"], r["answer_hash_b"])
-            primary = Completion(r["judge_output"], None, r["finish_reason"], r["prompt_tokens"] or 0,
-                                 r["completion_tokens"] or 0, 0, 0.0) if r["error"] == AWAITING else None
-            found[key] = (call_failed(r["error"]), primary)
+            found[key] = (call_failed(r["error"]), exchange.stored(r)[0] if r["error"] == AWAITING else None)
     return found
 
 
-def _answers(store: Store, run_id: str, benchmarks: Sequence[str] | None) -> tuple[dict, dict, dict]:
+def _answers(store: Store, run_id: str, benchmarks: Sequence[str] | None
+             ) -> tuple[dict[QuestionKey, QuestionRow], dict[QuestionKey, AnswerRow], Texts]:
     """A run's questions, its compared answers (sample 0, no strategy) and their texts, by (benchmark, question)."""
-    questions = {(q["benchmark"], q["question_id"]): decoded("questions", q)
-                 for q in store.read("questions", run_id).to_pylist()}
-    rows = store.read("answers", run_id, ["benchmark", "question_id", "sample_index", "strategy", "content", "error",
-                                          "answer_hash"]).to_pylist()
+    questions = typed.questions(store.read("questions", run_id))
+    rows = typed.rows(store.read("answers", run_id, ["benchmark", "question_id", "sample_index", "strategy", "content",
+                                                     "error", "answer_hash"]), AnswerRow)
     texts = {AnswerKey.of({**a, "run_id": run_id}): a["content"] for a in rows}
     answers = {(a["benchmark"], a["question_id"]): a for a in rows
                if a["sample_index"] == 0 and a["strategy"] == "" and a["benchmark"] in bm.BENCHMARKS
@@ -215,9 +211,9 @@ def plan(store: Store, chosen: Sequence[Side], design: Design, judge: str, bench
             if qx[key]["turns"] != qy[key]["turns"]:
                 progress.differing += 1
                 continue
-            shown = {}
+            shown: dict[str, tuple[str, list[dict[str, str]], str]] = {}
             for tag, questions, answers, texts in ((x, qx, ax, tx), (y, qy, ay, ty)):
-                answer = {**answers[key], "run_id": by_tag[tag].run_id}
+                answer: AnswerRow = {**answers[key], "run_id": by_tag[tag].run_id}
                 history = earlier_turns(questions[key], answer, questions, texts)
                 shown[tag] = (answer["content"] or "", history,
                               answer["answer_hash"] or conversation_hash([h["assistant"] for h in history],
@@ -245,7 +241,7 @@ def plan(store: Store, chosen: Sequence[Side], design: Design, judge: str, bench
 
 
 async def judge_pairs(store: Store, job: str, work: Work, judge: str, client: ChatClient,
-                      config: object) -> PairwiseProgress:
+                      config: Sampling) -> PairwiseProgress:
     """Make the planned comparisons through ``client``; every reply is journaled under ``job`` as it lands."""
     journal = store.journal(job)
     try:
@@ -260,44 +256,32 @@ async def judge_pairs(store: Store, job: str, work: Work, judge: str, client: Ch
     return work.progress
 
 
-async def _call(client: ChatClient, judge: str, config: object, awaiting: functools.partial[None],
+async def _call(client: ChatClient, judge: str, config: Sampling, awaiting: Callable[[_Item, Completion], None],
                 item: _Item) -> _Verdict:
     """The primary call, and the fallback call when the reply has no readable choice (the reply journaled first)."""
-    reply = item.primary or await client.chat(judge, item.messages, config)  # type: ignore[arg-type]
-    found = choose(reply.content, item.answers, reply.finish_reason == "length")
-    if found.ok:
-        return _Verdict(reply, found)
-    if item.primary is None:
-        awaiting(item, reply)
-    follow_up = [*item.messages, {"role": "assistant", "content": reply.content or ""},
-                 {"role": "user", "content": pairwise_fallback()}]
-    try:
-        fallback = await client.chat(judge, follow_up, config)  # type: ignore[arg-type]
-    except LLMError as exc:
-        return _Verdict(reply, found, None, exc)
-    # the fallback's reply answers a direct question: taken as given (an answer's planted line cannot reach it)
+    return await exchange.ask(lambda messages: client.chat(judge, messages, config), item.messages,
+                              lambda reply: choose(reply.content, item.answers, reply.finish_reason == "length"),
+                              pairwise_fallback(), _second, lambda reply: awaiting(item, reply), item.primary)
+
+
+def _second(first: Choice, fallback: Completion) -> Choice:
+    """The fallback's reply answers a direct question: taken as given (an answer's planted line cannot reach it)."""
     second = choose(fallback.content, cut_off=fallback.finish_reason == "length")
-    if second.ok:
-        return _Verdict(reply, second, fallback)
-    return _Verdict(reply, Choice(None, f"reply: {found.reason}; fallback: {second.reason}"), fallback)
+    return second if second.ok else Choice(None, f"reply: {first.reason}; fallback: {second.reason}")
 
 
-def _row(job: str, item: _Item, judge: str, **values: object) -> dict:
+def _row(job: str, item: _Item, judge: str, **values: object) -> dict[str, object]:
     return pairwise(job, item.benchmark, item.question_id, item.run_a, item.run_b, judge, item.prompt_hash,
                     item.hashes, **values)
 
 
 def _awaiting(journal: Journal, job: str, judge: str, progress: PairwiseProgress, item: _Item,
               reply: Completion) -> None:
-    """Journal a paid first reply before its fallback call, with its tokens (a failed call's row until the
-    comparison's supersedes it)."""
-    progress.calls += reply.attempts
-    row = _row(job, item, judge, judge_output=reply.content, finish_reason=reply.finish_reason,
-               prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, error=AWAITING)
-    usage = token_usage(job, STAGE, item.benchmark, judge, requests=reply.attempts, prompt_tokens=reply.prompt_tokens,
-                        completion_tokens=reply.completion_tokens, reasoning_tokens=reply.reasoning_tokens,
-                        cached_prompt_tokens=reply.cached_tokens)
-    journal.append_many([("pairwise", row), ("token_usage", usage)])
+    """Journal a paid first reply before its fallback call, with its tokens."""
+    fields, new = exchange.awaiting([reply])
+    progress.calls += new.requests
+    journal.append_many([("pairwise", _row(job, item, judge, **fields)),
+                         ("token_usage", new.usage(job, STAGE, item.benchmark, judge))])
 
 
 def _record(journal: Journal, job: str, judge: str, progress: PairwiseProgress, item: _Item,
@@ -305,37 +289,18 @@ def _record(journal: Journal, job: str, judge: str, progress: PairwiseProgress, 
     """Journal one comparison (its tokens: both calls) and the token usage of the calls not journaled yet."""
     if verdict is None:
         assert exc is not None
-        row = _row(job, item, judge, error=f"judge_error: {exc.error_type}: {exc}"[:2000])
-        new: list[Completion] = []
-        requests = exc.attempts
+        fields, new = exchange.failed(exc)
         progress.failed += 1
     else:
-        calls = [c for c in (verdict.reply, verdict.fallback) if c is not None]
-        followed = verdict.fallback is not None or verdict.fallback_error is not None
-        new = calls[1:] if followed or item.primary is not None else calls  # the first is journaled already
-        requests = sum(c.attempts for c in new) + (verdict.fallback_error.attempts if verdict.fallback_error else 0)
-        error = None
-        if not verdict.choice.ok:
-            error = (f"judge_error on fallback: {verdict.fallback_error.error_type}; reply: {verdict.choice.reason}"
-                     if verdict.fallback_error else f"unparseable: {verdict.choice.reason}")
+        fields, new = exchange.settled(verdict, int(item.primary is not None))
+        fields["verdict"] = verdict.found.value
+        if not verdict.found.ok:
             progress.no_verdict += verdict.fallback_error is None
             progress.failed += verdict.fallback_error is not None
-        row = _row(job, item, judge, verdict=verdict.choice.value, judge_output=verdict.reply.content,
-                   finish_reason=verdict.reply.finish_reason,
-                   fallback_output=verdict.fallback.content if verdict.fallback else None,
-                   fallback_finish_reason=verdict.fallback.finish_reason if verdict.fallback else None,
-                   prompt_tokens=sum(c.prompt_tokens for c in calls),
-                   completion_tokens=sum(c.completion_tokens for c in calls),
-                   reasoning_tokens=sum(c.reasoning_tokens for c in calls),
-                   cached_prompt_tokens=sum(c.cached_tokens for c in calls), error=error)
-        progress.fallbacks += followed
-        progress.tokens += sum(c.prompt_tokens + c.completion_tokens for c in calls)
-    usage = token_usage(job, STAGE, item.benchmark, judge, requests=requests,
-                        prompt_tokens=sum(c.prompt_tokens for c in new),
-                        completion_tokens=sum(c.completion_tokens for c in new),
-                        reasoning_tokens=sum(c.reasoning_tokens for c in new),
-                        cached_prompt_tokens=sum(c.cached_tokens for c in new))
-    journal.append_many([("pairwise", row), ("token_usage", usage)])
+        progress.fallbacks += verdict.followed
+        progress.tokens += fields["prompt_tokens"] + fields["completion_tokens"]
+    journal.append_many([("pairwise", _row(job, item, judge, **fields)),
+                         ("token_usage", new.usage(job, STAGE, item.benchmark, judge))])
     progress.done += 1
     progress.judged += 1
-    progress.calls += requests
+    progress.calls += new.requests

@@ -20,6 +20,7 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -47,7 +48,7 @@ class Batches:
         self.base_url, self.transport, self.timeout, self.attempts = base_url.rstrip("/"), transport, timeout, attempts
         self.headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
 
-    async def submit(self, endpoint: str, lines: list[tuple[str, bytes]]) -> dict:
+    async def submit(self, endpoint: str, lines: list[tuple[str, bytes]]) -> dict[str, Any]:
         """A batch of ``lines`` ((custom_id, body) POSTed to ``endpoint``, e.g. ``/v1/chat/completions``)."""
         data = b"".join(b'{"custom_id":"' + cid.encode() + b'","method":"POST","url":"' + endpoint.encode()
                         + b'","body":' + body + b"}\n" for cid, body in lines)
@@ -61,10 +62,10 @@ class Batches:
             "input_file_id": uploaded["id"], "endpoint": endpoint, "completion_window": "24h"}), "application/json",
             once=True)
 
-    async def get(self, batch_id: str) -> dict:
+    async def get(self, batch_id: str) -> dict[str, Any]:
         return await self._json("GET", f"/batches/{batch_id}", None, None)
 
-    async def results(self, batch: dict) -> dict[str, tuple[int, bytes]]:
+    async def results(self, batch: dict[str, Any]) -> dict[str, tuple[int, bytes]]:
         """custom_id -> (status, body) of each line the ended ``batch`` answered or failed; a line it left
         unprocessed, or failed with no response, is a 503 naming why (the client retries it)."""
         found: dict[str, tuple[int, bytes]] = {}
@@ -83,7 +84,7 @@ class Batches:
         return found
 
     async def _json(self, method: str, path: str, body: bytes | None, content_type: str | None,
-                    once: bool = False) -> dict:
+                    once: bool = False) -> dict[str, Any]:
         resp = await self._call(method, path, body, content_type, once)
         try:
             got = orjson.loads(resp.body)
@@ -139,7 +140,7 @@ class BatchTransport:
         self._running: set[asyncio.Task] = set()  # submissions under way (the loop keeps only weak references)
         self.submitted: list[str] = []  # batch ids, in order
         self._began = 0.0  # when the first was submitted (or collecting began)
-        self.status: dict[str, dict] = {}  # batch id -> its last polled object
+        self.status: dict[str, dict[str, Any]] = {}  # batch id -> its last polled object
         self.notes: list[str] = []  # what the user should know (shown once each, as the client's notes are)
 
     async def request(self, method: str, url: str, body: bytes | None, headers: Mapping[str, str],
@@ -211,7 +212,7 @@ class BatchTransport:
         task.add_done_callback(self._running.discard)
         task.add_done_callback(failed)
 
-    def _collect(self, batch_id: str, batch: dict, known: bool = False) -> asyncio.Task:
+    def _collect(self, batch_id: str, batch: dict[str, Any], known: bool = False) -> asyncio.Task:
         """The batch's results once it has ended. Polling and reading its files are retried however long it
         takes: the batch is paid for and runs on, and submitting its requests again would pay twice. A batch
         the endpoint does not know (404) answers its requests as missing (they go in a new batch)."""
@@ -288,7 +289,7 @@ class _Every(dict):
         super().__init__()
         self.outcome = (status, body)
 
-    def get(self, key: str, default: object = None) -> tuple[int, bytes]:  # type: ignore[override]
+    def get(self, key: str, default: object = None) -> tuple[int, bytes]:
         return self.outcome
 
 

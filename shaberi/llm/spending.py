@@ -25,7 +25,7 @@ from pathlib import Path
 
 import orjson
 
-from .errors import BudgetSpent, UsageError
+from ..errors import BudgetSpent, UsageError
 
 __all__ = ["Budget", "Rate", "completion_bound", "free_note", "open_budget", "spent_usd"]
 
@@ -108,7 +108,7 @@ class Budget:
 
 def spent_usd(results_dir: str | Path, pricing: Path | None, run_ids: list[str]) -> float:
     """The ``cost`` view's total for these runs: what ``view`` and the report say they cost."""
-    from .tables.sql import connect, query
+    from ..tables.sql import connect, query
 
     con = connect(results_dir, pricing, run_ids, upto="cost")
     return float(con.execute(query("reports.total_cost")).fetchone()[0])  # type: ignore[index]
@@ -119,8 +119,8 @@ def open_budget(limit: float, results_dir: str | Path, pricing: Path | None, run
     """The budget of a command about to call these (model, through a batch, base URL) for these runs. A model the
     price table lacks is bad input (its calls could not be counted), unless every endpoint serving it is on this
     machine: a local model costs nothing, and is counted at $0 (``Budget.free`` says which, for a note)."""
-    from .llm.endpoints import is_loopback
-    from .tables.sql import connect, query
+    from ..tables.sql import connect, query
+    from .endpoints import is_loopback
 
     if not limit > 0 or limit == float("inf"):  # NaN fails this too
         raise UsageError(f"--max-cost {limit:g} is out of range: give a spending limit in USD above 0, e.g. 5")

@@ -28,7 +28,7 @@ TERMINAL = ("completed", "failed", "expired", "cancelled")
 class _Line:
     """A batch line as the chat handler reads a request."""
 
-    def __init__(self, url: str, body: dict) -> None:
+    def __init__(self, url: str, body: dict[str, Any]) -> None:
         self.path, self._body = url, orjson.dumps(body)
         self.headers: dict[str, str] = {}
         self._seen: dict[str, Any] = {}
@@ -43,17 +43,17 @@ class _Line:
 class _Work:
     """A batch's lines and what became of them so far."""
 
-    def __init__(self, lines: list[dict]) -> None:
+    def __init__(self, lines: list[dict[str, Any]]) -> None:
         self.lines, self.done = lines, 0
-        self.out: list[dict] = []
-        self.err: list[dict] = []
+        self.out: list[dict[str, Any]] = []
+        self.err: list[dict[str, Any]] = []
 
 
 class BatchAPI:
     def __init__(self, answer: Callable[[Any], Awaitable[web.Response]], seconds: float) -> None:
         self.answer, self.seconds = answer, seconds
         self.files: dict[str, bytes] = {}
-        self.batches: dict[str, dict] = {}  # what GET /v1/batches/{id} answers
+        self.batches: dict[str, dict[str, Any]] = {}  # what GET /v1/batches/{id} answers
         self._tasks: dict[str, asyncio.Task] = {}
         self._work: dict[str, _Work] = {}
         self._ids = itertools.count(1)
@@ -131,7 +131,7 @@ class BatchAPI:
             self._finish(batch, "expired", "batch_expired")
         return web.json_response({"expired": [b["id"] for b in running]})
 
-    async def _run(self, batch: dict) -> None:
+    async def _run(self, batch: dict[str, Any]) -> None:
         work = self._work[batch["id"]]
         loop, began = asyncio.get_running_loop(), asyncio.get_running_loop().time()
         for i, line in enumerate(work.lines):  # line i is due at its share of the batch's time, not after it
@@ -152,7 +152,7 @@ class BatchAPI:
             batch["request_counts"].update(completed=len(work.out), failed=len(work.err))
         self._finish(batch, "completed", "")
 
-    def _finish(self, batch: dict, status: str, leftover: str) -> None:
+    def _finish(self, batch: dict[str, Any], status: str, leftover: str) -> None:
         """``status`` now, with the output and error files written (the lines not answered: ``leftover``)."""
         now = int(time.time())
         work = self._work.pop(batch["id"])
@@ -169,7 +169,7 @@ class BatchAPI:
         batch.update(status=status, finalizing_at=now, **{f"{status}_at": now})
 
 
-def _parse(data: bytes, endpoint: str | None) -> tuple[list[dict], list[dict]]:
+def _parse(data: bytes, endpoint: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A batch input file's lines, and what is wrong with it (OpenAI's validation: each line a POST to the
     batch's endpoint with a unique ``custom_id``)."""
     lines, problems, seen = [], [], set()

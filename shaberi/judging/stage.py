@@ -14,9 +14,9 @@ and ``error`` says why. A reply that needs the follow-up is journaled before it 
 tokens): a run killed meanwhile keeps what it paid for, and its resume asks only the follow-up. Error answers
 are never sent: their row has a null score and ``error = 'answer_error'``.
 
-Under another prompt set (``shaberi.promptsets``, ``--judge-prompts``) judgements are stored under the judge's name
+Under another prompt set (``judging.promptsets``, ``--judge-prompts``) judgements are stored under the judge's name
 qualified by the set's label. A team's templates are rendered and read as above. An original Shaberi clone's
-evaluators build the requests and read the replies themselves (``shaberi.original``: its conversation, its
+evaluators build the requests and read the replies themselves (``judging.original``: its conversation, its
 request fields, its fallback call, its ``round()``); Shaberi's own reading of the same replies is stored beside
 the score (``shaberi_score``), and a reply the original read no score from is final (its calls were made).
 """
@@ -28,28 +28,35 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
-from . import batches
-from . import benchmarks as bm
-from .errors import BudgetSpent, LLMError, PromptSetFailed
-from .extract import Extraction, extract
-from .lineage import call_failed, conversation_hash, earlier_turns
-from .llm.client import ChatClient, Completion
-from .llm.dispatch import Dispatcher
-from .llm.params import Sampling
+from .. import batch_journal
+from .. import benchmarks as bm
+from ..errors import BudgetSpent, LLMError, PromptSetFailed
+from ..extract import AS_PUBLISHED_MARK, Extraction, extract
+from ..lineage import call_failed, conversation_hash, earlier_turns
+from ..llm.client import ChatClient, Completion
+from ..llm.dispatch import Dispatcher
+from ..llm.params import Sampling
+from ..prompts import judge_fallback, judge_messages, unrenderable
+from ..tables import typed
+from ..tables.rows import ANSWER_COLUMNS, AnswerKey, RunRecord, judgement
+from ..tables.schema import TABLES
+from ..tables.store import Journal, Store
+from ..tables.typed import AnswerRow, JudgementRow, QuestionKey, QuestionRow, Questions, Texts
+from . import exchange
+from .exchange import AWAITING, Exchange
 from .original import MAX_CALLS, Ask, Clone, Verdict
-from .prompts import judge_fallback, judge_messages, unrenderable
 from .promptsets import SHABERI, PromptSet
-from .tables.rows import ANSWER_COLUMNS, AnswerKey, RunRecord, decoded, judgement, token_usage
-from .tables.schema import TABLES
-from .tables.store import Journal, Store
 
 __all__ = ["ANSWER_ERROR", "Judge", "JudgeConfig", "JudgeProgress", "judge", "pending", "rejudge_since", "reprocess"]
 
 ANSWER_ERROR = "answer_error"
-AWAITING = "judge_error: awaiting its fallback call"  # a paid first reply, kept; the next run asks the rest
+_Verdict = Exchange[Extraction]
+# a stored judgement's identity -> (ask it again, kept by a resumed rejudge, the replies its fallback awaits)
+_Existing = dict[tuple[AnswerKey, str, str, str], tuple[bool, bool, tuple[Completion, ...]]]
 
 
 @dataclass(frozen=True)
@@ -85,25 +92,16 @@ class JudgeProgress:
 
 @dataclass(frozen=True)
 class _Item:
-    answer: dict
+    answer: AnswerRow
     judge: Judge
     label: str  # the judge's name in the tables (qualified by the prompt set's label)
-    messages: list[dict]
+    messages: list[dict[str, str]]
     prompt_hash: str
     answer_hash: str
     shown: str  # every candidate text the judge sees (earlier turns too): what it may copy a verdict from
     prompts: PromptSet = SHABERI
-    row: dict | None = None  # an original clone's answer-file row: its evaluator reads the replies
+    row: dict[str, Any] | None = None  # an original clone's answer-file row: its evaluator reads the replies
     paid: tuple[Completion, ...] = ()  # the replies a run that stopped before the judgement's end journaled
-
-
-@dataclass(frozen=True)
-class _Verdict:
-    reply: Completion
-    extraction: Extraction
-    fallback: Completion | None = None
-    fallback_error: LLMError | None = None
-    own: Extraction | None = None  # Shaberi's reading, where the counted one is another prompt set's
 
 
 async def judge(
@@ -134,7 +132,7 @@ async def judge(
                                  existing=existing, rejudge=rejudge, journal=journal, progress=progress,
                                  prompts=prompts)
         clients = list(dict.fromkeys(j.client for j in judges))  # one dispatcher per endpoint and its controller
-        transports = batches.bind(clients, store, journal, run_id, "judging")
+        transports = batch_journal.bind(clients, store, journal, run_id, "judging")
         ended = await asyncio.gather(*(  # every endpoint's calls land before a stop or a failure is raised
             Dispatcher(plan([j for j in judges if j.client is c]), call, record, c.max_in_flight).run()
             for c in clients
@@ -143,7 +141,7 @@ async def judge(
                           None):
             raise failed
         stopped = next((e for e in ended if isinstance(e, BudgetSpent)), None)
-        batches.collected(journal, run_id, transports, "judging", finished=stopped is None)
+        batch_journal.collected(journal, run_id, transports, "judging", finished=stopped is None)
         if stopped is not None:
             raise stopped
     finally:
@@ -162,25 +160,24 @@ def rejudge_since(run: RunRecord) -> int | None:
 
 
 def _stored(store: Store, run_id: str, benchmarks: list[str] | None, questions: set[tuple[str, str]] | None,
-            rejudged_since: int | None) -> tuple[dict, list[dict], dict, dict]:
+            rejudged_since: int | None) -> tuple[dict[QuestionKey, QuestionRow], list[AnswerRow], Texts, _Existing]:
     """The run's questions, the answers to judge, their texts, and every stored judgement identity (history
     included) -> (is it unfinished, does a resumed rejudge keep it)."""
-    rows = {(q["benchmark"], q["question_id"]): decoded("questions", q)
-            for q in store.read("questions", run_id).to_pylist()}
-    answers = store.read("answers", run_id, [*ANSWER_COLUMNS, "content", "raw_content", "error", "answer_hash"]
-                         ).to_pylist()
+    rows = typed.questions(store.read("questions", run_id))
+    answers = typed.rows(store.read("answers", run_id, [*ANSWER_COLUMNS, "content", "raw_content", "error",
+                                                        "answer_hash"]), AnswerRow)
     texts = {AnswerKey.of(a): a["content"] for a in answers}
     judged = store.read("judgements", run_id, [*ANSWER_COLUMNS, "judge", "prompt_hash", "answer_hash", "error",
                                                "fallback_output", "prompt_set", "created_at"])
     awaiting = [i for i, e in enumerate(judged.column("error").to_pylist()) if e == AWAITING]
-    replies = dict(zip(awaiting, store.read("judgements", run_id, [
+    replies = dict(zip(awaiting, typed.rows(store.read("judgements", run_id, [
         "judge_output", "finish_reason", "fallback_output", "fallback_finish_reason", "prompt_tokens",
-        "completion_tokens", "batch_id"]).take(awaiting).to_pylist(), strict=True)) if awaiting else {}
+        "completion_tokens", "batch_id"]).take(awaiting), JudgementRow), strict=True)) if awaiting else {}
     existing = {  # (the replies a fallback awaits: only theirs are read, the texts are long)
         (AnswerKey.of(r), r["judge"], r["prompt_hash"], r["answer_hash"]): (
             _unfinished(r), rejudged_since is not None and r["created_at"].timestamp() * 1e6 >= rejudged_since,
-            _paid(replies[i]) if i in replies else ())
-        for i, r in enumerate(judged.to_pylist())
+            exchange.stored(replies[i]) if i in replies else ())
+        for i, r in enumerate(typed.rows(judged, JudgementRow))
     }
     # An answer whose benchmark or question this version does not know has nothing to be judged against.
     answers = [a for a in answers
@@ -190,23 +187,16 @@ def _stored(store: Store, run_id: str, benchmarks: list[str] | None, questions: 
     return rows, answers, texts, existing
 
 
-def _paid(row: dict) -> tuple[Completion, ...]:
-    """An ``AWAITING`` row's replies, in order (the row's tokens, theirs together, carried by the first)."""
-    first = Completion(row["judge_output"], None, row["finish_reason"], row["prompt_tokens"] or 0,
-                       row["completion_tokens"] or 0, 0, 0.0, batch_id=row["batch_id"])
-    if row["fallback_output"] is None:
-        return (first,)
-    return first, Completion(row["fallback_output"], None, row["fallback_finish_reason"], 0, 0, 0, 0.0)
-
-
-def _hashes(answer: dict, questions: dict, texts: dict, prompts: PromptSet) -> tuple[list[dict], str, str]:
+def _hashes(answer: AnswerRow, questions: Questions, texts: Texts, prompts: PromptSet
+            ) -> tuple[list[dict[str, str]], str, str]:
     """The earlier turns the judge sees, the judging prompt's hash and the judged text's hash."""
     history = earlier_turns(questions[(answer["benchmark"], answer["question_id"])], answer, questions, texts)
     a_hash = answer["answer_hash"] or conversation_hash([h["assistant"] for h in history], answer["content"])
     return history, prompts.prompt_hash(answer["benchmark"]), a_hash
 
 
-def _decide(answer: dict, judge_name: str, prompt_hash: str, a_hash: str, existing: dict, rejudge: bool) -> str:
+def _decide(answer: AnswerRow, judge_name: str, prompt_hash: str, a_hash: str, existing: _Existing,
+            rejudge: bool) -> str:
     """What the stage does with one answer and judge: ``reused`` (a finished judgement of this text with this
     prompt is stored), ``answer_error`` (an errored answer: never sent; ``answer_error_recorded`` when a resume
     finds it recorded already: not a reused judgement) or ``call``."""
@@ -236,7 +226,8 @@ def pending(store: Store, run_id: str, judges: list[str], *, rejudge: bool = Fal
     return out
 
 
-def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: dict, texts: dict, existing: dict,
+def _plan(judges: list[Judge], *, run_id: str, answers: list[AnswerRow], questions: Questions, texts: Texts,
+          existing: _Existing,
           rejudge: bool, journal: Journal, progress: JudgeProgress, prompts: PromptSet) -> Iterator[_Item]:
     """Yield the judge calls still needed, lazily; reused judgements and answer errors are handled here."""
     for answer in answers:
@@ -261,7 +252,7 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
                 continue
             if prompts.clone is not None:  # the original inserts the reply as the endpoint returned it
                 text = answer["raw_content"] if answer["raw_content"] is not None else answer["content"]
-                row = prompts.clone.row(name, question, text)
+                row = prompts.clone.row(name, question, text or "")  # (an answer's content is never null)
                 first = prompts.clone.read(name, row, j.name, [])
                 if isinstance(first, Verdict):  # its prompt functions fail on this answer: nothing to send
                     journal.append("judgements", _row(run_id, answer, label, prompt_hash, a_hash,
@@ -273,7 +264,7 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
                             paid)
                 continue
             try:
-                messages = judge_messages(name, question, answer["content"], bm.BENCHMARKS[name].scale, history,
+                messages = judge_messages(name, question, answer["content"] or "", bm.BENCHMARKS[name].scale, history,
                                           prompts.folder)
             except unrenderable as exc:  # this answer takes the template past a bound (checked before, w/o it)
                 journal.append("judgements", _row(run_id, answer, label, prompt_hash, a_hash, prompt_set=prompts.label,
@@ -285,7 +276,7 @@ def _plan(judges: list[Judge], *, run_id: str, answers: list[dict], questions: d
             yield _Item(answer, j, label, messages, prompt_hash, a_hash, shown, prompts, None, paid[:1])
 
 
-def _unfinished(row: dict) -> bool:
+def _unfinished(row: JudgementRow) -> bool:
     """A judgement to ask again: its call failed, or ``reprocess`` found no score in a reply whose fallback
     was never asked (the rules of its day read one). The original's reading is final: it made its calls."""
     return call_failed(row["error"]) or (
@@ -303,20 +294,12 @@ async def _call(config: JudgeConfig, awaiting: Awaiting, item: _Item) -> _Verdic
     if item.row is not None:
         assert item.prompts.clone is not None
         return await _call_original(item.prompts.clone, item, spec, awaiting)
-    client = item.judge.client
-    reply = item.paid[0] if item.paid else await client.chat(item.judge.name, item.messages, config)
-    found = extract(reply.content, spec.scale, spec.rules, item.shown, reply.finish_reason == "length")
-    if found.ok:
-        return _Verdict(reply, found)
-    if not item.paid:
-        awaiting(item, [reply], 0)
-    follow_up = [*item.messages, {"role": "assistant", "content": reply.content or ""},
-                 {"role": "user", "content": judge_fallback(spec.name, spec.scale, item.prompts.folder)}]
-    try:
-        fallback = await client.chat(item.judge.name, follow_up, config)
-    except LLMError as exc:
-        return _Verdict(reply, found, None, exc)
-    return _Verdict(reply, _with_fallback(found, fallback.content, spec, fallback.finish_reason), fallback)
+    return await exchange.ask(
+        lambda messages: item.judge.client.chat(item.judge.name, messages, config), item.messages,
+        lambda reply: extract(reply.content, spec.scale, spec.rules, item.shown, reply.finish_reason == "length"),
+        judge_fallback(spec.name, spec.scale, item.prompts.folder),
+        lambda found, fallback: _with_fallback(found, fallback.content, spec, fallback.finish_reason),
+        lambda reply: awaiting(item, [reply], 0), item.paid[0] if item.paid else None)
 
 
 async def _call_original(clone: Clone, item: _Item, spec: bm.Benchmark, awaiting: Awaiting) -> _Verdict:
@@ -364,7 +347,6 @@ def original_extraction(step: Ask | Verdict | None, calls: int, spec: bm.Benchma
     """An original evaluator's outcome as an ``Extraction``: ``original`` (``original:fallback`` when it needed
     its fallback call); a score off the benchmark's scale is no score (its value ends the reason, as a legacy
     import's does: ``leaderboard --as-published`` counts it)."""
-    from .reports.leaderboard import AS_PUBLISHED_MARK
 
     if step is None:
         return Extraction(None, None, "the original's fallback call failed")
@@ -393,26 +375,16 @@ def _with_fallback(first: Extraction, fallback_reply: str | None, spec: bm.Bench
 def _awaiting(journal: Journal, run_id: str, item: _Item, replies: Sequence[Completion], journaled: int) -> None:
     """Journal the paid replies of a judgement not finished yet (the first before its fallback call; both when the
     clone's process fails on the second), with the tokens of those not journaled before: a kill or a failure
-    meanwhile loses nothing paid, and the next run asks only what follows them (``_stored`` reads them back). Its
-    row is a failed call's (``AWAITING``) until the judgement's supersedes it."""
-    first, later = replies[0], replies[1] if len(replies) > 1 else None
+    meanwhile loses nothing paid, and the next run asks only what follows them (``_stored`` reads them back)."""
+    fields, new = exchange.awaiting(replies, journaled)
     row = _row(run_id, item.answer, item.label, item.prompt_hash, item.answer_hash, prompt_set=item.prompts.label,
-               judge_output=first.content, finish_reason=first.finish_reason,
-               fallback_output=later.content if later else None,
-               fallback_finish_reason=later.finish_reason if later else None,
-               prompt_tokens=sum(r.prompt_tokens for r in replies),
-               completion_tokens=sum(r.completion_tokens for r in replies), error=AWAITING, **batches.via(first))
-    new = replies[journaled:]
-    usage = token_usage(run_id, "judging", item.answer["benchmark"], item.judge.name,
-                        requests=sum(r.attempts for r in new), prompt_tokens=sum(r.prompt_tokens for r in new),
-                        completion_tokens=sum(r.completion_tokens for r in new),
-                        reasoning_tokens=sum(r.reasoning_tokens for r in new),
-                        cached_prompt_tokens=sum(r.cached_tokens for r in new),
-                        batch=any(r.batch_id is not None for r in new))
-    journal.append_many([("judgements", row), ("token_usage", usage)])
+               **fields, **batch_journal.via(replies[0]))
+    journal.append_many([("judgements", row),
+                         ("token_usage", new.usage(run_id, "judging", item.answer["benchmark"], item.judge.name))])
 
 
-def _row(run_id: str, answer: dict, judge_name: str, prompt_hash: str, a_hash: str, **values: object) -> dict:
+def _row(run_id: str, answer: AnswerRow, judge_name: str, prompt_hash: str, a_hash: str, **values: object
+         ) -> dict[str, Any]:
     return judgement(run_id, AnswerKey.of(answer), judge_name, bm.BENCHMARKS[answer["benchmark"]].scale, prompt_hash,
                      a_hash, **values)
 
@@ -421,53 +393,28 @@ def _record(journal: Journal, run_id: str, progress: JudgeProgress, item: _Item,
             exc: LLMError | None) -> None:
     """Journal one judgement (its tokens: primary and fallback calls together) and the token usage of the calls
     not journaled yet."""
-    name = item.label
     if verdict is None:
         assert exc is not None
-        row = _row(run_id, item.answer, name, item.prompt_hash, item.answer_hash, prompt_set=item.prompts.label,
-                   error=f"judge_error: {exc.error_type}: {exc}"[:2000])
-        requests, prompt, completion, reasoning, cached = exc.attempts, 0, 0, 0, 0
-        spent, batched = (0, 0, 0, 0), False
+        fields, new = exchange.failed(exc)
         progress.failed += 1
         progress.failures[f"{exc.error_type}: {str(exc)[:120]}"] += 1
     else:
-        calls = [c for c in (verdict.reply, verdict.fallback) if c is not None]
-        prompt, completion = sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls)
-        reasoning, cached = sum(c.reasoning_tokens for c in calls), sum(c.cached_tokens for c in calls)
-        # token_usage holds already the replies read back from an earlier run's journal, and the first reply when a
-        # fallback call followed it (``_awaiting``)
-        known = len(item.paid) or int(verdict.fallback is not None or verdict.fallback_error is not None)
-        new = calls[known:]
-        requests = sum(c.attempts for c in new) + (verdict.fallback_error.attempts if verdict.fallback_error else 0)
-        spent = (sum(c.prompt_tokens for c in new), sum(c.completion_tokens for c in new),
-                 sum(c.reasoning_tokens for c in new), sum(c.cached_tokens for c in new))
-        batched = bool(new) and new[0].batch_id is not None  # this invocation's calls: one client, one way
-        found = verdict.extraction
-        error = None
-        if not found.ok:
-            error = (f"judge_error on fallback: {verdict.fallback_error.error_type}; reply: {found.reason}"
-                     if verdict.fallback_error else f"unparseable: {found.reason}")
-        row = _row(run_id, item.answer, name, item.prompt_hash, item.answer_hash, score=found.score,
-                   shaberi_score=verdict.own.score if verdict.own else None, prompt_set=item.prompts.label,
-                   parse_method=found.method, judge_output=verdict.reply.content,
-                   finish_reason=verdict.reply.finish_reason,
-                   fallback_output=verdict.fallback.content if verdict.fallback else None,
-                   fallback_finish_reason=verdict.fallback.finish_reason if verdict.fallback else None,
-                   prompt_tokens=prompt, completion_tokens=completion, reasoning_tokens=reasoning,
-                   cached_prompt_tokens=cached, error=error, **batches.via(verdict.reply))
-        progress.fallbacks += verdict.fallback is not None or verdict.fallback_error is not None
+        fields, new = exchange.settled(verdict, len(item.paid))
+        fields.update(score=verdict.found.score, shaberi_score=verdict.own.score if verdict.own else None,
+                      parse_method=verdict.found.method, **batch_journal.via(verdict.reply))
+        progress.fallbacks += verdict.followed
         if verdict.fallback_error is not None:  # the judgement has no score because a call failed
             progress.failed += 1
             progress.failures[f"fallback {verdict.fallback_error.error_type}: {str(verdict.fallback_error)[:100]}"] += 1
-    usage = token_usage(run_id, "judging", item.answer["benchmark"], item.judge.name, requests=requests,
-                        prompt_tokens=spent[0], completion_tokens=spent[1], reasoning_tokens=spent[2],
-                        cached_prompt_tokens=spent[3], batch=batched)
-    journal.append_many([("judgements", row), ("token_usage", usage)])
+    row = _row(run_id, item.answer, item.label, item.prompt_hash, item.answer_hash, prompt_set=item.prompts.label,
+               **fields)
+    journal.append_many([("judgements", row),
+                         ("token_usage", new.usage(run_id, "judging", item.answer["benchmark"], item.judge.name))])
     progress.done += 1
     progress.judged += 1
-    progress.tokens += prompt + completion
+    progress.tokens += (row.get("prompt_tokens") or 0) + (row.get("completion_tokens") or 0)
     progress.null_scores += row.get("score") is None
-    progress.by_judge[name] = progress.by_judge.get(name, 0) + 1
+    progress.by_judge[item.label] = progress.by_judge.get(item.label, 0) + 1
 
 
 def reprocess(store: Store, run_id: str, prompts: PromptSet = SHABERI) -> int:

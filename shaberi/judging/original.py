@@ -18,8 +18,8 @@ request (temperature 0 and max_tokens 1024; GPT-5.1 on the Responses API with re
 Only what the original's judge call sets is taken (temperature, max tokens, the Responses API's reasoning): its client
 options (key, URL, timeout, headers), ``extra_body``'s fields, any other field and any value holding a key are
 dropped with a note, never sent or stored; what the run records of the clone passes the redaction of stored texts.
-The clone's code runs in a process of its own (``python -m shaberi.original CLONE``, started once per run), fed the
-replies and answering with the requests and readings, one JSON line each, with the environment's credentials
+The clone's code runs in a process of its own (``python -m shaberi.judging.original CLONE``, started once per run),
+fed the replies and answering with the requests and readings, one JSON line each, with the environment's credentials
 replaced by a placeholder, within a time limit on its start and on each answer (``SHABERI_CLONE_TIMEOUT``: 30 s to
 start, 10 s an answer). A clone that exits, crashes, hangs or answers with anything else is one line naming it: bad
 input (exit 2) before any paid call; mid-run the judge stage fails (exit 1), what was paid for is kept, and the same
@@ -52,10 +52,10 @@ from typing import Any, NoReturn
 
 import orjson
 
-from .child import Child, ChildFailed, serve
-from .errors import PromptSetFailed, UsageError
-from .llm.params import Verbatim
-from .redact import environment_secrets, holds_secret, redact
+from ..child import Child, ChildFailed, serve
+from ..errors import PromptSetFailed, UsageError
+from ..llm.params import Verbatim
+from ..redact import environment_secrets, holds_secret, redact
 
 __all__ = ["CONFIG", "MAX_CALLS", "Ask", "Clone", "Verdict", "is_clone", "load"]
 
@@ -75,7 +75,7 @@ _DEFAULT_COLUMNS = {"reference": "Answer", "criteria": "Criteria", "category": "
 class Ask:
     """The evaluator wants a call: these messages, to the judge."""
 
-    messages: list[dict]
+    messages: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class Verdict:
 
 
 class _Ask(BaseException):  # not an Exception: the original's ``except Exception`` must let it through
-    def __init__(self, messages: list[dict]) -> None:
+    def __init__(self, messages: list[dict[str, Any]]) -> None:
         self.messages = messages
 
 
@@ -98,7 +98,7 @@ class _Replay:
         self.replies = list(replies)
         self.calls = 0
 
-    def __call__(self, messages: list[dict]) -> str | None:
+    def __call__(self, messages: list[dict[str, Any]]) -> str | None:
         if self.calls >= len(self.replies):
             raise _Ask(messages)
         self.calls += 1
@@ -122,7 +122,7 @@ def _quiet(*_: object, **__: object) -> None:
 
 
 class _Probed(BaseException):
-    def __init__(self, api: str, kwargs: dict) -> None:
+    def __init__(self, api: str, kwargs: dict[str, Any]) -> None:
         self.api, self.kwargs = api, kwargs
 
 
@@ -272,7 +272,7 @@ class Clone:
         """One hash over what shapes a judgement: the three files (prompts, requests, think-block removal)."""
         return _sha("\0".join(f"{k}={v}" for k, v in sorted(self.files.items())).encode())[:16]
 
-    def provenance(self) -> dict:
+    def provenance(self) -> dict[str, Any]:
         """What the run's row and manifest record of the prompt set, through the redaction every stored text
         passes."""
         found = _redacted({"kind": "original", "label": self.label, "path": self.given, "commit": self.commit,
@@ -297,18 +297,18 @@ class Clone:
         self.request(judge)
         return self._dropped[judge]
 
-    def row(self, benchmark: str, question: Mapping, answer: str) -> dict:
+    def row(self, benchmark: str, question: Mapping, answer: str) -> dict[str, Any]:
         """The row of the original's answer file for this question and answer: the dataset's columns, ``id``, and
         ``ModelAnswer`` after the clone's think-block removal."""
         names = _COLUMNS.get(benchmark, _DEFAULT_COLUMNS)
         qid = str(question["question_id"])
-        row: dict = {"id": int(qid) if qid.isdigit() else qid, "Question": question["turns"][-1]}
+        row: dict[str, Any] = {"id": int(qid) if qid.isdigit() else qid, "Question": question["turns"][-1]}
         for field_name, column in names.items():
             row[column] = question.get(field_name)
         row["ModelAnswer"] = self.think.sub("", answer) if self.think else answer
         return row
 
-    def read(self, benchmark: str, row: dict, judge: str, replies: Sequence[str | None]) -> Ask | Verdict:
+    def read(self, benchmark: str, row: dict[str, Any], judge: str, replies: Sequence[str | None]) -> Ask | Verdict:
         """Run the clone's evaluator on ``row`` with ``replies`` as the judge's answers so far (in its process): the
         call it asks next (``Ask``), or its score (``Verdict``). ``PromptSetFailed`` when the process fails."""
         answer = self.child.ask({"read": [benchmark, row, judge, list(replies)]},
@@ -416,7 +416,7 @@ _SENT = {"chat": {"temperature", "max_tokens", "max_completion_tokens"},
 _CALL = {"model", "messages", "input"}  # Shaberi's own: the judge's name and the conversation
 
 
-def _fields(api: str, kwargs: dict) -> tuple[dict, list[str]]:
+def _fields(api: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The body fields of a recorded create call that Shaberi sends (``extra_body``'s among them, as the client
     merges it), and the names of the ones it drops (see ``_SENT``)."""
     extra = kwargs.get("extra_body")
@@ -458,21 +458,21 @@ def _limits() -> tuple[float, float]:
 
 
 class _Child:
-    """The clone's code in a process of its own (``python -m shaberi.original CLONE``: ``_serve``), started once per
-    run, each answer within a time limit (``child.Child``); the first failure (it exited, hung, or answered with
-    anything else) is kept and said again to every later request."""
+    """The clone's code in a process of its own (``python -m shaberi.judging.original CLONE``: ``_serve``), started
+    once per run, each answer within a time limit (``child.Child``); the first failure (it exited, hung, or answered
+    with anything else) is kept and said again to every later request."""
 
     def __init__(self, path: Path, given: str) -> None:
         self.given, self.failed = given, ""
         self.start, self.limit = _limits()
-        self.child = Child("shaberi.original", str(path))
+        self.child = Child("shaberi.judging.original", str(path))
         try:
             self.ready = self._answer(None, self.start, "while starting (importing its evaluation_datasets_config.py)",
                                       ("ready",))["ready"]
         except PromptSetFailed as exc:
             raise UsageError(str(exc)) from None
 
-    def ask(self, message: dict, doing: str, *keys: str) -> Any:
+    def ask(self, message: dict[str, Any], doing: str, *keys: str) -> Any:
         """Send ``message``; the answer under one of ``keys`` (its value; the whole answer for several keys)."""
         with self.child.lock:
             if self.failed:
@@ -480,7 +480,7 @@ class _Child:
             answer = self._answer(message, self.limit, doing, keys)
             return answer[keys[0]] if len(keys) == 1 else answer
 
-    def _answer(self, message: dict | None, limit: float, doing: str, keys: Sequence[str]) -> dict:
+    def _answer(self, message: dict[str, Any] | None, limit: float, doing: str, keys: Sequence[str]) -> dict[str, Any]:
         try:
             answer = self.child.ask(message, limit)
         except ChildFailed as exc:
@@ -500,7 +500,7 @@ class _Child:
 
 def _serve(path: Path) -> None:
     """The clone's process: import its judging, then answer each request line (``_Child``) until stdin closes."""
-    from . import benchmarks as bm
+    from .. import benchmarks as bm
 
     requests, send = serve()
     try:
@@ -555,7 +555,7 @@ def _functions(module: types.ModuleType) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
-def _evaluate(evaluator: Callable, file: str | None, row: dict, judge: str, replies: Sequence[str | None]
+def _evaluate(evaluator: Callable, file: str | None, row: dict[str, Any], judge: str, replies: Sequence[str | None]
               ) -> Ask | Verdict:
     """One evaluator run on ``row`` with ``replies`` as the judge's answers so far: the call it asks next, or its
     score (in the clone's process)."""

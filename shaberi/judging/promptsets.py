@@ -4,7 +4,7 @@
   (``shaberi.extract``); the default.
 - ``templates``: a team's own folder laid out like ``prompts/judging/`` (``<benchmark>/primary.jinja`` and
   ``fallback.jinja``, shared ``_*.jinja``; a template it lacks comes from Shaberi's), read with the same grammar.
-- ``original``: a clone of the original Shaberi (``shaberi.original``): its prompts, requests and score reading.
+- ``original``: a clone of the original Shaberi (``judging.original``): its prompts, requests and score reading.
 
 ``--judge-prompts PATH`` names one. Judgements under a set other than Shaberi's own are stored under the judge
 name qualified by the set's label (``gpt-4.1-2025-04-14 [original:8578939]``, ``judge_label``): every view,
@@ -19,8 +19,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .errors import UsageError
+from ..errors import UsageError
 from .original import Clone, is_clone
 from .original import load as load_clone
 
@@ -39,7 +40,7 @@ class PromptSet:
         """The ``prompt_hash`` of this set's judging of ``benchmark`` (part of a judgement's identity)."""
         if self.clone is not None:
             return self.clone.prompt_hash()
-        from .prompts import judging_hash
+        from ..prompts import judging_hash
 
         return judging_hash(benchmark, self.folder)
 
@@ -60,9 +61,9 @@ class PromptSet:
         input, named, before any call."""
         import jinja2
 
-        from . import benchmarks as bm
-        from .prompts import judge_fallback, judge_messages, unrenderable
-        from .tables.rows import decoded
+        from .. import benchmarks as bm
+        from ..prompts import judge_fallback, judge_messages, unrenderable
+        from ..tables.rows import decoded
 
         where = f"--judge-prompts {self.given}: " if self.folder is not None else ""
         for name in benchmarks:
@@ -85,7 +86,7 @@ class PromptSet:
         """The judge's name in the tables under this set."""
         return judge_label(name, self.label)
 
-    def provenance(self) -> dict:
+    def provenance(self) -> dict[str, Any]:
         if self.clone is not None:
             return self.clone.provenance()
         if self.folder is None:

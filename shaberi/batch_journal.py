@@ -1,5 +1,5 @@
 """A stage's provider batches in the tables: journaled when submitted, collected by the next run instead of paid
-for twice (``llm.batch`` sends them; the ``batches`` table holds them).
+for twice (``llm.batch_api`` sends them; the ``batches`` table holds them).
 
 A batch is journaled, and its part written, before anything waits on it: a run killed while it runs reads as
 ``waiting`` (``shown_status``), and the same command collects it for its requests (by their ``custom_id``: what
@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from .llm.batch import BatchTransport
+from .llm.batch_api import BatchTransport
 from .llm.client import ChatClient, Completion
 from .tables.rows import Stage
 from .tables.rows import batch as batch_row
