@@ -1,4 +1,4 @@
-"""``shaberi pairwise``: choose the pairs, judge them (``judging``), then fit ratings per benchmark and overall, with
+"""``shaberi pairwise``: choose the pairs, judge them (``stage``), then fit ratings per benchmark and overall, with
 the judge's position bias (``bias``) and the agreement with the absolute scores, all read from the views of
 ``sql/080_pairwise.sql``; the fit is stored (``pairwise_ratings``) for the report and the API.
 

@@ -16,19 +16,9 @@ model with no MT-Bench at all. ``Complete`` counts the four benchmarks with a po
 are ranked first, partial ones after them (their averages are over fewer benchmarks).
 A question a legacy file repeats counts once, and a legacy score off its benchmark's scale or no real number
 is set aside (unscored); ``as_published`` counts as the original tooling did (``multijudge-viz.py``: pandas
-means of the files' score columns): every row, repeats included (kept as superseded judgements), and each
-set-aside score it averaged, as it averaged it (``legacy._published``: -7, 1e308, true as 1, "7" as 7; not
-NaN or inf). Its means are computed in one place, ``published_mean``, for every format and for the import
-report (``published_differences``): each row's value as pandas held it (the score × ``to_ten`` in doubles, as the
-original multiplied ELYZA's column by 2 before averaging: 1e308 × 2 is inf), summed exactly (``math.fsum``) and
-rounded once to a double (inf beyond the doubles' range), divided by the count; an inf among the values gives
-inf, inf and -inf together nan. That is pandas' ``groupby(...).score.mean()`` to the last bit wherever its sum
-does not overflow midway (every score on a scale, a lone 1e308 among them: 1e308 / n), and it depends on no row
-order. Where pandas' own sum overflows midway its answer depends on the order and layout of its frame (1e308,
-1e308, -1e308 first in a file of 40: 2.5e306 from the file alone, nan from its Kahan kernel once the frame
-holds a NaN or other models' rows); a DuckDB ``avg`` gave inf or 2.5e306 by the order a plan happened to give,
-so formats and the import report disagreed. Here it is 2.5e306 everywhere. ``notes`` says how many such scores
-count. The Averages of these means are ``published_mean`` too (pandas' ``mean(axis=1)``).
+means of the files' score columns): every row, repeats included, and each set-aside score it averaged, as it
+averaged it (``legacy._published``). Its means are one function, ``published_mean``, for every format and for the
+import report.
 
 A non-finite number (inf, -inf, nan: only --as-published makes one) is shown as the text ``inf``, ``-inf`` or
 ``nan`` in every format: JSON has no infinity (orjson writes null, which reads as "missing"), so the board as
@@ -233,8 +223,16 @@ class Board:
 
 def published_mean(values: Iterable[float | None]) -> float | None:
     """The mean of ``values`` (None skipped; None for none) as --as-published takes it, the one rule of every format
-    and of the import report (module docstring): the exact sum rounded once to a double (inf beyond its range),
-    divided by the count; an inf among the values makes it inf, inf and -inf nan. Independent of their order."""
+    and of the import report: the exact sum rounded once to a double (inf beyond its range), divided by the count;
+    an inf among the values makes it inf, inf and -inf nan. Independent of their order.
+
+    Each value is the score as pandas held it (× ``to_ten`` in doubles, as the original multiplied ELYZA's column by
+    2 before averaging: 1e308 × 2 is inf). That is pandas' ``groupby(...).score.mean()`` to the last bit wherever its
+    sum does not overflow midway. Where it does, pandas' answer depends on the order and layout of its frame (1e308,
+    1e308, -1e308 first in a file of 40: 2.5e306 from the file alone, nan once the frame holds a NaN or other models'
+    rows), and a DuckDB ``avg`` gave inf or 2.5e306 by the plan's order, so formats and the import report disagreed;
+    here it is 2.5e306 everywhere. The Averages of these means are ``published_mean`` too (pandas' ``mean(axis=1)``).
+    """
     present = [float(v) for v in values if v is not None]
     if not present:
         return None
