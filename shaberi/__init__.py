@@ -1,7 +1,7 @@
 """Shaberi: batch evaluation of LLMs on Japanese chat benchmarks, on a Parquet + DuckDB spine.
 
 The data flows one way: a benchmark's dataset (``benchmarks``) becomes questions, ``generate`` answers them,
-``judge`` judges the answers (its verdicts read by ``extract``), the ``passes`` add score deltas, and the
+``judging`` judges the answers (its verdicts read by ``extract``), the ``passes`` add score deltas, and the
 views and ``reports`` read the tables. ``pipeline`` runs the stages for ``shaberi run``; ``ensemble`` is the
 consensus pipeline on ground-truth benchmarks. Below them, ``llm`` talks to models and ``tables`` declares,
 stores, selects and queries the results. ``cli`` is the command line; ``shaberi.open(root)`` (``api``) the Python API

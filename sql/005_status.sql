@@ -17,7 +17,7 @@ CREATE OR REPLACE MACRO shown_status(stored, alive, waiting) AS
 
 -- pooled_judge(judge): the pooled row a judge's scores go into: '*' for judges under Shaberi's own prompts,
 -- '* [LABEL]' for those under another prompt set ('gpt-4.1 [original:8578939]' pools into '* [original:8578939]':
--- shaberi/promptsets.py), so that pooling never mixes prompt sets. is_pooled(judge): a pooled row.
+-- shaberi/judging/promptsets.py), so that pooling never mixes prompt sets. is_pooled(judge): a pooled row.
 CREATE OR REPLACE MACRO pooled_judge(judge) AS
     CASE WHEN regexp_matches(judge, ' \[[^\]]+\]$') THEN '* ' || regexp_extract(judge, '\[[^\]]+\]$') ELSE '*' END;
 CREATE OR REPLACE MACRO is_pooled(judge) AS starts_with(judge, '*');

@@ -162,7 +162,13 @@ def test_demo_on_the_loopback_server_runs_every_stage_on_the_shipped_samples(tmp
                                                ("--rate-limit-timeout", "0"), ("--max-retries", "-1"),
                                                ("--retry-after-max", "nan"), ("--retry-after-max", "inf"),
                                                ("--concurrency-start", "0"),
-                                               ("--concurrency", "1000000"), ("--judge-concurrency", "0")])
+                                               ("--concurrency", "1000000"), ("--judge-concurrency", "0"),
+                                               ("--rpm", "inf"), ("--tpm", "inf"), ("--rate-limit-timeout", "inf"),
+                                               ("--concurrency-start", "-12345678"),  # shown as given, not -1.2e+07
+                                               ("--max-tokens", "18446744073709551616"),  # past int64: no traceback
+                                               ("--judge-max-completion-tokens", "99999999999999999999"),
+                                               ("--seed", "18446744073709551616"),
+                                               ("--max-retries", "-99999999999999999999")])
 def test_numbers_an_endpoint_would_refuse_or_that_turn_a_safeguard_off(server, tmp_path, data_dir, option, value):
     proc = shaberi("run", "--model", "m", "--base-url", server.base_url, option, value,
                    "--results-dir", str(tmp_path / "results"), "--data-dir", str(data_dir))

@@ -468,6 +468,9 @@ def test_bad_cache_files_options_and_result_files_are_refused_before_anything_is
         for extra, start in [(["--cache-dir", str(tmp_path / "afile")], "error: --cache-dir"),
                              (["--temperature", "nan"], "error: --temperature nan is out of range"),
                              (["--max-tokens", "0"], "error: --max-tokens 0 is out of range"),
+                             (["--max-tokens", "18446744073709551616"], "error: --max-tokens 18446744073709551616 is"),
+                             (["--n", "18446744073709551616"], "error: --n 18446744073709551616 is out of range"),
+                             (["--rpm", "inf"], "error: --rpm inf is out of range"),
                              (["--limit", "-3"], "error: --limit -3 is out of range"),
                              (["--timeout", "inf"], "error: --timeout inf is out of range")]:
             one_line(shaberi(*generate, *extra), start)

@@ -357,6 +357,8 @@ def test_bad_prompt_sets_are_one_line_and_write_nothing(data_dir, tmp_path, serv
         (["--judge-prompts", str(syntax)], "importing it raised SyntaxError"),
         (["--judge-prompts", str(data_dir / "original" / NEW), "--judge-temperature", "0.5"],
          "--judge-temperature does not apply"),
+        (["--judge-prompts", str(data_dir / "original" / NEW), "--judge-temperature", "0"],  # the default, given
+         "--judge-temperature does not apply"),
         (["--judge-prompts", str(data_dir / "original" / NEW), "--benchmark", "mt_bench_full"],
          "the original judges no mt_bench_full"),
         (["--judge-prompts", str(config)], "not a folder"),

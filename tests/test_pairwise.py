@@ -314,6 +314,10 @@ def test_a_judge_that_never_chooses_leaves_no_rating_and_says_so(tmp_path):
     (["--tags", "tm1,tm2,tm3", "--reference", "tm1", "--opponents", "2"], "error: --reference and --opponents"),
     (["--tags", "tm1,tm2", "--bootstrap", "-1"], "error: --bootstrap -1 must be 0 or more"),
     (["--tags", "tm1,tm2", "--benchmark", "elyza"], "error: tag 'tm1' has no answer to compare on --benchmark elyza"),
+    (["--tags", "tm1,tm2", "--judge-max-tokens", "18446744073709551616"],
+     "error: --judge-max-tokens 18446744073709551616 is out of range"),
+    (["--tags", "tm1,tm2", "--judge-top-p", "2"], "error: --judge-top-p 2 is out of range"),
+    (["--tags", "tm1,tm2", "--rpm", "inf"], "error: --rpm inf is out of range"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
     with LoopbackServer(models=(*MODELS, "judge")) as server:
@@ -372,3 +376,20 @@ def test_a_sampled_design_is_connected_balanced_and_seeded():
         for k in range(2, n - 1):
             for seed in range(5):
                 assert len(sampled([f"t{i}" for i in range(n)], k, seed).pairs) == n * k // 2, (n, k, seed)
+
+
+def test_the_judges_sampling_options_reach_every_pairwise_request(tmp_path):
+    """The judges' sampling options are one group (``cli.options``), the same on ``pairwise`` as on ``run``: each
+    reaches the judge's requests, the fallbacks' too."""
+    with LoopbackServer(models=(*MODELS, "judge")) as server:
+        generate(server, tmp_path / "r", write_data(tmp_path / "d", 2))
+        server.reset()
+        out = pairwise(server, tmp_path / "r", "--judge-top-p", "0.5", "--judge-max-completion-tokens", "333",
+                       "--judge-reasoning-effort", "low", "--judge-extra-body", '{"top_k": 7}',
+                       "--judge-temperature", "0.3")
+        bodies = [b for b in server.bodies() if b["model"] == "judge"]
+    assert out.returncode in (0, 1), out.stderr
+    assert len(bodies) >= 2 * 3 * 2
+    assert {(b["top_p"], b["max_completion_tokens"], b["reasoning_effort"], b["top_k"], b["temperature"])
+            for b in bodies} == {(0.5, 333, "low", 7, 0.3)}
+    assert not any("max_tokens" in b for b in bodies)

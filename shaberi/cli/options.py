@@ -16,14 +16,20 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from ..errors import UsageError
+from ..llm.config import MAX_COUNT
 from .common import LIMITS, check_concurrency
 
 if TYPE_CHECKING:
     from ..llm.config import ClientConfig
 
-__all__ = ["Sampled", "client_options", "sampling_options"]
+__all__ = ["MAX_COUNT", "Sampled", "client_options", "sampling_options", "shown"]
 
 R = TypeVar("R")
+
+
+def shown(value: float | None) -> str:
+    """An option's value as given: an integer whole, a float as ``:g`` (NaN as nan)."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
 
 Concurrency = Annotated[int, typer.Option(help="Most requests in flight per endpoint: the upper bound of the adaptive "
                                           "limit.", rich_help_panel=LIMITS)]
@@ -103,16 +109,17 @@ def client_config(concurrency: int, timeout: float, max_retries: int, rpm: float
     check_concurrency("--concurrency", concurrency)
     for option, value, ok, want in [
         ("--timeout", timeout, 0 < timeout < math.inf, "more than 0 seconds, and finite"),
-        ("--rpm", rpm, rpm is None or rpm > 0, "more than 0"),
-        ("--tpm", tpm, tpm is None or tpm > 0, "more than 0"),
-        ("--max-retries", max_retries, max_retries >= 0, "0 or more"),
-        ("--rate-limit-timeout", rate_limit_timeout, rate_limit_timeout > 0, "more than 0 seconds"),
+        ("--rpm", rpm, rpm is None or 0 < rpm < math.inf, "more than 0, and finite"),
+        ("--tpm", tpm, tpm is None or 0 < tpm < math.inf, "more than 0, and finite"),
+        ("--max-retries", max_retries, 0 <= max_retries <= MAX_COUNT, f"between 0 and {MAX_COUNT:,}"),
+        ("--rate-limit-timeout", rate_limit_timeout, 0 < rate_limit_timeout < math.inf,
+         "more than 0 seconds, and finite"),
         ("--retry-after-max", retry_after_max, 0 <= retry_after_max < math.inf, "0 or more seconds, and finite"),
         ("--concurrency-start", concurrency_start, concurrency_start is None or concurrency_start >= 1, "at least 1"),
         ("--concurrency-min", concurrency_min, concurrency_min >= 1, "at least 1"),
     ]:
         if not ok:
-            raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
+            raise UsageError(f"{option} {shown(value)} is out of range: it must be {want}")
     for option, limit in (("--concurrency-start", concurrency_start), ("--concurrency-min", concurrency_min)):
         if limit is not None and limit > concurrency:
             raise UsageError(f"{option} {limit} is above --concurrency {concurrency}: raise --concurrency too")
@@ -141,10 +148,11 @@ def sampling_options(role: str, panel: str, temperature: str, max_tokens: int
     prefix, name = (f"--{role}-", f"{role}_") if role else ("--", "")
     who, whose = ("Judge ", "every judge") if role else ("", "every candidate")
     options = {
-        f"{name}temperature": (Annotated[str, typer.Option(
-            metavar="FLOAT|omit", rich_help_panel=panel,
-            help=_cap(f"{who}sampling temperature, or omit (send none: the endpoint's default)."))],
-            temperature),
+        f"{name}temperature": (Annotated[str | None, typer.Option(  # None: not given (the role's default)
+            metavar="FLOAT|omit", rich_help_panel=panel, show_default=False,
+            help=_cap(f"{who}sampling temperature, or omit (send none: the endpoint's default) [default: "
+                      f"{temperature}]."))],
+            None),
         f"{name}max_tokens": (Annotated[int | None, typer.Option(
             rich_help_panel=panel, help=_cap(f"{who}completion token limit [default: {max_tokens}]."))], None),
         f"{name}max_completion_tokens": (Annotated[int | None, typer.Option(
@@ -159,12 +167,10 @@ def sampling_options(role: str, panel: str, temperature: str, max_tokens: int
             rich_help_panel=panel, help=f"JSON object merged into {whose} request, e.g. '{{\"chat_template_kwargs\": "
             "{\"enable_thinking\": false}}'.")], None),
     }
-    defaults = {key: value for key, (_, value) in options.items()}
-
     def build(**values: Any) -> Sampled:
         given = tuple(prefix + key.removeprefix(name).replace("_", "-") for key, value in values.items()
-                      if value != defaults[key])
-        params = sampling(prefix, values[f"{name}temperature"], values[f"{name}max_tokens"],
+                      if value is not None)  # every option of the group defaults to None: not given
+        params = sampling(prefix, values[f"{name}temperature"] or temperature, values[f"{name}max_tokens"],
                           values[f"{name}max_completion_tokens"], max_tokens, values[f"{name}top_p"],
                           values[f"{name}reasoning_effort"], values[f"{name}extra_body"])
         return Sampled(params, given)
@@ -187,8 +193,8 @@ def sampling(prefix: str, temperature: str, max_tokens: int | None, max_completi
         raise UsageError(f"{prefix}max-tokens and {prefix}max-completion-tokens are the same limit under two names: "
                          "give one")
     for name, value in (("max-tokens", max_tokens), ("max-completion-tokens", max_completion_tokens)):
-        if value is not None and value < 1:
-            raise UsageError(f"{prefix}{name} {value} is out of range: it must be at least 1")
+        if value is not None and not 1 <= value <= MAX_COUNT:
+            raise UsageError(f"{prefix}{name} {value} is out of range: it must be between 1 and {MAX_COUNT:,}")
     if top_p is not None and not 0 < top_p <= 1:  # NaN fails this too
         raise UsageError(f"{prefix}top-p {top_p:g} is out of range: it must be more than 0 and at most 1")
     if effort is not None and effort not in EFFORTS:

@@ -25,7 +25,7 @@ from .common import (
     print_rows,
     stop_line,
 )
-from .options import Sampled, client_options, sampling_options
+from .options import MAX_COUNT, Sampled, client_options, sampling_options, shown
 
 if TYPE_CHECKING:
     from ..estimate import Estimate
@@ -178,7 +178,7 @@ def run(
     stages_run = _stages(stages, base_url, bool(judge), bool(passes), rejudge, results_dir, tag, model, runs)
     families = str(model_families) if model_families else None
     load_families(families)  # a broken table is bad input, before anything runs
-    _check_ranges(judge_concurrency, frequency_penalty, retry_errors, batch_poll, batch_size, max_cost)
+    _check_ranges(judge_concurrency, frequency_penalty, seed, retry_errors, batch_poll, batch_size, max_cost)
     if pass_option and not passes:
         raise UsageError(f"--pass-option {pass_option[0]!r} needs --passes naming its pass, e.g. --passes lang_mixing")
     judges_url = (judge_base_url or base_url or "").rstrip("/")
@@ -238,7 +238,7 @@ def _stages(stages: str | None, base_url: str | None, judged: bool, passes: bool
     return found
 
 
-def _check_ranges(judge_concurrency: int | None, frequency_penalty: float | None, retry_errors: int,
+def _check_ranges(judge_concurrency: int | None, frequency_penalty: float | None, seed: int | None, retry_errors: int,
                   batch_poll: float, batch_size: int, max_cost: float | None) -> None:
     """The run's own numeric options within their ranges (the client's and the sampling's are checked by their
     groups: ``options``)."""
@@ -246,13 +246,14 @@ def _check_ranges(judge_concurrency: int | None, frequency_penalty: float | None
     for option, value, ok, want in [
         ("--frequency-penalty", frequency_penalty, frequency_penalty is None or -2 <= frequency_penalty <= 2,
          "between -2 and 2"),
-        ("--retry-errors", retry_errors, retry_errors >= 0, "0 or more"),
+        ("--seed", seed, seed is None or -(2**63) <= seed < 2**63, "a 64-bit integer"),
+        ("--retry-errors", retry_errors, 0 <= retry_errors <= MAX_COUNT, f"between 0 and {MAX_COUNT:,}"),
         ("--batch-poll", batch_poll, 0 < batch_poll < float("inf"), "a number of seconds above 0"),
         ("--batch-size", batch_size, 1 <= batch_size <= 50_000, "between 1 and 50,000 (OpenAI's limit)"),
         ("--max-cost", max_cost, max_cost is None or 0 < max_cost < float("inf"), "a number of USD above 0"),
     ]:
         if not ok:
-            raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
+            raise UsageError(f"{option} {shown(value)} is out of range: it must be {want}")
 
 
 def _run_family(request: RunRequest, family: list[RunRequest]) -> None:

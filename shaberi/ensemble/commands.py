@@ -14,6 +14,7 @@ import orjson
 from ..errors import BudgetSpent, DataError, UsageError
 from ..generate import BenchmarkProgress, Progress
 from ..llm.client import ChatClient, ClientConfig
+from ..llm.config import MAX_COUNT
 from ..llm.endpoints import check_base_url, resolve_api_key, shared_llm
 from ..llm.spending import free_note, open_budget
 from . import cache
@@ -49,12 +50,14 @@ async def generate(results_dir: Path, data_dir: Path, model: str, base_url: str,
     slow one. With ``cache_dir``: its files are read first (what they hold is not asked again) and written
     after. ``max_cost`` (USD): a spending limit over the entries made (``budget``), priced from ``pricing``."""
     check_base_url(base_url)
-    for option, ok, want in (("--n", n >= 1, "at least 1"), ("--max-tokens", max_tokens >= 1, "at least 1"),
+    for option, ok, want in (("--n", 1 <= n <= MAX_COUNT, f"between 1 and {MAX_COUNT:,}"),
+                             ("--max-tokens", 1 <= max_tokens <= MAX_COUNT, f"between 1 and {MAX_COUNT:,}"),
                              ("--temperature", math.isfinite(temperature) and 0 <= temperature <= 2,
                               "between 0 and 2")):
         if not ok:
             value = {"--n": n, "--max-tokens": max_tokens, "--temperature": temperature}[option]
-            raise UsageError(f"{option} {value:g} is out of range: it must be {want}")
+            raise UsageError(f"{option} {value if isinstance(value, int) else f'{value:g}'} is out of range: it must "
+                             f"be {want}")
     names = gt.resolve(datasets)
     loaded = [gt.load(name, data_dir, limit) for name in names]
     if cache_dir is not None:

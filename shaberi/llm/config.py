@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 from ..errors import UsageError
 
-__all__ = ["ClientConfig", "ControlConfig"]
+__all__ = ["MAX_COUNT", "ClientConfig", "ControlConfig"]
+
+MAX_COUNT = 2**31 - 1  # the most of a count given as an option (tokens, retries, answers): what every provider takes
 
 
 @dataclass(frozen=True)

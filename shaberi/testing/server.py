@@ -39,7 +39,7 @@ body so that a retry of the same request sees the next outcome::
                         per run of a family, as the same question gets from a sampling model
 
 The Batch API (files, batches, cancel; ``--batch-seconds``, expiry on demand, partial error files) answers each
-line as the chat endpoint would: see ``batches.py``.
+line as the chat endpoint would: see ``batch_server.py``.
 
 ``POST /v1/responses`` (OpenAI's Responses API: ``input`` for ``messages``, ``max_output_tokens``) answers the
 same way in that API's shape; the original Shaberi asks its GPT-5.1 judges there.
@@ -516,7 +516,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--retry-after", type=float, default=None,
                         help="Retry-After seconds on capacity and stray 429s (none: no header)")
     parser.add_argument("--stray-429", type=float, default=0.0, help="fraction of requests refused whatever the load")
-    parser.add_argument("--batch-seconds", type=float, default=0.0, help="how long a batch takes (batches.py)")
+    parser.add_argument("--batch-seconds", type=float, default=0.0, help="how long a batch takes (batch_server.py)")
     parser.add_argument("--first-wins", type=float, default=0.0,
                         help="share of pairwise judge calls answering A whatever was shown (position bias)")
     args = parser.parse_args(argv)

@@ -58,7 +58,7 @@ SELECT CASE WHEN $batch THEN coalesce(p.batch_input, p.input) ELSE p.input END,
 FROM (SELECT price_of($run, $model) AS p) WHERE p IS NOT NULL;
 
 -- name: total_cost
--- What the runs in the connection cost, all stages and models together (the spending limit's spend: budget.py).
+-- What the runs in the connection cost, all stages and models together (the spending limit's spend: llm/spending.py).
 SELECT coalesce(sum(cost_usd), 0) FROM cost;
 
 -- name: run_status
