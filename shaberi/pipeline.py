@@ -494,7 +494,7 @@ class _Stages:
             except EXPORT_ERRORS as exc:
                 self.export_error, export = export_failure(exc), False
         if con is None:
-            con = connect(self.results_dir, None, [self.run_id], upto="coverage")
+            con = connect(self.results_dir, None, [self.run_id], upto="coverage", memo=False)
         benchmarks = benchmark_statuses(con, self.run_id)
         for name in self.stages:
             in_scope = [b for n, b in benchmarks.items() if scoped is None or n in scoped]

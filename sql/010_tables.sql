@@ -7,14 +7,18 @@
 
 -- runs: status as readers show it (shown_status: a run whose writer died is interrupted, or waiting on the batches
 -- it submitted), stored_status as its row holds it.
+-- run_rows: each run's latest row, as its writer last wrote it.
+CREATE OR REPLACE VIEW run_rows AS
+SELECT * FROM raw_runs
+QUALIFY {latest:runs};
+
 CREATE OR REPLACE VIEW runs AS
 WITH waiting AS (
     SELECT run_id, bool_or(status = 'submitted') AS waiting
     FROM (SELECT run_id, status FROM raw_batches QUALIFY {latest:batches}) GROUP BY run_id
 )
 SELECT r.* EXCLUDE (_file) REPLACE (shown_status(r.status, w.alive, b.waiting) AS status), r.status AS stored_status
-FROM raw_runs r LEFT JOIN run_writers w USING (run_id) LEFT JOIN waiting b USING (run_id)
-QUALIFY {latest:runs};
+FROM run_rows r LEFT JOIN run_writers w USING (run_id) LEFT JOIN waiting b USING (run_id);
 
 CREATE OR REPLACE VIEW questions AS
 SELECT * EXCLUDE (_file) FROM raw_questions
@@ -23,6 +27,12 @@ QUALIFY {latest:questions};
 CREATE OR REPLACE VIEW answers AS
 SELECT * EXCLUDE (_file) FROM raw_answers
 QUALIFY {latest:answers};
+
+-- answer_letters: per run, the letters of its answers and how many of them are Japanese (counted as each answer was
+-- written: scripts.py), for the leaderboard's % JA without reading every answer again (shaberi/tables/memo.py).
+CREATE OR REPLACE VIEW answer_letters AS
+SELECT run_id, sum(japanese_chars)::BIGINT AS japanese_chars, sum(letter_chars)::BIGINT AS letter_chars
+FROM answers GROUP BY run_id;
 
 -- Every stored judgement version (one per answer, judge, judging prompt and judged text); which of them
 -- count is the lineage rule's business (015_lineage.sql defines `judgements` from these).

@@ -21,6 +21,8 @@ from .forkserver import ForkServer
 REPO = Path(__file__).resolve().parent.parent
 # Judge-endpoint slots are machine-wide (shaberi.llm.lease); keep the suite's own, inherited by subprocesses.
 os.environ["SHABERI_LEASE_DIR"] = tempfile.mkdtemp(prefix="shaberi-test-leases-")
+# The views' entries (shaberi.tables.memo) and remote roots' journals: the suite's own, not the user's ~/.cache.
+os.environ["SHABERI_STATE_DIR"] = tempfile.mkdtemp(prefix="shaberi-test-state-")
 
 
 # The files that take longest, started first: under xdist's --dist loadfile a file runs on one worker, and the last
@@ -138,6 +140,7 @@ def _fork_server():
     yield
     FORKS.close()
     shutil.rmtree(os.environ["SHABERI_LEASE_DIR"], ignore_errors=True)
+    shutil.rmtree(os.environ["SHABERI_STATE_DIR"], ignore_errors=True)
 
 
 def query(results: Path, sql: str) -> list[tuple]:

@@ -103,7 +103,7 @@ def export_connection(results_dir: Path, run_id: str) -> duckdb.DuckDBPyConnecti
     rewrites in its row (the statuses and errors of it and its stages; ``reused`` reads when and on what each
     stage started)."""
     con = duckdb.connect(config={"threads": 1, "memory_limit": "128MB", "temp_directory": _spill_dir()})
-    return connect(results_dir, None, [run_id], upto="run_scores", con=con, cache=_COMPUTED_ONCE)
+    return connect(results_dir, None, [run_id], upto="run_scores", con=con, cache=_COMPUTED_ONCE, memo=False)
 
 
 def _spill_dir() -> str:

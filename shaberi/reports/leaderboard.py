@@ -71,7 +71,7 @@ from .. import benchmarks as bm
 from ..errors import UsageError
 from ..extract import AS_PUBLISHED_MARK
 from ..tables.selection import RunRef, Selector, parse_selectors, require_root, select, tags_there
-from ..tables.sql import connect, query, score_mean
+from ..tables.sql import connect, query, score_means
 from .output import write_atomic
 
 __all__ = ["FORMATS", "JUDGE_TITLES", "Board", "Column", "NonFinite", "board", "columns",
@@ -319,7 +319,7 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
     tags = list(dict.fromkeys(t for t, _ in ranked))
     family = bool(families)
     connect(results_dir, None, list(dict.fromkeys(r.run_id for r in runs)),
-            upto="multi_run_stats" if family else "score_means", con=con)
+            upto="multi_run_stats" if family else "score_means", con=con, cache=("runs",))  # runs: read 3 times
     scores: dict[tuple[str, str, str, str], _Stat] = {}  # (tag, model, judge, benchmark)
     judged: set[tuple[str, str, str]] = set()  # (tag, model, judge)
     notes: list[str] = []
@@ -351,8 +351,8 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
         notes.append(f"rows judged under {len(prompt_sets)} prompt sets ({', '.join(prompt_sets)}) share the judge "
                      "columns, each row's Prompts saying which; a row's (All) pools its own prompt set's judges only")
     # An Average of the published means: published_mean, as every published number (a 1e308 the original counted
-    # is beyond score_mean's decimals); otherwise score_mean, the one rule of every view.
-    mean_of = published_mean if as_published else score_mean
+    # is beyond score_mean's decimals); otherwise score_mean, the one rule of every view (all asked at once).
+    means_of = (lambda groups: [published_mean(g) for g in groups]) if as_published else score_means
     judges = sorted({j for _, j in judges_of}, key=judge_title)
     gpt4 = any(judge_title(j) == GPT4 for j in judges)
     board_columns = columns()  # read once: the same columns for every row
@@ -376,50 +376,69 @@ def board(results_dir: Path, tag: str | list[str] = "legacy", as_published: bool
     # per tag, then per family (its members' answers, overriding a tag of the same name as before)
     ja = {(t, m): v for _, t, m, v in con.execute(query("leaderboard.japanese_share")).fetchall()}
 
+    has_of: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    for k, _, b in cells_of:
+        has_of[k].add(b)
+    judge_count: dict[tuple[str, str, str], int] = defaultdict(int)
+    for k, _ in judges_of:
+        judge_count[k] += 1
+
+    def shown_of(key: tuple[str, str, str]) -> tuple[str, list[str]]:
+        """The original read whatever file its MT-Bench folder held, for some models the older 80-question set:
+        JA-MT shows the 60-question score, or the 80-question one where that is all a model has."""
+        has = has_of[key]
+        ja_mt = "mt_bench" if "mt_bench" in has or "mt_bench_80" not in has else "mt_bench_80"
+        return ja_mt, [ja_mt if b == "mt_bench" else b for b, _ in board_columns]
+
+    shown_at = {key: shown_of(key) for key in rows_of}
+    # a single run's block Average is the mean of its cells (score_mean: as run_scores computes it, the same number)
+    plain = [(key, j) for key in rows_of if key[:2] not in families for j in ["*", *judges]]
+    block_mean = dict(zip(plain, means_of([[s.mean for b in shown_at[key][1] if (s := cells_of.get((key, j, b)))]
+                                           for key, j in plain]), strict=True))
+
+    def block(key: tuple[str, str, str], judge: str) -> tuple[list, float | None, int]:
+        """The block's cells, its Average and how many runs count."""
+        stats = [cells_of.get((key, judge, b)) for b in shown_at[key][1]]
+        if key[:2] in families:
+            average = cells_of.get((key, judge, "overall"))
+            runs = average.runs if average else max((s.runs for s in stats if s), default=0)
+            cells = [v for s in [average, *stats] for v in ((s.mean, s.low, s.high) if s else (None,) * 3)]
+            return cells, average.mean if average else None, runs
+        mean = block_mean[key, judge]
+        values = [mean, *(s.mean if s else None for s in stats)]
+        return [v for x in values for v in ((x, None, None) if family else (x,))], mean, 1
+
     rows: list[list] = []
+    ex_gpt4_of: list[tuple[list, list[float], float | None]] = []  # (row, the Averages it takes, GPT4's)
     for key in rows_of:
         t, model, prompts = key
-        in_family = (t, model) in families
-        # The original read whatever file its MT-Bench folder held, for some models the older 80-question
-        # set: JA-MT shows the 60-question score, or the 80-question one where that is all a model has.
-        has = {b for (k, _, b) in cells_of if k == key}
-        ja_mt = "mt_bench" if "mt_bench" in has or "mt_bench_80" not in has else "mt_bench_80"
-        shown = [ja_mt if b == "mt_bench" else b for b, _ in board_columns]
-
-        def block(judge: str, key: tuple[str, str, str] = key, shown: list[str] = shown, in_family: bool = in_family
-                  ) -> tuple[list, float | None, int]:
-            """The block's cells, its Average and how many runs count."""
-            stats = [cells_of.get((key, judge, b)) for b in shown]
-            if in_family:
-                average = cells_of.get((key, judge, "overall"))
-                runs = average.runs if average else max((s.runs for s in stats if s), default=0)
-                cells = [v for s in [average, *stats] for v in ((s.mean, s.low, s.high) if s else (None,) * 3)]
-                return cells, average.mean if average else None, runs
-            mean = mean_of(s.mean for s in stats if s)  # score_mean: as run_scores computes it, the same number
-            values = [mean, *(s.mean if s else None for s in stats)]
-            return [v for x in values for v in ((x, None, None) if family else (x,))], mean, 1
-
-        pooled, mean_all, runs_all = block("*")
+        ja_mt, shown = shown_at[key]
+        pooled, mean_all, runs_all = block(key, "*")
         averages = {"All": mean_all}
         row: list = [model, *([t] if len(tags) > 1 else []), *([prompts] if labelled else []),
-                     *([runs_all] if family else []), len({j for k, j in judges_of if k == key})]
+                     *([runs_all] if family else []), judge_count[key]]
         row += [None] if gpt4 else []
         row += pooled
         for j in judges:
-            cells, averages[judge_title(j)], runs_j = block(j)
+            cells, averages[judge_title(j)], runs_j = block(key, j)
             row += [runs_j, *cells] if family else cells
         complete = sum(cells_of.get((key, "*", b)) is not None for b in shown)
         if gpt4:
             # As the original computed them: the mean of every Average column whose name lacks "GPT4" (so
             # GPT4.1 is left out too), "All" included; and its difference from GPT4's, relative to it.
             others = [v for title, v in averages.items() if GPT4 not in title and v is not None]
-            ex_gpt4 = mean_of(others) if len(others) > 1 else None  # "All" alone is no judge
-            row[head.index(Column("Average (ex-GPT4)", "score", GPT4))] = ex_gpt4
-            base = averages.get(GPT4)
-            row += [(ex_gpt4 - base) / base if base and ex_gpt4 is not None else None]
-        questions = {"mt_bench": "60", "mt_bench_80": "80"}.get(ja_mt) if ja_mt in has else ""
+            ex_gpt4_of.append((row, others, averages.get(GPT4)))
+            row += [None]  # GPT4 delta, below
+        questions = {"mt_bench": "60", "mt_bench_80": "80"}.get(ja_mt) if ja_mt in has_of[key] else ""
         row += [ja.get((t, model)), questions, f"{complete}/{len(board_columns)}"]
         rows.append(row)
+    if gpt4:
+        at, delta_at = head.index(Column("Average (ex-GPT4)", "score", GPT4)), head.index(Column("GPT4 delta",
+                                                                                                "ratio", GPT4))
+        for (row, _, base), ex_gpt4 in zip(ex_gpt4_of, means_of(o if len(o) > 1 else [] for _, o, _ in ex_gpt4_of),
+                                           strict=True):  # "All" alone is no judge
+            row[at] = ex_gpt4
+            row[delta_at] = (ex_gpt4 - base) / base if base and ex_gpt4 is not None else None
     # Complete rows first: an average over fewer benchmarks does not rank against one over all four. Ranked by
     # Average (All): each row's own pool (a row's Prompts says which prompt set it is).
     average_at = [c.name for c in head].index("Average (All)")
@@ -458,8 +477,9 @@ def _by_prompt_set(ranked: dict[tuple[str, str], None], imported: set[tuple[str,
     found = {k for k, _, _ in by_set} | {k for k, _ in judged_by_set}
     order = {tm: i for i, tm in enumerate(ranked)}
     rows = sorted(found, key=lambda k: (order[k[:2]], k[2]))
+    scored = {k[:2] for k in found}
     rows += [(t, m, UNNAMED_PROMPTS if (t, m) in imported else SHABERI_PROMPTS)  # a ranked model with no score
-             for t, m in ranked if not any(k[:2] == (t, m) for k in found)]
+             for t, m in ranked if (t, m) not in scored]
     return rows, by_set, judged_by_set
 
 

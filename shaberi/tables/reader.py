@@ -12,6 +12,7 @@ configuration is locked, so a statement that got past the first wall could still
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import duckdb
 
@@ -44,13 +45,13 @@ def queries_only(con: duckdb.DuckDBPyConnection, query: str) -> None:
         raise UsageError(f"shaberi sql runs queries only (SELECT, EXPLAIN), not {kind}; {_REFUSAL}")
 
 
-def seal(con: duckdb.DuckDBPyConnection, root: Root) -> None:
-    """Leave ``con`` (its views defined over ``root`` read-only) able to read the results' tables and nothing
-    else, a setting no statement can undo."""
-    if is_remote(root):
-        tables = [f"{root / 'tables'}/"]
-    else:  # as the views name it, and a symbolic link resolved (DuckDB checks both the name and what it matched)
-        tables = [READER_SCHEME + os.path.abspath(root / "tables"), READER_SCHEME + os.path.realpath(root / "tables")]
+def seal(con: duckdb.DuckDBPyConnection, root: Root, also: tuple[Path, ...] = ()) -> None:
+    """Leave ``con`` (its views defined over ``root`` read-only) able to read the results' tables (and the folders
+    ``also``: the views' entries of ``memo.py``) and nothing else, a setting no statement can undo."""
+    local = [*([] if is_remote(root) else [root / "tables"]), *also]
+    # as the views name them, and a symbolic link resolved (DuckDB checks both the name and what it matched)
+    tables = [*([f"{root / 'tables'}/"] if is_remote(root) else []),
+              *(READER_SCHEME + f(d) for d in local for f in (os.path.abspath, os.path.realpath))]
     dirs = list(dict.fromkeys([*tables, *map(glob_literal, tables)]))
     con.execute("SET allowed_directories = $dirs", {"dirs": dirs})
     con.execute("SET enable_external_access = false")

@@ -21,7 +21,7 @@ from ..errors import UsageError
 from .ids import run_id_prefix
 from .layout import live_parts_under
 from .location import Root, as_root, attach, glob_literal
-from .sql import LATEST_RUN_ROW, define_status, latest_row, relisting
+from .sql import define_status, latest_row, relisting, run_rows
 from .writers import probe_writers
 
 __all__ = ["Match", "RunRef", "Selection", "Selector", "find_runs", "left_out", "parse_selector", "parse_selectors",
@@ -62,8 +62,8 @@ def find_runs(root: Root, tag: str | None = None, *, match: Match = "tag_or_fami
             return []
         con.execute(
             "CREATE OR REPLACE TEMP TABLE listed_runs AS SELECT run_id, model, tag, base_tag, run_index, status "
-            f"FROM {_parquet(parts)} QUALIFY {LATEST_RUN_ROW} "
-            f"AND ($tag IS NULL OR {where}) AND ($model IS NULL OR model = $model)", {"tag": tag, "model": model})
+            f"FROM {run_rows(con, root, parts)} WHERE ($tag IS NULL OR {where}) AND ($model IS NULL OR model = $model)",
+            {"tag": tag, "model": model})
         probe_writers(con, root, "SELECT run_id, status FROM listed_runs")
         batches, _ = live_parts_under(root / "tables" / "batches", folders)  # none unless a run used a Batch API
         waiting = "SELECT NULL::VARCHAR AS run_id, NULL::BOOLEAN AS waiting WHERE false"

@@ -28,12 +28,14 @@ from ..resources import resource_dir
 from .failures import converted, storage_errors
 from .layout import live_parts, live_parts_under
 from .location import READER_SCHEME, Root, as_root, attach, glob_in, is_remote, reader_name
+from .memo import PER_RUN_VIEWS, memo_dir, remember, rules_key, run_keys
 from .reader import seal
 from .schema import TABLES, Table
 from .writers import probe_writers
 
 __all__ = ["LATEST_RUN_ROW", "SCORE_DIGITS", "connect", "define_status", "latest_row", "load_pricing", "materialize",
-           "query", "read_prices", "reattach", "relisting", "score_mean", "shown_status", "status_rule"]
+           "query", "read_prices", "reattach", "relisting", "run_rows", "score_mean", "score_means", "shown_status",
+           "status_rule"]
 
 T = TypeVar("T")
 # The one rule for a mean of scores, wherever it is printed (the views, the leaderboard, compare, the report):
@@ -49,17 +51,26 @@ _means: duckdb.DuckDBPyConnection | None = None
 def score_mean(values: Iterable[float | None]) -> float | None:
     """The mean of ``values`` (None skipped; None for none) by the views' own rule (the SQL macro score_mean), for
     a mean computed outside a view: the same values give the same number, to the last digit."""
+    return score_means([values])[0]
+
+
+def score_means(groups: Iterable[Iterable[float | None]]) -> list[float | None]:
+    """``score_mean`` of each group, asked of DuckDB in one query (a leaderboard of hundreds of models takes
+    thousands of means: one query each cost it seconds)."""
     global _means
-    present = [float(v) for v in values if v is not None]
-    if not present:
-        return None
-    with _means_lock:
-        if _means is None:
-            _means = duckdb.connect()
-            _means.execute(f"CREATE MACRO score_mean(x) AS {_SCORE_MEAN}")
-        row = _means.execute("SELECT score_mean(x) FROM unnest($v) t(x)", {"v": present}).fetchone()
-    assert row is not None
-    return float(row[0])
+    present = [[float(v) for v in values if v is not None] for values in groups]
+    asked = [(i, values) for i, values in enumerate(present) if values]
+    found: dict[int, float] = {}
+    if asked:
+        with _means_lock:
+            if _means is None:
+                _means = duckdb.connect()
+                _means.execute(f"CREATE MACRO score_mean(x) AS {_SCORE_MEAN}")
+            found = dict(_means.execute(
+                "SELECT g, score_mean(x) FROM (SELECT g, unnest(v) AS x FROM (SELECT unnest($g) AS g, "
+                "unnest($v::DOUBLE[][]) AS v)) GROUP BY g",
+                {"g": [i for i, _ in asked], "v": [values for _, values in asked]}).fetchall())
+    return [float(found[i]) if i in found else None for i in range(len(present))]
 
 
 _QUERY_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
@@ -155,20 +166,31 @@ def relisting(define: Callable[[], T], attempts: int = 8) -> T:
     raise AssertionError("unreachable")
 
 
-def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: list[str] | None,
-              read_only: bool = False) -> None:
-    """Every declared column with its declared type, whatever the age of the parts (missing → NULL); ``read_only``:
-    read through the read-only filesystem (``connect``)."""
+def _listed(root: Root, spec: Table, run_ids: list[str] | None) -> tuple[list[Root], bool]:
+    """The table's live parts (of the partitions of ``run_ids`` only, when given), and whether they are every part
+    under the table, so that one pattern can name them."""
     table_dir = root / "tables" / spec.name
-    columns = spec.duckdb_columns
     if run_ids is None:
         parts, listed = live_parts_under(table_dir)
-        # One pattern while every part holds rows; a list when replaced parts are still there.
-        files = ([f"{reader_name(table_dir, read_only)}/*/part-*.parquet"] if len(parts) == listed
-                 else [reader_name(p, read_only) for p in parts]) if parts else []
-    else:  # only the partitions of these runs: the cost follows the runs asked about, not the whole lake
-        parts = [p for r in run_ids for p in live_parts(glob_in(table_dir / f"run_id={r}", "part-*.parquet"))]
-        files = [reader_name(p, read_only) for p in parts]
+        return parts, len(parts) == listed
+    if len(run_ids) > 32:  # one listing of the table costs less than a listing per partition
+        wanted = {f"run_id={r}" for r in run_ids}
+        return [p for p in live_parts_under(table_dir)[0] if p.parent.name in wanted], False
+    # only the partitions of these runs: the cost follows the runs asked about, not the whole lake
+    return [p for r in run_ids for p in live_parts(glob_in(table_dir / f"run_id={r}", "part-*.parquet"))], False
+
+
+def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: list[str] | None,
+              read_only: bool = False, listed: tuple[list[Root], bool] | None = None, name: str | None = None) -> None:
+    """Every declared column with its declared type, whatever the age of the parts (missing → NULL); ``read_only``:
+    read through the read-only filesystem (``connect``); ``listed``: the parts, as ``_listed`` gave them; ``name``:
+    the view's, if not ``raw_<table>``."""
+    table_dir = root / "tables" / spec.name
+    columns = spec.duckdb_columns
+    parts, whole = listed or _listed(root, spec, run_ids)
+    # One pattern while every part holds rows; a list when replaced parts are still there.
+    files = [f"{reader_name(table_dir, read_only)}/*/part-*.parquet"] if parts and whole else \
+        [reader_name(p, read_only) for p in parts]
     if files:
         quoted = ", ".join("'{}'".format(f.replace("'", "''")) for f in files)
         source = f"read_parquet([{quoted}], union_by_name = true, filename = '_file', hive_partitioning = false)"
@@ -186,8 +208,25 @@ def _raw_view(con: duckdb.DuckDBPyConnection, root: Root, spec: Table, run_ids: 
         source = "(SELECT 1 WHERE false)"
         select = [f'CAST(NULL AS {t}) AS "{n}"' for n, t in columns] + ["CAST(NULL AS VARCHAR) AS _file"]
     # On object storage every read is a request or several: the few runs asked about are copied in once.
+    # A view is bound when a query reads it: binding reads every part's footer, and what the memo holds
+    # (``memo.py``) is never read again.
     kind = "TEMP TABLE" if is_remote(root) and run_ids is not None else "VIEW"
-    con.execute(f"CREATE OR REPLACE {kind} raw_{spec.name} AS SELECT {', '.join(select)} FROM {source}")
+    defer = " WITH (DEFER_BINDING)" if kind == "VIEW" else ""
+    view = name or f"raw_{spec.name}"
+    con.execute(f"CREATE OR REPLACE {kind} {view}{defer} AS SELECT {', '.join(select)} FROM {source}")
+
+
+def run_rows(con: duckdb.DuckDBPyConnection, root: Root, parts: list[Root]) -> str:
+    """A view of the latest row of each run these parts of the runs table hold: ``run_rows``'s rule
+    (``sql/010_tables.sql``), its entries read back where ``memo.py`` has them; for ``find_runs``, which reads only
+    the runs table. Its name is returned."""
+    _raw_view(con, root, TABLES["runs"], None, listed=(parts, False), name="found_raw_runs")
+    con.execute(f"CREATE OR REPLACE VIEW found_run_rows AS SELECT * FROM found_raw_runs QUALIFY {latest_row('runs')}")
+    runs = list(dict.fromkeys(p.parent.name.removeprefix("run_id=") for p in parts))
+    rules = _memo_rules()
+    remember(con, "found_run_rows", memo_dir(root), rules, run_keys("run_rows", rules, {"runs": parts}, runs),
+             lambda p: reader_name(p, False), entry="run_rows")
+    return "found_run_rows"
 
 
 def reattach(con: duckdb.DuckDBPyConnection, root: str | Path | Root, table: str, run_ids: list[str] | None) -> None:
@@ -282,7 +321,7 @@ def _t_quantile(p: float, df: int) -> float | None:
 
 def connect(root: str | Path | Root, pricing: Path | None = None, run_ids: list[str] | None = None,
             upto: str | None = None, con: duckdb.DuckDBPyConnection | None = None,
-            cache: tuple[str, ...] = (), read_only: bool = False) -> duckdb.DuckDBPyConnection:
+            cache: tuple[str, ...] = (), read_only: bool = False, memo: bool = True) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with every view defined; the Parquet files are read at query time. With
     ``run_ids``, every table holds only those runs (the runs table included). With ``upto`` (a view
     named by a file ``sql/NNN_<view>.sql``), the files after it are not applied: a command that needs
@@ -291,20 +330,23 @@ def connect(root: str | Path | Root, pricing: Path | None = None, run_ids: list[
     as soon as they are defined (``materialize``), for a command that asks many questions of a few runs;
     the views defined after them bind to the table, which is cheaper too. ``read_only``: for a user's own queries
     (``reader``): the views read through a filesystem that only reads, and the connection is sealed, able to read
-    the results' tables and nothing else."""
+    the results' tables and nothing else. ``memo``: read the views computed once per run (``memo.py``); a
+    writer's own connection, which reads its run as it goes, has no use for them."""
     root = as_root(root)
     with storage_errors():
         con = attach(con or duckdb.connect(), root, read_only)
-        relisting(lambda: _define(con, root, pricing, run_ids, upto, cache, read_only))
+        remembered = relisting(lambda: _define(con, root, pricing, run_ids, upto, cache, read_only, memo))
     if read_only:
-        seal(con, root)
+        seal(con, root, (memo_dir(root),) if remembered else ())
     return con
 
 
 def _define(con: duckdb.DuckDBPyConnection, root: Root, pricing: Path | None, run_ids: list[str] | None,
-            upto: str | None, cache: tuple[str, ...], read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    for spec in TABLES.values():
-        _raw_view(con, root, spec, run_ids, read_only)
+            upto: str | None, cache: tuple[str, ...], read_only: bool = False, memo: bool = True) -> bool:
+    """The views (``connect``); whether any reads entries of ``memo.py``."""
+    listed = {name: _listed(root, spec, run_ids) for name, spec in TABLES.items()}
+    for name, spec in TABLES.items():
+        _raw_view(con, root, spec, run_ids, read_only, listed[name])
     # Plain inserts: registering Arrow tables would make DuckDB import pandas (a third of a second).
     con.execute("CREATE OR REPLACE TABLE benchmark_info (benchmark VARCHAR, title VARCHAR, position INTEGER, "
                 "scale_min INTEGER, scale_max INTEGER, to_ten DOUBLE, in_overall BOOLEAN)")
@@ -318,7 +360,6 @@ def _define(con: duckdb.DuckDBPyConnection, root: Root, pricing: Path | None, ru
     con.executemany("INSERT INTO pricing VALUES (?, ?, ?, ?, ?, ?, ?)", load_pricing(pricing))
     con.execute(f"CREATE OR REPLACE MACRO score_round(x) AS round(x, {SCORE_DIGITS})")
     con.execute(f"CREATE OR REPLACE MACRO score_mean(x) AS {_SCORE_MEAN}")
-    probe_writers(con, root, f"SELECT run_id, status FROM raw_runs QUALIFY {LATEST_RUN_ROW}")
     scripts = []
     for path in sorted(resource_dir("sql").glob("*.sql")):
         scripts.append(_prepared(path.read_text(encoding="utf-8")))
@@ -330,9 +371,28 @@ def _define(con: duckdb.DuckDBPyConnection, root: Root, pricing: Path | None, ru
             con.remove_function("t_quantile")
         con.create_function("t_quantile", _t_quantile, ["DOUBLE", "BIGINT"], "DOUBLE",
                             null_handling="special")  # type: ignore[call-overload]
+    parts = {name: found for name, (found, _) in listed.items()}
+    runs = run_ids if run_ids is not None else [p.parent.name.removeprefix("run_id=") for p in parts["runs"]]
+    rules = _memo_rules() if memo and runs else ""
+    remembered = False
     pending = list(cache)
     for script in scripts:
         con.execute(script)
+        for view in (v for v in PER_RUN_VIEWS if rules and f"VIEW {v} WITH" in script):
+            keys = run_keys(view, rules, parts, runs)
+            remembered |= remember(con, view, memo_dir(root), rules, keys, lambda p: reader_name(p, read_only))
+        if "VIEW run_rows WITH" in script:  # the writers of the runs said to be running: before any reads runs
+            probe_writers(con, root, "SELECT run_id, status FROM run_rows")
         while pending and f"VIEW {pending[0]} WITH" in script:
             materialize(con, pending.pop(0))
-    return con
+    return remembered
+
+
+@functools.cache
+def _memo_rules() -> str:
+    """What, besides a run's parts, the views' rows depend on (``memo.rules_key``): every script, the reference
+    tables, the declared columns."""
+    scripts = [p.read_text(encoding="utf-8") for p in sorted(resource_dir("sql").glob("*.sql"))]
+    excluded = sorted((name, q) for name, spec in bm.BENCHMARKS.items() for q in spec.excluded)
+    columns = [(name, spec.duckdb_columns) for name, spec in TABLES.items()]
+    return rules_key(*scripts, _SCORE_MEAN, repr(_benchmark_info()), repr(excluded), repr(columns))

@@ -36,13 +36,13 @@ SELECT r.tag, r.model, s.judge, s.benchmark, s.score FROM score_means s JOIN run
 WHERE list_contains($tags, r.tag);
 
 -- name: japanese_share
--- the share of Japanese in the answers' letters (counted as each answer was written: scripts.py), per tag and model,
--- then per family (base tag): a family's row, listed last, is its members' answers
-SELECT 1 AS k, r.tag, r.model, sum(a.japanese_chars) / nullif(sum(a.letter_chars), 0) FROM answers a
-JOIN runs r USING (run_id) GROUP BY ALL
+-- the share of Japanese in the answers' letters (answer_letters), per tag and model, then per family (base tag): a
+-- family's row, listed last, is its members' answers
+WITH letters AS (SELECT r.tag, r.base_tag, r.model, a.japanese_chars, a.letter_chars FROM answer_letters a
+                 JOIN runs r USING (run_id))
+SELECT 1 AS k, tag, model, sum(japanese_chars) / nullif(sum(letter_chars), 0) FROM letters GROUP BY ALL
 UNION ALL
-SELECT 2 AS k, r.base_tag, r.model, sum(a.japanese_chars) / nullif(sum(a.letter_chars), 0) FROM answers a
-JOIN runs r USING (run_id) GROUP BY ALL
+SELECT 2 AS k, base_tag, model, sum(japanese_chars) / nullif(sum(letter_chars), 0) FROM letters GROUP BY ALL
 ORDER BY k;
 
 -- name: imported
