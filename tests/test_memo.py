@@ -105,7 +105,7 @@ def test_find_runs_reads_the_same_runs_through_its_entries(lake):
     after = find_runs(lake.root)
     assert [r.status for r in before] == ["ok"] * 3
     assert [(r.run_id, r.status) for r in after] == [("r1", "failed"), ("r2", "ok"), ("r3", "ok")]
-    assert [r.run_id for r in find_runs(lake.root, "tr2")] == ["r2"]
+    assert [r.run_id for r in find_runs(lake.root, model="mr2")] == ["r2"]
 
 
 def test_segments_are_merged_and_stay_right(lake, monkeypatch):
