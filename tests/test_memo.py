@@ -68,10 +68,14 @@ def writes(store: Store) -> list:
     return [
         lambda: store.write_part("runs", "r1", [run_row("r1", "failed", T + 1)]),  # run_rows
         lambda: store.write_part("judgements", "r1", [judgement("r1", "2", "A", 5, "r1 yes", T + 2)]),  # a rejudge
+        lambda: store.write_part("judgements", "r1", [judgement("r1", "2", "B", None, "r1 yes", T + 2)]),  # coverage
         lambda: store.write_part("pass_deltas", "r1", [delta("r1", "2", -2, T + 3)]),  # score_means
         lambda: store.write_part("answers", "r1", [answer("r1", "1", "r1 いいえ、違います", T + 4)]),  # stale, letters
+        lambda: store.write_part("runs", "r1", [run_row("r1", "failed", T + 5) | {"judges": ["A", "C"]}]),  # coverage
+        lambda: store.write_part("questions", "r1", [{"run_id": "r1", "benchmark": "elyza", "question_id": "3",
+                                                      "turns": ["q"], "created_at": T}]),
         lambda: store.compact("judgements", "r1"),  # the same rows in other parts
-        lambda: store.replace("runs", "r2", [run_row("r2", "partial", T + 5)]),
+        lambda: store.replace("runs", "r2", [run_row("r2", "partial", T + 6)]),
     ]
 
 
@@ -86,7 +90,7 @@ def test_the_entries_are_the_views_after_every_kind_of_write(lake):
     lineage = dict(((q, j, s), lin) for q, j, s, lin in con.execute(
         "SELECT question_id, judge, score, lineage FROM judgement_history WHERE run_id = 'r1'").fetchall())
     assert lineage == {("1", "A", 4): "stale", ("1", "B", 3): "stale", ("2", "A", 2): "superseded",
-                       ("2", "A", 5): "current"}
+                       ("2", "A", 5): "current", ("2", "B", None): "current"}
 
 
 def test_a_key_that_leaves_out_a_table_the_view_reads_is_caught(lake, monkeypatch):
@@ -132,3 +136,14 @@ def test_where_entries_cannot_be_written_the_views_are_computed(lake, tmp_path, 
     monkeypatch.setenv("SHABERI_STATE_DIR", os.fspath(blocked / "state"))  # under a file: no folder can be made
     same_as_computed(lake.root)
     assert not (blocked / "state").exists()
+
+
+@pytest.mark.parametrize("view, table", [(v, t) for v, ts in memo.PER_RUN_VIEWS.items() for t in ts])
+def test_each_table_a_view_is_keyed_by_is_needed_and_caught_when_left_out(lake, monkeypatch, view, table):
+    """The writes above change each view through each table it is keyed by: left out, a stale entry is read."""
+    monkeypatch.setitem(memo.PER_RUN_VIEWS, view, tuple(t for t in memo.PER_RUN_VIEWS[view] if t != table))
+    with pytest.raises(AssertionError, match=view):
+        same_as_computed(lake.root)
+        for write in writes(lake):
+            write()
+            same_as_computed(lake.root)

@@ -21,7 +21,8 @@ seconds, so that a reader that listed them a moment ago can still read them.
 Entries live under ``$SHABERI_STATE_DIR`` (default ``~/.cache/shaberi``) ``/views/<hash of the root>/<hash of the
 rules>/<view>/``,
 outside the results root: a command that only reads writes nothing there, and a remote root's entries are on the
-machine that reads it. Where they cannot be written, the views are computed as they are defined.
+machine that reads it. Where they cannot be written or computed (an inf score the view's mean cannot sum), the views
+are left as they are defined: a command that never reads them never fails on them.
 """
 
 from __future__ import annotations
@@ -41,13 +42,14 @@ from .location import Root, glob_literal, is_remote
 __all__ = ["PER_RUN_VIEWS", "memo_dir", "remember", "rules_key", "run_keys"]
 
 # The views whose rows of a run depend only on that run's partitions of these tables and on the reference tables
-# (never on another run, a writer's liveness, the prices or the clock). ``tests/test_memo.py`` checks each table
-# list against the tables DuckDB says the view reads, and each view's entries against the view itself.
+# (never on another run, a writer's liveness, the prices or the clock). ``tests/test_memo.py`` writes to each
+# table and checks every view's entries against the view itself, and that each table left out of a list is caught.
 PER_RUN_VIEWS: dict[str, tuple[str, ...]] = {
     "run_rows": ("runs",),
     "answer_letters": ("answers",),
     "judgement_history": ("answers", "judgements"),
     "score_means": ("answers", "judgements", "pass_deltas"),
+    "judge_coverage": ("answers", "judgements", "runs"),  # runs: the judges a run names, not its status
 }
 MERGE_AT = 8  # segments of a view before they are merged into one
 GRACE = 600.0  # seconds a covered segment is kept for the readers that listed it
@@ -97,7 +99,7 @@ def remember(con: duckdb.DuckDBPyConnection, view: str, where: Path, rules: str,
         if len(segments) > MERGE_AT:
             segments = _merge(con, folder, segments)
         _collect(folder)
-    except (OSError, duckdb.IOException, duckdb.PermissionException):
+    except (OSError, duckdb.Error):  # unwritable, or a row the view itself fails on: raised only where it is read
         return False
     wanted = set(keys.values())
     if used := [p for p, ks in segments.items() if ks.keys() & wanted]:
