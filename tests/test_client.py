@@ -129,3 +129,39 @@ def test_the_dispatcher_records_every_finished_call_even_when_recording_one_fail
     with pytest.raises(OSError, match="disk full"):
         asyncio.run(Dispatcher(iter(range(8)), call, record, workers=8).run())
     assert sorted(recorded) == list(range(1, 8))
+
+
+def test_a_parked_call_lets_another_worker_run_and_the_count_comes_back():
+    """Two workers, both calls parked until ten others are recorded: two more workers take up the work (with the
+    workers held, it would never go on); once both are back, the extra workers stop between calls: no call starts
+    with more than two running."""
+    from shaberi.llm.dispatch import Dispatcher, parked
+
+    running, after, recorded = 0, [], []
+
+    async def go() -> None:
+        back = asyncio.Event()
+
+        async def call(item: int) -> int:
+            nonlocal running
+            if item < 2:
+                with parked():
+                    await back.wait()
+            elif back.is_set():
+                after.append(running + 1)
+            running += 1
+            for _ in range(3):
+                await asyncio.sleep(0)
+            running -= 1
+            return item
+
+        def record(item: int, outcome: int | None, error: Exception | None) -> None:
+            recorded.append(item)
+            if len(recorded) == 10:
+                back.set()
+
+        await asyncio.wait_for(Dispatcher(iter(range(40)), call, record, workers=2).run(), 30)
+
+    asyncio.run(go())
+    assert sorted(recorded) == list(range(40)) and 0 not in recorded[:10] and 1 not in recorded[:10]
+    assert after and max(after) <= 2, after

@@ -397,3 +397,34 @@ def test_the_loopback_server_states_retry_after_on_load_429s_and_refuses_strays_
         with LoopbackServer(latency_ms=2000, capacity=2, retry_after=retry_after) as capped:
             refused = asyncio.run(burst(capped.base_url))
             assert len(refused) == capped.stats()["by_status"]["429"] >= 1 and set(refused) == {header}, refused
+
+
+def test_a_request_waiting_out_its_retry_after_holds_no_worker():
+    """A gateway refusing 10 % at random with ``Retry-After: 2``, one worker and one slot: while a refused request
+    waits, the dispatcher runs another worker, so other requests are sent and answered within its wait (with its
+    worker held, nothing could be sent until it was back)."""
+    from shaberi.llm.dispatch import Dispatcher
+
+    config = ClientConfig(control=ControlConfig(start=1, max=1))
+    with LoopbackServer(latency_ms=10, stray_429=0.1, retry_after=2) as server:
+        async def go() -> list[int]:
+            client, done = ChatClient(server.base_url, None, config), []
+
+            async def call(i: int) -> int:
+                return (await client.chat(*body(f"質問 {i}"))).attempts
+
+            try:
+                await Dispatcher(iter(range(60)), call, lambda i, attempts, _: done.append(attempts), 1).run()
+            finally:
+                await client.aclose()
+            return done
+
+        attempts = asyncio.run(go())
+        arrivals, peak = server.arrivals(), server.stats()["peak_in_flight"]
+    assert len(attempts) == 60 and sum(a - 1 for a in attempts) == sum(s == 429 for _, _, s in arrivals) > 0
+    assert peak == 1  # the slot still bounds what is sent
+    for t, key, status in arrivals:
+        if status == 429:  # its wait ends at the request's next arrival
+            again = min(a for a, k, _ in arrivals if k == key and a > t)
+            others = [a for a, k, s in arrivals if t < a < again and k != key and s == 200]
+            assert len(others) >= 3, (t, again, len(others))

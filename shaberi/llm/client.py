@@ -30,6 +30,7 @@ from ..redact import redact, url_secrets
 from .batch_api import BatchTransport
 from .config import ClientConfig
 from .control import Controller, Pacing
+from .dispatch import parked
 from .lease import Answer, Lease
 from .params import Sampling, Verbatim, chat_body
 from .transport import AiohttpTransport, Response, Transport
@@ -209,7 +210,8 @@ class ChatClient:
                 if slot is not None:
                     self.lease.release(slot, answer)  # type: ignore[union-attr]
                 self._settle(held, model, got, timed_out)
-            await asyncio.sleep(delay)
+            with parked():  # holding no slot, and (under a Dispatcher) no worker: others go meanwhile
+                await asyncio.sleep(delay)
 
     async def _hold(self, model: str, body: bytes) -> float:
         """Each send's worst case held against the spending limit (``budget``), a retry's too: a provider bills
