@@ -428,3 +428,38 @@ def test_a_request_waiting_out_its_retry_after_holds_no_worker():
             again = min(a for a, k, _ in arrivals if k == key and a > t)
             others = [a for a, k, s in arrivals if t < a < again and k != key and s == 200]
             assert len(others) >= 3, (t, again, len(others))
+
+
+def test_a_429_just_below_a_wall_found_is_that_wall_not_a_stray(monkeypatch):
+    """Against a cap of 3, one 429 reads 3 in flight (our count lags the server's: a busy machine, or holders
+    sharing a budget) and looks like a random refusal. The cut before it has nothing left to undo, so the wall it
+    found stays found and its hold keeps doubling; the wrong rule forgot it and probed the wall again at 4, 8, 16
+    round trips (the shared-budget test's refusals doubled on CI)."""
+    from shaberi.llm import control
+
+    def probes(lag_at: int | None) -> int:
+        clock = [1000.0]
+        monkeypatch.setattr(control, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])}))
+
+        async def go() -> Controller:
+            c = Controller(ControlConfig(start=1, max=8))
+            for r in range(400):
+                tickets = []
+                while c.held < int(c.limit):
+                    await c.acquire()
+                    tickets.append(c.send())
+                refused = [t for t in tickets if t.in_flight > 3 or (r == lag_at and t.in_flight == 3)]
+                for t in refused:
+                    c.rate_limited(t)
+                for t in tickets:
+                    if t not in refused:
+                        c.success(t, 0.05, 0)
+                clock[0] += 0.05
+            return c
+
+        c = asyncio.run(go())
+        return [why for _, _, why in c.history].count("429")
+
+    clean = probes(None)
+    assert 4 <= clean <= 10  # found, then probed at doubling holds
+    assert probes(200) <= clean + 1

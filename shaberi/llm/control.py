@@ -228,8 +228,10 @@ class Controller:
             pass  # sent before the last decrease, or with more in flight than it allows: answered by it already
             # (the second: a slot taken before the cut that left after it, as a busy machine's late sends do)
         elif self._stray(ticket.in_flight):  # one of a gateway's random refusals: no news about a wall
-            if self._undo and ticket.in_flight < self._undo[2]:  # refused below where the last cut put a wall:
-                # that cut's 429 was one of them too; back to the level it refused, the wall forgotten
+            if self._undo and ticket.in_flight <= self._undo[2] - UNDO_MARGIN:
+                # refused clearly below where the last cut put a wall: that cut's 429 was one of them too; back to
+                # the level it refused, the wall forgotten. (Not one below it: that is as likely the wall itself,
+                # read low as our count lags the server's, as in ``_passed``, and its hold must go on doubling.)
                 (before, self.ssthresh, level), self._undo = self._undo, None
                 self._forget_cut()
                 self._set(max(self.limit, min(before, level)), now, "undo")
